@@ -1,0 +1,77 @@
+/*
+ * gguf.h - validating reader for GGUF files (v2 and v3, little-endian). Untrusted input: every
+ * count is checked against a sane limit and against the bytes left, every string and array
+ * length with overflow-safe arithmetic, every tensor's type, dims, alignment and data range
+ * against the file size; duplicate keys or tensor names are refused. The file is mapped
+ * read-only; tensor data pointers point into the mapping.
+ * Spec: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md
+ */
+#ifndef SLATE_GGUF_H
+#define SLATE_GGUF_H
+
+#include "core/core.h"
+
+typedef enum slate__gguf_vtype { /* GGUF metadata value types */
+    SLATE__GGUF_U8 = 0, SLATE__GGUF_I8 = 1, SLATE__GGUF_U16 = 2, SLATE__GGUF_I16 = 3,
+    SLATE__GGUF_U32 = 4, SLATE__GGUF_I32 = 5, SLATE__GGUF_F32 = 6, SLATE__GGUF_BOOL = 7,
+    SLATE__GGUF_STRING = 8, SLATE__GGUF_ARRAY = 9, SLATE__GGUF_U64 = 10, SLATE__GGUF_I64 = 11,
+    SLATE__GGUF_F64 = 12,
+} slate__gguf_vtype;
+
+/* ggml tensor types that slate reads. Others are listed by number in the error message. */
+typedef enum slate__ggml_type {
+    SLATE__GGML_F32 = 0, SLATE__GGML_F16 = 1, SLATE__GGML_Q4_0 = 2, SLATE__GGML_Q8_0 = 8,
+    SLATE__GGML_BF16 = 30,
+} slate__ggml_type;
+
+typedef struct slate__gguf slate__gguf;
+
+typedef struct slate__gguf_tensor {
+    const char *name;      /* NUL-terminated copy */
+    uint32_t type;         /* ggml type number (only the slate__ggml_type values are accepted) */
+    uint32_t n_dims;       /* 1..4 */
+    uint64_t ne[4];        /* ne[0] is the innermost (contiguous) dimension; unused dims are 1 */
+    uint64_t n_elements;
+    uint64_t nbytes;
+    uint64_t file_offset;  /* absolute byte offset of the data in the file */
+    const uint8_t *data;   /* into the mapping */
+} slate__gguf_tensor;
+
+/* Opens and validates path. Returns OK, E_IO, E_FORMAT (with offset), E_UNSUPPORTED (version,
+ * tensor type), E_NOMEM. */
+slate_status slate__gguf_open(const char *path, slate__gguf **out, slate_error *err);
+/* The same over bytes in memory (the fuzz target uses it); data must outlive the handle. */
+slate_status slate__gguf_open_mem(const uint8_t *data, size_t size, slate__gguf **out,
+                                  slate_error *err);
+void slate__gguf_close(slate__gguf *g);
+
+uint32_t slate__gguf_version(const slate__gguf *g);
+/* Metadata lookups: return -1 if the key is absent. */
+int64_t slate__gguf_find_key(const slate__gguf *g, const char *key);
+slate__gguf_vtype slate__gguf_key_type(const slate__gguf *g, int64_t i);
+/* Typed getters with conversion between integer widths; false if absent or of another kind
+ * (a string for a number, say) or out of range for the target type. */
+bool slate__gguf_get_u32(const slate__gguf *g, const char *key, uint32_t *out);
+bool slate__gguf_get_i32(const slate__gguf *g, const char *key, int32_t *out);
+bool slate__gguf_get_f32(const slate__gguf *g, const char *key, float *out);
+bool slate__gguf_get_bool(const slate__gguf *g, const char *key, bool *out);
+/* String value: borrowed pointer into the mapping (NOT NUL-terminated) and its length. */
+bool slate__gguf_get_str(const slate__gguf *g, const char *key, const char **s, uint64_t *len);
+/* Arrays: element type and count; then element access. */
+bool slate__gguf_get_arr(const slate__gguf *g, const char *key, slate__gguf_vtype *elem_type,
+                         uint64_t *n);
+/* i-th string of a string array (borrowed, not terminated). */
+bool slate__gguf_arr_str(const slate__gguf *g, const char *key, uint64_t i, const char **s,
+                         uint64_t *len);
+/* i-th numeric element of an array converted to double (ints, floats, bool). */
+bool slate__gguf_arr_num(const slate__gguf *g, const char *key, uint64_t i, double *out);
+
+int64_t slate__gguf_n_tensors(const slate__gguf *g);
+const slate__gguf_tensor *slate__gguf_tensor_at(const slate__gguf *g, int64_t i);
+const slate__gguf_tensor *slate__gguf_find_tensor(const slate__gguf *g, const char *name);
+
+/* Builds a tokenizer from tokenizer.ggml.* keys (model "llama" -> SPM, "gpt2" -> BPE, with the
+ * pre-tokenizer chosen from tokenizer.ggml.pre). Implemented in src/tok/tok_gguf.c. */
+slate_status slate__tok_from_gguf(const slate__gguf *g, slate_tokenizer **out, slate_error *err);
+
+#endif /* SLATE_GGUF_H */

@@ -1,0 +1,136 @@
+/*
+ * core.h - internal helpers shared by every module: error reporting, the counted allocator
+ * (with fault injection for tests), arenas, half-precision conversion, CRC-32, time, files.
+ * Internal: not part of the public API.
+ */
+#ifndef SLATE_CORE_H
+#define SLATE_CORE_H
+
+#include "slate.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define SLATE__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define SLATE__PRINTF(a, b)
+#endif
+
+/* Fills err (if not NULL) with code and a formatted message; returns code. The natural place for
+ * a breakpoint when chasing a failure. */
+slate_status slate__fail(slate_error *err, slate_status code, const char *fmt, ...)
+    SLATE__PRINTF(3, 4);
+/* Same, with a byte offset into the input file. */
+slate_status slate__fail_at(slate_error *err, slate_status code, uint64_t offset,
+                            const char *fmt, ...) SLATE__PRINTF(4, 5);
+/* Resets err to SLATE_OK with an empty message. */
+void slate__error_clear(slate_error *err);
+
+/* Broken invariant of our own: E_INTERNAL naming file:line (never abort on release builds). */
+#define SLATE__INTERNAL(err, what) \
+    slate__fail((err), SLATE_E_INTERNAL, "internal error at %s:%d: %s", __FILE__, __LINE__, (what))
+
+/* ---- counted allocator ------------------------------------------------------------------ */
+/* All heap allocation goes through these. They count live bytes and calls, and can be told to
+ * fail the Nth call (tests). slate__malloc(0) returns a unique non-NULL pointer. */
+void *slate__malloc(size_t size);
+void *slate__calloc(size_t n, size_t size);
+void *slate__realloc(void *ptr, size_t size);
+void slate__free(void *ptr);
+char *slate__strdup(const char *s);
+char *slate__strndup(const char *s, size_t n);
+/* 64-byte aligned allocation (for tensors). Free with slate__free_aligned. */
+void *slate__malloc_aligned(size_t size);
+void slate__free_aligned(void *ptr);
+
+/* Test hooks: fail the n-th allocation call from now on (1 = the next one), 0 = never. */
+void slate__alloc_fail_after(long n);
+long slate__alloc_calls(void);       /* allocation calls since start */
+long long slate__alloc_live_bytes(void); /* bytes currently allocated */
+
+/* Overflow-safe size arithmetic: returns false on overflow. */
+static inline bool slate__mul_size(size_t a, size_t b, size_t *out) {
+    if (a != 0 && b > SIZE_MAX / a) return false;
+    *out = a * b;
+    return true;
+}
+static inline bool slate__add_size(size_t a, size_t b, size_t *out) {
+    if (b > SIZE_MAX - a) return false;
+    *out = a + b;
+    return true;
+}
+static inline size_t slate__align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/* ---- growable byte buffer (writers) ------------------------------------------------------ */
+typedef struct slate__buf {
+    uint8_t *data;
+    size_t len, cap;
+    bool failed; /* an append ran out of memory; later appends are no-ops */
+} slate__buf;
+void slate__buf_append(slate__buf *b, const void *data, size_t len);
+void slate__buf_u32(slate__buf *b, uint32_t v);
+void slate__buf_i32(slate__buf *b, int32_t v);
+void slate__buf_u64(slate__buf *b, uint64_t v);
+void slate__buf_f32(slate__buf *b, float v);
+void slate__buf_free(slate__buf *b);
+
+/* ---- little-endian reader over untrusted bytes ------------------------------------------ */
+typedef struct slate__rd {
+    const uint8_t *data;
+    size_t len, pos;
+    bool failed; /* a read ran past the end; values read after that are 0 */
+} slate__rd;
+uint8_t slate__rd_u8(slate__rd *r);
+uint32_t slate__rd_u32(slate__rd *r);
+int32_t slate__rd_i32(slate__rd *r);
+uint64_t slate__rd_u64(slate__rd *r);
+float slate__rd_f32(slate__rd *r);
+/* Returns a pointer to the next n bytes and advances, or NULL (and failed) past the end. */
+const uint8_t *slate__rd_bytes(slate__rd *r, size_t n);
+
+/* ---- numbers ----------------------------------------------------------------------------- */
+float slate__f16_to_f32(uint16_t h);
+uint16_t slate__f32_to_f16(float f); /* round to nearest even; overflow -> inf */
+static inline float slate__bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v;
+    v.u = (uint32_t)h << 16;
+    return v.f;
+}
+uint16_t slate__f32_to_bf16(float f); /* round to nearest even, NaN stays NaN */
+
+uint32_t slate__crc32(uint32_t crc, const void *data, size_t len); /* start with crc = 0 */
+
+double slate__now_ms(void); /* monotonic milliseconds */
+
+/* ---- files ------------------------------------------------------------------------------- */
+/* Reads a whole file into a NUL-terminated heap buffer (free with slate__free). max_bytes caps
+ * the size (E_FORMAT past it). */
+slate_status slate__read_file(const char *path, size_t max_bytes, char **out, size_t *len_out,
+                              slate_error *err);
+
+/* A read-only mapping of a whole file (mmap). */
+typedef struct slate__map {
+    const uint8_t *data;
+    size_t size;
+} slate__map;
+slate_status slate__map_open(const char *path, slate__map *m, slate_error *err);
+void slate__map_close(slate__map *m);
+
+/* Atomic writer: writes to path.tmp, then fsync + rename on commit; abort removes the temp. */
+typedef struct slate__atomic_file {
+    void *fp; /* FILE * */
+    char *final_path;
+    char *tmp_path;
+    bool failed;
+} slate__atomic_file;
+slate_status slate__atomic_open(const char *path, slate__atomic_file *f, slate_error *err);
+void slate__atomic_write(slate__atomic_file *f, const void *data, size_t len);
+slate_status slate__atomic_commit(slate__atomic_file *f, slate_error *err);
+void slate__atomic_abort(slate__atomic_file *f);
+
+/* Number of online cores (at least 1). */
+int slate__n_cores(void);
+
+#endif /* SLATE_CORE_H */

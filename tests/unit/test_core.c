@@ -1,0 +1,122 @@
+/* test_core.c - status table, error helpers, half conversions, CRC-32, allocator counting and
+ * fault injection, atomic writer. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/core.h"
+
+static void status_strings_come_from_one_table(void **st) {
+    (void)st;
+    assert_string_equal(slate_status_str(SLATE_OK), "ok");
+    assert_string_equal(slate_status_name(SLATE_E_FORMAT), "SLATE_E_FORMAT");
+    assert_string_equal(slate_status_str((slate_status)999), "unknown status");
+    assert_int_equal(SLATE_E_INTERNAL, 12);
+}
+
+static void fail_fills_error_with_offset(void **st) {
+    (void)st;
+    slate_error e;
+    slate__error_clear(&e);
+    slate_status s = slate__fail_at(&e, SLATE_E_FORMAT, 1234, "tensor '%s' truncated", "w");
+    assert_int_equal(s, SLATE_E_FORMAT);
+    assert_int_equal(e.code, SLATE_E_FORMAT);
+    assert_true(e.has_offset);
+    assert_int_equal(e.offset, 1234);
+    assert_string_equal(e.message, "tensor 'w' truncated");
+    assert_int_equal(slate__fail(NULL, SLATE_E_IO, "x"), SLATE_E_IO); /* NULL err allowed */
+}
+
+static void f16_round_trips_and_rounds_to_nearest_even(void **st) {
+    (void)st;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = slate__f16_to_f32((uint16_t)h);
+        if (isnan(f)) continue;
+        assert_int_equal(slate__f32_to_f16(f), h);
+    }
+    assert_int_equal(slate__f32_to_f16(1.0f + 1.0f / 2048), 0x3c00); /* tie -> even */
+    assert_int_equal(slate__f32_to_f16(65520.0f), 0x7c00);            /* overflow -> inf */
+    assert_true(fabsf(slate__f16_to_f32(slate__f32_to_f16(3.14159f)) - 3.14159f) < 2e-3f);
+}
+
+static void bf16_rounds_to_nearest_even(void **st) {
+    (void)st;
+    assert_int_equal(slate__f32_to_bf16(1.0f), 0x3f80);
+    assert_true(slate__bf16_to_f32(slate__f32_to_bf16(-2.5f)) == -2.5f);
+    assert_true(isnan(slate__bf16_to_f32(slate__f32_to_bf16(NAN))));
+}
+
+static void crc32_matches_known_vector(void **st) {
+    (void)st;
+    assert_int_equal(slate__crc32(0, "123456789", 9), 0xcbf43926u);
+    uint32_t c = slate__crc32(0, "12345", 5);
+    assert_int_equal(slate__crc32(c, "6789", 4), 0xcbf43926u);
+}
+
+static void allocator_counts_and_injects_faults(void **st) {
+    (void)st;
+    long long live = slate__alloc_live_bytes();
+    void *p = slate__malloc(100);
+    assert_non_null(p);
+    assert_int_equal(((uintptr_t)p) % 64, 0);
+    assert_int_equal(slate__alloc_live_bytes(), live + 100);
+    slate__free(p);
+    assert_int_equal(slate__alloc_live_bytes(), live);
+    slate__alloc_fail_after(2);
+    void *a = slate__malloc(8);
+    void *b = slate__malloc(8);
+    assert_non_null(a);
+    assert_null(b);
+    slate__alloc_fail_after(0);
+    slate__free(a);
+}
+
+static void reader_stops_at_end(void **st) {
+    (void)st;
+    uint8_t bytes[6] = {1, 0, 0, 0, 2, 0};
+    slate__rd r = {bytes, sizeof bytes, 0, false};
+    assert_int_equal(slate__rd_u32(&r), 1);
+    assert_false(r.failed);
+    assert_int_equal(slate__rd_u32(&r), 0);
+    assert_true(r.failed);
+}
+
+static void atomic_writer_leaves_nothing_on_abort(void **st) {
+    (void)st;
+    const char *path = tu_tmp("atomic.bin");
+    slate__atomic_file f;
+    assert_int_equal(slate__atomic_open(path, &f, NULL), SLATE_OK);
+    slate__atomic_write(&f, "abc", 3);
+    slate__atomic_abort(&f);
+    assert_false(tu_exists(path));
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    assert_false(tu_exists(tmp));
+    assert_int_equal(slate__atomic_open(path, &f, NULL), SLATE_OK);
+    slate__atomic_write(&f, "abc", 3);
+    assert_int_equal(slate__atomic_commit(&f, NULL), SLATE_OK);
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(slate__read_file(path, 100, &data, &len, NULL), SLATE_OK);
+    assert_int_equal(len, 3);
+    assert_memory_equal(data, "abc", 3);
+    slate__free(data);
+    unlink(path);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(status_strings_come_from_one_table),
+        cmocka_unit_test(fail_fills_error_with_offset),
+        cmocka_unit_test(f16_round_trips_and_rounds_to_nearest_even),
+        cmocka_unit_test(bf16_rounds_to_nearest_even),
+        cmocka_unit_test(crc32_matches_known_vector),
+        cmocka_unit_test(allocator_counts_and_injects_faults),
+        cmocka_unit_test(reader_stops_at_end),
+        cmocka_unit_test(atomic_writer_leaves_nothing_on_abort),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,69 @@
+/* testutil.c - see testutil.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *tu_model_path(const char *rel) {
+    static char buf[4096];
+    const char *base = getenv("SLATE_MODELS_DIR");
+#ifdef SLATE_MODELS_DIR
+    if (!base) base = SLATE_MODELS_DIR;
+#endif
+    if (!base) base = "../shared/models";
+    snprintf(buf, sizeof buf, "%s/%s", base, rel);
+    return buf;
+}
+
+int tu_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+const char *tu_tmpdir(void) {
+    static char dir[256];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/slate-test-XXXXXX");
+        if (!mkdtemp(dir)) {
+            perror("mkdtemp");
+            exit(1);
+        }
+    }
+    return dir;
+}
+
+const char *tu_tmp(const char *name) {
+    static char bufs[4][512];
+    static int i;
+    char *b = bufs[i++ & 3];
+    snprintf(b, 512, "%s/%s", tu_tmpdir(), name);
+    return b;
+}
+
+uint64_t tu_seed(void) {
+    static uint64_t seed;
+    static int done;
+    if (!done) {
+        const char *s = getenv("SLATE_TEST_SEED");
+        seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)getpid() << 16;
+        fprintf(stderr, "[seed] SLATE_TEST_SEED=%llu\n", (unsigned long long)seed);
+        done = 1;
+    }
+    return seed;
+}
+
+uint64_t tu_rand(uint64_t *s) {
+    uint64_t x = *s ? *s : 0x9e3779b97f4a7c15ull;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *s = x;
+    return x;
+}
+
+float tu_randf(uint64_t *s) { return (float)((tu_rand(s) >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f; }

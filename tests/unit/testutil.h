@@ -1,0 +1,28 @@
+/* testutil.h - helpers shared by the unit tests (cmocka). */
+#ifndef SLATE_TESTUTIL_H
+#define SLATE_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "slate.h"
+
+/* Path under the shared models folder (SLATE_MODELS_DIR env var, else the build-time default).
+ * Returns a static buffer. */
+const char *tu_model_path(const char *rel);
+/* Whether a file exists (tests on real models skip when it is missing). */
+int tu_exists(const char *path);
+/* A fresh temporary directory for this test process (created once). */
+const char *tu_tmpdir(void);
+/* Joins tu_tmpdir() and name into a static rotating buffer. */
+const char *tu_tmp(const char *name);
+/* Seed for random tests: SLATE_TEST_SEED env var or time; printed once. */
+uint64_t tu_seed(void);
+/* xorshift-based deterministic random numbers. */
+uint64_t tu_rand(uint64_t *s);
+float tu_randf(uint64_t *s); /* uniform in [-1, 1) */
+
+#endif
