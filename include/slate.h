@@ -245,6 +245,7 @@ typedef struct slate_model_info {
     size_t kv_bytes_max;        /* all state tensors, n_ctx positions */
     size_t scratch_bytes;       /* activations + logits for max_query rows, per state */
     size_t state_bytes;         /* kv_bytes_max + scratch_bytes */
+    int32_t n_threads;          /* threads each predict call uses */
 } slate_model_info;
 
 /* Fills *info (strings borrowed, valid until the model is closed). Returns OK or E_INVALID_ARG. */

@@ -16,6 +16,7 @@ typedef enum slate__gguf_vtype { /* GGUF metadata value types */
     SLATE__GGUF_U32 = 4, SLATE__GGUF_I32 = 5, SLATE__GGUF_F32 = 6, SLATE__GGUF_BOOL = 7,
     SLATE__GGUF_STRING = 8, SLATE__GGUF_ARRAY = 9, SLATE__GGUF_U64 = 10, SLATE__GGUF_I64 = 11,
     SLATE__GGUF_F64 = 12,
+    SLATE__GGUF_NONE = -1, /* slate__gguf_key_type() of an index out of range */
 } slate__gguf_vtype;
 
 /* ggml tensor types that slate reads. Others are listed by number in the error message. */
@@ -46,11 +47,20 @@ slate_status slate__gguf_open_mem(const uint8_t *data, size_t size, slate__gguf 
 void slate__gguf_close(slate__gguf *g);
 
 uint32_t slate__gguf_version(const slate__gguf *g);
+/* general.alignment (32 when absent) and the absolute file offset of the data section. */
+uint32_t slate__gguf_alignment(const slate__gguf *g);
+uint64_t slate__gguf_data_offset(const slate__gguf *g);
+/* Number of metadata pairs, and the key of pair i (0 <= i < n_kv; NUL-terminated copy owned by
+ * the handle, valid until close; NULL out of range). Keys are unique and contain no NUL. */
+int64_t slate__gguf_n_kv(const slate__gguf *g);
+const char *slate__gguf_key_at(const slate__gguf *g, int64_t i);
 /* Metadata lookups: return -1 if the key is absent. */
 int64_t slate__gguf_find_key(const slate__gguf *g, const char *key);
+/* Value type of pair i; SLATE__GGUF_NONE when i is out of range. */
 slate__gguf_vtype slate__gguf_key_type(const slate__gguf *g, int64_t i);
 /* Typed getters with conversion between integer widths; false if absent or of another kind
- * (a string for a number, say) or out of range for the target type. */
+ * (a string for a number, say) or out of range for the target type. get_f32 also takes f64
+ * and integer values (false for an f64 beyond the float range); bools are not numbers here. */
 bool slate__gguf_get_u32(const slate__gguf *g, const char *key, uint32_t *out);
 bool slate__gguf_get_i32(const slate__gguf *g, const char *key, int32_t *out);
 bool slate__gguf_get_f32(const slate__gguf *g, const char *key, float *out);
@@ -66,9 +76,13 @@ bool slate__gguf_arr_str(const slate__gguf *g, const char *key, uint64_t i, cons
 /* i-th numeric element of an array converted to double (ints, floats, bool). */
 bool slate__gguf_arr_num(const slate__gguf *g, const char *key, uint64_t i, double *out);
 
+/* Tensors in file order. Pointers stay valid until close. */
 int64_t slate__gguf_n_tensors(const slate__gguf *g);
 const slate__gguf_tensor *slate__gguf_tensor_at(const slate__gguf *g, int64_t i);
 const slate__gguf_tensor *slate__gguf_find_tensor(const slate__gguf *g, const char *name);
+
+/* Static name of a ggml type ("F32", "F16", "Q4_0", "Q8_0", "BF16"), "?" for others. */
+const char *slate__ggml_type_name(uint32_t type);
 
 /* Builds a tokenizer from tokenizer.ggml.* keys (model "llama" -> SPM, "gpt2" -> BPE, with the
  * pre-tokenizer chosen from tokenizer.ggml.pre). Implemented in src/tok/tok_gguf.c. */

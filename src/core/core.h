@@ -133,4 +133,15 @@ void slate__atomic_abort(slate__atomic_file *f);
 /* Number of online cores (at least 1). */
 int slate__n_cores(void);
 
+/* ---- thread pool -------------------------------------------------------------------------- */
+/* A persistent pool: n_threads - 1 workers created once; slate__pool_run calls fn(ctx, i, n)
+ * for i = 0..n-1 with the caller running i = 0, and returns when all are done. Calls on one
+ * pool must not overlap (each state owns its pool). No thread is created per call. */
+typedef struct slate__pool slate__pool;
+typedef void (*slate__pool_fn)(void *ctx, int ith, int nth);
+slate_status slate__pool_create(int n_threads, slate__pool **out, slate_error *err);
+void slate__pool_free(slate__pool *pool);
+int slate__pool_size(const slate__pool *pool);
+void slate__pool_run(slate__pool *pool, slate__pool_fn fn, void *ctx);
+
 #endif /* SLATE_CORE_H */

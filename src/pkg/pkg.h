@@ -1,14 +1,65 @@
 /*
- * pkg.h - the .slate package: reader and writer (internal). Byte layout in format.h and
- * docs/format.md.
+ * pkg.h - the .slate package: validating reader and atomic writer (internal). Byte layout in
+ * format.h and docs/format.md.
  */
 #ifndef SLATE_PKG_H
 #define SLATE_PKG_H
 
 #include "core/core.h"
 
-/* Reads only the tokenizer section of a package (used by slate_tokenizer_open). Returns OK,
- * E_IO, E_FORMAT, E_UNSUPPORTED, E_NOMEM. */
+#include <cjson/cJSON.h>
+
+/* ---- reader ------------------------------------------------------------------------------ */
+
+/* Where package bytes come from: a file (read with pread) or memory (fuzzing, tests). */
+typedef struct slate__pkg {
+    int fd;                   /* -1 for memory */
+    const uint8_t *mem;       /* memory source, or NULL */
+    uint64_t file_size;
+    char *meta;               /* META section, NUL-terminated heap copy */
+    size_t meta_len;
+    uint8_t *tok;             /* TOKENIZER section, heap copy */
+    size_t tok_len;
+    uint64_t data_offset;     /* DATA section, absolute offset (multiple of 64) */
+    uint64_t data_size;
+    cJSON *json;              /* parsed META */
+} slate__pkg;
+
+/* Opens and validates the container: header, section table, CRCs of META and TOKENIZER, and
+ * parses META as JSON (its content is validated by the program compiler). On failure p is
+ * left closed. Returns OK, E_IO, E_FORMAT (with offset), E_UNSUPPORTED (version), E_NOMEM. */
+slate_status slate__pkg_open(const char *path, slate__pkg *p, slate_error *err);
+slate_status slate__pkg_open_mem(const uint8_t *data, size_t size, slate__pkg *p,
+                                 slate_error *err);
+void slate__pkg_close(slate__pkg *p);
+
+/* Reads only the tokenizer section of a package (used by slate_tokenizer_open). */
 slate_status slate__pkg_read_tokenizer(const char *path, slate_tokenizer **out, slate_error *err);
+
+/* ---- writer ------------------------------------------------------------------------------ */
+
+/* One tensor to write. The writer asks `produce` to fill exactly nbytes at dst (64-aligned). */
+typedef struct slate__pkg_wtensor {
+    const char *name;
+    slate_dtype dtype;
+    int32_t n_dims;
+    int64_t dims[4]; /* outermost first */
+    size_t nbytes;
+    slate_status (*produce)(const void *ctx, void *dst, slate_error *err);
+    const void *ctx;
+} slate__pkg_wtensor;
+
+/* Writes a package atomically (path.tmp, fsync, rename; removed on any failure). meta is the
+ * META object without "tensors": the writer adds the tensor table (offsets assigned here) and
+ * owns nothing of the caller's. tok_blob: the serialized tokenizer. progress: one stderr line
+ * per tensor. Returns OK, E_IO, E_NOMEM, or what a producer returns. */
+slate_status slate__pkg_write(const char *path, cJSON *meta, const uint8_t *tok_blob,
+                              size_t tok_len, const slate__pkg_wtensor *tensors, size_t n_tensors,
+                              bool progress, slate_error *err);
+
+/* Bytes of one element row: n elements of dtype (F32 4, F16/BF16 2, I32 4); 0 for unknown. */
+size_t slate__dtype_size(slate_dtype dtype);
+/* Parses "f32" / "f16" / "bf16" / "i32"; false if unknown. */
+bool slate__dtype_parse(const char *name, slate_dtype *out);
 
 #endif /* SLATE_PKG_H */

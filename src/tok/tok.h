@@ -13,8 +13,26 @@
  *    (PCRE2 with Unicode properties), each chunk's bytes are mapped to the GPT-2 byte-to-unicode
  *    alphabet, then merged by merge rank. Used by GGUF tokenizer.ggml.model = "gpt2" and HF
  *    tokenizer.json with a ByteLevel pre-tokenizer.
- * Special (added/control) tokens are matched as whole strings before the model runs when
- * SLATE_ENCODE_PARSE_SPECIAL is given.
+ * Added tokens are matched as whole strings before the model runs (leftmost, longest first):
+ * USER_DEFINED tokens always, CONTROL and UNKNOWN tokens only with SLATE_ENCODE_PARSE_SPECIAL.
+ * SPM adds its dummy-prefix space to each stretch of text that starts the input or follows an
+ * added token (llama.cpp's behaviour).
+ *
+ * Files: tok.c (create, tables, getters), encode.c, spm.c, bpe.c, pretok.c (PCRE2 split),
+ * normalize.c (NFC), decode.c, detok.c, serialize.c (STOK blob), open.c (format detection),
+ * tok_llama2c.c, tok_hf.c, tok_gguf.c, tok_gpt2.c (readers), utf8.c.
+ *
+ * Known limits (behaviour, not bugs):
+ *  - A byte that the vocabulary cannot spell (no <0xXX> / GPT-2 byte token, no <unk>) is dropped
+ *    when encoding, as llama.cpp does; Falcon's vocabulary lacks 28 byte values, so arbitrary
+ *    bytes do not round-trip there. Every other shipped vocabulary spells all 256 bytes.
+ *  - With a U+2581 vocabulary, a literal U+2581 in the input reads as a space (sentencepiece
+ *    and llama.cpp do the same), so it decodes to ' '.
+ *  - NFC (Qwen) changes non-NFC input, so decode(encode(x)) == x only for NFC text.
+ *  - HF added-token options lstrip / rstrip / single_word / normalized are not applied, and
+ *    decode does no clean_up_tokenization_spaces.
+ *  - SPM ignores spec merges (it merges by score); tokenizer.json SPM scores are derived from
+ *    merge ranks in tok_hf.c.
  */
 #ifndef SLATE_TOK_H
 #define SLATE_TOK_H
@@ -63,6 +81,9 @@ typedef struct slate__tok_spec {
     bool nfc;              /* normalize input to Unicode NFC before encoding (Qwen) */
     bool ignore_merges;    /* BPE: a pre-split piece that is itself a token is taken whole
                               (Llama 3's tokenizer.json sets this) */
+    /* Addition: merges as token id pairs, [n_merges][2] (left, right), rank order. Used instead
+     * of `merges` when not NULL (tokenizer.json pair form, deserialization). */
+    const int32_t *merge_ids;
 } slate__tok_spec;
 
 slate_status slate__tok_create(const slate__tok_spec *spec, slate_tokenizer **out,
@@ -84,5 +105,147 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
 /* Extra info for the converter / chat templates. Borrowed strings, valid with the tokenizer. */
 slate__tok_kind slate__tok_kind_of(const slate_tokenizer *tok);
 int32_t slate__tok_find(const slate_tokenizer *tok, const char *text, size_t len); /* -1 */
+
+/* ---- additions ------------------------------------------------------------------------- */
+
+/* The same as slate__tok_load_hf over a tokenizer.json held in memory (data[0..len), need not
+ * be terminated); config_json: the tokenizer_config.json text, or NULL (config_len ignored). */
+slate_status slate__tok_load_hf_mem(const char *data, size_t len, const char *config_json,
+                                    size_t config_len, slate_tokenizer **out, slate_error *err);
+/* The same as slate__tok_load_llama2c over bytes in memory; name appears in messages. */
+slate_status slate__tok_load_llama2c_mem(const uint8_t *data, size_t len, const char *name,
+                                         slate_tokenizer **out, slate_error *err);
+/* OpenAI GPT-2 files: encoder.json (text -> id) and vocab.bpe (a "#version" line, then one
+ * merge "a b" per line). <|endoftext|> becomes a CONTROL token, bos = eos = its id. */
+slate_status slate__tok_load_gpt2(const char *encoder_json_path, const char *vocab_bpe_path,
+                                  slate_tokenizer **out, slate_error *err);
+
+/* Pre-tokenizer regexes by name: "gpt-2", "llama-bpe" (Llama 3, \p{N}{1,3}), "qwen2" (single
+ * \p{N}), "falcon". Returns the number of regexes (0: unknown name) and points *out at a
+ * static array of them (applied in sequence). */
+int32_t slate__tok_pre_regexes(const char *name, const char *const **out);
+
+/* Token metadata (borrowed, valid with the tokenizer): text as stored (spec form), type,
+ * score. Out-of-range ids give NULL / 0. */
+const char *slate__tok_text(const slate_tokenizer *tok, int32_t id, size_t *len);
+slate__tok_type slate__tok_type_of(const slate_tokenizer *tok, int32_t id);
+float slate__tok_score(const slate_tokenizer *tok, int32_t id);
+/* Whether encode() prepends BOS when asked with SLATE_ENCODE_ADD_BOS. */
+bool slate__tok_adds_bos(const slate_tokenizer *tok);
+
+/* Limits enforced by slate__tok_create and the readers (why: far above every real vocabulary,
+ * small enough that counts from a corrupt file cannot make us allocate gigabytes). */
+#define SLATE__TOK_MAX_TOKENS (1 << 22)     /* 4M tokens (largest real vocabs: ~260k) */
+#define SLATE__TOK_MAX_TOKEN_BYTES 65536    /* one token's text */
+#define SLATE__TOK_MAX_MERGES (1 << 23)
+#define SLATE__TOK_MAX_PRE 16               /* pre-tokenizer regexes */
+#define SLATE__TOK_MAX_REGEX_BYTES 65536
+
+/* ---- representation: only the files of src/tok use these fields ---------------------------- */
+
+/* Open-addressing hash from token text to id (linear probing, power-of-two slots, -1 empty). */
+typedef struct slate__tok_vocab_map {
+    int32_t *slots;
+    uint32_t mask;
+} slate__tok_vocab_map;
+
+/* Hash from a merge (left id, right id) to its rank and the id it produces. */
+typedef struct slate__tok_merge_slot {
+    uint64_t key; /* (uint64_t)left << 32 | right; UINT64_MAX: empty */
+    int32_t rank;
+    int32_t result;
+} slate__tok_merge_slot;
+
+struct slate_tokenizer {
+    slate__tok_kind kind;
+    int32_t n_tokens;
+    int32_t bos_id, eos_id, unk_id, pad_id, eot_id; /* -1: none */
+    bool add_bos, add_space_prefix, byte_fallback, space_is_plain, nfc, ignore_merges;
+
+    char *text;          /* token texts as given by the spec, back to back */
+    uint32_t *text_off;  /* [n_tokens + 1]: token i is text[text_off[i] .. text_off[i+1]) */
+    float *scores;       /* [n_tokens] */
+    uint8_t *types;      /* [n_tokens] slate__tok_type */
+    char *piece;         /* bytes each token stands for (SPM: U+2581 -> ' ', <0xXX> -> byte;
+                            BPE: GPT-2 alphabet -> bytes; added tokens: their text) */
+    uint32_t *piece_off; /* [n_tokens + 1] */
+    uint32_t max_piece_len;
+    bool *eog;           /* [n_tokens] end-of-generation tokens */
+
+    slate__tok_vocab_map vocab; /* text -> id; NORMAL/USER_DEFINED/BYTE/UNUSED ids win over
+                                   CONTROL/UNKNOWN ones with the same text */
+    int32_t byte_id[256];       /* SPM: id of "<0xXX>"; BPE: id of the byte's GPT-2 char; -1 */
+
+    int32_t n_merges;
+    int32_t *merges;                   /* [n_merges][2] left, right (BPE; rank order) */
+    slate__tok_merge_slot *merge_slots; /* BPE merge hash */
+    uint32_t merge_mask;
+
+    /* Added tokens matched as whole strings before the model (USER_DEFINED always; CONTROL and
+     * UNKNOWN with SLATE_ENCODE_PARSE_SPECIAL): ids sorted by first byte, then longest first;
+     * special_start[b] .. special_start[b + 1] are the ids whose text starts with byte b. */
+    int32_t n_special;
+    int32_t *special;
+    uint32_t special_start[257];
+
+    int32_t n_pre;
+    char **pre_src;     /* [n_pre] regex source (NUL-terminated) */
+    void **pre_code;    /* [n_pre] pcre2_code_8 * */
+    void *pcre_gctx;    /* pcre2_general_context_8 *: routes PCRE2's memory through
+                           slate__malloc so it is counted and fault-injectable */
+};
+
+/* Internal helpers shared by the files of src/tok/. */
+uint32_t slate__tok_hash_bytes(const void *data, size_t len);
+int32_t slate__tok_lookup(const slate_tokenizer *tok, const char *text, size_t len);
+/* Merge rank of (left, right) and the merged id, or -1 when they do not merge. */
+int32_t slate__tok_merge_rank(const slate_tokenizer *tok, int32_t left, int32_t right,
+                              int32_t *result);
+/* Length of the valid UTF-8 sequence starting at s[0..n), or 0 if s[0] does not start one. */
+size_t slate__tok_utf8_len(const uint8_t *s, size_t n);
+/* GPT-2 byte-to-unicode alphabet: the code point standing for byte b, and back (-1: none). */
+uint32_t slate__tok_gpt2_byte_to_cp(uint8_t b);
+int32_t slate__tok_gpt2_cp_to_byte(uint32_t cp);
+/* Appends the UTF-8 encoding of cp to out (room for 4 bytes); returns the byte count. */
+size_t slate__tok_utf8_put(uint32_t cp, char *out);
+
+/* Bytes token id stands for (see slate_tokenizer_piece); borrowed, not terminated. id must be
+ * in range. */
+const char *slate__tok_piece_bytes(const slate_tokenizer *tok, int32_t id, bool special,
+                                   size_t *len);
+/* Whether the SentencePiece dummy-prefix space is to be dropped from the first token that
+ * produces text: SPM with add_space_prefix, a NORMAL token, piece starting with ' '. */
+bool slate__tok_strips_space(const slate_tokenizer *tok, int32_t id, const char *piece,
+                             size_t len);
+
+/* Output of an encode: ids beyond cap are counted, not stored. */
+typedef struct slate__tok_out {
+    int32_t *ids;
+    size_t cap, n;
+} slate__tok_out;
+static inline void slate__tok_emit(slate__tok_out *o, int32_t id) {
+    if (o->n < o->cap) o->ids[o->n] = id;
+    o->n++;
+}
+/* Model passes over one fragment of text (no special tokens inside); the ids are appended to
+ * out. SPM: add_prefix prepends one space (the SentencePiece dummy prefix) before escaping.
+ * Return OK or E_NOMEM / E_INTERNAL. */
+slate_status slate__tok_spm_encode(const slate_tokenizer *tok, const char *text, size_t len,
+                               bool add_prefix, slate__tok_out *out, slate_error *err);
+slate_status slate__tok_bpe_encode(const slate_tokenizer *tok, const char *text, size_t len,
+                               slate__tok_out *out, slate_error *err);
+/* Pre-tokenizer: compiles the spec's regexes into tok (pretok.c), frees them. */
+slate_status slate__tok_pretok_compile(slate_tokenizer *tok, const char *const *src, int32_t n,
+                                   slate_error *err);
+void slate__tok_pretok_free(slate_tokenizer *tok);
+/* Splits text[0..len) with every regex in turn and calls fn on each final piece (in order).
+ * Stops at the first non-OK status from fn. */
+typedef slate_status (*slate__tok_pretok_fn)(void *ctx, const char *piece, size_t len);
+slate_status slate__tok_pretok_split(const slate_tokenizer *tok, const char *text, size_t len,
+                                 slate__tok_pretok_fn fn, void *ctx, slate_error *err);
+/* NFC of text (valid UTF-8 runs normalized, invalid bytes kept); *out is a slate__malloc'd
+ * buffer (free it) or NULL when the text is already NFC-stable ASCII (use the input). */
+slate_status slate__tok_nfc(const char *text, size_t len, char **out, size_t *out_len,
+                        slate_error *err);
 
 #endif /* SLATE_TOK_H */

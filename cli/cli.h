@@ -1,0 +1,18 @@
+/* cli.h - subcommands of the slate CLI. The CLI uses only the public header. */
+#ifndef SLATE_CLI_H
+#define SLATE_CLI_H
+
+#include "slate.h"
+
+int slate_cli_convert(int argc, char **argv);
+int slate_cli_run(int argc, char **argv);
+int slate_cli_info(int argc, char **argv);
+int slate_cli_tokenize(int argc, char **argv);
+
+/* Prints "slate <cmd>: <status name>: <message>" on stderr and returns 1. */
+int cli_error(const char *cmd, slate_status s, const slate_error *err);
+/* Strict number parsing: the whole string must be a number in [lo, hi]. */
+bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);
+bool cli_parse_float(const char *s, double lo, double hi, double *out);
+
+#endif

@@ -1,0 +1,34 @@
+/* info.c - `slate info MODEL`: program summary, states, memory plan, tokenizer. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int slate_cli_info(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: slate info MODEL.slate\n");
+        return 2;
+    }
+    slate_error err;
+    slate_model *m = NULL;
+    slate_model_params mp = slate_model_default_params();
+    mp.use_mmap = true; /* info reads no weights */
+    slate_status s = slate_model_open(argv[1], &mp, &m, &err);
+    if (s) return cli_error("info", s, &err);
+    size_t len = 0;
+    slate_model_describe(m, NULL, 0, &len);
+    char *buf = malloc(len + 1);
+    if (!buf || slate_model_describe(m, buf, len + 1, &len) != SLATE_OK) {
+        free(buf);
+        slate_model_close(m);
+        fprintf(stderr, "slate info: out of memory\n");
+        return 1;
+    }
+    fputs(buf, stdout);
+    const slate_tokenizer *t = slate_model_tokenizer(m);
+    printf("tokenizer: %d tokens, bos %d, eos %d\n", slate_tokenizer_n_vocab(t),
+           slate_tokenizer_bos(t), slate_tokenizer_eos(t));
+    free(buf);
+    slate_model_close(m);
+    return 0;
+}

@@ -1,0 +1,196 @@
+/*
+ * run.c - `slate run MODEL -p PROMPT [...]`: streams the generated text (not the prompt) to
+ * stdout; statistics go to stderr. --dump-logits writes one row of n_vocab little-endian
+ * float32 per sampled token (row 0 = the logits after the prompt).
+ */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool print_piece(void *user, const char *text, size_t len) {
+    (void)user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return true;
+}
+
+/* "1,2,3" -> malloc'd ids; NULL on a malformed list. */
+static int32_t *parse_ids(const char *s, size_t *n_out) {
+    size_t cap = 1;
+    for (const char *c = s; *c; c++) cap += *c == ',';
+    int32_t *ids = malloc(cap * sizeof *ids);
+    size_t n = 0;
+    const char *c = s;
+    while (ids && *c) {
+        char *end;
+        long v = strtol(c, &end, 10);
+        if (end == c || v < INT32_MIN || v > INT32_MAX || (*end && *end != ',')) {
+            free(ids);
+            return NULL;
+        }
+        ids[n++] = (int32_t)v;
+        c = *end ? end + 1 : end;
+    }
+    *n_out = n;
+    return ids;
+}
+
+int slate_cli_run(int argc, char **argv) {
+    const char *model_path = NULL, *prompt = NULL, *dump = NULL, *ids_arg = NULL;
+    slate_generate_params gp = slate_generate_default_params();
+    slate_model_params mp = slate_model_default_params();
+    const char *stops[64];
+    int32_t n_stops = 0;
+    gp.n_predict = 256;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long long n;
+        double d;
+#define NEED(cond, msg)                                              \
+    do {                                                             \
+        if (!(cond)) {                                               \
+            fprintf(stderr, "slate run: %s must be %s\n", a, msg);   \
+            return 2;                                                \
+        }                                                            \
+        i++;                                                         \
+    } while (0)
+        if (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0) {
+            NEED(v, "followed by the prompt text");
+            prompt = v;
+        } else if (strcmp(a, "-n") == 0) {
+            NEED(cli_parse_int(v, -1, 1 << 24, &n), "an integer in -1..16777216 (-1: until the "
+                 "context is full)");
+            gp.n_predict = (int32_t)n;
+        } else if (strcmp(a, "--temp") == 0) {
+            NEED(cli_parse_float(v, 0, 100, &d), "a number in [0, 100]");
+            gp.sampler.temperature = (float)d;
+        } else if (strcmp(a, "--top-p") == 0) {
+            NEED(cli_parse_float(v, 0, 1, &d) && d > 0, "a number in (0, 1]");
+            gp.sampler.top_p = (float)d;
+        } else if (strcmp(a, "--top-k") == 0) {
+            NEED(cli_parse_int(v, 0, 1 << 24, &n), "an integer >= 0 (0: off)");
+            gp.sampler.top_k = (int32_t)n;
+        } else if (strcmp(a, "--min-p") == 0) {
+            NEED(cli_parse_float(v, 0, 1, &d), "a number in [0, 1]");
+            gp.sampler.min_p = (float)d;
+        } else if (strcmp(a, "--repeat-penalty") == 0) {
+            NEED(cli_parse_float(v, 1e-6, 100, &d), "a number in (0, 100]");
+            gp.sampler.repeat_penalty = (float)d;
+        } else if (strcmp(a, "--seed") == 0) {
+            NEED(cli_parse_int(v, 0, (long long)(~0ull >> 1), &n), "a non-negative integer");
+            gp.sampler.seed = (uint64_t)n;
+        } else if (strcmp(a, "--stop") == 0) {
+            NEED(v && v[0] && n_stops < 64, "a non-empty string (at most 64 of them)");
+            stops[n_stops++] = v;
+        } else if (strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0) {
+            NEED(cli_parse_int(v, 1, 1024, &n), "an integer in 1..1024");
+            mp.n_threads = (int32_t)n;
+        } else if (strcmp(a, "--dump-logits") == 0) {
+            NEED(v, "followed by a file name");
+            dump = v;
+        } else if (strcmp(a, "--ids") == 0) {
+            NEED(v, "followed by comma-separated token ids");
+            ids_arg = v;
+        } else if (strcmp(a, "--mmap") == 0) {
+            mp.use_mmap = true;
+        } else if (a[0] != '-' && !model_path) {
+            model_path = a;
+        } else {
+            fprintf(stderr, "slate run: unknown or incomplete option '%s'\n", a);
+            return 2;
+        }
+#undef NEED
+    }
+    if (!model_path || (!prompt) == (!ids_arg)) {
+        fprintf(stderr, "usage: slate run MODEL.slate -p PROMPT [-n N] [--temp T] [--top-k K] "
+                        "[--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR] "
+                        "[-t THREADS] [--dump-logits FILE] [--mmap]\n"
+                        "       (or --ids 1,2,3 instead of -p: feed these ids, no BOS added)\n");
+        return 2;
+    }
+    gp.stop_strings = stops;
+    gp.n_stop = n_stops;
+    slate_error err;
+    slate_model *m = NULL;
+    slate_state *st = NULL;
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    int rc = 1;
+    double t0 = 0;
+    slate_status s = slate_model_open(model_path, &mp, &m, &err);
+    if (s) return cli_error("run", s, &err);
+    const slate_tokenizer *tok = slate_model_tokenizer(m);
+    size_t n_ids = 0, plen = prompt ? strlen(prompt) : 0;
+    if (ids_arg) {
+        ids = parse_ids(ids_arg, &n_ids);
+        if (!ids) {
+            fprintf(stderr, "slate run: --ids must be comma-separated integers\n");
+            goto out;
+        }
+    } else {
+        s = slate_tokenizer_encode(tok, prompt, plen, SLATE_ENCODE_ADD_BOS, NULL, 0, &n_ids, &err);
+    }
+    if (!ids_arg && (s == SLATE_E_BUFFER_TOO_SMALL || s == SLATE_OK)) {
+        ids = malloc((n_ids ? n_ids : 1) * sizeof *ids);
+        s = ids ? slate_tokenizer_encode(tok, prompt, plen, SLATE_ENCODE_ADD_BOS, ids, n_ids,
+                                         &n_ids, &err)
+                : SLATE_E_NOMEM;
+    }
+    if (s) goto fail;
+    if (n_ids == 0) {
+        fprintf(stderr, "slate run: the prompt is empty and the vocabulary has no BOS to start "
+                        "from\n");
+        goto out;
+    }
+    if ((s = slate_state_create(m, NULL, &st, &err))) goto fail;
+    slate_model_info info;
+    slate_model_get_info(m, &info);
+    if (dump) {
+        int32_t rows = gp.n_predict >= 0 ? gp.n_predict : info.n_ctx;
+        if (rows < 1) rows = 1;
+        logits = calloc((size_t)rows * (size_t)info.n_vocab, sizeof *logits);
+        if (!logits) {
+            fprintf(stderr, "slate run: out of memory for --dump-logits\n");
+            goto out;
+        }
+        gp.dump_logits = logits;
+    }
+    gp.on_piece = print_piece;
+    slate_generate_result res;
+    (void)t0;
+    s = slate_generate(st, ids, (int32_t)n_ids, &gp, &res, &err);
+    printf("\n");
+    fflush(stdout);
+    if (s) goto fail;
+    if (dump) {
+        FILE *f = fopen(dump, "wb");
+        if (!f || fwrite(logits, sizeof *logits * (size_t)info.n_vocab, (size_t)res.n_generated, f) !=
+                      (size_t)res.n_generated) {
+            fprintf(stderr, "slate run: cannot write '%s'\n", dump);
+            if (f) fclose(f);
+            goto out;
+        }
+        fclose(f);
+    }
+    double decode_tps = res.n_generated > 1 && res.decode_ms > 0
+                            ? (res.n_generated - 1) / (res.decode_ms / 1000.0)
+                            : 0.0;
+    fprintf(stderr, "[slate] prompt %d tokens, generated %d, finish %s | ttft %.2f ms, prefill "
+                    "%.1f tok/s, decode %.1f tok/s | kernels %s, threads %d\n",
+            res.n_prompt, res.n_generated, slate_finish_reason_str(res.finish), res.ttft_ms,
+            res.prefill_ms > 0 ? res.n_prompt / (res.prefill_ms / 1000.0) : 0.0, decode_tps,
+            slate_kernels_name(), info.n_threads);
+    rc = 0;
+    goto out;
+fail:
+    cli_error("run", s, &err);
+out:
+    free(logits);
+    free(ids);
+    slate_state_free(st);
+    slate_model_close(m);
+    return rc;
+}

@@ -1,0 +1,496 @@
+/*
+ * build.c - from an import (hyper-parameters + canonical tensors + tokenizer) to a package.
+ *
+ * The architecture is expressed in the program, never as `if (arch == ...)` in the runtime:
+ *   - qkv bias: the q/k/v matmuls take a third (bias) input;
+ *   - q/k norm (Qwen3): an rms_norm with group = head_dim on q and k before rope;
+ *   - rope layout: "adjacent" pairs (llama2.c, GGUF llama) or "half" (HF rotate_half);
+ *   - rope scaling (linear, Llama 3.1): folded into the "rope.freqs" tensor written here;
+ *   - tied head: the final matmul reads token_embd.weight;
+ *   - GQA: attention's n_kv_heads; sliding window: attention's window.
+ * Every tensor the architecture needs must be present with the exact shape; a source tensor
+ * the program does not use is an error (never skipped silently).
+ */
+#include "convert.h"
+#include "exec/program.h"
+#include "pkg/pkg.h"
+#include "tok/tok.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+size_t slate__src_nbytes(slate__src_type type, uint64_t n, bool *ok) {
+    *ok = true;
+    switch (type) {
+    case SLATE__SRC_F32: return n > SIZE_MAX / 4 ? (*ok = false, 0) : (size_t)n * 4;
+    case SLATE__SRC_F16:
+    case SLATE__SRC_BF16: return n > SIZE_MAX / 2 ? (*ok = false, 0) : (size_t)n * 2;
+    case SLATE__SRC_Q8_0: return n % 32 ? (*ok = false, 0) : (size_t)(n / 32) * 34;
+    case SLATE__SRC_Q4_0: return n % 32 ? (*ok = false, 0) : (size_t)(n / 32) * 18;
+    }
+    *ok = false;
+    return 0;
+}
+
+void slate__src_to_f32(slate__src_type type, const uint8_t *src, float *dst, int64_t n) {
+    switch (type) {
+    case SLATE__SRC_F32:
+        memcpy(dst, src, (size_t)n * 4);
+        break;
+    case SLATE__SRC_F16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            dst[i] = slate__f16_to_f32(h);
+        }
+        break;
+    case SLATE__SRC_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            dst[i] = slate__bf16_to_f32(h);
+        }
+        break;
+    case SLATE__SRC_Q8_0:
+        for (int64_t b = 0; b < n / 32; b++) {
+            const uint8_t *blk = src + b * 34;
+            uint16_t h;
+            memcpy(&h, blk, 2);
+            float d = slate__f16_to_f32(h);
+            for (int j = 0; j < 32; j++) dst[b * 32 + j] = d * (float)(int8_t)blk[2 + j];
+        }
+        break;
+    case SLATE__SRC_Q4_0:
+        for (int64_t b = 0; b < n / 32; b++) {
+            const uint8_t *blk = src + b * 18;
+            uint16_t h;
+            memcpy(&h, blk, 2);
+            float d = slate__f16_to_f32(h);
+            for (int j = 0; j < 16; j++) {
+                dst[b * 32 + j] = d * (float)((blk[2 + j] & 0x0f) - 8);
+                dst[b * 32 + j + 16] = d * (float)((blk[2 + j] >> 4) - 8);
+            }
+        }
+        break;
+    }
+}
+
+void slate__import_free(slate__import *imp) {
+    if (!imp) return;
+    slate__free(imp->tensors);
+    slate_tokenizer_free(imp->tok);
+    slate__free(imp->chat_template);
+    if (imp->cleanup) imp->cleanup(imp->cleanup_ctx);
+    memset(imp, 0, sizeof *imp);
+}
+
+slate_status slate__import_add(slate__import *imp, const slate__src_tensor *t, slate_error *err) {
+    for (int32_t i = 0; i < imp->n_tensors; i++)
+        if (strcmp(imp->tensors[i].name, t->name) == 0)
+            return slate__fail(err, SLATE_E_FORMAT, "tensor '%s' appears twice", t->name);
+    slate__src_tensor *n = slate__realloc(imp->tensors, sizeof *n * (size_t)(imp->n_tensors + 1));
+    if (!n) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
+    imp->tensors = n;
+    imp->tensors[imp->n_tensors++] = *t;
+    return SLATE_OK;
+}
+
+/* ---- tensor producers -------------------------------------------------------------------- */
+
+typedef struct producer {
+    const slate__src_tensor *src; /* NULL: computed data in `computed` */
+    const float *computed;
+    int64_t n;
+    slate_dtype dst;
+} producer;
+
+static slate_status produce(const void *ctx, void *dst, slate_error *err) {
+    const producer *p = ctx;
+    enum { CHUNK = 4096 }; /* multiple of 32: quantized blocks never straddle chunks */
+    float buf[CHUNK];
+    for (int64_t i = 0; i < p->n; i += CHUNK) {
+        int64_t m = p->n - i < CHUNK ? p->n - i : CHUNK;
+        if (p->src) {
+            bool ok;
+            size_t off = slate__src_nbytes(p->src->type, (uint64_t)i, &ok);
+            slate__src_to_f32(p->src->type, p->src->data + off, buf, m);
+        } else {
+            memcpy(buf, p->computed + i, (size_t)m * 4);
+        }
+        for (int64_t j = 0; j < m; j++) {
+            if (!isfinite(buf[j]) && p->src)
+                return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': element %lld is not "
+                                   "finite (%g)", p->src->name, (long long)(i + j), buf[j]);
+        }
+        switch (p->dst) {
+        case SLATE_DTYPE_F32:
+            memcpy((float *)dst + i, buf, (size_t)m * 4);
+            break;
+        case SLATE_DTYPE_F16:
+            for (int64_t j = 0; j < m; j++) ((uint16_t *)dst)[i + j] = slate__f32_to_f16(buf[j]);
+            break;
+        case SLATE_DTYPE_BF16:
+            for (int64_t j = 0; j < m; j++) ((uint16_t *)dst)[i + j] = slate__f32_to_bf16(buf[j]);
+            break;
+        case SLATE_DTYPE_I32:
+            return SLATE__INTERNAL(err, "i32 weights");
+        }
+    }
+    return SLATE_OK;
+}
+
+/* ---- the builder ------------------------------------------------------------------------- */
+
+typedef struct builder {
+    const slate__import *imp;
+    const slate_convert_params *cp;
+    cJSON *meta, *prog, *acts;
+    slate__pkg_wtensor *wt;
+    producer *prod;
+    bool *used;
+    int32_t n_wt;
+    float *freqs;
+    slate_error *err;
+} builder;
+
+static const slate__src_tensor *find(const builder *b, const char *name, int32_t *idx) {
+    for (int32_t i = 0; i < b->imp->n_tensors; i++)
+        if (strcmp(b->imp->tensors[i].name, name) == 0) {
+            *idx = i;
+            return &b->imp->tensors[i];
+        }
+    return NULL;
+}
+
+/* Declares weight `name` from the source, checking its shape (d1 = 0 for 1-D). */
+static slate_status weight(builder *b, const char *name, int64_t d0, int64_t d1, bool matrix) {
+    int32_t idx = -1;
+    const slate__src_tensor *t = find(b, name, &idx);
+    if (!t)
+        return slate__fail(b->err, SLATE_E_FORMAT, "tensor '%s' is missing from the source "
+                           "(architecture %s needs it)", name, b->imp->a.name);
+    if (b->used[idx]) return SLATE_OK; /* tied head: already declared */
+    int32_t nd = d1 ? 2 : 1;
+    if (t->n_dims != nd || t->dims[0] != d0 || (nd == 2 && t->dims[1] != d1))
+        return slate__fail(b->err, SLATE_E_FORMAT, "tensor '%s' has shape [%lld%s%lld], the "
+                           "architecture needs [%lld%s%lld]", name, (long long)t->dims[0],
+                           t->n_dims == 2 ? "][" : "", t->n_dims == 2 ? (long long)t->dims[1] : 0LL,
+                           (long long)d0, nd == 2 ? "][" : "", nd == 2 ? (long long)d1 : 0LL);
+    b->used[idx] = true;
+    slate__pkg_wtensor *w = &b->wt[b->n_wt];
+    producer *p = &b->prod[b->n_wt];
+    p->src = t;
+    p->n = d0 * (d1 ? d1 : 1);
+    p->dst = matrix ? b->cp->dtype : SLATE_DTYPE_F32;
+    w->name = t->name; /* stable: `name` may be a caller's reused buffer */
+    w->dtype = p->dst;
+    w->n_dims = nd;
+    w->dims[0] = d0;
+    w->dims[1] = d1;
+    w->nbytes = (size_t)p->n * slate__dtype_size(p->dst);
+    w->produce = produce;
+    w->ctx = p;
+    b->n_wt++;
+    return SLATE_OK;
+}
+
+static void act(builder *b, const char *name, int64_t width, bool out_rows) {
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddStringToObject(a, "name", name);
+    cJSON_AddNumberToObject(a, "width", (double)width);
+    if (out_rows) cJSON_AddStringToObject(a, "rows", "out");
+    cJSON_AddItemToArray(b->acts, a);
+}
+
+static cJSON *op(builder *b, const char *kind, const char *out, int n_in, ...) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "op", kind);
+    cJSON *in = cJSON_AddArrayToObject(o, "in");
+    va_list ap;
+    va_start(ap, n_in);
+    for (int i = 0; i < n_in; i++) cJSON_AddItemToArray(in, cJSON_CreateString(va_arg(ap, const char *)));
+    va_end(ap);
+    if (out) cJSON_AddStringToObject(o, "out", out);
+    cJSON_AddItemToArray(b->prog, o);
+    return o;
+}
+
+/* Inverse frequencies theta^(-2i/d), then the scaling. Llama 3.1 scaling follows
+ * transformers' _compute_llama3_parameters: high frequencies kept, low ones divided by factor,
+ * a smooth blend between. */
+static void rope_freqs(const slate__arch *a, float *out) {
+    int32_t half = a->rope_dim / 2;
+    for (int32_t i = 0; i < half; i++) {
+        double f = 1.0 / pow((double)a->rope_theta, (double)(2 * i) / (double)a->rope_dim);
+        if (a->rope_scaling == SLATE__ROPE_SCALING_LINEAR) {
+            f /= a->rope_factor;
+        } else if (a->rope_scaling == SLATE__ROPE_SCALING_LLAMA3) {
+            double orig = a->rope_orig_ctx, lo = a->rope_low_freq, hi = a->rope_high_freq;
+            double wavelen = 2.0 * 3.14159265358979323846 / f;
+            if (wavelen < orig / hi) {
+                /* keep */
+            } else if (wavelen > orig / lo) {
+                f /= a->rope_factor;
+            } else {
+                double s = (orig / wavelen - lo) / (hi - lo);
+                f = (1.0 - s) * f / a->rope_factor + s * f;
+            }
+        }
+        out[i] = (float)f;
+    }
+}
+
+static slate_status check_arch(const slate__arch *a, slate_error *err) {
+    if (a->n_vocab < 1 || a->n_vocab > (1 << 22) || a->dim < 1 || a->dim > (1 << 16) ||
+        a->n_layers < 1 || a->n_layers > 1024 || a->n_heads < 1 || a->n_heads > 1024 ||
+        a->n_kv_heads < 1 || a->n_heads % a->n_kv_heads || a->head_dim < 2 ||
+        a->head_dim > SLATE__MAX_HEAD_DIM || a->ffn_dim < 1 || a->ffn_dim > (1 << 20) ||
+        a->rope_dim < 2 || a->rope_dim > a->head_dim || a->rope_dim % 2 ||
+        !(a->norm_eps > 0 && a->norm_eps < 1) || !(a->rope_theta > 0) || a->n_ctx < 1)
+        return slate__fail(err, SLATE_E_FORMAT, "implausible %s hyper-parameters: vocab %d, dim "
+                           "%d, layers %d, heads %d/%d, head_dim %d, ffn %d, rope_dim %d, eps %g, "
+                           "theta %g, context %d", a->name, a->n_vocab, a->dim, a->n_layers,
+                           a->n_heads, a->n_kv_heads, a->head_dim, a->ffn_dim, a->rope_dim,
+                           a->norm_eps, a->rope_theta, a->n_ctx);
+    if (a->rope_scaling != SLATE__ROPE_SCALING_NONE &&
+        (!(a->rope_factor > 0) || (a->rope_scaling == SLATE__ROPE_SCALING_LLAMA3 &&
+                                   (!(a->rope_high_freq > a->rope_low_freq) ||
+                                    !(a->rope_low_freq > 0) || a->rope_orig_ctx < 1))))
+        return slate__fail(err, SLATE_E_FORMAT, "rope scaling parameters are inconsistent "
+                           "(factor %g, low %g, high %g, original context %d)", a->rope_factor,
+                           a->rope_low_freq, a->rope_high_freq, a->rope_orig_ctx);
+    return SLATE_OK;
+}
+
+static slate_status build_program(builder *b) {
+    const slate__arch *a = &b->imp->a;
+    slate_status s;
+    char n[96], n2[96], n3[96], q[96], k[96], v[96], kc[64], vc[64];
+    int64_t qw = (int64_t)a->n_heads * a->head_dim, kw = (int64_t)a->n_kv_heads * a->head_dim;
+    if ((s = weight(b, "token_embd.weight", a->n_vocab, a->dim, true))) return s;
+    op(b, "embedding", "x", 2, "token_embd.weight", "tokens");
+    act(b, "x", a->dim, false);
+    act(b, "xn", a->dim, false);
+    act(b, "q", qw, false);
+    act(b, "k", kw, false);
+    act(b, "v", kw, false);
+    act(b, "att", qw, false);
+    act(b, "ao", a->dim, false);
+    act(b, "gate", a->ffn_dim, false);
+    act(b, "up", a->ffn_dim, false);
+    cJSON *states = cJSON_GetObjectItemCaseSensitive(b->meta, "states");
+    const char *kv_dtype = slate_dtype_name(SLATE_DTYPE_F32);
+    for (int32_t l = 0; l < a->n_layers; l++) {
+        snprintf(n, sizeof n, "blk.%d.attn_norm.weight", l);
+        if ((s = weight(b, n, a->dim, 0, false))) return s;
+        op(b, "rms_norm", "xn", 2, "x", n);
+        cJSON_AddNumberToObject(cJSON_GetArrayItem(b->prog, cJSON_GetArraySize(b->prog) - 1), "eps", a->norm_eps);
+        const char *names[3] = {"q", "k", "v"};
+        int64_t widths[3] = {qw, kw, kw};
+        for (int i = 0; i < 3; i++) {
+            snprintf(n, sizeof n, "blk.%d.attn_%s.weight", l, names[i]);
+            if ((s = weight(b, n, widths[i], a->dim, true))) return s;
+            if (a->qkv_bias) {
+                snprintf(n2, sizeof n2, "blk.%d.attn_%s.bias", l, names[i]);
+                if ((s = weight(b, n2, widths[i], 0, false))) return s;
+                op(b, "matmul", names[i], 3, "xn", n, n2);
+            } else {
+                op(b, "matmul", names[i], 2, "xn", n);
+            }
+        }
+        if (a->qk_norm) {
+            for (int i = 0; i < 2; i++) {
+                snprintf(n, sizeof n, "blk.%d.attn_%s_norm.weight", l, names[i]);
+                if ((s = weight(b, n, a->head_dim, 0, false))) return s;
+                cJSON *o = op(b, "rms_norm", names[i], 2, names[i], n);
+                cJSON_AddNumberToObject(o, "eps", a->norm_eps);
+                cJSON_AddNumberToObject(o, "group", a->head_dim);
+            }
+        }
+        for (int i = 0; i < 2; i++) {
+            cJSON *o = op(b, "rope", names[i], 2, names[i], "rope.freqs");
+            cJSON_AddNumberToObject(o, "n_heads", i == 0 ? a->n_heads : a->n_kv_heads);
+            cJSON_AddNumberToObject(o, "head_dim", a->head_dim);
+            cJSON_AddNumberToObject(o, "rope_dim", a->rope_dim);
+            cJSON_AddStringToObject(o, "mode", a->rope_mode == SLATE__ROPE_HALF ? "half" : "adjacent");
+        }
+        snprintf(kc, sizeof kc, "cache.%d.k", l);
+        snprintf(vc, sizeof vc, "cache.%d.v", l);
+        for (int i = 0; i < 2; i++) {
+            cJSON *st = cJSON_CreateObject();
+            cJSON_AddStringToObject(st, "name", i ? vc : kc);
+            cJSON_AddStringToObject(st, "dtype", kv_dtype);
+            cJSON_AddNumberToObject(st, "width", (double)kw);
+            cJSON_AddItemToArray(states, st);
+        }
+        op(b, "kv_write", NULL, 2, "k", kc);
+        op(b, "kv_write", NULL, 2, "v", vc);
+        cJSON *o = op(b, "attention", "att", 3, "q", kc, vc);
+        cJSON_AddNumberToObject(o, "n_heads", a->n_heads);
+        cJSON_AddNumberToObject(o, "n_kv_heads", a->n_kv_heads);
+        cJSON_AddNumberToObject(o, "head_dim", a->head_dim);
+        cJSON_AddNumberToObject(o, "scale", 1.0 / sqrt((double)a->head_dim));
+        if (a->sliding_window > 0) cJSON_AddNumberToObject(o, "window", a->sliding_window);
+        snprintf(n, sizeof n, "blk.%d.attn_output.weight", l);
+        if ((s = weight(b, n, a->dim, qw, true))) return s;
+        op(b, "matmul", "ao", 2, "att", n);
+        op(b, "add", "x", 2, "x", "ao");
+        snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l);
+        if ((s = weight(b, n, a->dim, 0, false))) return s;
+        o = op(b, "rms_norm", "xn", 2, "x", n);
+        cJSON_AddNumberToObject(o, "eps", a->norm_eps);
+        snprintf(n, sizeof n, "blk.%d.ffn_gate.weight", l);
+        snprintf(n2, sizeof n2, "blk.%d.ffn_up.weight", l);
+        snprintf(n3, sizeof n3, "blk.%d.ffn_down.weight", l);
+        if ((s = weight(b, n, a->ffn_dim, a->dim, true)) ||
+            (s = weight(b, n2, a->ffn_dim, a->dim, true)) ||
+            (s = weight(b, n3, a->dim, a->ffn_dim, true)))
+            return s;
+        op(b, "matmul", "gate", 2, "xn", n);
+        op(b, "matmul", "up", 2, "xn", n2);
+        op(b, "swiglu", "gate", 2, "gate", "up");
+        op(b, "matmul", "ao", 2, "gate", n3);
+        op(b, "add", "x", 2, "x", "ao");
+    }
+    (void)q; (void)k; (void)v;
+    act(b, "xl", a->dim, true);
+    act(b, "logits", a->n_vocab, true);
+    op(b, "last_rows", "xl", 1, "x");
+    if ((s = weight(b, "output_norm.weight", a->dim, 0, false))) return s;
+    cJSON *o = op(b, "rms_norm", "xl", 2, "xl", "output_norm.weight");
+    cJSON_AddNumberToObject(o, "eps", a->norm_eps);
+    const char *head = a->tied ? "token_embd.weight" : "output.weight";
+    if (!a->tied && (s = weight(b, head, a->n_vocab, a->dim, true))) return s;
+    op(b, "matmul", "logits", 2, "xl", head);
+    /* rope.freqs: computed here, not read from the source. */
+    b->freqs = slate__malloc(sizeof(float) * (size_t)(a->rope_dim / 2));
+    if (!b->freqs) return slate__fail(b->err, SLATE_E_NOMEM, "out of memory");
+    rope_freqs(a, b->freqs);
+    slate__pkg_wtensor *w = &b->wt[b->n_wt];
+    producer *p = &b->prod[b->n_wt];
+    p->computed = b->freqs;
+    p->n = a->rope_dim / 2;
+    p->dst = SLATE_DTYPE_F32;
+    w->name = "rope.freqs";
+    w->dtype = SLATE_DTYPE_F32;
+    w->n_dims = 1;
+    w->dims[0] = p->n;
+    w->nbytes = (size_t)p->n * 4;
+    w->produce = produce;
+    w->ctx = p;
+    b->n_wt++;
+    for (int32_t i = 0; i < b->imp->n_tensors; i++)
+        if (!b->used[i])
+            return slate__fail(b->err, SLATE_E_UNSUPPORTED, "source tensor '%s' is not used by "
+                               "the %s program (refusing to drop weights silently)",
+                               b->imp->tensors[i].name, a->name);
+    return SLATE_OK;
+}
+
+slate_status slate__build_package(const slate__import *imp, const slate_convert_params *cp,
+                                  const char *out_path, slate_error *err) {
+    const slate__arch *a = &imp->a;
+    slate_status s = check_arch(a, err);
+    if (s) return s;
+    int32_t n_ctx = cp->n_ctx ? cp->n_ctx : a->n_ctx;
+    int32_t max_query = cp->max_query ? cp->max_query : (n_ctx < 512 ? n_ctx : 512);
+    if (n_ctx < 1 || n_ctx > (1 << 24) || max_query < 1 || max_query > n_ctx)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "context %d and max query %d: need 1 <= "
+                           "max_query <= context <= %d", n_ctx, max_query, 1 << 24);
+    if (cp->dtype != SLATE_DTYPE_F32 && cp->dtype != SLATE_DTYPE_F16 && cp->dtype != SLATE_DTYPE_BF16)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "weight dtype must be f32, f16 or bf16");
+    builder b = {0};
+    b.imp = imp;
+    b.cp = cp;
+    b.err = err;
+    size_t cap = (size_t)imp->n_tensors + 2;
+    b.wt = slate__calloc(cap, sizeof *b.wt);
+    b.prod = slate__calloc(cap, sizeof *b.prod);
+    b.used = slate__calloc(cap, sizeof *b.used);
+    b.meta = cJSON_CreateObject();
+    slate__buf tok = {0};
+    if (!b.wt || !b.prod || !b.used || !b.meta) {
+        s = slate__fail(err, SLATE_E_NOMEM, "out of memory");
+        goto done;
+    }
+    cJSON_AddStringToObject(b.meta, "format", "slate");
+    cJSON_AddStringToObject(b.meta, "arch", a->name);
+    cJSON *hp = cJSON_AddObjectToObject(b.meta, "hparams");
+    cJSON_AddNumberToObject(hp, "n_vocab", a->n_vocab);
+    cJSON_AddNumberToObject(hp, "dim", a->dim);
+    cJSON_AddNumberToObject(hp, "n_layers", a->n_layers);
+    cJSON_AddNumberToObject(hp, "n_heads", a->n_heads);
+    cJSON_AddNumberToObject(hp, "n_kv_heads", a->n_kv_heads);
+    cJSON_AddNumberToObject(hp, "head_dim", a->head_dim);
+    cJSON_AddNumberToObject(hp, "ffn_dim", a->ffn_dim);
+    cJSON_AddNumberToObject(hp, "norm_eps", a->norm_eps);
+    cJSON_AddNumberToObject(hp, "rope_theta", a->rope_theta);
+    cJSON_AddNumberToObject(hp, "n_ctx_train", a->n_ctx);
+    cJSON *shapes = cJSON_AddObjectToObject(b.meta, "shapes");
+    cJSON_AddNumberToObject(shapes, "n_ctx", n_ctx);
+    cJSON_AddNumberToObject(shapes, "max_query", max_query);
+    cJSON *inputs = cJSON_AddArrayToObject(b.meta, "inputs");
+    cJSON *tin = cJSON_CreateObject();
+    cJSON_AddStringToObject(tin, "name", "tokens");
+    cJSON_AddStringToObject(tin, "dtype", "i32");
+    cJSON_AddItemToArray(inputs, tin);
+    cJSON *outputs = cJSON_AddArrayToObject(b.meta, "outputs");
+    cJSON_AddItemToArray(outputs, cJSON_CreateString("logits"));
+    cJSON_AddArrayToObject(b.meta, "states");
+    b.acts = cJSON_AddArrayToObject(b.meta, "activations");
+    b.prog = cJSON_AddArrayToObject(b.meta, "program");
+    if (imp->chat_template) cJSON_AddStringToObject(b.meta, "chat_template", imp->chat_template);
+    cJSON *special = cJSON_AddObjectToObject(b.meta, "special");
+    cJSON_AddNumberToObject(special, "bos", slate_tokenizer_bos(imp->tok));
+    cJSON_AddNumberToObject(special, "eos", slate_tokenizer_eos(imp->tok));
+    cJSON *stop_ids = cJSON_AddArrayToObject(special, "stop_ids");
+    for (int32_t i = 0; i < imp->n_stop_ids; i++)
+        cJSON_AddItemToArray(stop_ids, cJSON_CreateNumber(imp->stop_ids[i]));
+    if ((s = build_program(&b))) goto done;
+    if (slate_tokenizer_n_vocab(imp->tok) > a->n_vocab) {
+        s = slate__fail(err, SLATE_E_FORMAT, "tokenizer has %d tokens, more than the model's "
+                        "vocabulary of %d", slate_tokenizer_n_vocab(imp->tok), a->n_vocab);
+        goto done;
+    }
+    slate__tok_serialize(imp->tok, &tok);
+    if (tok.failed) {
+        s = slate__fail(err, SLATE_E_NOMEM, "out of memory serializing the tokenizer");
+        goto done;
+    }
+    /* Validate the program we are about to write with the same compiler the runtime uses, so a
+     * converter bug can never produce a package that will not open. */
+    {
+        cJSON *probe = cJSON_Duplicate(b.meta, 1);
+        cJSON *table = cJSON_AddArrayToObject(probe, "tensors");
+        uint64_t off = 0;
+        for (int32_t i = 0; i < b.n_wt; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON *shape = cJSON_AddArrayToObject(e, "shape");
+            cJSON_AddStringToObject(e, "name", b.wt[i].name);
+            cJSON_AddStringToObject(e, "dtype", slate_dtype_name(b.wt[i].dtype));
+            for (int d = 0; d < b.wt[i].n_dims; d++)
+                cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)b.wt[i].dims[d]));
+            cJSON_AddNumberToObject(e, "offset", (double)off);
+            cJSON_AddNumberToObject(e, "size", (double)b.wt[i].nbytes);
+            off += slate__align_up(b.wt[i].nbytes, 64);
+            cJSON_AddItemToArray(table, e);
+        }
+        slate__program prog;
+        s = slate__program_compile(probe, off, &prog, err);
+        cJSON_Delete(probe);
+        if (s) goto done;
+        slate__program_free(&prog);
+    }
+    s = slate__pkg_write(out_path, b.meta, tok.data, tok.len, b.wt, (size_t)b.n_wt, cp->progress,
+                         err);
+done:
+    slate__buf_free(&tok);
+    cJSON_Delete(b.meta);
+    slate__free(b.wt);
+    slate__free(b.prod);
+    slate__free(b.used);
+    slate__free(b.freqs);
+    return s;
+}

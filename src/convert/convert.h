@@ -1,0 +1,79 @@
+/*
+ * convert.h - importers and the package builder (internal). Each importer reads one source
+ * format into a slate__import: the architecture's hyper-parameters, its tensors under
+ * canonical (GGUF-style) names with shapes [out][in], and a tokenizer. The builder checks every
+ * tensor against the architecture, writes the program that expresses the architecture's
+ * differences (qkv bias, q/k norm, rope layout and scaling, tied head, GQA, sliding window),
+ * and streams the weights, converted to the requested dtype, into the package.
+ */
+#ifndef SLATE_CONVERT_H
+#define SLATE_CONVERT_H
+
+#include "core/core.h"
+
+typedef enum slate__src_type {
+    SLATE__SRC_F32,
+    SLATE__SRC_F16,
+    SLATE__SRC_BF16,
+    SLATE__SRC_Q8_0, /* ggml: blocks of 32: f16 scale + 32 int8 */
+    SLATE__SRC_Q4_0, /* ggml: blocks of 32: f16 scale + 16 bytes of nibbles, value q - 8 */
+} slate__src_type;
+
+typedef struct slate__src_tensor {
+    char name[96];        /* canonical: token_embd.weight, blk.N.attn_q.weight, ... */
+    slate__src_type type;
+    int32_t n_dims;       /* 1 or 2 */
+    int64_t dims[2];      /* outermost first: matrices [out][in] */
+    const uint8_t *data;  /* borrowed from the importer's mapping */
+    uint64_t nbytes;
+} slate__src_tensor;
+
+enum { SLATE__ROPE_SCALING_NONE, SLATE__ROPE_SCALING_LINEAR, SLATE__ROPE_SCALING_LLAMA3 };
+
+typedef struct slate__arch {
+    char name[32];        /* "llama", "qwen2", "qwen3", "mistral" */
+    int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim;
+    int32_t n_ctx;        /* the source's context length */
+    float norm_eps, rope_theta;
+    int32_t rope_mode;    /* SLATE__ROPE_ADJACENT (llama2.c, GGUF llama) or _HALF (HF) */
+    int32_t rope_dim;     /* rotated dims per head (usually head_dim) */
+    int32_t rope_scaling; /* SLATE__ROPE_SCALING_* */
+    float rope_factor, rope_low_freq, rope_high_freq;
+    int32_t rope_orig_ctx;
+    bool qkv_bias, qk_norm, tied;
+    int32_t sliding_window; /* 0: none */
+} slate__arch;
+
+typedef struct slate__import {
+    slate__arch a;
+    slate__src_tensor *tensors;
+    int32_t n_tensors;
+    slate_tokenizer *tok;
+    char *chat_template;  /* may be NULL */
+    /* Extra ids that end generation besides the tokenizer's EOS/EOT set (llama2.c models end a
+     * story by producing BOS). */
+    int32_t stop_ids[4];
+    int32_t n_stop_ids;
+    /* Importer-owned resources (mappings), released by cleanup. */
+    void (*cleanup)(void *ctx);
+    void *cleanup_ctx;
+} slate__import;
+
+void slate__import_free(slate__import *imp);
+/* Appends a tensor (grows the array). */
+slate_status slate__import_add(slate__import *imp, const slate__src_tensor *t, slate_error *err);
+size_t slate__src_nbytes(slate__src_type type, uint64_t n_elements, bool *ok);
+
+slate_status slate__import_llama2c(const char *path, const char *tokenizer_path,
+                                   slate__import *imp, slate_error *err);
+slate_status slate__import_gguf(const char *path, slate__import *imp, slate_error *err);
+slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *err);
+
+/* Checks the import against its architecture and writes the package. */
+slate_status slate__build_package(const slate__import *imp, const slate_convert_params *params,
+                                  const char *out_path, slate_error *err);
+
+/* Dequantizes / converts n source elements to f32. */
+void slate__src_to_f32(slate__src_type type, const uint8_t *src, float *dst, int64_t n);
+
+#endif /* SLATE_CONVERT_H */

@@ -1,0 +1,301 @@
+/*
+ * import_hf.c - importer for Hugging Face folders: config.json, model.safetensors (or shards
+ * listed in model.safetensors.index.json), tokenizer.json (+ tokenizer_config.json for special
+ * tokens and the chat template). Architectures: LlamaForCausalLM (Llama 2/3/3.1+, TinyLlama,
+ * SmolLM), MistralForCausalLM, Qwen2ForCausalLM (qkv bias), Qwen3ForCausalLM (q/k norm).
+ * HF stores Q/K rows in "rotate_half" order, so the program uses the "half" RoPE layout and no
+ * permutation is applied. Names are mapped to the canonical (GGUF-style) ones; a tensor that
+ * maps to nothing is refused, except rotary_emb.inv_freq buffers (recomputed from config).
+ */
+#include "convert.h"
+#include "exec/program.h"
+#include "safetensors.h"
+#include "tok/tok.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_SHARDS 256
+
+typedef struct shards {
+    slate__st *st[MAX_SHARDS];
+    int n;
+} shards;
+
+static void close_shards(void *ctx) {
+    shards *sh = ctx;
+    for (int i = 0; i < sh->n; i++) slate__st_close(sh->st[i]);
+    slate__free(sh);
+}
+
+static slate_status read_json(const char *path, cJSON **out, slate_error *err) {
+    char *text = NULL;
+    size_t len = 0;
+    slate_status s = slate__read_file(path, 256u << 20, &text, &len, err);
+    if (s) return s;
+    *out = cJSON_ParseWithLength(text, len);
+    slate__free(text);
+    if (!*out || !cJSON_IsObject(*out)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        return slate__fail(err, SLATE_E_FORMAT, "'%s' is not a JSON object", path);
+    }
+    return SLATE_OK;
+}
+
+static bool cfg_int(const cJSON *c, const char *key, int32_t *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
+        v->valuedouble > INT32_MAX)
+        return false;
+    *out = (int32_t)v->valuedouble;
+    return true;
+}
+
+static bool cfg_float(const cJSON *c, const char *key, float *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
+    if (!cJSON_IsNumber(v)) return false;
+    *out = (float)v->valuedouble;
+    return true;
+}
+
+/* HF name -> canonical name; false if the name is not a known weight. */
+static bool map_name(const char *hf, char *out, size_t cap) {
+    static const struct { const char *hf, *canon; } fixed[] = {
+        {"model.embed_tokens.weight", "token_embd.weight"},
+        {"model.norm.weight", "output_norm.weight"},
+        {"lm_head.weight", "output.weight"},
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (strcmp(hf, fixed[i].hf) == 0) {
+            snprintf(out, cap, "%s", fixed[i].canon);
+            return true;
+        }
+    static const struct { const char *hf, *canon; } layer[] = {
+        {"input_layernorm.weight", "attn_norm.weight"},
+        {"self_attn.q_proj.weight", "attn_q.weight"},
+        {"self_attn.k_proj.weight", "attn_k.weight"},
+        {"self_attn.v_proj.weight", "attn_v.weight"},
+        {"self_attn.q_proj.bias", "attn_q.bias"},
+        {"self_attn.k_proj.bias", "attn_k.bias"},
+        {"self_attn.v_proj.bias", "attn_v.bias"},
+        {"self_attn.o_proj.weight", "attn_output.weight"},
+        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+        {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"mlp.gate_proj.weight", "ffn_gate.weight"},
+        {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"mlp.down_proj.weight", "ffn_down.weight"},
+    };
+    int l = -1, n = 0;
+    if (sscanf(hf, "model.layers.%d.%n", &l, &n) != 1 || l < 0 || n == 0) return false;
+    for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
+        if (strcmp(hf + n, layer[i].hf) == 0) {
+            snprintf(out, cap, "blk.%d.%s", l, layer[i].canon);
+            return true;
+        }
+    return false;
+}
+
+static bool is_ignored(const char *hf) {
+    size_t n = strlen(hf);
+    const char *suffix = "rotary_emb.inv_freq";
+    return n >= strlen(suffix) && strcmp(hf + n - strlen(suffix), suffix) == 0;
+}
+
+static slate_status add_shard(const char *dir, const char *file, shards *sh, slate__import *imp,
+                              slate_error *err) {
+    if (strchr(file, '/') || strcmp(file, "..") == 0)
+        return slate__fail(err, SLATE_E_FORMAT, "shard name '%s' must be a plain file name", file);
+    if (sh->n >= MAX_SHARDS)
+        return slate__fail(err, SLATE_E_FORMAT, "more than %d safetensors shards", MAX_SHARDS);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    slate_status s = slate__st_open(path, &sh->st[sh->n], err);
+    if (s) return s;
+    slate__st *st = sh->st[sh->n++];
+    for (int64_t i = 0; i < slate__st_n_tensors(st); i++) {
+        const slate__st_tensor *t = slate__st_tensor_at(st, i);
+        slate__src_tensor c;
+        memset(&c, 0, sizeof c);
+        if (is_ignored(t->name)) continue;
+        if (!map_name(t->name, c.name, sizeof c.name))
+            return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': tensor '%s' is not part of any "
+                               "supported architecture", path, t->name);
+        switch (t->dtype) {
+        case SLATE__ST_F32: c.type = SLATE__SRC_F32; break;
+        case SLATE__ST_F16: c.type = SLATE__SRC_F16; break;
+        case SLATE__ST_BF16: c.type = SLATE__SRC_BF16; break;
+        default:
+            return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': tensor '%s' has dtype %s "
+                               "(supported: F32, F16, BF16)", path, t->name,
+                               slate__st_dtype_name(t->dtype));
+        }
+        if (t->n_dims < 1 || t->n_dims > 2)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has %u dimensions, "
+                               "expected 1 or 2", path, t->name, t->n_dims);
+        c.n_dims = (int32_t)t->n_dims;
+        c.dims[0] = (int64_t)t->shape[0];
+        c.dims[1] = t->n_dims == 2 ? (int64_t)t->shape[1] : 0;
+        c.data = t->data;
+        c.nbytes = t->nbytes;
+        if ((s = slate__import_add(imp, &c, err))) return s;
+    }
+    return SLATE_OK;
+}
+
+static slate_status load_weights(const char *dir, shards *sh, slate__import *imp,
+                                 slate_error *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return add_shard(dir, "model.safetensors", sh, imp, err);
+    fclose(f);
+    cJSON *idx = NULL;
+    slate_status s = read_json(path, &idx, err);
+    if (s) return s;
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+    if (!cJSON_IsObject(map)) {
+        cJSON_Delete(idx);
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': 'weight_map' is missing", path);
+    }
+    /* Open each distinct file once, in order of first mention. */
+    const cJSON *e;
+    const char *files[MAX_SHARDS];
+    int n_files = 0;
+    cJSON_ArrayForEach(e, map) {
+        if (!cJSON_IsString(e)) {
+            s = slate__fail(err, SLATE_E_FORMAT, "'%s': weight_map entry '%s' is not a string",
+                            path, e->string);
+            break;
+        }
+        bool seen = false;
+        for (int i = 0; i < n_files; i++) seen |= strcmp(files[i], e->valuestring) == 0;
+        if (seen) continue;
+        if (n_files >= MAX_SHARDS) {
+            s = slate__fail(err, SLATE_E_FORMAT, "'%s' lists more than %d shards", path, MAX_SHARDS);
+            break;
+        }
+        files[n_files++] = e->valuestring;
+    }
+    for (int i = 0; i < n_files && !s; i++) s = add_shard(dir, files[i], sh, imp, err);
+    cJSON_Delete(idx);
+    return s;
+}
+
+slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *err) {
+    memset(imp, 0, sizeof *imp);
+    char path[4096];
+    cJSON *cfg = NULL, *tcfg = NULL;
+    shards *sh = slate__calloc(1, sizeof *sh);
+    if (!sh) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
+    imp->cleanup = close_shards;
+    imp->cleanup_ctx = sh;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    slate_status s = read_json(path, &cfg, err);
+    if (s) goto fail;
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(cfg, "architectures");
+    const cJSON *arch0 = cJSON_GetArrayItem(archs, 0);
+    const char *an = cJSON_IsString(arch0) ? arch0->valuestring : "(none)";
+    slate__arch *a = &imp->a;
+    const char *family = NULL;
+    if (strcmp(an, "LlamaForCausalLM") == 0) family = "llama";
+    else if (strcmp(an, "MistralForCausalLM") == 0) family = "mistral";
+    else if (strcmp(an, "Qwen2ForCausalLM") == 0) family = "qwen2";
+    else if (strcmp(an, "Qwen3ForCausalLM") == 0) family = "qwen3";
+    if (!family) {
+        s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported "
+                        "(supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                        "Qwen3ForCausalLM)", path, an);
+        goto fail;
+    }
+    snprintf(a->name, sizeof a->name, "%s", family);
+    if (!cfg_int(cfg, "vocab_size", &a->n_vocab) || !cfg_int(cfg, "hidden_size", &a->dim) ||
+        !cfg_int(cfg, "num_hidden_layers", &a->n_layers) ||
+        !cfg_int(cfg, "num_attention_heads", &a->n_heads) ||
+        !cfg_int(cfg, "intermediate_size", &a->ffn_dim) ||
+        !cfg_float(cfg, "rms_norm_eps", &a->norm_eps)) {
+        s = slate__fail(err, SLATE_E_FORMAT, "'%s': a required field is missing or not a "
+                        "number (vocab_size, hidden_size, num_hidden_layers, num_attention_heads, "
+                        "intermediate_size, rms_norm_eps)", path);
+        goto fail;
+    }
+    if (!cfg_int(cfg, "num_key_value_heads", &a->n_kv_heads)) a->n_kv_heads = a->n_heads;
+    if (!cfg_int(cfg, "head_dim", &a->head_dim)) a->head_dim = a->n_heads ? a->dim / a->n_heads : 0;
+    if (!cfg_float(cfg, "rope_theta", &a->rope_theta)) a->rope_theta = 10000.0f;
+    if (!cfg_int(cfg, "max_position_embeddings", &a->n_ctx)) a->n_ctx = 2048;
+    a->rope_dim = a->head_dim;
+    a->rope_mode = SLATE__ROPE_HALF;
+    a->qkv_bias = strcmp(family, "qwen2") == 0;
+    a->qk_norm = strcmp(family, "qwen3") == 0;
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(cfg, "sliding_window");
+    const cJSON *use_sw = cJSON_GetObjectItemCaseSensitive(cfg, "use_sliding_window");
+    if (cJSON_IsNumber(sw) && (strcmp(family, "mistral") == 0 || cJSON_IsTrue(use_sw))) {
+        if (strcmp(family, "mistral") != 0) {
+            s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': use_sliding_window on %s (per-layer "
+                            "windows) is not supported", path, an);
+            goto fail;
+        }
+        a->sliding_window = (int32_t)sw->valuedouble;
+    }
+    const cJSON *bias = cJSON_GetObjectItemCaseSensitive(cfg, "attention_bias");
+    if (cJSON_IsTrue(bias) && !a->qkv_bias) {
+        s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': attention_bias on %s is not supported",
+                        path, an);
+        goto fail;
+    }
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    if (cJSON_IsObject(rs)) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+        if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
+        const char *type = cJSON_IsString(t) ? t->valuestring : "(none)";
+        if (strcmp(type, "default") == 0) {
+            /* no scaling */
+        } else if (strcmp(type, "linear") == 0 && cfg_float(rs, "factor", &a->rope_factor)) {
+            a->rope_scaling = SLATE__ROPE_SCALING_LINEAR;
+        } else if (strcmp(type, "llama3") == 0 && cfg_float(rs, "factor", &a->rope_factor) &&
+                   cfg_float(rs, "low_freq_factor", &a->rope_low_freq) &&
+                   cfg_float(rs, "high_freq_factor", &a->rope_high_freq) &&
+                   cfg_int(rs, "original_max_position_embeddings", &a->rope_orig_ctx)) {
+            a->rope_scaling = SLATE__ROPE_SCALING_LLAMA3;
+        } else {
+            s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': rope_scaling type '%s' is not "
+                            "supported (linear, llama3)", path, type);
+            goto fail;
+        }
+    }
+    if ((s = load_weights(dir, sh, imp, err))) goto fail;
+    bool has_head = false;
+    for (int32_t i = 0; i < imp->n_tensors; i++)
+        has_head |= strcmp(imp->tensors[i].name, "output.weight") == 0;
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(cfg, "tie_word_embeddings");
+    if (!has_head && !cJSON_IsTrue(tie)) {
+        s = slate__fail(err, SLATE_E_FORMAT, "'%s': lm_head.weight is missing and "
+                        "tie_word_embeddings is not true", dir);
+        goto fail;
+    }
+    a->tied = !has_head;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if ((s = slate_tokenizer_open(path, &imp->tok, err))) goto fail;
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        fclose(f);
+        if ((s = read_json(path, &tcfg, err))) goto fail;
+        const cJSON *ct = cJSON_GetObjectItemCaseSensitive(tcfg, "chat_template");
+        if (cJSON_IsString(ct) && !(imp->chat_template = slate__strdup(ct->valuestring))) {
+            s = slate__fail(err, SLATE_E_NOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    cJSON_Delete(cfg);
+    cJSON_Delete(tcfg);
+    return SLATE_OK;
+fail:
+    cJSON_Delete(cfg);
+    cJSON_Delete(tcfg);
+    slate__import_free(imp);
+    return s;
+}

@@ -1,0 +1,133 @@
+/*
+ * pool.c - a persistent thread pool. Workers wait on a generation counter: slate__pool_run
+ * publishes a job, bumps the generation, runs share 0 itself, and waits until every worker has
+ * finished its share. Workers spin briefly before sleeping on a condition variable, because
+ * decode issues hundreds of small jobs per token and a sleep/wake per job costs more than the
+ * job. With one thread the pool runs jobs inline and creates nothing.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "core.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define SPIN_ITERS 20000
+
+struct slate__pool {
+    int n;
+    int n_started;        /* workers 1..n_started-1 exist */
+    pthread_t *threads;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work;
+    pthread_cond_t cv_done;
+    atomic_uint gen;      /* bumped once per job */
+    atomic_int pending;   /* workers still running the current job */
+    atomic_bool quit;
+    slate__pool_fn fn;
+    void *ctx;
+};
+
+typedef struct worker_arg {
+    slate__pool *pool;
+    int ith;
+} worker_arg;
+
+static void *worker(void *arg) {
+    worker_arg wa = *(worker_arg *)arg;
+    slate__free(arg);
+    slate__pool *p = wa.pool;
+    unsigned seen = 0;
+    for (;;) {
+        unsigned g;
+        int spins = 0;
+        while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+               !atomic_load(&p->quit) && spins < SPIN_ITERS)
+            spins++;
+        if (g == seen && !atomic_load(&p->quit)) {
+            pthread_mutex_lock(&p->mu);
+            while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->quit))
+                pthread_cond_wait(&p->cv_work, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->quit)) return NULL;
+        seen = g;
+        p->fn(p->ctx, wa.ith, p->n);
+        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->cv_done);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+}
+
+slate_status slate__pool_create(int n_threads, slate__pool **out, slate_error *err) {
+    *out = NULL;
+    if (n_threads < 1 || n_threads > 1024)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "thread count %d outside 1..1024",
+                           n_threads);
+    slate__pool *p = slate__calloc(1, sizeof *p);
+    if (!p) return slate__fail(err, SLATE_E_NOMEM, "out of memory creating the thread pool");
+    p->n = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv_work, NULL);
+    pthread_cond_init(&p->cv_done, NULL);
+    if (n_threads > 1) {
+        p->threads = slate__calloc((size_t)n_threads, sizeof *p->threads);
+        if (!p->threads) goto fail;
+        for (int i = 1; i < n_threads; i++) {
+            worker_arg *wa = slate__malloc(sizeof *wa);
+            if (!wa) goto fail;
+            wa->pool = p;
+            wa->ith = i;
+            if (pthread_create(&p->threads[i], NULL, worker, wa) != 0) {
+                slate__free(wa);
+                goto fail;
+            }
+            p->n_started = i + 1;
+        }
+    }
+    *out = p;
+    return SLATE_OK;
+fail:
+    slate__pool_free(p);
+    return slate__fail(err, SLATE_E_NOMEM, "out of memory creating a %d-thread pool", n_threads);
+}
+
+void slate__pool_free(slate__pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->quit, true);
+    pthread_cond_broadcast(&p->cv_work);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n_started; i++) pthread_join(p->threads[i], NULL);
+    slate__free(p->threads);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv_work);
+    pthread_cond_destroy(&p->cv_done);
+    slate__free(p);
+}
+
+int slate__pool_size(const slate__pool *p) { return p ? p->n : 1; }
+
+void slate__pool_run(slate__pool *p, slate__pool_fn fn, void *ctx) {
+    if (p->n == 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    p->fn = fn;
+    p->ctx = ctx;
+    atomic_store(&p->pending, p->n - 1);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    pthread_cond_broadcast(&p->cv_work);
+    pthread_mutex_unlock(&p->mu);
+    fn(ctx, 0, p->n);
+    int spins = 0;
+    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0 && spins < SPIN_ITERS)
+        spins++;
+    if (atomic_load(&p->pending) > 0) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->cv_done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
+}

@@ -1,0 +1,150 @@
+/*
+ * generate.c - the generation loop outside the model: prefill the prompt (in chunks of the
+ * package's max query length), then sample, stream and decode one token per call. Text goes
+ * through the streaming detokenizer (whole UTF-8 characters only) and the stop-string matcher
+ * (text that might begin a stop string is held back until it is known not to), so a stop string
+ * split across tokens still stops and is never emitted. The last sampled token is not fed back
+ * into the state (nothing would read its logits).
+ */
+#include "plan/model.h"
+#include "stop.h"
+
+#include <string.h>
+
+slate_generate_params slate_generate_default_params(void) {
+    slate_generate_params p;
+    memset(&p, 0, sizeof p);
+    p.n_predict = 128;
+    p.sampler = slate_sampler_default_params();
+    return p;
+}
+
+const char *slate_finish_reason_str(slate_finish_reason r) {
+    switch (r) {
+    case SLATE_FINISH_NONE: return "none";
+    case SLATE_FINISH_LENGTH: return "length";
+    case SLATE_FINISH_EOS: return "eos";
+    case SLATE_FINISH_STOP_STRING: return "stop";
+    case SLATE_FINISH_CONTEXT_FULL: return "context_full";
+    case SLATE_FINISH_CANCELLED: return "cancelled";
+    }
+    return "?";
+}
+
+enum { PIECE_CAP = 4096 };
+
+typedef struct emitter {
+    slate__stop *stop;
+    const slate_generate_params *p;
+    char *buf; /* PIECE_CAP + stop max len */
+    bool cancelled;
+} emitter;
+
+/* Passes text through the stop matcher and on to the callback; true if a stop string hit. */
+static bool emit(emitter *e, const char *text, size_t len) {
+    size_t n = 0;
+    bool hit = slate__stop_feed(e->stop, text, len, e->buf, &n);
+    if (n && e->p->on_piece && !e->p->on_piece(e->p->user, e->buf, n)) e->cancelled = true;
+    return hit;
+}
+
+slate_status slate_generate(slate_state *st, const int32_t *prompt, int32_t n_prompt,
+                            const slate_generate_params *p, slate_generate_result *res,
+                            slate_error *err) {
+    if (!st || !p || !res || (!prompt && n_prompt > 0) || n_prompt < 0)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "state, params and result must not be NULL; "
+                           "prompt must hold n_prompt >= 0 ids");
+    if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop_strings) || p->n_stop_tokens < 0 ||
+        (p->n_stop_tokens > 0 && !p->stop_tokens))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "stop strings/tokens: count and array "
+                           "disagree");
+    memset(res, 0, sizeof *res);
+    const slate_model *m = st->model;
+    const slate_tokenizer *tok = m->tok;
+    int32_t n_vocab = m->prog.n_vocab, max_q = m->prog.max_query;
+    /* Models often pad their vocabulary past the tokenizer's (Qwen: 151936 rows for 151669
+     * tokens). Padding ids have no text, so sampling only considers the tokenizer's ids; they
+     * are always the leading rows. */
+    int32_t n_text = slate_tokenizer_n_vocab(tok);
+    if ((int64_t)slate_state_length(st) + n_prompt > slate_state_n_ctx(st))
+        return slate__fail(err, SLATE_E_CONTEXT_FULL, "prompt of %d tokens does not fit: %d of %d "
+                           "positions are used", n_prompt, slate_state_length(st),
+                           slate_state_n_ctx(st));
+    if (n_prompt == 0 && !slate_state_logits(st, NULL))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "empty prompt and no logits in the state to "
+                           "continue from");
+    slate_sampler *smp = NULL;
+    slate_detok *dt = NULL;
+    emitter e = {0};
+    e.p = p;
+    slate_status s = slate_sampler_create(&p->sampler, n_text, &smp, err);
+    if (!s) s = slate_detok_create(tok, &dt, err);
+    if (!s) s = slate__stop_create(p->stop_strings, p->n_stop, &e.stop, err);
+    if (!s && !(e.buf = slate__malloc(PIECE_CAP + slate__stop_max_len(e.stop) + 8)))
+        s = slate__fail(err, SLATE_E_NOMEM, "out of memory");
+    if (s) goto done;
+
+    double t0 = slate__now_ms();
+    for (int32_t i = 0; i < n_prompt; i += max_q) {
+        int32_t n = n_prompt - i < max_q ? n_prompt - i : max_q;
+        if ((s = slate_state_predict(st, prompt + i, n, NULL, err))) goto done;
+    }
+    for (int32_t i = 0; i < n_prompt; i++) slate_sampler_accept(smp, prompt[i]);
+    res->n_prompt = n_prompt;
+    double t_prefill = slate__now_ms();
+    res->prefill_ms = t_prefill - t0;
+    char piece[PIECE_CAP];
+    for (;;) {
+        const float *logits = slate_state_logits(st, NULL);
+        int32_t next;
+        if ((s = slate_sampler_sample(smp, logits, n_text, &next, err))) goto done;
+        if (p->dump_logits)
+            memcpy(p->dump_logits + (size_t)res->n_generated * (size_t)n_vocab, logits,
+                   (size_t)n_vocab * sizeof(float));
+        res->n_generated++;
+        if (res->n_generated == 1) res->ttft_ms = slate__now_ms() - t0;
+        bool eog = slate_tokenizer_is_eog(tok, next);
+        for (int32_t i = 0; i < m->n_stop_ids && !eog; i++) eog = m->stop_ids[i] == next;
+        for (int32_t i = 0; i < p->n_stop_tokens && !eog; i++) eog = p->stop_tokens[i] == next;
+        if (eog) {
+            res->finish = SLATE_FINISH_EOS;
+            break;
+        }
+        size_t len = 0;
+        if ((s = slate_detok_push(dt, next, piece, sizeof piece, &len, err))) goto done;
+        if (emit(&e, piece, len)) {
+            res->finish = SLATE_FINISH_STOP_STRING;
+            break;
+        }
+        if (e.cancelled) {
+            res->finish = SLATE_FINISH_CANCELLED;
+            break;
+        }
+        if (p->n_predict >= 0 && res->n_generated >= p->n_predict) {
+            res->finish = SLATE_FINISH_LENGTH;
+            break;
+        }
+        if (slate_state_length(st) >= slate_state_n_ctx(st)) {
+            res->finish = SLATE_FINISH_CONTEXT_FULL;
+            break;
+        }
+        if ((s = slate_state_predict(st, &next, 1, NULL, err))) goto done;
+    }
+    if (res->finish != SLATE_FINISH_STOP_STRING && res->finish != SLATE_FINISH_CANCELLED) {
+        size_t len = 0, n = 0;
+        if (slate_detok_flush(dt, piece, sizeof piece, &len, NULL) == SLATE_OK && len &&
+            emit(&e, piece, len))
+            res->finish = SLATE_FINISH_STOP_STRING;
+        if (res->finish != SLATE_FINISH_STOP_STRING) {
+            slate__stop_flush(e.stop, e.buf, &n);
+            if (n && p->on_piece) p->on_piece(p->user, e.buf, n);
+        }
+    }
+    res->decode_ms = slate__now_ms() - t_prefill - (res->ttft_ms - res->prefill_ms);
+done:
+    slate__free(e.buf);
+    slate__stop_free(e.stop);
+    slate_detok_free(dt);
+    slate_sampler_free(smp);
+    return s;
+}

@@ -1,0 +1,74 @@
+/*
+ * dispatch.c - picks the kernel table once per process from the CPU's features (cpuid via the
+ * compiler's builtins). SLATE_KERNELS=ref|avx2|avx512 forces a path; asking for one the CPU
+ * lacks falls back to the best available one below it, and slate_kernels_name() says which.
+ * The tables are filled once under pthread_once and never change afterwards.
+ */
+#include "kernels.h"
+
+#include <pthread.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+#include <stdlib.h>
+#include <string.h>
+
+static slate__kernels g_ref, g_avx2, g_avx512;
+static bool g_has_avx2, g_has_avx512;
+static const slate__kernels *g_best;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* F16C (CPUID.1:ECX bit 29): not every compiler's __builtin_cpu_supports knows it. */
+__attribute__((unused)) static bool has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
+static void init(void) {
+    slate__ref_fill(&g_ref);
+    g_best = &g_ref;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+#ifdef SLATE_HAVE_avx2
+    g_has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
+    if (g_has_avx2) {
+        g_avx2 = g_ref;
+        slate__avx2_fill(&g_avx2);
+        g_best = &g_avx2;
+    }
+#endif
+#ifdef SLATE_HAVE_avx512
+    g_has_avx512 = g_has_avx2 && __builtin_cpu_supports("avx512f") &&
+                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                   __builtin_cpu_supports("avx512dq");
+    if (g_has_avx512) {
+        g_avx512 = g_avx2;
+        slate__avx512_fill(&g_avx512);
+        g_best = &g_avx512;
+    }
+#endif
+#endif
+    const char *force = getenv("SLATE_KERNELS");
+    if (force) {
+        if (strcmp(force, "ref") == 0) g_best = &g_ref;
+        else if (strcmp(force, "avx2") == 0 && g_has_avx2) g_best = &g_avx2;
+        else if (strcmp(force, "avx512") == 0 && g_has_avx512) g_best = &g_avx512;
+    }
+}
+
+const slate__kernels *slate__kernels_get(void) {
+    pthread_once(&g_once, init);
+    return g_best;
+}
+
+const slate__kernels *slate__kernels_by_name(const char *name) {
+    pthread_once(&g_once, init);
+    if (strcmp(name, "ref") == 0) return &g_ref;
+    if (strcmp(name, "avx2") == 0) return g_has_avx2 ? &g_avx2 : NULL;
+    if (strcmp(name, "avx512") == 0) return g_has_avx512 ? &g_avx512 : NULL;
+    return NULL;
+}
+
+const char *slate_kernels_name(void) { return slate__kernels_get()->name; }

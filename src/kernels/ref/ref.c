@@ -1,0 +1,98 @@
+/*
+ * ref.c - scalar reference kernels: the specification of every kernel and the fallback on any
+ * CPU. Obvious loop order, fp32 accumulation. SIMD variants are tested against these.
+ */
+#include "kernels/kernels.h"
+#include "core/core.h"
+
+#include <math.h>
+
+static float w_at(const void *w, slate_dtype dt, int64_t i) {
+    switch (dt) {
+    case SLATE_DTYPE_F16: return slate__f16_to_f32(((const uint16_t *)w)[i]);
+    case SLATE_DTYPE_BF16: return slate__bf16_to_f32(((const uint16_t *)w)[i]);
+    default: return ((const float *)w)[i];
+    }
+}
+
+/* y[r][o] = W[o][:] . x[r][:] + b[o] */
+static void matmul_any(slate_dtype dt, float *y, const float *x, const void *w, const float *bias,
+                       int64_t n_rows, int64_t n_in, int64_t n_out, int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; o++)
+        for (int64_t r = 0; r < n_rows; r++) {
+            const float *xr = x + r * n_in;
+            float acc = 0.0f;
+            for (int64_t i = 0; i < n_in; i++) acc += w_at(w, dt, o * n_in + i) * xr[i];
+            y[r * n_out + o] = acc + (bias ? bias[o] : 0.0f);
+        }
+}
+
+static void matmul_f32(float *y, const float *x, const void *w, const float *b, int64_t r,
+                       int64_t n, int64_t m, int64_t o0, int64_t o1) {
+    matmul_any(SLATE_DTYPE_F32, y, x, w, b, r, n, m, o0, o1);
+}
+static void matmul_f16(float *y, const float *x, const void *w, const float *b, int64_t r,
+                       int64_t n, int64_t m, int64_t o0, int64_t o1) {
+    matmul_any(SLATE_DTYPE_F16, y, x, w, b, r, n, m, o0, o1);
+}
+static void matmul_bf16(float *y, const float *x, const void *w, const float *b, int64_t r,
+                        int64_t n, int64_t m, int64_t o0, int64_t o1) {
+    matmul_any(SLATE_DTYPE_BF16, y, x, w, b, r, n, m, o0, o1);
+}
+
+static void to_f32_f32(float *d, const void *s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = ((const float *)s)[i];
+}
+static void to_f32_f16(float *d, const void *s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = slate__f16_to_f32(((const uint16_t *)s)[i]);
+}
+static void to_f32_bf16(float *d, const void *s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = slate__bf16_to_f32(((const uint16_t *)s)[i]);
+}
+
+/* Online softmax (one pass over the cache): keep the running max m, the running sum l of
+ * exp(s - m) and the running weighted sum of v, rescaling both when m grows. */
+static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
+                      int64_t stride, int64_t j0, int64_t j1, int64_t hd, float scale,
+                      const float *mask) {
+    float acc[SLATE__MAX_HEAD_DIM];
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t d = 0; d < hd; d++) acc[d] = 0.0f;
+    for (int64_t j = j0; j < j1; j++) {
+        float s = 0.0f;
+        for (int64_t d = 0; d < hd; d++) s += q[d] * w_at(k, kvt, j * stride + d);
+        s *= scale;
+        if (mask) s += mask[j];
+        if (s == -INFINITY || isnan(s)) continue;
+        if (s > m) {
+            float c = expf(m - s); /* m = -inf on the first score: c = 0 */
+            for (int64_t d = 0; d < hd; d++) acc[d] *= c;
+            l *= c;
+            m = s;
+        }
+        float p = expf(s - m);
+        l += p;
+        for (int64_t d = 0; d < hd; d++) acc[d] += p * w_at(v, kvt, j * stride + d);
+    }
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int64_t d = 0; d < hd; d++) out[d] = acc[d] * inv;
+}
+
+static void rms_norm(float *y, const float *x, const float *w, int64_t n, float eps) {
+    float ss = 0.0f;
+    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
+    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * r * w[i];
+}
+
+void slate__ref_fill(slate__kernels *k) {
+    k->name = "ref";
+    k->matmul[SLATE_DTYPE_F32] = matmul_f32;
+    k->matmul[SLATE_DTYPE_F16] = matmul_f16;
+    k->matmul[SLATE_DTYPE_BF16] = matmul_bf16;
+    k->to_f32[SLATE_DTYPE_F32] = to_f32_f32;
+    k->to_f32[SLATE_DTYPE_F16] = to_f32_f16;
+    k->to_f32[SLATE_DTYPE_BF16] = to_f32_bf16;
+    k->attention = attention;
+    k->rms_norm = rms_norm;
+}

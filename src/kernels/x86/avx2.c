@@ -1,0 +1,411 @@
+/*
+ * avx2.c - AVX2 + FMA + F16C variants of the kernel table (same signatures and meaning as
+ * kernels/ref/ref.c, which is the specification; only this file is compiled with -mavx2 -mfma
+ * -mf16c, and dispatch.c installs it only when the CPU has all three).
+ *
+ * matmul: y[r][o] = W[o] . x[r] + b[o], as dot products of 8-float vectors.
+ *   - Decode (n_rows == 1) is bound by weight bandwidth: a 1x4 tile streams four consecutive
+ *     weight rows (one contiguous region) once, from start to end, with four independent
+ *     accumulators so the FMA latency never limits the stream, and a software prefetch
+ *     PF_BYTES ahead in each row.
+ *   - Prefill (n_rows > 1) uses a 4x2 register tile: each weight chunk is converted to f32
+ *     once and used for 4 rows of x, each x chunk for 2 weight rows (8 accumulators, 2 weight
+ *     and 1 x register). Around the tile, cache blocking: MC rows of x, KB inputs, OB outputs,
+ *     so an OB x KB weight block (<= 32 KiB as f32) stays in L1 while every row of the row block
+ *     passes over it, and the MC x KB slab of x stays in L2 across output blocks. Partial sums
+ *     of later K blocks are added to y, so the summation order differs from ref (see tests).
+ *   - Tails: the last n_in % 8 inputs use masked loads (f32) or a zero-padded copy (f16/bf16);
+ *     odd row and output counts use narrower tiles. Nothing is read outside the arrays.
+ * attention: scores for blocks of 8 cache positions (8 row dot products, one transposing
+ * horizontal add), then one online-softmax update per block: the running max grows once per
+ * block, exp is a vectorized polynomial (exp8, ~2 ulp), and the v rows with nonzero weight are
+ * accumulated over head_dim with the accumulator kept in registers. For ranges too long for L2
+ * the next block's rows are prefetched. Positions whose score is -inf or NaN are skipped
+ * exactly as in ref; all -inf gives out = 0.
+ * rms_norm, to_f32: straightforward 8-wide loops; f16 conversion is exact (vcvtph2ps).
+ */
+#include "kernels/kernels.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 8")
+
+/* ---- loads ------------------------------------------------------------------------------- */
+
+/* Lane masks for _mm256_maskload_ps: the first n lanes of &g_tail[8 - n] are all ones. */
+static const int32_t g_tail[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+INLINE __m256i tail_mask(int64_t n) {
+    return _mm256_loadu_si256((const __m256i *)(g_tail + 8 - n));
+}
+
+INLINE __m256 bf16x8_to_f32(__m128i h) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* 8 weights at element i of a row, as f32. */
+INLINE __m256 load_w8(slate_dtype dt, const void *w, int64_t i) {
+    if (dt == SLATE_DTYPE_F32) return _mm256_loadu_ps((const float *)w + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+    return dt == SLATE_DTYPE_F16 ? _mm256_cvtph_ps(h) : bf16x8_to_f32(h);
+}
+
+/* The n < 8 weights at element i, zero-padded to 8 lanes. */
+INLINE __m256 load_w8_tail(slate_dtype dt, const void *w, int64_t i, int64_t n) {
+    if (dt == SLATE_DTYPE_F32) return _mm256_maskload_ps((const float *)w + i, tail_mask(n));
+    uint16_t t[8] = {0};
+    memcpy(t, (const uint16_t *)w + i, (size_t)n * sizeof(uint16_t));
+    __m128i h = _mm_loadu_si128((const __m128i *)t);
+    return dt == SLATE_DTYPE_F16 ? _mm256_cvtph_ps(h) : bf16x8_to_f32(h);
+}
+
+INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---- matmul ------------------------------------------------------------------------------ */
+
+/* Decode reads each weight row once from DRAM; hardware prefetch alone left a single core at
+ * ~25 GB/s on an 8192 x 8192 f16 matrix, a software prefetch 2 KiB ahead in each of the four
+ * streams gave ~30 GB/s (Zen 5, 1 KiB to 3 KiB all similar). Not used in prefill, where the
+ * weight block is already in L1. */
+enum { PF_BYTES = 2048 };
+
+/* acc[r][c] += W[c][i..i+8) * x[r][i..i+8) */
+INLINE void step(slate_dtype dt, int R, int O, __m256 acc[4][4], const float *const xr[4],
+                 const void *const wr[4], int64_t i) {
+    __m256 wv[4];
+    UNROLL for (int c = 0; c < O; c++) wv[c] = load_w8(dt, wr[c], i);
+    UNROLL for (int r = 0; r < R; r++) {
+        __m256 xv = _mm256_loadu_ps(xr[r] + i);
+        UNROLL for (int c = 0; c < O; c++) acc[r][c] = _mm256_fmadd_ps(wv[c], xv, acc[r][c]);
+    }
+}
+
+/* The R x O tile y[r0..r0+R)[o..o+O) over inputs [k0, k1): first sets y = sum + bias, later K
+ * blocks add their partial sums. R, O and dt are compile-time constants at every call site, so
+ * the unrolled accumulator arrays live in registers. */
+INLINE void tile(slate_dtype dt, int R, int O, float *y, const float *x, const void *w,
+                 const float *bias, int64_t n_in, int64_t n_out, int64_t r0, int64_t o, int64_t k0,
+                 int64_t k1, bool first, bool pf) {
+    __m256 acc[4][4];
+    const float *xr[4];
+    const void *wr[4];
+    UNROLL for (int r = 0; r < R; r++) xr[r] = x + (r0 + r) * n_in;
+    UNROLL for (int c = 0; c < O; c++) {
+        wr[c] = dt == SLATE_DTYPE_F32 ? (const void *)((const float *)w + (o + c) * n_in)
+                                      : (const void *)((const uint16_t *)w + (o + c) * n_in);
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+        UNROLL for (int c = 0; c < O; c++) acc[r][c] = _mm256_setzero_ps();
+    }
+    int64_t i = k0;
+    if (pf) {
+        /* One prefetch per 64-byte line of each weight row, PF_BYTES ahead, then that line's
+         * chunks. Prefetches never fault, so running past the end of W is harmless. */
+        const int64_t line = dt == SLATE_DTYPE_F32 ? 16 : 32, es = dt == SLATE_DTYPE_F32 ? 4 : 2;
+        for (; i + line <= k1; i += line) {
+            UNROLL for (int c = 0; c < O; c++) {
+                uintptr_t ahead = (uintptr_t)wr[c] + (uintptr_t)(i * es + PF_BYTES);
+                _mm_prefetch((const char *)ahead, _MM_HINT_T0);
+            }
+            UNROLL for (int64_t u = 0; u < line; u += 8) step(dt, R, O, acc, xr, wr, i + u);
+        }
+    }
+    for (; i + 8 <= k1; i += 8) step(dt, R, O, acc, xr, wr, i);
+    if (i < k1) {
+        __m256 wv[4];
+        __m256i m = tail_mask(k1 - i);
+        UNROLL for (int c = 0; c < O; c++) wv[c] = load_w8_tail(dt, wr[c], i, k1 - i);
+        UNROLL for (int r = 0; r < R; r++) {
+            __m256 xv = _mm256_maskload_ps(xr[r] + i, m);
+            UNROLL for (int c = 0; c < O; c++) acc[r][c] = _mm256_fmadd_ps(wv[c], xv, acc[r][c]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+        UNROLL for (int c = 0; c < O; c++) {
+            float *dst = y + (r0 + r) * n_out + o + c;
+            float base = first ? (bias ? bias[o + c] : 0.0f) : *dst;
+            *dst = base + hsum8(acc[r][c]);
+        }
+    }
+}
+
+/* Row block, K block and output block: see the file comment. MC * KB * 4 bytes of x (256 KiB)
+ * fit in L2; OB * KB weights (16 KiB f16, 32 KiB f32) fit in L1 next to a 4-row x chunk. */
+enum { MC = 128, KB = 512, OB = 16 };
+
+/* All full 2-wide output tiles of [ob, oe) for R rows from row r, then the leftover output. */
+#define TILE_ROW(R)                                                                                \
+    do {                                                                                           \
+        for (; o + 2 <= oe; o += 2)                                                                \
+            tile(dt, R, 2, y, x, w, bias, n_in, n_out, r, o, kb, ke, first, false);                \
+        if (o < oe) tile(dt, R, 1, y, x, w, bias, n_in, n_out, r, o, kb, ke, first, false);        \
+    } while (0)
+
+INLINE void matmul_any(slate_dtype dt, float *y, const float *x, const void *w, const float *bias,
+                       int64_t n_rows, int64_t n_in, int64_t n_out, int64_t o0, int64_t o1) {
+    if (n_rows == 1) {
+        int64_t o = o0;
+        for (; o + 4 <= o1; o += 4)
+            tile(dt, 1, 4, y, x, w, bias, n_in, n_out, 0, o, 0, n_in, true, true);
+        for (; o < o1; o++) tile(dt, 1, 1, y, x, w, bias, n_in, n_out, 0, o, 0, n_in, true, true);
+        return;
+    }
+    for (int64_t rb = 0; rb < n_rows; rb += MC) {
+        int64_t re = rb + MC < n_rows ? rb + MC : n_rows;
+        int64_t kb = 0;
+        do { /* at least once, so n_in == 0 still writes the bias */
+            int64_t ke = kb + KB < n_in ? kb + KB : n_in;
+            bool first = kb == 0;
+            for (int64_t ob = o0; ob < o1; ob += OB) {
+                int64_t oe = ob + OB < o1 ? ob + OB : o1;
+                for (int64_t r = rb; r < re; r += 4) {
+                    int64_t o = ob;
+                    switch (re - r) {
+                    case 1: TILE_ROW(1); break;
+                    case 2: TILE_ROW(2); break;
+                    case 3: TILE_ROW(3); break;
+                    default: TILE_ROW(4); break;
+                    }
+                }
+            }
+            kb = ke;
+        } while (kb < n_in);
+    }
+}
+
+static void matmul_f32(float *y, const float *x, const void *w, const float *b, int64_t r,
+                       int64_t n, int64_t m, int64_t o0, int64_t o1) {
+    matmul_any(SLATE_DTYPE_F32, y, x, w, b, r, n, m, o0, o1);
+}
+static void matmul_f16(float *y, const float *x, const void *w, const float *b, int64_t r,
+                       int64_t n, int64_t m, int64_t o0, int64_t o1) {
+    matmul_any(SLATE_DTYPE_F16, y, x, w, b, r, n, m, o0, o1);
+}
+static void matmul_bf16(float *y, const float *x, const void *w, const float *b, int64_t r,
+                        int64_t n, int64_t m, int64_t o0, int64_t o1) {
+    matmul_any(SLATE_DTYPE_BF16, y, x, w, b, r, n, m, o0, o1);
+}
+
+/* ---- to_f32 ------------------------------------------------------------------------------ */
+
+static void to_f32_f16(float *d, const void *s, int64_t n) {
+    const uint16_t *h = s;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+    for (; i < n; i++) d[i] = _cvtsh_ss(h[i]);
+}
+
+static void to_f32_bf16(float *d, const void *s, int64_t n) {
+    const uint16_t *h = s;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(d + i, bf16x8_to_f32(_mm_loadu_si128((const __m128i *)(h + i))));
+    for (; i < n; i++) {
+        uint32_t u = (uint32_t)h[i] << 16;
+        memcpy(d + i, &u, sizeof u);
+    }
+}
+
+/* ---- attention --------------------------------------------------------------------------- */
+
+/* e^x for x <= 0 (inputs below -87.3 give ~1e-38 instead of 0, which is harmless next to the
+ * block maximum's weight of 1): Cephes expf, range reduction by ln 2 in two parts and a degree
+ * 6 polynomial; about 2 ulp. */
+INLINE __m256 exp8(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.33654f));
+    x = _mm256_min_ps(x, _mm256_set1_ps(88.37626f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* [hsum(a[0]), ..., hsum(a[7])] */
+INLINE __m256 hsum8x8(const __m256 a[8]) {
+    __m256 h0 = _mm256_hadd_ps(a[0], a[1]), h1 = _mm256_hadd_ps(a[2], a[3]);
+    __m256 h2 = _mm256_hadd_ps(a[4], a[5]), h3 = _mm256_hadd_ps(a[6], a[7]);
+    __m256 g0 = _mm256_hadd_ps(h0, h1), g1 = _mm256_hadd_ps(h2, h3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20),
+                         _mm256_permute2f128_ps(g0, g1, 0x31));
+}
+
+/* q . row[t] for 8 cache rows of dtype dt. */
+INLINE __m256 dot8(slate_dtype dt, const float *q, const void *const row[8], int64_t hd) {
+    __m256 a[8];
+    UNROLL for (int t = 0; t < 8; t++) a[t] = _mm256_setzero_ps();
+    int64_t d = 0;
+    for (; d + 8 <= hd; d += 8) {
+        __m256 qv = _mm256_loadu_ps(q + d);
+        UNROLL for (int t = 0; t < 8; t++) a[t] = _mm256_fmadd_ps(qv, load_w8(dt, row[t], d), a[t]);
+    }
+    if (d < hd) {
+        __m256 qv = _mm256_maskload_ps(q + d, tail_mask(hd - d));
+        UNROLL for (int t = 0; t < 8; t++) a[t] =
+            _mm256_fmadd_ps(qv, load_w8_tail(dt, row[t], d, hd - d), a[t]);
+    }
+    return hsum8x8(a);
+}
+
+INLINE const void *kv_row(slate_dtype dt, const void *base, int64_t j, int64_t stride) {
+    return dt == SLATE_DTYPE_F32 ? (const void *)((const float *)base + j * stride)
+                                 : (const void *)((const uint16_t *)base + j * stride);
+}
+
+/* K and V rows [ja, jb) into L1. When the rows come from DRAM (long ranges), fetching the next
+ * block's rows while this one is computed gave 10-35% more (8 kv heads x 8192 positions x 128
+ * f16, rows 2 KiB apart: ~10 -> 11-14 GB/s on Zen 5, one core, noisy); when K and V fit in L2
+ * it cost ~12%, so it is used only for ranges whose K and V together exceed PF_ATTN_BYTES (the
+ * L2 size). */
+enum { PF_ATTN_BYTES = 1 << 20 };
+
+INLINE void prefetch_rows(slate_dtype dt, const void *k, const void *v, int64_t stride, int64_t ja,
+                          int64_t jb, int64_t hd) {
+    int64_t n_bytes = hd * (dt == SLATE_DTYPE_F32 ? 4 : 2);
+    for (int64_t j = ja; j < jb; j++) {
+        const char *pk = kv_row(dt, k, j, stride), *pv = kv_row(dt, v, j, stride);
+        for (int64_t b = 0; b < n_bytes; b += 64) {
+            _mm_prefetch(pk + b, _MM_HINT_T0);
+            _mm_prefetch(pv + b, _MM_HINT_T0);
+        }
+    }
+}
+
+INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
+                          int64_t stride, int64_t j0, int64_t j1, int64_t hd, float scale,
+                          const float *mask) {
+    float acc[SLATE__MAX_HEAD_DIM] __attribute__((aligned(32)));
+    float m = -INFINITY, l = 0.0f;
+    bool pf = (j1 - j0) * hd * (dt == SLATE_DTYPE_F32 ? 4 : 2) * 2 > PF_ATTN_BYTES;
+    /* Whole vectors are loaded and stored, so zero up to the next multiple of 8 (<= 512). */
+    for (int64_t d = 0; d < hd; d += 8) _mm256_store_ps(acc + d, _mm256_setzero_ps());
+    for (int64_t jb = j0; jb < j1; jb += 8) {
+        int n = j1 - jb < 8 ? (int)(j1 - jb) : 8;
+        const void *kr[8];
+        /* Lanes past the range reuse row jb (always valid memory); their scores become -inf. */
+        for (int t = 0; t < 8; t++) kr[t] = kv_row(dt, k, jb + (t < n ? t : 0), stride);
+        if (pf) prefetch_rows(dt, k, v, stride, jb + 8, j1 < jb + 16 ? j1 : jb + 16, hd);
+        float s[8] __attribute__((aligned(32)));
+        _mm256_store_ps(s, _mm256_mul_ps(dot8(dt, q, kr, hd), _mm256_set1_ps(scale)));
+        for (int t = 0; t < 8; t++) {
+            if (t >= n)
+                s[t] = -INFINITY;
+            else if (mask)
+                s[t] += mask[jb + t];
+        }
+        __m256 sv = _mm256_load_ps(s);
+        /* Ordered compare: false for -inf and NaN, the scores ref skips. */
+        __m256 valid = _mm256_cmp_ps(sv, _mm256_set1_ps(-INFINITY), _CMP_GT_OQ);
+        __m256 mx = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sv, valid);
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float bm = _mm_cvtss_f32(m4);
+        if (!(bm > -INFINITY)) continue; /* nothing valid in this block */
+        if (bm > m) {
+            float c = expf(m - bm); /* m = -inf on the first valid block: c = 0 */
+            __m256 cv = _mm256_set1_ps(c);
+            for (int64_t d = 0; d < hd; d += 8)
+                _mm256_store_ps(acc + d, _mm256_mul_ps(_mm256_load_ps(acc + d), cv));
+            l *= c;
+            m = bm;
+        }
+        __m256 p = _mm256_and_ps(exp8(_mm256_sub_ps(sv, _mm256_set1_ps(m))), valid);
+        l += hsum8(p);
+        float pw[8] __attribute__((aligned(32)));
+        _mm256_store_ps(pw, p);
+        /* The valid rows, compacted, so the v pass skips what ref skips. */
+        __m256 pb[8];
+        const void *vr[8];
+        int nv = 0;
+        for (int t = 0; t < n; t++) {
+            if (!(s[t] > -INFINITY)) continue;
+            pb[nv] = _mm256_set1_ps(pw[t]);
+            vr[nv++] = kv_row(dt, v, jb + t, stride);
+        }
+        int64_t d = 0;
+        for (; d + 8 <= hd; d += 8) {
+            __m256 a = _mm256_load_ps(acc + d);
+            for (int t = 0; t < nv; t++) a = _mm256_fmadd_ps(pb[t], load_w8(dt, vr[t], d), a);
+            _mm256_store_ps(acc + d, a);
+        }
+        if (d < hd) {
+            __m256 a = _mm256_load_ps(acc + d);
+            for (int t = 0; t < nv; t++)
+                a = _mm256_fmadd_ps(pb[t], load_w8_tail(dt, vr[t], d, hd - d), a);
+            _mm256_store_ps(acc + d, a);
+        }
+    }
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    __m256 iv = _mm256_set1_ps(inv);
+    int64_t d = 0;
+    for (; d + 8 <= hd; d += 8)
+        _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_load_ps(acc + d), iv));
+    for (; d < hd; d++) out[d] = acc[d] * inv;
+}
+
+static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
+                      int64_t stride, int64_t j0, int64_t j1, int64_t hd, float scale,
+                      const float *mask) {
+    if (kvt == SLATE_DTYPE_F16)
+        attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, scale, mask);
+    else
+        attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, scale, mask);
+}
+
+/* ---- rms_norm ---------------------------------------------------------------------------- */
+
+static void rms_norm(float *y, const float *x, const float *w, int64_t n, float eps) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        s0 = _mm256_fmadd_ps(a, a, s0);
+        s1 = _mm256_fmadd_ps(b, b, s1);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 a = _mm256_loadu_ps(x + i);
+        s0 = _mm256_fmadd_ps(a, a, s0);
+    }
+    if (i < n) {
+        __m256 a = _mm256_maskload_ps(x + i, tail_mask(n - i));
+        s1 = _mm256_fmadd_ps(a, a, s1);
+    }
+    float ss = hsum8(_mm256_add_ps(s0, s1));
+    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    __m256 rv = _mm256_set1_ps(r);
+    /* (x * r) * w, the order ref multiplies in */
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), rv),
+                                              _mm256_loadu_ps(w + i)));
+    for (; i < n; i++) y[i] = x[i] * r * w[i];
+}
+
+void slate__avx2_fill(slate__kernels *k) {
+    k->name = "avx2";
+    k->matmul[SLATE_DTYPE_F32] = matmul_f32;
+    k->matmul[SLATE_DTYPE_F16] = matmul_f16;
+    k->matmul[SLATE_DTYPE_BF16] = matmul_bf16;
+    k->to_f32[SLATE_DTYPE_F16] = to_f32_f16;
+    k->to_f32[SLATE_DTYPE_BF16] = to_f32_bf16;
+    k->attention = attention;
+    k->rms_norm = rms_norm;
+}

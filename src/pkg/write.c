@@ -1,0 +1,155 @@
+/*
+ * write.c - the atomic package writer. Offsets of every section and tensor are computed before
+ * a byte is written (so META, which holds the tensor table, can be written first), then the data
+ * is streamed tensor by tensor: a converter never holds more than one converted tensor in
+ * memory. Everything goes to path.tmp; only a complete, flushed file is renamed into place.
+ */
+#include "pkg.h"
+#include "format.h"
+
+#include <stdio.h>
+#include <string.h>
+
+size_t slate__dtype_size(slate_dtype dtype) {
+    switch (dtype) {
+    case SLATE_DTYPE_F32: return 4;
+    case SLATE_DTYPE_F16: return 2;
+    case SLATE_DTYPE_BF16: return 2;
+    case SLATE_DTYPE_I32: return 4;
+    }
+    return 0;
+}
+
+bool slate__dtype_parse(const char *name, slate_dtype *out) {
+    static const slate_dtype all[] = {SLATE_DTYPE_F32, SLATE_DTYPE_F16, SLATE_DTYPE_BF16,
+                                      SLATE_DTYPE_I32};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(name, slate_dtype_name(all[i])) == 0) {
+            *out = all[i];
+            return true;
+        }
+    return false;
+}
+
+static void put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+slate_status slate__pkg_write(const char *path, cJSON *meta, const uint8_t *tok_blob,
+                              size_t tok_len, const slate__pkg_wtensor *tensors, size_t n_tensors,
+                              bool progress, slate_error *err) {
+    slate_status st = SLATE_OK;
+    char *json = NULL;
+    uint8_t *scratch = NULL;
+    slate__atomic_file f = {0};
+    cJSON *meta_copy = cJSON_Duplicate(meta, 1);
+    cJSON *table = cJSON_CreateArray();
+    if (!meta_copy || !table) {
+        cJSON_Delete(table);
+        st = slate__fail(err, SLATE_E_NOMEM, "out of memory building the tensor table");
+        goto done;
+    }
+    cJSON_AddItemToObject(meta_copy, "tensors", table);
+
+    /* Tensor offsets inside DATA, each aligned to 64. */
+    uint64_t data_size = 0;
+    size_t max_tensor = 0;
+    for (size_t i = 0; i < n_tensors; i++) {
+        const slate__pkg_wtensor *t = &tensors[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON *shape = cJSON_CreateArray();
+        if (!e || !shape) {
+            cJSON_Delete(e);
+            cJSON_Delete(shape);
+            st = slate__fail(err, SLATE_E_NOMEM, "out of memory building the tensor table");
+            goto done;
+        }
+        cJSON_AddItemToArray(table, e);
+        cJSON_AddStringToObject(e, "name", t->name);
+        cJSON_AddStringToObject(e, "dtype", slate_dtype_name(t->dtype));
+        for (int d = 0; d < t->n_dims; d++)
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->dims[d]));
+        cJSON_AddItemToObject(e, "shape", shape);
+        cJSON_AddNumberToObject(e, "offset", (double)data_size);
+        cJSON_AddNumberToObject(e, "size", (double)t->nbytes);
+        data_size += slate__align_up(t->nbytes, SLATE__PKG_ALIGN);
+        if (t->nbytes > max_tensor) max_tensor = t->nbytes;
+    }
+    json = cJSON_PrintUnformatted(meta_copy);
+    if (!json) {
+        st = slate__fail(err, SLATE_E_NOMEM, "out of memory printing package metadata");
+        goto done;
+    }
+    size_t meta_len = strlen(json);
+
+    const uint32_t n_sections = 3;
+    uint64_t off_meta = 64 + 32 * n_sections;
+    uint64_t off_tok = off_meta + meta_len;
+    uint64_t off_data = slate__align_up(off_tok + tok_len, SLATE__PKG_ALIGN);
+    uint64_t file_size = off_data + data_size;
+
+    uint8_t table_bytes[3 * 32];
+    memset(table_bytes, 0, sizeof table_bytes);
+    const uint32_t kinds[3] = {SLATE__SEC_META, SLATE__SEC_TOKENIZER, SLATE__SEC_DATA};
+    const uint64_t offs[3] = {off_meta, off_tok, off_data};
+    const uint64_t sizes[3] = {meta_len, tok_len, data_size};
+    const uint32_t crcs[3] = {slate__crc32(0, json, meta_len), slate__crc32(0, tok_blob, tok_len),
+                              0};
+    for (int i = 0; i < 3; i++) {
+        uint8_t *e = table_bytes + 32 * i;
+        put_u32(e, kinds[i]);
+        put_u32(e + 4, kinds[i] == SLATE__SEC_DATA ? SLATE__SEC_NO_CRC : 0);
+        put_u64(e + 8, offs[i]);
+        put_u64(e + 16, sizes[i]);
+        put_u32(e + 24, crcs[i]);
+    }
+    uint8_t header[64];
+    memset(header, 0, sizeof header);
+    memcpy(header, SLATE__PKG_MAGIC, 8);
+    put_u32(header + 8, SLATE__PKG_VERSION);
+    put_u32(header + 12, n_sections);
+    put_u64(header + 16, file_size);
+    put_u32(header + 24, slate__crc32(0, table_bytes, sizeof table_bytes));
+
+    scratch = slate__malloc_aligned(max_tensor ? max_tensor : 1);
+    if (!scratch) {
+        st = slate__fail(err, SLATE_E_NOMEM, "out of memory: %zu bytes for the largest tensor",
+                         max_tensor);
+        goto done;
+    }
+    if ((st = slate__atomic_open(path, &f, err)) != SLATE_OK) goto done;
+    static const uint8_t zeros[SLATE__PKG_ALIGN];
+    slate__atomic_write(&f, header, sizeof header);
+    slate__atomic_write(&f, table_bytes, sizeof table_bytes);
+    slate__atomic_write(&f, json, meta_len);
+    slate__atomic_write(&f, tok_blob, tok_len);
+    slate__atomic_write(&f, zeros, off_data - (off_tok + tok_len));
+    double t0 = slate__now_ms();
+    uint64_t written = 0;
+    for (size_t i = 0; i < n_tensors; i++) {
+        const slate__pkg_wtensor *t = &tensors[i];
+        if ((st = t->produce(t->ctx, scratch, err)) != SLATE_OK) {
+            slate__atomic_abort(&f);
+            goto done;
+        }
+        slate__atomic_write(&f, scratch, t->nbytes);
+        slate__atomic_write(&f, zeros, slate__align_up(t->nbytes, SLATE__PKG_ALIGN) - t->nbytes);
+        written += t->nbytes;
+        if (progress) {
+            double el = (slate__now_ms() - t0) / 1000.0;
+            double eta = written ? el * (double)(data_size - written) / (double)written : 0;
+            fprintf(stderr, "\r[%zu/%zu] %-40.40s %8.1f MiB  eta %5.1fs", i + 1, n_tensors,
+                    t->name, (double)written / (1 << 20), eta);
+        }
+    }
+    if (progress) fprintf(stderr, "\n");
+    st = slate__atomic_commit(&f, err);
+done:
+    slate__free_aligned(scratch);
+    cJSON_free(json);
+    cJSON_Delete(meta_copy);
+    return st;
+}

@@ -1,0 +1,254 @@
+/*
+ * load.c - slate_model_open and friends. Opening validates the package container (pkg/read.c),
+ * compiles and validates the program (exec/program.c), deserializes the tokenizer, checks the
+ * memory plan against the budget, and only then binds the weights: read into anonymous memory
+ * (default; decoding from page-cache mappings was erratic on the target VM) or mapped
+ * read-only (use_mmap). A model is immutable afterwards.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "plan/model.h"
+#include "pkg/pkg.h"
+#include "tok/tok.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+slate_model_params slate_model_default_params(void) {
+    slate_model_params p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+static float num_or(const cJSON *o, const char *key, float dflt) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? (float)v->valuedouble : dflt;
+}
+
+static slate_status read_weights(slate__pkg *pkg, const char *path, slate_model *m,
+                                 bool use_mmap, slate_error *err) {
+    size_t size = (size_t)pkg->data_size;
+    if (pkg->mem) {
+        m->data = pkg->mem + pkg->data_offset;
+        return SLATE_OK;
+    }
+    if (use_mmap) {
+        /* Map the whole file: DATA's offset is 64-aligned but not page-aligned. */
+        void *base = mmap(NULL, (size_t)pkg->file_size, PROT_READ, MAP_PRIVATE, pkg->fd, 0);
+        if (base == MAP_FAILED)
+            return slate__fail(err, SLATE_E_IO, "cannot map '%s': %s", path, strerror(errno));
+        m->weights_map = base;
+        m->weights_map_len = (size_t)pkg->file_size;
+        m->data = m->weights_map + pkg->data_offset;
+        return SLATE_OK;
+    }
+    m->weights_heap = slate__malloc_aligned(size ? size : 1);
+    if (!m->weights_heap)
+        return slate__fail(err, SLATE_E_NOMEM, "out of memory: %zu bytes for the weights", size);
+    size_t done = 0;
+    while (done < size) {
+        ssize_t n = pread(pkg->fd, m->weights_heap + done, size - done,
+                          (off_t)(pkg->data_offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            return slate__fail(err, SLATE_E_IO, "reading the weights of '%s' failed at byte %zu: "
+                               "%s", path, done, n < 0 ? strerror(errno) : "unexpected end");
+        done += (size_t)n;
+    }
+    m->data = m->weights_heap;
+    return SLATE_OK;
+}
+
+static void model_destroy(slate_model *m) {
+    if (!m) return;
+    slate__program_free(&m->prog);
+    slate_tokenizer_free(m->tok);
+    slate__free(m->arch);
+    slate__free(m->chat_template);
+    slate__free_aligned(m->weights_heap);
+    if (m->weights_map) munmap((void *)m->weights_map, m->weights_map_len);
+    slate__free(m);
+}
+
+static slate_status open_pkg(slate__pkg *pkg, const char *path, const slate_model_params *params,
+                             slate_model **out, slate_error *err) {
+    slate_model_params dp = slate_model_default_params();
+    if (!params) params = &dp;
+    if (params->n_threads < 0 || params->n_threads > 1024)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "n_threads %d outside 0..1024",
+                           params->n_threads);
+    slate_model *m = slate__calloc(1, sizeof *m);
+    if (!m) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
+    slate_status s = slate__program_compile(pkg->json, pkg->data_size, &m->prog, err);
+    if (s) goto fail;
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(pkg->json, "arch");
+    m->arch = slate__strdup(cJSON_IsString(arch) ? arch->valuestring : "unknown");
+    if (!m->arch) {
+        s = slate__fail(err, SLATE_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    const cJSON *hp = cJSON_GetObjectItemCaseSensitive(pkg->json, "hparams");
+    m->n_layers = (int32_t)num_or(hp, "n_layers", 0);
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(pkg->json, "chat_template");
+    if (cJSON_IsString(ct) && !(m->chat_template = slate__strdup(ct->valuestring))) {
+        s = slate__fail(err, SLATE_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    const cJSON *special = cJSON_GetObjectItemCaseSensitive(pkg->json, "special");
+    const cJSON *sid;
+    cJSON_ArrayForEach(sid, cJSON_GetObjectItemCaseSensitive(special, "stop_ids")) {
+        if (!cJSON_IsNumber(sid) || sid->valuedouble < 0 || sid->valuedouble >= m->prog.n_vocab ||
+            m->n_stop_ids >= 8) {
+            s = slate__fail(err, SLATE_E_FORMAT, "special.stop_ids: at most 8 ids in 0..%d",
+                            m->prog.n_vocab - 1);
+            goto fail;
+        }
+        m->stop_ids[m->n_stop_ids++] = (int32_t)sid->valuedouble;
+    }
+    const cJSON *gen = cJSON_GetObjectItemCaseSensitive(pkg->json, "generation");
+    m->gen.temperature = num_or(gen, "temperature", 0.8f);
+    m->gen.top_p = num_or(gen, "top_p", 0.95f);
+    m->gen.min_p = num_or(gen, "min_p", 0.05f);
+    m->gen.top_k = (int32_t)num_or(gen, "top_k", 40);
+    m->gen.repeat_penalty = num_or(gen, "repeat_penalty", 1.0f);
+    if ((s = slate__tok_deserialize(pkg->tok, pkg->tok_len, &m->tok, err))) goto fail;
+    if (slate_tokenizer_n_vocab(m->tok) > m->prog.n_vocab) {
+        s = slate__fail(err, SLATE_E_FORMAT, "tokenizer has %d tokens but the model's vocabulary "
+                        "is %d", slate_tokenizer_n_vocab(m->tok), m->prog.n_vocab);
+        goto fail;
+    }
+    /* Budget: weights plus one state at full context, before anything big is allocated. */
+    size_t need = m->prog.weights_bytes + m->prog.kv_bytes_per_token * (size_t)m->prog.n_ctx +
+                  m->prog.scratch_bytes;
+    if (params->mem_budget_bytes && need > params->mem_budget_bytes) {
+        s = slate__fail(err, SLATE_E_BUDGET, "model needs %zu bytes (weights %zu + KV %zu at "
+                        "context %d + scratch %zu) but the budget is %zu", need,
+                        m->prog.weights_bytes, m->prog.kv_bytes_per_token * (size_t)m->prog.n_ctx,
+                        m->prog.n_ctx, m->prog.scratch_bytes, params->mem_budget_bytes);
+        goto fail;
+    }
+    m->mem_budget_bytes = params->mem_budget_bytes;
+    if ((s = read_weights(pkg, path, m, params->use_mmap, err))) goto fail;
+    for (int32_t i = 0; i < m->prog.n_tensors; i++) {
+        slate__tensor *t = &m->prog.tensors[i];
+        if (t->kind == SLATE__T_WEIGHT) t->data = m->data + t->offset;
+    }
+    m->k = slate__kernels_get();
+    m->n_threads = params->n_threads ? params->n_threads : slate__n_cores();
+    atomic_init(&m->n_states, 0);
+    *out = m;
+    return SLATE_OK;
+fail:
+    model_destroy(m);
+    return s;
+}
+
+slate_status slate_model_open(const char *path, const slate_model_params *params,
+                              slate_model **out, slate_error *err) {
+    if (out) *out = NULL;
+    if (!path || !out) return slate__fail(err, SLATE_E_INVALID_ARG, "path and out must not be NULL");
+    slate__pkg pkg;
+    slate_status s = slate__pkg_open(path, &pkg, err);
+    if (s) return s;
+    s = open_pkg(&pkg, path, params, out, err);
+    slate__pkg_close(&pkg);
+    return s;
+}
+
+/* Opens a package held in memory (fuzzing and tests); the bytes must outlive the model. */
+slate_status slate__model_open_mem(const uint8_t *data, size_t size,
+                                   const slate_model_params *params, slate_model **out,
+                                   slate_error *err) {
+    *out = NULL;
+    slate__pkg pkg;
+    slate_status s = slate__pkg_open_mem(data, size, &pkg, err);
+    if (s) return s;
+    s = open_pkg(&pkg, "(memory)", params, out, err);
+    slate__pkg_close(&pkg);
+    return s;
+}
+
+slate_status slate_model_close(slate_model *m) {
+    if (!m) return SLATE_OK;
+    if (atomic_load(&m->n_states) > 0) return SLATE_E_BUSY;
+    model_destroy(m);
+    return SLATE_OK;
+}
+
+const slate_tokenizer *slate_model_tokenizer(const slate_model *m) { return m ? m->tok : NULL; }
+
+slate_status slate_model_get_info(const slate_model *m, slate_model_info *info) {
+    if (!m || !info) return SLATE_E_INVALID_ARG;
+    memset(info, 0, sizeof *info);
+    info->arch = m->arch;
+    info->n_vocab = m->prog.n_vocab;
+    info->n_ctx = m->prog.n_ctx;
+    info->max_query = m->prog.max_query;
+    info->n_layers = m->n_layers;
+    info->n_ops = m->prog.n_ops;
+    info->n_states = m->prog.n_states;
+    info->weights_bytes = m->prog.weights_bytes;
+    info->kv_bytes_per_token = m->prog.kv_bytes_per_token;
+    info->kv_bytes_max = m->prog.kv_bytes_per_token * (size_t)m->prog.n_ctx;
+    info->scratch_bytes = m->prog.scratch_bytes;
+    info->state_bytes = info->kv_bytes_max + info->scratch_bytes;
+    info->n_threads = m->n_threads;
+    return SLATE_OK;
+}
+
+typedef struct out_text {
+    char *buf;
+    size_t cap, len;
+} out_text;
+
+static void put(out_text *o, const char *fmt, ...) SLATE__PRINTF(2, 3);
+static void put(out_text *o, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n >= sizeof tmp) n = sizeof tmp - 1;
+    if (o->buf && o->len + (size_t)n < o->cap) memcpy(o->buf + o->len, tmp, (size_t)n + 1);
+    o->len += (size_t)n;
+}
+
+slate_status slate_model_describe(const slate_model *m, char *buf, size_t cap, size_t *len_out) {
+    if (!m || (!buf && cap) || !len_out) return SLATE_E_INVALID_ARG;
+    out_text o = {buf, cap, 0};
+    if (buf && cap) buf[0] = '\0';
+    const slate__program *p = &m->prog;
+    put(&o, "arch %s, %d layers, vocab %d, context %d, max query %d, kernels %s\n", m->arch,
+        m->n_layers, p->n_vocab, p->n_ctx, p->max_query, m->k->name);
+    put(&o, "program: %d ops over %d tensors\n", p->n_ops, p->n_tensors);
+    int counts[SLATE__OP_COUNT] = {0};
+    for (int32_t i = 0; i < p->n_ops; i++) counts[p->ops[i].kind]++;
+    for (int k = 0; k < SLATE__OP_COUNT; k++)
+        if (counts[k]) put(&o, "  %-10s x%d\n", slate__op_name((slate__opkind)k), counts[k]);
+    put(&o, "states: %d\n", p->n_states);
+    for (int32_t i = 0; i < p->n_states && i < 4; i++) {
+        const slate__tensor *t = &p->tensors[p->states[i]];
+        put(&o, "  %-20s %s [%d][%lld]\n", t->name, slate_dtype_name(t->dtype), p->n_ctx,
+            (long long)t->width);
+    }
+    if (p->n_states > 4) put(&o, "  ... (%d more)\n", p->n_states - 4);
+    size_t by_dtype[3] = {0};
+    for (int32_t i = 0; i < p->n_tensors; i++)
+        if (p->tensors[i].kind == SLATE__T_WEIGHT && p->tensors[i].dtype <= SLATE_DTYPE_BF16)
+            by_dtype[p->tensors[i].dtype] += p->tensors[i].nbytes;
+    put(&o, "memory plan:\n");
+    put(&o, "  weights           %12zu bytes (f32 %zu, f16 %zu, bf16 %zu)\n", p->weights_bytes,
+        by_dtype[0], by_dtype[1], by_dtype[2]);
+    put(&o, "  KV per token      %12zu bytes\n", p->kv_bytes_per_token);
+    put(&o, "  KV at context %-5d%11zu bytes\n", p->n_ctx, p->kv_bytes_per_token * (size_t)p->n_ctx);
+    put(&o, "  scratch           %12zu bytes (activations for %d query rows)\n", p->scratch_bytes,
+        p->max_query);
+    put(&o, "  total, one state  %12zu bytes\n",
+        p->weights_bytes + p->kv_bytes_per_token * (size_t)p->n_ctx + p->scratch_bytes);
+    *len_out = o.len;
+    return buf && o.len < cap ? SLATE_OK : SLATE_E_BUFFER_TOO_SMALL;
+}

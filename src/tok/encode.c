@@ -1,0 +1,87 @@
+/*
+ * encode.c - slate_tokenizer_encode: BOS, added-token matching, then the model (spm.c or
+ * bpe.c) on each stretch of plain text.
+ *
+ * Added tokens are found leftmost-longest before the model runs (HF tokenizers' added-vocabulary
+ * split, llama.cpp tokenizer_st_partition): USER_DEFINED tokens always (they are ordinary text
+ * that the vocabulary keeps whole), CONTROL and UNKNOWN tokens only with
+ * SLATE_ENCODE_PARSE_SPECIAL, so text from a user cannot smuggle in "<|im_end|>" by default.
+ *
+ * SPM adds its dummy-prefix space to a stretch of text that starts the input or follows an added
+ * token, as llama.cpp does (and sentencepiece-based HF tokenizers in legacy mode). Empty text
+ * gives no ids (just BOS if asked), like llama.cpp and HF.
+ *
+ * All scratch memory belongs to the call: the tokenizer is never written, so any number of
+ * threads may encode with one tokenizer at once.
+ */
+#include "tok/tok.h"
+
+#include <string.h>
+
+/* Id of the longest added token that text[pos..len) starts with, or -1. */
+static int32_t match_special(const slate_tokenizer *tok, const char *text, size_t pos, size_t len,
+                             bool parse_special) {
+    uint8_t b = (uint8_t)text[pos];
+    for (uint32_t k = tok->special_start[b]; k < tok->special_start[b + 1]; k++) {
+        int32_t id = tok->special[k];
+        if (tok->types[id] != SLATE__TOKT_USER_DEFINED && !parse_special) continue;
+        size_t n = tok->text_off[id + 1] - tok->text_off[id];
+        if (n <= len - pos && memcmp(text + pos, tok->text + tok->text_off[id], n) == 0)
+            return id; /* sorted longest first */
+    }
+    return -1;
+}
+
+/* Every stretch of plain text starts the input or follows an added token, so with SPM it always
+ * gets the dummy prefix (when the vocabulary uses one). */
+static slate_status encode_text(const slate_tokenizer *tok, const char *text, size_t len,
+                                slate__tok_out *out, slate_error *err) {
+    if (len == 0) return SLATE_OK;
+    if (tok->kind == SLATE__TOK_SPM)
+        return slate__tok_spm_encode(tok, text, len, tok->add_space_prefix, out, err);
+    return slate__tok_bpe_encode(tok, text, len, out, err);
+}
+
+slate_status slate_tokenizer_encode(const slate_tokenizer *tok, const char *text, size_t len,
+                                    uint32_t flags, int32_t *ids, size_t cap, size_t *n_out,
+                                    slate_error *err) {
+    if (n_out) *n_out = 0;
+    if (!tok || !n_out)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "slate_tokenizer_encode: %s is NULL",
+                           !tok ? "tok" : "n_out");
+    if (!text && len > 0)
+        return slate__fail(err, SLATE_E_INVALID_ARG,
+                           "slate_tokenizer_encode: text is NULL with len %zu", len);
+    if (!ids && cap > 0)
+        return slate__fail(err, SLATE_E_INVALID_ARG,
+                           "slate_tokenizer_encode: ids is NULL with cap %zu", cap);
+    if (flags & ~(uint32_t)(SLATE_ENCODE_ADD_BOS | SLATE_ENCODE_PARSE_SPECIAL))
+        return slate__fail(err, SLATE_E_INVALID_ARG,
+                           "slate_tokenizer_encode: unknown flags 0x%x (known: 0x3)", flags);
+    slate__tok_out out = {ids, cap, 0};
+    if ((flags & SLATE_ENCODE_ADD_BOS) && tok->add_bos && tok->bos_id >= 0)
+        slate__tok_emit(&out, tok->bos_id);
+    bool parse_special = (flags & SLATE_ENCODE_PARSE_SPECIAL) != 0;
+    size_t frag = 0; /* start of the current stretch of plain text */
+    slate_status st = SLATE_OK;
+    if (tok->n_special > 0) {
+        for (size_t pos = 0; pos < len && st == SLATE_OK;) {
+            int32_t id = match_special(tok, text, pos, len, parse_special);
+            if (id < 0) {
+                pos++;
+                continue;
+            }
+            st = encode_text(tok, text + frag, pos - frag, &out, err);
+            slate__tok_emit(&out, id);
+            pos += tok->text_off[id + 1] - tok->text_off[id];
+            frag = pos;
+        }
+    }
+    if (st == SLATE_OK) st = encode_text(tok, text + frag, len - frag, &out, err);
+    if (st != SLATE_OK) return st;
+    *n_out = out.n;
+    if (out.n > cap)
+        return slate__fail(err, SLATE_E_BUFFER_TOO_SMALL,
+                           "encoding needs %zu ids, the buffer holds %zu", out.n, cap);
+    return SLATE_OK;
+}

@@ -1,0 +1,170 @@
+/*
+ * spm.c - SentencePiece-style BPE with scores (llama2.c run.c `encode`, llama.cpp
+ * llm_tokenizer_spm, sentencepiece bpe_model.cc).
+ *
+ * The text (with the dummy-prefix space when asked) has ' ' replaced by U+2581 unless the
+ * vocabulary stores plain spaces (llama2.c .bin). It is cut into characters: each valid UTF-8
+ * sequence is one, and so is each byte that does not start one (invalid input never fails). Then,
+ * repeatedly, the adjacent pair whose concatenation is a vocabulary token with the highest score
+ * is merged; ties go to the leftmost pair. A character that is no token becomes its <0xXX> byte
+ * tokens (byte fallback), else the unknown token.
+ *
+ * llama2.c rescans all pairs after each merge (quadratic). Here candidate pairs sit in a binary
+ * max-heap keyed by (score, position) as in llama.cpp: a popped pair is stale when either side
+ * has changed length since it was pushed (symbols only grow, and the left one keeps its index),
+ * which gives the same merges in O(n log n).
+ */
+#include "tok/tok.h"
+
+#include <string.h>
+
+typedef struct sym {
+    uint32_t start, len; /* bytes of the escaped text; len 0: merged into its left neighbour */
+    int32_t prev, next;
+    int32_t id; /* token id, or -1 for a character that is no token */
+} sym;
+
+typedef struct cand {
+    float score;
+    uint32_t pos; /* start of the left symbol: ties go to the leftmost pair */
+    int32_t left, right;
+    uint32_t len; /* left.len + right.len when pushed */
+    int32_t id;   /* the merged token */
+} cand;
+
+static bool cand_before(const cand *a, const cand *b) {
+    if (a->score != b->score) return a->score > b->score;
+    return a->pos < b->pos;
+}
+
+typedef struct heap {
+    cand *v;
+    size_t n;
+} heap;
+
+static void heap_push(heap *h, cand c) {
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!cand_before(&c, &h->v[p])) break;
+        h->v[i] = h->v[p];
+        i = p;
+    }
+    h->v[i] = c;
+}
+
+static cand heap_pop(heap *h) {
+    cand top = h->v[0], last = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        const cand *best = &last;
+        if (l < h->n && cand_before(&h->v[l], best)) {
+            m = l;
+            best = &h->v[l];
+        }
+        if (r < h->n && cand_before(&h->v[r], best)) m = r;
+        if (m == i) break;
+        h->v[i] = h->v[m];
+        i = m;
+    }
+    if (h->n > 0) h->v[i] = last;
+    return top;
+}
+
+/* Only model pieces take part in merges: control, unknown and byte tokens never come out of a
+ * concatenation (sentencepiece keeps them out of its piece table). */
+static bool mergeable(const slate_tokenizer *tok, int32_t id) {
+    uint8_t t = tok->types[id];
+    return t == SLATE__TOKT_NORMAL || t == SLATE__TOKT_USER_DEFINED || t == SLATE__TOKT_UNUSED;
+}
+
+static void try_pair(const slate_tokenizer *tok, const char *s, const sym *v, int32_t l, heap *h) {
+    if (l < 0) return;
+    int32_t r = v[l].next;
+    if (r < 0) return;
+    uint32_t len = v[l].len + v[r].len;
+    int32_t id = slate__tok_lookup(tok, s + v[l].start, len);
+    if (id < 0 || !mergeable(tok, id)) return;
+    heap_push(h, (cand){tok->scores[id], v[l].start, l, r, len, id});
+}
+
+static void emit_bytes(const slate_tokenizer *tok, const char *s, uint32_t len,
+                       slate__tok_out *out) {
+    for (uint32_t i = 0; i < len; i++) {
+        int32_t b = tok->byte_fallback ? tok->byte_id[(uint8_t)s[i]] : -1;
+        if (b >= 0) {
+            slate__tok_emit(out, b);
+        } else if (tok->unk_id >= 0) {
+            /* Without byte fallback a whole unknown character is one <unk>. */
+            slate__tok_emit(out, tok->unk_id);
+            if (!tok->byte_fallback) return;
+        }
+        /* No byte token and no <unk>: the byte is dropped (documented in tok.h). */
+    }
+}
+
+slate_status slate__tok_spm_encode(const slate_tokenizer *tok, const char *text, size_t len,
+                                   bool add_prefix, slate__tok_out *out, slate_error *err) {
+    size_t n_in = len + (add_prefix ? 1 : 0);
+    if (n_in == 0) return SLATE_OK;
+    size_t esc_cap, n_cand;
+    if (!slate__mul_size(n_in, 3, &esc_cap) || !slate__mul_size(n_in, 3, &n_cand))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "text of %zu bytes is too long", len);
+    char *s = slate__malloc(esc_cap);
+    sym *v = slate__malloc(n_in * sizeof *v);
+    heap h = {slate__malloc(n_cand * sizeof *h.v), 0};
+    if (!s || !v || !h.v) {
+        slate__free(s);
+        slate__free(v);
+        slate__free(h.v);
+        return slate__fail(err, SLATE_E_NOMEM, "out of memory encoding %zu bytes", len);
+    }
+    /* Escape: ' ' -> U+2581 unless the vocabulary spells spaces plainly. */
+    size_t n = 0;
+    for (size_t i = 0; i < n_in; i++) {
+        char c = add_prefix ? (i == 0 ? ' ' : text[i - 1]) : text[i];
+        if (c == ' ' && !tok->space_is_plain) {
+            memcpy(s + n, "\xE2\x96\x81", 3);
+            n += 3;
+        } else {
+            s[n++] = c;
+        }
+    }
+    /* Characters. */
+    int32_t n_sym = 0;
+    for (size_t i = 0; i < n;) {
+        size_t cl = slate__tok_utf8_len((const uint8_t *)s + i, n - i);
+        if (cl == 0) cl = 1;
+        int32_t id = slate__tok_lookup(tok, s + i, cl);
+        if (id >= 0 && !mergeable(tok, id)) id = -1;
+        v[n_sym] = (sym){(uint32_t)i, (uint32_t)cl, n_sym - 1, -1, id};
+        if (n_sym > 0) v[n_sym - 1].next = n_sym;
+        n_sym++;
+        i += cl;
+    }
+    for (int32_t i = 0; i + 1 < n_sym; i++) try_pair(tok, s, v, i, &h);
+    /* Each merge pushes at most two pairs and removes a symbol: at most 3 * n_sym pushes. */
+    while (h.n > 0) {
+        cand c = heap_pop(&h);
+        sym *l = &v[c.left], *r = &v[c.right];
+        if (l->len == 0 || r->len == 0 || l->len + r->len != c.len) continue; /* stale */
+        l->len += r->len;
+        l->id = c.id;
+        r->len = 0;
+        l->next = r->next;
+        if (r->next >= 0) v[r->next].prev = c.left;
+        try_pair(tok, s, v, l->prev, &h);
+        try_pair(tok, s, v, c.left, &h);
+    }
+    for (int32_t i = 0; i >= 0 && n_sym > 0; i = v[i].next) {
+        if (v[i].id >= 0)
+            slate__tok_emit(out, v[i].id);
+        else
+            emit_bytes(tok, s + v[i].start, v[i].len, out);
+    }
+    slate__free(s);
+    slate__free(v);
+    slate__free(h.v);
+    return SLATE_OK;
+}

@@ -1,0 +1,86 @@
+/*
+ * utf8.c - byte-level helpers of the tokenizer: strict UTF-8 validation (RFC 3629: no
+ * overlongs, no surrogates, nothing past U+10FFFF) and GPT-2's byte-to-unicode alphabet.
+ *
+ * GPT-2 (openai/gpt-2 encoder.py, bytes_to_unicode) maps each byte to a printable code point so
+ * that byte-level BPE vocabularies can be stored as text: the bytes '!'..'~', 0xA1..0xAC and
+ * 0xAE..0xFF stand for themselves; the other 68 bytes, in increasing order, become U+0100,
+ * U+0101, ... (so ' ' is U+0120 'Ġ' and '\n' is U+010A 'Ċ'). The tables are computed, not
+ * stored, and the mapping is a bijection between the 256 bytes and code points < U+0144.
+ */
+#include "tok/tok.h"
+
+size_t slate__tok_utf8_len(const uint8_t *s, size_t n) {
+    if (n == 0) return 0;
+    uint8_t c = s[0];
+    if (c < 0x80) return 1;
+    size_t need;
+    uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 3;
+        if (c == 0xE0)
+            lo = 0xA0; /* no overlongs */
+        else if (c == 0xED)
+            hi = 0x9F; /* no surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F; /* <= U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < need) return 0;
+    if (s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < need; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    return need;
+}
+
+/* The 68 bytes that do not stand for themselves are 0x00..0x20 (33), 0x7F..0xA0 (34) and 0xAD,
+ * numbered 0..67 in that order. */
+static bool gpt2_self(unsigned b) {
+    return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+uint32_t slate__tok_gpt2_byte_to_cp(uint8_t b) {
+    if (gpt2_self(b)) return b;
+    if (b <= 0x20) return 256u + b;
+    if (b >= 0x7F && b <= 0xA0) return 256u + 33u + (uint32_t)(b - 0x7F);
+    return 256u + 67u; /* 0xAD */
+}
+
+int32_t slate__tok_gpt2_cp_to_byte(uint32_t cp) {
+    if (cp < 256) return gpt2_self(cp) ? (int32_t)cp : -1;
+    if (cp < 256 + 33) return (int32_t)(cp - 256);
+    if (cp < 256 + 67) return (int32_t)(cp - 256 - 33 + 0x7F);
+    if (cp == 256 + 67) return 0xAD;
+    return -1;
+}
+
+size_t slate__tok_utf8_put(uint32_t cp, char *out) {
+    uint8_t *o = (uint8_t *)out;
+    if (cp < 0x80) {
+        o[0] = (uint8_t)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (uint8_t)(0xC0 | (cp >> 6));
+        o[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (uint8_t)(0xE0 | (cp >> 12));
+        o[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (uint8_t)(0xF0 | (cp >> 18));
+    o[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 4;
+}

@@ -1,0 +1,617 @@
+#!/usr/bin/python3
+"""Tiny random Hugging Face-format models and a NumPy reference forward pass.
+
+Test tooling for slate (not part of the runtime). Run with /usr/bin/python3 (needs numpy only).
+
+    hfmodel.py make --variant V --out DIR [--seed S] [--dtype F32|F16|BF16] [--shards N]
+    hfmodel.py forward DIR --tokens 1,2,3 --out logits.f32 [--last]
+    hfmodel.py variants
+
+`make` writes config.json, generation_config.json, model.safetensors (or N shards plus
+model.safetensors.index.json), tokenizer.json and tokenizer_config.json. `forward` reads any such
+folder (also the one llama2c_to_hf.py writes) and writes the logits of every position as raw
+little-endian float32, row-major [n_tokens][vocab_size] (`--last`: only the last row).
+
+Maths follows transformers' Llama / Mistral / Qwen2 / Qwen3 modelling code:
+  - RMSNorm: x * 1/sqrt(mean(x^2) + eps) * w.
+  - RoPE, "rotate_half" layout: dimension i of a head pairs with i + head_dim/2, angle
+    pos * inv_freq[i], inv_freq[i] = theta^(-2i/head_dim); llama3 / linear rope_scaling modify
+    inv_freq (see rope_inv_freq).
+  - Attention: scale 1/sqrt(head_dim); causal; GQA: query head h reads kv head
+    h // (n_heads / n_kv_heads).
+  - Sliding window (Mistral, and Qwen2/3 with use_sliding_window): query at position i sees key j
+    iff 0 <= i - j < sliding_window, i.e. the last `sliding_window` positions including itself.
+    This is transformers' masking_utils.sliding_window_overlay (`kv_idx > q_idx - sliding_window`)
+    and the older `torch.tril(..., diagonal=-sliding_window)` mask, which agree.
+  - Qwen3: q_norm / k_norm are RMSNorms over head_dim applied to every head before RoPE.
+  - Qwen2: q/k/v have biases (any *_proj.bias present in the file is applied).
+  - MLP: down(silu(gate(x)) * up(x)); final norm; lm_head, or embed_tokens when tied.
+Precision: weights are upcast to float64 and the whole forward runs in float64 (transformers
+runs a float32 model in float32; the difference is ~1e-6 relative). The output is rounded to
+float32. F16/BF16 files are read exactly as stored (the reference sees the rounded weights).
+"""
+
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+# ----------------------------------------------------------------------------------------------
+# safetensors (written by hand: u64 LE header length, JSON header, raw little-endian data)
+
+_ST_DTYPES = {"F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": ("<u2", 2), "F64": ("<f8", 8)}
+
+
+def f32_to_bf16_bits(a):
+    """float32 array -> uint16 bf16 bits, round to nearest even (as torch .to(bfloat16))."""
+    u = np.ascontiguousarray(a, dtype="<f4").view("<u4").astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return u.astype("<u2")
+
+
+def bf16_bits_to_f32(b):
+    return (b.astype("<u4") << 16).view("<f4")
+
+
+def encode_tensor(a, dtype):
+    """float array -> bytes in safetensors dtype."""
+    a = np.asarray(a, dtype=np.float32)
+    if dtype == "F32":
+        return a.astype("<f4").tobytes()
+    if dtype == "F16":
+        return a.astype("<f2").tobytes()
+    if dtype == "BF16":
+        return f32_to_bf16_bits(a).tobytes()
+    if dtype == "F64":
+        return a.astype("<f8").tobytes()
+    raise ValueError("unsupported dtype " + dtype)
+
+
+def write_safetensors(path, tensors, dtype="F32", metadata=None):
+    """tensors: dict name -> float array (or (array, dtype) to override). Sorted by name."""
+    header = {"__metadata__": dict(metadata or {"format": "pt"})}
+    blobs = []
+    off = 0
+    for name in sorted(tensors):
+        val = tensors[name]
+        dt = dtype
+        if isinstance(val, tuple):
+            val, dt = val
+        arr = np.asarray(val)
+        raw = encode_tensor(arr, dt)
+        header[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    hj = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hj += b" " * ((8 - len(hj) % 8) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(hj)))
+        f.write(hj)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+    return off
+
+
+def read_safetensors(path):
+    """-> dict name -> float32 numpy array (F16/BF16 upcast exactly), dict metadata."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + n].decode("utf-8"))
+    base = 8 + n
+    out = {}
+    meta = header.pop("__metadata__", {})
+    for name, info in header.items():
+        npdt, size = _ST_DTYPES[info["dtype"]]
+        b, e = info["data_offsets"]
+        count = int(np.prod(info["shape"])) if info["shape"] else 1
+        if e - b != count * size:
+            raise ValueError("%s: %s has %d bytes, expected %d" % (path, name, e - b, count * size))
+        arr = np.frombuffer(data, dtype=npdt, count=count, offset=base + b)
+        if info["dtype"] == "BF16":
+            arr = bf16_bits_to_f32(arr)
+        out[name] = arr.astype(np.float32).reshape(info["shape"])
+    return out, meta
+
+
+def write_weights(out_dir, tensors, dtype="F32", shards=1):
+    """Writes model.safetensors, or model-0000i-of-0000n.safetensors + index when shards > 1."""
+    if shards <= 1:
+        write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, dtype)
+        return
+    names = sorted(tensors)
+    nbytes = {k: len(encode_tensor(np.zeros(1), dtype)) * int(np.asarray(tensors[k]).size)
+              for k in names}
+    total = sum(nbytes.values())
+    groups = [[] for _ in range(shards)]
+    acc = 0
+    for k in names:  # contiguous split by cumulative size; every shard gets at least one tensor
+        idx = min(shards - 1, acc * shards // total)
+        groups[idx].append(k)
+        acc += nbytes[k]
+    for i in range(shards):
+        if not groups[i]:
+            raise ValueError("too many shards for %d tensors" % len(names))
+    weight_map = {}
+    for i, g in enumerate(groups):
+        fname = "model-%05d-of-%05d.safetensors" % (i + 1, shards)
+        write_safetensors(os.path.join(out_dir, fname), {k: tensors[k] for k in g}, dtype)
+        for k in g:
+            weight_map[k] = fname
+    index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+    write_json(os.path.join(out_dir, "model.safetensors.index.json"), index)
+
+
+def load_weights(model_dir):
+    idx = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.exists(idx):
+        with open(idx, encoding="utf-8") as f:
+            wm = json.load(f)["weight_map"]
+        out = {}
+        for fname in sorted(set(wm.values())):
+            t, _ = read_safetensors(os.path.join(model_dir, fname))
+            out.update(t)
+        missing = set(wm) - set(out)
+        if missing:
+            raise ValueError("index names tensors missing from shards: %s" % sorted(missing)[:5])
+        return out
+    t, _ = read_safetensors(os.path.join(model_dir, "model.safetensors"))
+    return t
+
+
+def write_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------------------------
+# Byte-level BPE tokenizer (GPT-2 style) for the random variants
+
+def bytes_to_unicode():
+    """GPT-2's byte -> printable unicode char map; returns list of (byte, char) in GPT-2 id order."""
+    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1))
+          + list(range(ord("\u00ae"), ord("\u00ff") + 1)))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return [(b, chr(c)) for b, c in zip(bs, cs)]
+
+
+# The first 48 merges of OpenAI GPT-2's vocab.bpe (MIT); "\u0120" is GPT-2's char for byte 0x20.
+_GPT2_MERGES = (
+    "\u0120 t|\u0120 a|h e|i n|r e|o n|\u0120t he|e r|\u0120 s|a t|\u0120 w|\u0120 o|e n|"
+    "\u0120 c|i t|i s|a n|o r|e s|\u0120 b|e d|\u0120 f|in g|\u0120 p|o u|\u0120a n|a l|a r|"
+    "\u0120t o|\u0120 m|\u0120o f|\u0120 in|\u0120 d|\u0120 h|\u0120an d|i c|a s|l e|\u0120t h|"
+    "i on|o m|l l|en t|\u0120 n|\u0120 l|s t|\u0120 re|v e"
+).split("|")
+
+BYTE_BPE_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content']"
+    " + '<|im_end|>' + '\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+def byte_bpe_vocab():
+    """-> (vocab dict token->id, merges list of "a b", specials dict content->id)."""
+    vocab = {}
+    for i, (_, ch) in enumerate(bytes_to_unicode()):
+        vocab[ch] = i
+    merges = []
+    for m in _GPT2_MERGES:
+        a, b = m.split(" ")
+        if a not in vocab or b not in vocab or (a + b) in vocab:
+            raise AssertionError("bad merge " + m)
+        vocab[a + b] = len(vocab)
+        merges.append(m)
+    specials = {}
+    for s in BYTE_BPE_SPECIALS:
+        specials[s] = len(vocab) + len(specials)
+    return vocab, merges, specials
+
+
+def _added_token(i, content):
+    return {"id": i, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+            "normalized": False, "special": True}
+
+
+def write_byte_bpe_tokenizer(out_dir, merges_format="str"):
+    """tokenizer.json + tokenizer_config.json; returns (n_tokens, specials)."""
+    vocab, merges, specials = byte_bpe_vocab()
+    if merges_format == "pairs":
+        merges = [m.split(" ") for m in merges]
+    tok = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [_added_token(i, s) for s, i in specials.items()],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                          "use_regex": True},
+        "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                           "use_regex": True},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                    "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": False,
+                  "byte_fallback": False, "ignore_merges": False, "vocab": vocab,
+                  "merges": merges},
+    }
+    write_json(os.path.join(out_dir, "tokenizer.json"), tok)
+    cfg = {
+        "add_bos_token": False,
+        "add_prefix_space": False,
+        "added_tokens_decoder": {str(i): {k: v for k, v in _added_token(i, s).items() if k != "id"}
+                                 for s, i in specials.items()},
+        "bos_token": None,
+        "eos_token": "<|endoftext|>",
+        "pad_token": "<|endoftext|>",
+        "unk_token": None,
+        "chat_template": CHATML_TEMPLATE,
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": 256,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    }
+    write_json(os.path.join(out_dir, "tokenizer_config.json"), cfg)
+    return len(vocab) + len(specials), specials
+
+
+# ----------------------------------------------------------------------------------------------
+# Variants
+
+N_BYTE_BPE_TOKENS = 256 + len(_GPT2_MERGES) + len(BYTE_BPE_SPECIALS)  # 307
+VOCAB_SIZE = 320  # > tokenizer size: rows 307..319 are padding, as in many HF checkpoints
+EOT_ID = 256 + len(_GPT2_MERGES)  # "<|endoftext|>"
+
+
+def _base(arch, model_type, **kw):
+    cfg = {
+        "architectures": [arch],
+        "model_type": model_type,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_act": "silu",
+        "max_position_embeddings": 256,
+        "initializer_range": 0.02,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "rope_scaling": None,
+        "attention_dropout": 0.0,
+        "vocab_size": VOCAB_SIZE,
+        "tie_word_embeddings": False,
+        "bos_token_id": EOT_ID,
+        "eos_token_id": EOT_ID,
+        "use_cache": True,
+        "torch_dtype": "float32",
+        "transformers_version": "4.46.0",
+    }
+    cfg.update(kw)
+    return cfg
+
+
+def _llama(**kw):
+    extra = {"attention_bias": False, "mlp_bias": False, "pretraining_tp": 1}
+    extra.update(kw)
+    return _base("LlamaForCausalLM", "llama", **extra)
+
+
+VARIANTS = {
+    # Llama-2 style: no head_dim in config (derived hidden/heads = 16), GQA 4/2, untied.
+    "llama": lambda: _llama(),
+    "llama-tied": lambda: _llama(tie_word_embeddings=True),
+    # Llama 3.1 style rope scaling. With head_dim 16 and theta 5e5 the wavelengths 2*pi/inv_freq
+    # are 6.3, 32.6, 167, ... : i=0 is below high_freq_wavelen (64/4 = 16, unchanged), i=1 is in
+    # [16, 64] (smoothed), i>=2 are above low_freq_wavelen (64/1, divided by factor 8).
+    "llama3-rope": lambda: _llama(
+        head_dim=16, rope_theta=500000.0,
+        rope_scaling={"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 64, "rope_type": "llama3"}),
+    "qwen2": lambda: _base(
+        "Qwen2ForCausalLM", "qwen2", rms_norm_eps=1e-6, rope_theta=1000000.0,
+        tie_word_embeddings=True, use_sliding_window=False, sliding_window=None,
+        max_window_layers=4),
+    # head_dim 32 != hidden / heads (16): q is [128, 64], o is [64, 128].
+    "qwen3": lambda: _base(
+        "Qwen3ForCausalLM", "qwen3", head_dim=32, rms_norm_eps=1e-6, rope_theta=1000000.0,
+        attention_bias=False, tie_word_embeddings=False, use_sliding_window=False,
+        sliding_window=None, max_window_layers=4),
+    "mistral": lambda: _base("MistralForCausalLM", "mistral", head_dim=16, sliding_window=8),
+    # SmolLM2-shaped: odd head count (3), multi-query (1 kv head), tied, theta 1e5.
+    "smollm": lambda: _llama(hidden_size=48, intermediate_size=128, num_hidden_layers=3,
+                             num_attention_heads=3, num_key_value_heads=1, head_dim=16,
+                             rope_theta=100000.0, tie_word_embeddings=True),
+}
+
+
+def head_dim_of(cfg):
+    hd = cfg.get("head_dim")
+    return int(hd) if hd else cfg["hidden_size"] // cfg["num_attention_heads"]
+
+
+def tensor_shapes(cfg):
+    """HF tensor names -> shapes ([out, in] for linears) for a config."""
+    h = cfg["hidden_size"]
+    ff = cfg["intermediate_size"]
+    nh = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    hd = head_dim_of(cfg)
+    mt = cfg["model_type"]
+    shapes = {"model.embed_tokens.weight": (cfg["vocab_size"], h), "model.norm.weight": (h,)}
+    if not cfg.get("tie_word_embeddings", False):
+        shapes["lm_head.weight"] = (cfg["vocab_size"], h)
+    for i in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % i
+        shapes[p + "input_layernorm.weight"] = (h,)
+        shapes[p + "post_attention_layernorm.weight"] = (h,)
+        shapes[p + "self_attn.q_proj.weight"] = (nh * hd, h)
+        shapes[p + "self_attn.k_proj.weight"] = (nkv * hd, h)
+        shapes[p + "self_attn.v_proj.weight"] = (nkv * hd, h)
+        shapes[p + "self_attn.o_proj.weight"] = (h, nh * hd)
+        if mt == "qwen2":
+            shapes[p + "self_attn.q_proj.bias"] = (nh * hd,)
+            shapes[p + "self_attn.k_proj.bias"] = (nkv * hd,)
+            shapes[p + "self_attn.v_proj.bias"] = (nkv * hd,)
+        if mt == "qwen3":
+            shapes[p + "self_attn.q_norm.weight"] = (hd,)
+            shapes[p + "self_attn.k_norm.weight"] = (hd,)
+        shapes[p + "mlp.gate_proj.weight"] = (ff, h)
+        shapes[p + "mlp.up_proj.weight"] = (ff, h)
+        shapes[p + "mlp.down_proj.weight"] = (h, ff)
+    return shapes
+
+
+def random_tensors(cfg, seed):
+    """Deterministic random weights: linears N(0, 0.15), embeddings N(0, 0.5), biases N(0, 0.1),
+    norm weights 1 + N(0, 0.1). Names are drawn in sorted order from one seeded generator."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, shape in sorted(tensor_shapes(cfg).items()):
+        if name.endswith("norm.weight"):
+            a = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif name.endswith(".bias"):
+            a = 0.1 * rng.standard_normal(shape)
+        elif name == "model.embed_tokens.weight":
+            a = 0.5 * rng.standard_normal(shape)
+        else:
+            a = 0.15 * rng.standard_normal(shape)
+        out[name] = a.astype(np.float32)
+    return out
+
+
+_TORCH_DTYPE = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+def make_model(variant, out_dir, seed=0, dtype="F32", shards=1, merges_format="str"):
+    if variant not in VARIANTS:
+        raise ValueError("unknown variant %r (have: %s)" % (variant, ", ".join(VARIANTS)))
+    cfg = VARIANTS[variant]()
+    cfg["torch_dtype"] = _TORCH_DTYPE[dtype]
+    os.makedirs(out_dir, exist_ok=True)
+    n_tok, _ = write_byte_bpe_tokenizer(out_dir, merges_format)
+    assert cfg["vocab_size"] >= n_tok
+    write_json(os.path.join(out_dir, "config.json"), cfg)
+    write_json(os.path.join(out_dir, "generation_config.json"),
+               {"bos_token_id": cfg["bos_token_id"], "eos_token_id": cfg["eos_token_id"],
+                "transformers_version": cfg["transformers_version"]})
+    write_weights(out_dir, random_tensors(cfg, seed), dtype, shards)
+    return cfg
+
+
+# ----------------------------------------------------------------------------------------------
+# Reference forward pass
+
+def rope_params(cfg):
+    """(theta, scaling dict or None) from rope_theta/rope_scaling or the newer rope_parameters."""
+    rp = cfg.get("rope_parameters")
+    if rp:
+        theta = rp.get("rope_theta", cfg.get("rope_theta", 10000.0))
+        sc = dict(rp)
+    else:
+        theta = cfg.get("rope_theta", 10000.0)
+        sc = dict(cfg["rope_scaling"]) if cfg.get("rope_scaling") else None
+    if sc is not None:
+        rt = sc.get("rope_type", sc.get("type", "default"))
+        sc["rope_type"] = rt
+        if rt == "default":
+            sc = None
+    return float(theta), sc
+
+
+def rope_inv_freq(head_dim, theta, scaling=None):
+    """inv_freq[i] = theta^(-2i/d), i < d/2, then rope scaling as transformers'
+    modeling_rope_utils: llama3 = _compute_llama3_parameters, linear = inv_freq / factor."""
+    inv = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+    if scaling is None:
+        return inv
+    rt = scaling["rope_type"]
+    if rt == "linear":
+        return inv / float(scaling["factor"])
+    if rt != "llama3":
+        raise ValueError("rope_type %r not supported by the reference" % rt)
+    factor = float(scaling["factor"])
+    lo = float(scaling["low_freq_factor"])
+    hi = float(scaling["high_freq_factor"])
+    old_ctx = float(scaling["original_max_position_embeddings"])
+    low_freq_wavelen = old_ctx / lo
+    high_freq_wavelen = old_ctx / hi
+    wavelen = 2.0 * math.pi / inv
+    inv_l = np.where(wavelen > low_freq_wavelen, inv / factor, inv)
+    smooth = (old_ctx / wavelen - lo) / (hi - lo)
+    smoothed = (1.0 - smooth) * inv_l / factor + smooth * inv_l
+    medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
+    return np.where(medium, smoothed, inv_l)
+
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rotate_half(x):
+    d = x.shape[-1] // 2
+    return np.concatenate([-x[..., d:], x[..., :d]], axis=-1)
+
+
+def sliding_window_of(cfg, layer):
+    """Window (in positions, including the query itself) for a layer, or None for full causal."""
+    mt = cfg.get("model_type")
+    sw = cfg.get("sliding_window")
+    if not sw:
+        return None
+    if mt == "mistral":
+        return int(sw)
+    if mt in ("qwen2", "qwen3"):
+        if not cfg.get("use_sliding_window", False):
+            return None
+        lt = cfg.get("layer_types")
+        if lt:
+            return int(sw) if lt[layer] == "sliding_attention" else None
+        return int(sw) if layer >= cfg.get("max_window_layers", 0) else None
+    return None
+
+
+def load_model(model_dir):
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        cfg = json.load(f)
+    w = {k: v.astype(np.float64) for k, v in load_weights(model_dir).items()}
+    return cfg, w
+
+
+def forward(model, tokens):
+    """model: folder path or (cfg, weights). tokens: list of ids at positions 0..n-1.
+    Returns float32 logits [n, vocab_size]."""
+    cfg, w = load_model(model) if isinstance(model, str) else model
+    mt = cfg.get("model_type")
+    if mt not in ("llama", "mistral", "qwen2", "qwen3"):
+        raise ValueError("model_type %r not supported by the reference" % mt)
+    h_dim = cfg["hidden_size"]
+    nh = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    hd = head_dim_of(cfg)
+    eps = float(cfg.get("rms_norm_eps", 1e-6))
+    group = nh // nkv
+    tokens = np.asarray(tokens, dtype=np.int64)
+    n = len(tokens)
+    emb = w["model.embed_tokens.weight"]
+    if tokens.min() < 0 or tokens.max() >= emb.shape[0]:
+        raise ValueError("token id out of range [0, %d)" % emb.shape[0])
+    if "lm_head.weight" in w and not cfg.get("tie_word_embeddings", False):
+        head = w["lm_head.weight"]
+    elif cfg.get("tie_word_embeddings", False):
+        head = emb
+    else:
+        raise ValueError("no lm_head.weight and tie_word_embeddings is false")
+
+    theta, scaling = rope_params(cfg)
+    inv = rope_inv_freq(hd, theta, scaling)
+    ang = np.arange(n, dtype=np.float64)[:, None] * inv[None, :]
+    ang = np.concatenate([ang, ang], axis=-1)  # [n, hd]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    qi = np.arange(n)[:, None]
+    kj = np.arange(n)[None, :]
+    scale = 1.0 / math.sqrt(hd)
+
+    def lin(x, name):
+        y = x @ w[name + ".weight"].T
+        b = w.get(name + ".bias")
+        return y + b if b is not None else y
+
+    x = emb[tokens]
+    for i in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % i
+        hs = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        q = lin(hs, p + "self_attn.q_proj").reshape(n, nh, hd)
+        k = lin(hs, p + "self_attn.k_proj").reshape(n, nkv, hd)
+        v = lin(hs, p + "self_attn.v_proj").reshape(n, nkv, hd)
+        if p + "self_attn.q_norm.weight" in w:
+            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        allowed = kj <= qi
+        sw = sliding_window_of(cfg, i)
+        if sw is not None:
+            allowed = allowed & (qi - kj < sw)
+        att = np.empty((n, nh, hd))
+        for h in range(nh):
+            s = (q[:, h, :] @ k[:, h // group, :].T) * scale
+            s = np.where(allowed, s, -np.inf)
+            s = np.exp(s - s.max(axis=-1, keepdims=True))
+            s /= s.sum(axis=-1, keepdims=True)
+            att[:, h, :] = s @ v[:, h // group, :]
+        x = x + lin(att.reshape(n, nh * hd), p + "self_attn.o_proj")
+        hs = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        g = lin(hs, p + "mlp.gate_proj")
+        u = lin(hs, p + "mlp.up_proj")
+        x = x + lin(g / (1.0 + np.exp(-g)) * u, p + "mlp.down_proj")
+    x = rms_norm(x, w["model.norm.weight"], eps)
+    return (x @ head.T).astype(np.float32)
+
+
+def write_logits(path, logits):
+    np.ascontiguousarray(logits, dtype="<f4").tofile(path)
+
+
+def parse_tokens(s):
+    return [int(t) for t in s.replace(" ", ",").split(",") if t != ""]
+
+
+# ----------------------------------------------------------------------------------------------
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make", help="write a random HF model folder")
+    m.add_argument("--variant", required=True, choices=sorted(VARIANTS))
+    m.add_argument("--out", required=True)
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
+    m.add_argument("--shards", type=int, default=1)
+    m.add_argument("--merges", default="str", choices=["str", "pairs"],
+                   help='tokenizer.json merges as "a b" strings (default) or ["a","b"] pairs')
+    f = sub.add_parser("forward", help="reference logits for a token sequence")
+    f.add_argument("model_dir")
+    f.add_argument("--tokens", required=True, help="comma-separated ids, position 0 first")
+    f.add_argument("--out", required=True, help="raw little-endian float32 [rows][vocab]")
+    f.add_argument("--last", action="store_true", help="write only the last row")
+    sub.add_parser("variants", help="list variants")
+    a = ap.parse_args(argv)
+    if a.cmd == "variants":
+        for k in sorted(VARIANTS):
+            print(k)
+        return 0
+    if a.cmd == "make":
+        cfg = make_model(a.variant, a.out, a.seed, a.dtype, a.shards, a.merges)
+        print("%s: %s, %d layers, vocab %d, %s" % (a.out, cfg["architectures"][0],
+                                                   cfg["num_hidden_layers"], cfg["vocab_size"],
+                                                   a.dtype))
+        return 0
+    toks = parse_tokens(a.tokens)
+    if not toks:
+        ap.error("--tokens is empty")
+    logits = forward(a.model_dir, toks)
+    if a.last:
+        logits = logits[-1:]
+    write_logits(a.out, logits)
+    print("%s: %d x %d logits, last-row argmax %d" % (a.out, logits.shape[0], logits.shape[1],
+                                                      int(np.argmax(logits[-1]))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+#!/usr/bin/python3
+"""Self-check of the test tools (hfmodel.py, llama2c_to_hf.py, compare_logits.py).
+
+    /usr/bin/python3 tests/tools/selftest.py [--keep DIR]
+
+Writes every variant to a temporary folder, runs the reference forward, and checks it against a
+second, deliberately naive implementation (one position at a time with a growing KV list,
+explicit 2-D rotations), plus: causality, the sliding window, llama3 rope regimes, F16/BF16 and
+sharded files, the byte-level tokenizer, and the stories260K conversion against run.c. Exit 0
+when all pass.
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import compare_logits  # noqa: E402
+import hfmodel  # noqa: E402
+import llama2c_to_hf  # noqa: E402
+
+FAILS = []
+
+
+def check(cond, what):
+    print("%s  %s" % ("ok  " if cond else "FAIL", what))
+    if not cond:
+        FAILS.append(what)
+
+
+def naive_forward(model_dir, tokens):
+    """Independent re-implementation: incremental decode, scalar-ish loops."""
+    cfg, w = hfmodel.load_model(model_dir)
+    nh = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
+    eps = cfg["rms_norm_eps"]
+    theta, sc = hfmodel.rope_params(cfg)
+    half = hd // 2
+    inv = [theta ** (-(2.0 * i) / hd) for i in range(half)]
+    if sc is not None:  # llama3, written out per frequency
+        f, lo, hi, L = (sc["factor"], sc["low_freq_factor"], sc["high_freq_factor"],
+                        sc["original_max_position_embeddings"])
+        out = []
+        for x in inv:
+            wl = 2 * math.pi / x
+            if wl < L / hi:
+                out.append(x)
+            elif wl > L / lo:
+                out.append(x / f)
+            else:
+                s = (L / wl - lo) / (hi - lo)
+                out.append((1 - s) * x / f + s * x)
+        inv = out
+    tied = cfg.get("tie_word_embeddings", False)
+    head = w["model.embed_tokens.weight"] if tied else w["lm_head.weight"]
+
+    def norm(x, g):
+        return x / math.sqrt(float(np.dot(x, x)) / len(x) + eps) * g
+
+    def rope(v, pos):
+        r = v.copy()
+        for i in range(half):
+            c, s = math.cos(pos * inv[i]), math.sin(pos * inv[i])
+            r[i] = v[i] * c - v[i + half] * s
+            r[i + half] = v[i + half] * c + v[i] * s
+        return r
+
+    L_ = cfg["num_hidden_layers"]
+    kcache = [[] for _ in range(L_)]
+    vcache = [[] for _ in range(L_)]
+    rows = []
+    for pos, t in enumerate(tokens):
+        x = w["model.embed_tokens.weight"][t].copy()
+        for l in range(L_):
+            p = "model.layers.%d.self_attn." % l
+            h = norm(x, w["model.layers.%d.input_layernorm.weight" % l])
+
+            def proj(name):
+                y = w[p + name + ".weight"] @ h
+                return y + w[p + name + ".bias"] if (p + name + ".bias") in w else y
+            q = proj("q_proj").reshape(nh, hd)
+            k = proj("k_proj").reshape(nkv, hd)
+            v = proj("v_proj").reshape(nkv, hd)
+            if (p + "q_norm.weight") in w:
+                q = np.array([norm(qq, w[p + "q_norm.weight"]) for qq in q])
+                k = np.array([norm(kk, w[p + "k_norm.weight"]) for kk in k])
+            q = np.array([rope(qq, pos) for qq in q])
+            k = np.array([rope(kk, pos) for kk in k])
+            kcache[l].append(k)
+            vcache[l].append(v)
+            sw = hfmodel.sliding_window_of(cfg, l)
+            first = 0 if sw is None else max(0, pos - sw + 1)
+            o = np.zeros(nh * hd)
+            for hh in range(nh):
+                kvh = hh * nkv // nh
+                sc_ = [float(np.dot(q[hh], kcache[l][j][kvh])) / math.sqrt(hd)
+                       for j in range(first, pos + 1)]
+                m = max(sc_)
+                e = [math.exp(s - m) for s in sc_]
+                z = sum(e)
+                acc = np.zeros(hd)
+                for j, ej in zip(range(first, pos + 1), e):
+                    acc += ej / z * vcache[l][j][kvh]
+                o[hh * hd:(hh + 1) * hd] = acc
+            x = x + w[p + "o_proj.weight"] @ o
+            h = norm(x, w["model.layers.%d.post_attention_layernorm.weight" % l])
+            m_ = "model.layers.%d.mlp." % l
+            g = w[m_ + "gate_proj.weight"] @ h
+            u = w[m_ + "up_proj.weight"] @ h
+            x = x + w[m_ + "down_proj.weight"] @ (g / (1 + np.exp(-g)) * u)
+        rows.append(head @ norm(x, w["model.norm.weight"]))
+    return np.array(rows)
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable] + list(args), capture_output=True, text=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--keep", help="write the folders here instead of a temporary directory")
+    a = ap.parse_args()
+    tmp = a.keep or tempfile.mkdtemp(prefix="slate-hfmodel-")
+    os.makedirs(tmp, exist_ok=True)
+    toks = [5, 17, 300, 42, 99, 256, 1, 7, 8, 250, 123, 77, 304, 3]  # 14 > sliding window 8
+    hm = os.path.join(HERE, "hfmodel.py")
+
+    for var in sorted(hfmodel.VARIANTS):
+        d = os.path.join(tmp, var)
+        r = run_cli(hm, "make", "--variant", var, "--out", d)
+        check(r.returncode == 0, "%s: make (%s)" % (var, r.stderr.strip()[-200:]))
+        size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+        check(size < 1 << 20, "%s: folder %d bytes < 1 MiB" % (var, size))
+        out = os.path.join(tmp, var + ".f32")
+        r = run_cli(hm, "forward", d, "--tokens", ",".join(map(str, toks)), "--out", out)
+        check(r.returncode == 0, "%s: forward (%s)" % (var, r.stderr.strip()[-200:]))
+        lg = np.fromfile(out, dtype="<f4").reshape(len(toks), -1)
+        check(np.isfinite(lg).all() and lg.std(axis=1).min() > 0.1,
+              "%s: logits finite, per-row std min %.3g" % (var, lg.std(axis=1).min()))
+        check(len({int(np.argmax(r_)) for r_ in lg}) > 1, "%s: argmax varies over positions" % var)
+        ref = naive_forward(d, toks)
+        dd = float(np.max(np.abs(ref - lg)))
+        check(dd < 1e-4, "%s: naive incremental forward agrees (max abs %.2g)" % (var, dd))
+        pre = hfmodel.forward(d, toks[:5])
+        check(np.array_equal(pre, lg[:5]) or float(np.max(np.abs(pre - lg[:5]))) < 1e-6,
+              "%s: causal (prefix logits unchanged)" % var)
+        r = run_cli(hm, "forward", d, "--tokens", ",".join(map(str, toks)), "--out", out + ".last",
+                    "--last")
+        last = np.fromfile(out + ".last", dtype="<f4")
+        check(np.array_equal(last, lg[-1]), "%s: --last writes the last row" % var)
+
+    # Determinism: same seed -> same bytes; another seed -> different weights.
+    d2 = os.path.join(tmp, "llama-again")
+    hfmodel.make_model("llama", d2, seed=0)
+    same = open(os.path.join(tmp, "llama", "model.safetensors"), "rb").read() == \
+        open(os.path.join(d2, "model.safetensors"), "rb").read()
+    check(same, "deterministic: seed 0 twice gives identical model.safetensors")
+
+    # Sliding window: positions < 8 match the model without a window, later ones do not.
+    cfg, w = hfmodel.load_model(os.path.join(tmp, "mistral"))
+    with_sw = hfmodel.forward((cfg, w), toks)
+    nosw = hfmodel.forward((dict(cfg, sliding_window=None), w), toks)
+    dpos = np.max(np.abs(with_sw - nosw), axis=1)
+    check(dpos[:8].max() == 0 and dpos[8:].min() > 1e-3,
+          "mistral: window 8 changes exactly positions >= 8 (diffs %s)"
+          % " ".join("%.2g" % x for x in dpos))
+    cfg9 = dict(cfg, sliding_window=9)
+    d9 = np.max(np.abs(hfmodel.forward((cfg9, w), toks) - nosw), axis=1)
+    check(d9[:9].max() == 0 and d9[9] > 1e-3, "mistral: window 9 first differs at position 9")
+
+    # llama3 rope: one unchanged, one smoothed, the rest divided by factor.
+    cfg, _ = hfmodel.load_model(os.path.join(tmp, "llama3-rope"))
+    th, sc = hfmodel.rope_params(cfg)
+    base = hfmodel.rope_inv_freq(16, th)
+    scaled = hfmodel.rope_inv_freq(16, th, sc)
+    ratio = scaled / base
+    check(ratio[0] == 1.0 and 1 / 8 < ratio[1] < 1 and np.allclose(ratio[2:], 1 / 8),
+          "llama3-rope: inv_freq ratios %s" % " ".join("%.4g" % x for x in ratio))
+
+    # Storage dtypes and shards.
+    lg32 = np.fromfile(os.path.join(tmp, "llama.f32"), dtype="<f4").reshape(len(toks), -1)
+    for dt, tol in (("F16", 0.02), ("BF16", 0.2)):
+        d = os.path.join(tmp, "llama-" + dt.lower())
+        hfmodel.make_model("llama", d, seed=0, dtype=dt)
+        tens, _ = hfmodel.read_safetensors(os.path.join(d, "model.safetensors"))
+        hdr_len = int.from_bytes(open(os.path.join(d, "model.safetensors"), "rb").read(8), "little")
+        check(hdr_len % 8 == 0, "%s: header length %d is a multiple of 8" % (dt, hdr_len))
+        lg = hfmodel.forward(d, toks)
+        dd = float(np.max(np.abs(lg - lg32)))
+        check(0 < dd < tol, "%s: logits within %.2g of F32 (max abs %.3g)" % (dt, tol, dd))
+    x = np.array([1.0, 1.00390625, 1.01171875, -2.5, 3.0e38], dtype=np.float32)
+    bits = hfmodel.f32_to_bf16_bits(x)
+    check(list(bits) == [0x3F80, 0x3F80, 0x3F82, 0xC020, 0x7F62],
+          "bf16 rounding to nearest even %s" % [hex(b) for b in bits])
+    d = os.path.join(tmp, "qwen3-sharded")
+    hfmodel.make_model("qwen3", d, seed=0, shards=2)
+    idx = json.load(open(os.path.join(d, "model.safetensors.index.json")))
+    files = sorted(set(idx["weight_map"].values()))
+    check(files == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"],
+          "shards: %s" % files)
+    lgq = np.fromfile(os.path.join(tmp, "qwen3.f32"), dtype="<f4").reshape(len(toks), -1)
+    check(np.array_equal(hfmodel.forward(d, toks), lgq), "shards: same logits as one file")
+
+    # Byte-level tokenizer.
+    tj = json.load(open(os.path.join(tmp, "llama", "tokenizer.json")))
+    vocab = tj["model"]["vocab"]
+    ids = sorted(vocab.values()) + [t["id"] for t in tj["added_tokens"]]
+    check(ids == list(range(hfmodel.N_BYTE_BPE_TOKENS)), "byte BPE: ids dense 0..%d"
+          % (hfmodel.N_BYTE_BPE_TOKENS - 1))
+    ok = all(a_ in vocab and b_ in vocab and vocab[a_ + b_] > max(vocab[a_], vocab[b_])
+             for a_, b_ in (m.split(" ") for m in tj["model"]["merges"]))
+    check(ok, "byte BPE: every merge's parts precede its result")
+    enc = "/work/shared/models/tokenizers/gpt2/encoder.json"
+    if os.path.exists(enc):
+        g = json.load(open(enc, encoding="utf-8"))
+        check(all(g.get(k) == v for k, v in vocab.items()),
+              "byte BPE: ids equal GPT-2 encoder.json ids")
+
+    # stories260K conversion against run.c.
+    d = os.path.join(tmp, "stories260K")
+    r = run_cli(os.path.join(HERE, "llama2c_to_hf.py"), "--out", d, "--verify")
+    print(r.stdout.strip())
+    check(r.returncode == 0, "stories260K: converted folder reproduces run.c logits")
+    nf = naive_forward(d, [1, 403, 407, 261, 378])
+    ref = np.loadtxt("/work/shared/models/stories260K/reference/once-upon-a-time.pos4.logits.txt")
+    check(float(np.max(np.abs(nf[-1] - ref))) < 1e-4, "stories260K: naive forward agrees too")
+
+    # compare_logits exit codes.
+    cl = os.path.join(HERE, "compare_logits.py")
+    stf = os.path.join(tmp, "stories.f32")
+    hfmodel.write_logits(stf, hfmodel.forward(d, [1, 403, 407, 261, 378]))
+    rtxt = "/work/shared/models/stories260K/reference/once-upon-a-time.pos4.logits.txt"
+    r = run_cli(cl, stf, rtxt, "--vocab", "512", "--rows-a", "last", "--argmax")
+    check(r.returncode == 0, "compare_logits: pass case -> 0 (%s)" % r.stdout.strip().split("\n")[-1])
+    r = run_cli(cl, stf, rtxt, "--vocab", "512", "--rows-a", "0")
+    check(r.returncode == 1, "compare_logits: fail case -> 1")
+    r = run_cli(cl, stf, rtxt, "--vocab", "512")
+    check(r.returncode == 2, "compare_logits: row count mismatch -> 2")
+
+    print("\n%s (%s)" % ("ALL PASS" if not FAILS else "%d FAILED" % len(FAILS), tmp))
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

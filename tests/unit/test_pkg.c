@@ -1,0 +1,294 @@
+/* test_pkg.c - the package reader refuses every kind of broken package with the right status, a
+ * message naming the culprit, and no leak. A valid tiny package is generated (tinymodel.c), then
+ * one thing at a time is broken: container bytes directly, program content by rewriting META
+ * (with correct checksums, so the program validator is what must catch it). */
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "pkg/format.h"
+#include "tinymodel.h"
+
+static uint8_t *g_pkg;
+static size_t g_len;
+
+static uint32_t rd32(const uint8_t *p) { return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint64_t rd64(const uint8_t *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+static void wr32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i); }
+static void wr64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> 8 * i); }
+
+/* Section kind k's entry in the table of g_pkg-like bytes. */
+static const uint8_t *section(const uint8_t *pkg, uint32_t kind) {
+    uint32_t n = rd32(pkg + 12);
+    for (uint32_t i = 0; i < n; i++)
+        if (rd32(pkg + 64 + 32 * i) == kind) return pkg + 64 + 32 * i;
+    return NULL;
+}
+
+static int setup(void **st) {
+    (void)st;
+    tm_opts o = tm_default();
+    const char *path = tu_tmp("valid.slate");
+    assert_int_equal(tm_write(path, &o, NULL), SLATE_OK);
+    char *data;
+    assert_int_equal(slate__read_file(path, 1 << 26, &data, &g_len, NULL), SLATE_OK);
+    g_pkg = malloc(g_len);
+    memcpy(g_pkg, data, g_len);
+    slate__free(data);
+    return 0;
+}
+static int teardown(void **st) {
+    (void)st;
+    free(g_pkg);
+    return 0;
+}
+
+slate_status slate__model_open_mem(const uint8_t *data, size_t size,
+                                   const slate_model_params *params, slate_model **out,
+                                   slate_error *err);
+
+/* Opens bytes; checks the status and that the message contains `msg`; checks no leak. */
+static void expect(const uint8_t *bytes, size_t len, slate_status want, const char *msg) {
+    long long live = slate__alloc_live_bytes();
+    slate_model *m = NULL;
+    slate_error e;
+    memset(&e, 0, sizeof e);
+    slate_status s = slate__model_open_mem(bytes, len, NULL, &m, &e);
+    if (s != want || (msg && !strstr(e.message, msg)))
+        fail_msg("expected %s containing '%s', got %s: %s", slate_status_name(want),
+                 msg ? msg : "", slate_status_name(s), e.message);
+    if (s == SLATE_OK) slate_model_close(m);
+    else assert_null(m);
+    assert_int_equal(slate__alloc_live_bytes(), live);
+}
+
+static uint8_t *copy(void) {
+    uint8_t *c = malloc(g_len);
+    memcpy(c, g_pkg, g_len);
+    return c;
+}
+
+/* Rebuilds a package with META replaced by `meta` (checksums and offsets recomputed). */
+static uint8_t *rebuild(const char *meta, size_t *len_out) {
+    const uint8_t *tok = section(g_pkg, SLATE__SEC_TOKENIZER), *dat = section(g_pkg, SLATE__SEC_DATA);
+    uint64_t tok_off = rd64(tok + 8), tok_len = rd64(tok + 16);
+    uint64_t dat_off = rd64(dat + 8), dat_len = rd64(dat + 16);
+    size_t ml = strlen(meta);
+    size_t off_meta = 64 + 96, off_tok = off_meta + ml;
+    size_t off_dat = (off_tok + tok_len + 63) / 64 * 64, total = off_dat + dat_len;
+    uint8_t *b = calloc(1, total);
+    memcpy(b, SLATE__PKG_MAGIC, 8);
+    wr32(b + 8, SLATE__PKG_VERSION);
+    wr32(b + 12, 3);
+    wr64(b + 16, total);
+    uint32_t kinds[3] = {SLATE__SEC_META, SLATE__SEC_TOKENIZER, SLATE__SEC_DATA};
+    uint64_t offs[3] = {off_meta, off_tok, off_dat}, lens[3] = {ml, tok_len, dat_len};
+    memcpy(b + off_meta, meta, ml);
+    memcpy(b + off_tok, g_pkg + tok_off, tok_len);
+    memcpy(b + off_dat, g_pkg + dat_off, dat_len);
+    for (int i = 0; i < 3; i++) {
+        uint8_t *e = b + 64 + 32 * i;
+        wr32(e, kinds[i]);
+        wr32(e + 4, i == 2 ? SLATE__SEC_NO_CRC : 0);
+        wr64(e + 8, offs[i]);
+        wr64(e + 16, lens[i]);
+        wr32(e + 24, i == 2 ? 0 : slate__crc32(0, b + offs[i], lens[i]));
+    }
+    wr32(b + 24, slate__crc32(0, b + 64, 96));
+    *len_out = total;
+    return b;
+}
+
+static cJSON *meta_json(void) {
+    const uint8_t *m = section(g_pkg, SLATE__SEC_META);
+    return cJSON_ParseWithLength((const char *)g_pkg + rd64(m + 8), rd64(m + 16));
+}
+
+static void expect_meta(cJSON *j, slate_status want, const char *msg) {
+    char *text = cJSON_PrintUnformatted(j);
+    size_t len;
+    uint8_t *b = rebuild(text, &len);
+    expect(b, len, want, msg);
+    free(b);
+    cJSON_free(text);
+    cJSON_Delete(j);
+}
+
+static cJSON *tensor(cJSON *j, int i) {
+    return cJSON_GetArrayItem(cJSON_GetObjectItem(j, "tensors"), i);
+}
+static cJSON *op(cJSON *j, int i) { return cJSON_GetArrayItem(cJSON_GetObjectItem(j, "program"), i); }
+
+static void valid_package_opens(void **st) {
+    (void)st;
+    expect(g_pkg, g_len, SLATE_OK, NULL);
+    cJSON *j = meta_json();
+    expect_meta(j, SLATE_OK, NULL); /* the rebuild itself is faithful */
+}
+
+static void container_damage_is_refused(void **st) {
+    (void)st;
+    uint8_t *c = copy();
+    c[0] = 'X';
+    expect(c, g_len, SLATE_E_FORMAT, "bad magic");
+    memcpy(c, g_pkg, g_len);
+    wr32(c + 8, 2);
+    expect(c, g_len, SLATE_E_UNSUPPORTED, "version 2");
+    memcpy(c, g_pkg, g_len);
+    wr32(c + 12, 1000);
+    expect(c, g_len, SLATE_E_FORMAT, "section count 1000");
+    memcpy(c, g_pkg, g_len);
+    c[40] = 1;
+    expect(c, g_len, SLATE_E_FORMAT, "reserved header byte 40");
+    memcpy(c, g_pkg, g_len);
+    c[64 + 9] ^= 0x10; /* META offset, caught by the table checksum */
+    expect(c, g_len, SLATE_E_FORMAT, "section table checksum");
+    memcpy(c, g_pkg, g_len);
+    c[rd64(section(c, SLATE__SEC_META) + 8) + 10] ^= 1;
+    expect(c, g_len, SLATE_E_FORMAT, "META checksum");
+    memcpy(c, g_pkg, g_len);
+    c[rd64(section(c, SLATE__SEC_TOKENIZER) + 8) + 20] ^= 1;
+    expect(c, g_len, SLATE_E_FORMAT, "TOKENIZER checksum");
+    free(c);
+}
+
+static void truncation_anywhere_is_refused(void **st) {
+    (void)st;
+    /* Every section boundary, and a spread of other lengths. */
+    size_t cuts[64];
+    int n = 0;
+    cuts[n++] = 0;
+    cuts[n++] = 7;
+    cuts[n++] = 63;
+    cuts[n++] = 64;
+    cuts[n++] = 64 + 95;
+    for (uint32_t k = SLATE__SEC_META; k <= SLATE__SEC_DATA; k++) {
+        const uint8_t *e = section(g_pkg, k);
+        cuts[n++] = rd64(e + 8);
+        cuts[n++] = rd64(e + 8) + 1;
+        cuts[n++] = rd64(e + 8) + rd64(e + 16) - 1;
+    }
+    for (int i = 1; i < 20; i++) cuts[n++] = g_len * (size_t)i / 20;
+    cuts[n++] = g_len - 1;
+    for (int i = 0; i < n; i++) {
+        uint8_t *c = malloc(cuts[i] ? cuts[i] : 1);
+        memcpy(c, g_pkg, cuts[i]);
+        expect(c, cuts[i], SLATE_E_FORMAT, NULL);
+        free(c);
+    }
+    uint8_t *c = malloc(g_len + 1);
+    memcpy(c, g_pkg, g_len);
+    c[g_len] = 0;
+    expect(c, g_len + 1, SLATE_E_FORMAT, "trailing");
+    free(c);
+}
+
+static void tensor_table_lies_are_refused(void **st) {
+    (void)st;
+    cJSON *j = meta_json();
+    cJSON_SetNumberValue(cJSON_GetObjectItem(tensor(j, 1), "offset"), 1e9);
+    expect_meta(j, SLATE_E_FORMAT, "truncated?");
+    j = meta_json();
+    cJSON *o = cJSON_GetObjectItem(tensor(j, 1), "offset");
+    cJSON_SetNumberValue(o, o->valuedouble + 4);
+    expect_meta(j, SLATE_E_FORMAT, "multiple of 64");
+    j = meta_json();
+    cJSON_SetNumberValue(cJSON_GetObjectItem(tensor(j, 2), "offset"),
+                         cJSON_GetObjectItem(tensor(j, 1), "offset")->valuedouble);
+    expect_meta(j, SLATE_E_FORMAT, "overlap");
+    j = meta_json();
+    cJSON_SetValuestring(cJSON_GetObjectItem(tensor(j, 2), "name"),
+                         cJSON_GetObjectItem(tensor(j, 1), "name")->valuestring);
+    expect_meta(j, SLATE_E_FORMAT, "declared twice");
+    j = meta_json();
+    cJSON_SetValuestring(cJSON_GetObjectItem(tensor(j, 1), "dtype"), "q9");
+    expect_meta(j, SLATE_E_UNSUPPORTED, "unknown weight dtype 'q9'");
+    j = meta_json();
+    cJSON_SetNumberValue(cJSON_GetArrayItem(cJSON_GetObjectItem(tensor(j, 1), "shape"), 0), 3);
+    expect_meta(j, SLATE_E_FORMAT, "does not match its shape");
+    j = meta_json();
+    cJSON_SetNumberValue(cJSON_GetArrayItem(cJSON_GetObjectItem(tensor(j, 1), "shape"), 0), 0);
+    expect_meta(j, SLATE_E_FORMAT, "dimension 0");
+}
+
+static void program_errors_are_refused(void **st) {
+    (void)st;
+    cJSON *j = meta_json();
+    cJSON_SetValuestring(cJSON_GetObjectItem(op(j, 1), "op"), "conv2d");
+    expect_meta(j, SLATE_E_UNSUPPORTED, "unknown op 'conv2d'");
+    j = meta_json();
+    cJSON_SetValuestring(cJSON_GetArrayItem(cJSON_GetObjectItem(op(j, 1), "in"), 1), "nope");
+    expect_meta(j, SLATE_E_FORMAT, "'nope' is not a declared tensor");
+    j = meta_json();
+    /* op 2 is the q matmul: make it read the k weight (wrong output width). */
+    cJSON_SetValuestring(cJSON_GetArrayItem(cJSON_GetObjectItem(op(j, 2), "in"), 1), "blk.0.attn_k.weight");
+    expect_meta(j, SLATE_E_FORMAT, "width");
+    j = meta_json();
+    cJSON_DeleteItemFromArray(cJSON_GetObjectItem(j, "program"), 0);
+    expect_meta(j, SLATE_E_FORMAT, "before any op writes it");
+    j = meta_json();
+    cJSON_SetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "shapes"), "max_query"), 1e9);
+    expect_meta(j, SLATE_E_FORMAT, "max_query");
+    j = meta_json();
+    cJSON_DeleteItemFromObject(j, "program");
+    expect_meta(j, SLATE_E_FORMAT, "'program'");
+    j = meta_json();
+    cJSON_SetValuestring(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "states"), 0), "dtype"), "bf16");
+    expect_meta(j, SLATE_E_UNSUPPORTED, "not supported for a cache");
+    j = meta_json();
+    for (cJSON *x = cJSON_GetObjectItem(j, "program")->child; x; x = x->next)
+        if (strcmp(cJSON_GetObjectItem(x, "op")->valuestring, "attention") == 0) {
+            cJSON_SetNumberValue(cJSON_GetObjectItem(x, "n_kv_heads"), 3);
+            break;
+        }
+    expect_meta(j, SLATE_E_FORMAT, "n_kv_heads");
+    j = meta_json();
+    cJSON_SetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "hparams"), "n_vocab"), 5);
+    expect_meta(j, SLATE_E_FORMAT, NULL);
+}
+
+static void open_fails_cleanly_under_allocation_faults(void **st) {
+    (void)st;
+    long long live = slate__alloc_live_bytes();
+    for (long n = 1;; n++) {
+        slate_model *m = NULL;
+        slate__alloc_fail_after(n);
+        slate_status s = slate__model_open_mem(g_pkg, g_len, NULL, &m, NULL);
+        slate__alloc_fail_after(0);
+        if (s == SLATE_OK) {
+            slate_model_close(m);
+            break;
+        }
+        assert_int_equal(s, SLATE_E_NOMEM);
+        assert_null(m);
+        assert_int_equal(slate__alloc_live_bytes(), live);
+        assert_true(n < 100000);
+    }
+    assert_int_equal(slate__alloc_live_bytes(), live);
+}
+
+static void missing_file_is_an_io_error(void **st) {
+    (void)st;
+    slate_model *m = NULL;
+    slate_error e;
+    assert_int_equal(slate_model_open("/nonexistent/x.slate", NULL, &m, &e), SLATE_E_IO);
+    assert_non_null(strstr(e.message, "/nonexistent/x.slate"));
+    assert_int_equal(slate_model_open(NULL, NULL, &m, &e), SLATE_E_INVALID_ARG);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(valid_package_opens),
+        cmocka_unit_test(container_damage_is_refused),
+        cmocka_unit_test(truncation_anywhere_is_refused),
+        cmocka_unit_test(tensor_table_lies_are_refused),
+        cmocka_unit_test(program_errors_are_refused),
+        cmocka_unit_test(open_fails_cleanly_under_allocation_faults),
+        cmocka_unit_test(missing_file_is_an_io_error),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,22 @@
+/* tinymodel.h - writes small llama-family packages with seeded random weights, so model, state
+ * and package tests need no files from outside the repository. */
+#ifndef SLATE_TINYMODEL_H
+#define SLATE_TINYMODEL_H
+
+#include "slate.h"
+
+typedef struct tm_opts {
+    int32_t n_layers, dim, n_heads, n_kv_heads, ffn_dim;
+    int32_t n_ctx, max_query;
+    bool qkv_bias, qk_norm, tied, half_rope;
+    int32_t window;
+    slate_dtype dtype;
+    uint64_t seed;
+} tm_opts;
+
+tm_opts tm_default(void);
+/* Vocabulary: <unk>, <s>, </s>, then the 256 byte tokens <0x00>..<0xFF> (259 tokens). */
+#define TM_VOCAB 259
+slate_status tm_write(const char *path, const tm_opts *o, slate_error *err);
+
+#endif
