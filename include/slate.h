@@ -180,8 +180,9 @@ slate_status slate_tokenizer_encode(const slate_tokenizer *tok, const char *text
 slate_status slate_tokenizer_piece(const slate_tokenizer *tok, int32_t id, bool special,
                                    char *buf, size_t cap, size_t *len_out, slate_error *err);
 
-/* Decodes ids into buf: like concatenating pieces, but also removes the SentencePiece leading
- * space of the first token when `strip_leading_space` is set. Output not terminated. */
+/* Decodes ids into buf: like concatenating pieces, except that for SentencePiece vocabularies
+ * that add a leading space when encoding, the space of the first token that produces text is
+ * removed (so decode(encode(x)) == x). Output not terminated; *len_out as for _piece. */
 slate_status slate_tokenizer_decode(const slate_tokenizer *tok, const int32_t *ids, size_t n,
                                     bool special, char *buf, size_t cap, size_t *len_out,
                                     slate_error *err);
