@@ -66,7 +66,13 @@ size_t slate__src_nbytes(slate__src_type type, uint64_t n_elements, bool *ok);
 
 slate_status slate__import_llama2c(const char *path, const char *tokenizer_path,
                                    slate__import *imp, slate_error *err);
+/* Header and weights only (no tokenizer): the fuzz target's entry; data must outlive imp. */
+slate_status slate__import_llama2c_mem(const uint8_t *data, size_t size, slate__import *imp,
+                                       slate_error *err);
 slate_status slate__import_gguf(const char *path, slate__import *imp, slate_error *err);
+/* config.json alone (the fuzz target's entry): architecture and hyper-parameters. */
+slate_status slate__hf_parse_config(const char *text, size_t len, slate__arch *a,
+                                    slate_error *err);
 slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *err);
 
 /* Checks the import against its architecture and writes the package. */

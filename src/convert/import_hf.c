@@ -185,22 +185,15 @@ static slate_status load_weights(const char *dir, shards *sh, slate__import *imp
     return s;
 }
 
-slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *err) {
-    memset(imp, 0, sizeof *imp);
-    char path[4096];
-    cJSON *cfg = NULL, *tcfg = NULL;
-    shards *sh = slate__calloc(1, sizeof *sh);
-    if (!sh) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
-    imp->cleanup = close_shards;
-    imp->cleanup_ctx = sh;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    slate_status s = read_json(path, &cfg, err);
-    if (s) goto fail;
+/* Reads the architecture and hyper-parameters from a parsed config.json into *a. `path`
+ * names the file in messages. */
+static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch *a,
+                                 slate_error *err) {
+    slate_status s = SLATE_OK;
     const cJSON *archs = cJSON_GetObjectItemCaseSensitive(cfg, "architectures");
     const cJSON *arch0 = cJSON_GetArrayItem(archs, 0);
     const char *an = cJSON_IsString(arch0) ? arch0->valuestring : "(none)";
-    slate__arch *a = &imp->a;
-    const char *family = NULL;
+        const char *family = NULL;
     if (strcmp(an, "LlamaForCausalLM") == 0) family = "llama";
     else if (strcmp(an, "MistralForCausalLM") == 0) family = "mistral";
     else if (strcmp(an, "Qwen2ForCausalLM") == 0) family = "qwen2";
@@ -209,7 +202,7 @@ slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *
         s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported "
                         "(supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                         "Qwen3ForCausalLM)", path, an);
-        goto fail;
+        return s;
     }
     snprintf(a->name, sizeof a->name, "%s", family);
     if (!cfg_int(cfg, "vocab_size", &a->n_vocab) || !cfg_int(cfg, "hidden_size", &a->dim) ||
@@ -220,7 +213,7 @@ slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *
         s = slate__fail(err, SLATE_E_FORMAT, "'%s': a required field is missing or not a "
                         "number (vocab_size, hidden_size, num_hidden_layers, num_attention_heads, "
                         "intermediate_size, rms_norm_eps)", path);
-        goto fail;
+        return s;
     }
     if (!cfg_int(cfg, "num_key_value_heads", &a->n_kv_heads)) a->n_kv_heads = a->n_heads;
     if (!cfg_int(cfg, "head_dim", &a->head_dim)) a->head_dim = a->n_heads ? a->dim / a->n_heads : 0;
@@ -236,7 +229,7 @@ slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *
         if (strcmp(family, "mistral") != 0) {
             s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': use_sliding_window on %s (per-layer "
                             "windows) is not supported", path, an);
-            goto fail;
+            return s;
         }
         a->sliding_window = (int32_t)sw->valuedouble;
     }
@@ -244,7 +237,7 @@ slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *
     if (cJSON_IsTrue(bias) && !a->qkv_bias) {
         s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': attention_bias on %s is not supported",
                         path, an);
-        goto fail;
+        return s;
     }
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
     if (cJSON_IsObject(rs)) {
@@ -263,9 +256,35 @@ slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *
         } else {
             s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': rope_scaling type '%s' is not "
                             "supported (linear, llama3)", path, type);
-            goto fail;
+            return s;
         }
     }
+    return SLATE_OK;
+}
+
+slate_status slate__hf_parse_config(const char *text, size_t len, slate__arch *a,
+                                    slate_error *err) {
+    memset(a, 0, sizeof *a);
+    cJSON *cfg = cJSON_ParseWithLength(text, len);
+    slate_status s = cJSON_IsObject(cfg) ? parse_config(cfg, "config.json", a, err)
+                                         : slate__fail(err, SLATE_E_FORMAT, "config.json is not a "
+                                                       "JSON object");
+    cJSON_Delete(cfg);
+    return s;
+}
+
+slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *err) {
+    memset(imp, 0, sizeof *imp);
+    char path[4096];
+    cJSON *cfg = NULL, *tcfg = NULL;
+    shards *sh = slate__calloc(1, sizeof *sh);
+    if (!sh) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
+    imp->cleanup = close_shards;
+    imp->cleanup_ctx = sh;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    slate_status s = read_json(path, &cfg, err);
+    if (s) goto fail;
+    if ((s = parse_config(cfg, path, &imp->a, err))) goto fail;
     if ((s = load_weights(dir, sh, imp, err))) goto fail;
     bool has_head = false;
     for (int32_t i = 0; i < imp->n_tensors; i++)
@@ -276,7 +295,7 @@ slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *
                         "tie_word_embeddings is not true", dir);
         goto fail;
     }
-    a->tied = !has_head;
+    imp->a.tied = !has_head;
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     if ((s = slate_tokenizer_open(path, &imp->tok, err))) goto fail;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);

@@ -42,30 +42,24 @@ static bool file_exists(const char *p) {
     return f != NULL;
 }
 
-slate_status slate__import_llama2c(const char *path, const char *tok_path, slate__import *imp,
-                                   slate_error *err) {
-    memset(imp, 0, sizeof *imp);
-    slate__map *m = slate__calloc(1, sizeof *m);
-    if (!m) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
-    slate_status s = slate__map_open(path, m, err);
-    if (s) {
-        slate__free(m);
+/* Parses the checkpoint bytes (header + weights) into imp; tensors point into data. */
+static slate_status parse(const uint8_t *data, size_t size, const char *path, slate__import *imp,
+                          slate_error *err) {
+    slate_status s = SLATE_OK;
+    if (size < 28) {
+        s = slate__fail_at(err, SLATE_E_FORMAT, 0, "'%s': %zu bytes, too small for a llama2.c "
+                           "header (28 bytes)", path, size);
         return s;
     }
-    imp->cleanup = unmap;
-    imp->cleanup_ctx = m;
-    if (m->size < 28) {
-        s = slate__fail_at(err, SLATE_E_FORMAT, 0, "'%s': %zu bytes, too small for a llama2.c "
-                           "header (28 bytes)", path, m->size);
-        goto fail;
-    }
-    if (memcmp(m->data, "ak42", 4) == 0) {
+    uint32_t magic;
+    memcpy(&magic, data, 4);
+    if (magic == 0x616b3432u) { /* export.py writes struct.pack('I', 0x616b3432) */
         s = slate__fail_at(err, SLATE_E_UNSUPPORTED, 0, "'%s': versioned llama2.c export "
                            "(magic ak42) is not supported; use the legacy export", path);
-        goto fail;
+        return s;
     }
     int32_t h[7];
-    memcpy(h, m->data, sizeof h);
+    memcpy(h, data, sizeof h);
     int32_t dim = h[0], hidden = h[1], n_layers = h[2], n_heads = h[3], n_kv = h[4];
     int32_t vocab = h[5] < 0 ? -h[5] : h[5], seq_len = h[6];
     bool shared = h[5] > 0;
@@ -76,24 +70,24 @@ slate_status slate__import_llama2c(const char *path, const char *tok_path, slate
         s = slate__fail_at(err, SLATE_E_FORMAT, 0, "'%s': implausible llama2.c header (dim %d, "
                            "hidden %d, layers %d, heads %d, kv heads %d, vocab %d, seq_len %d)",
                            path, dim, hidden, n_layers, n_heads, n_kv, h[5], seq_len);
-        goto fail;
+        return s;
     }
     int64_t hs = dim / n_heads, kv_dim = (int64_t)n_kv * hs, L = n_layers;
     int64_t floats = (int64_t)vocab * dim + L * dim + L * dim * dim + 2 * L * kv_dim * dim +
                      L * dim * dim + L * dim + 3 * L * (int64_t)hidden * dim + dim +
                      (int64_t)seq_len * hs + (shared ? 0 : (int64_t)vocab * dim);
     uint64_t expect = 28 + (uint64_t)floats * 4;
-    if (m->size != expect) {
-        s = slate__fail_at(err, SLATE_E_FORMAT, m->size < expect ? m->size : expect,
+    if (size != expect) {
+        s = slate__fail_at(err, SLATE_E_FORMAT, size < expect ? size : expect,
                            "'%s': the header implies %llu bytes but the file has %zu (%s)", path,
-                           (unsigned long long)expect, m->size,
-                           m->size < expect ? "truncated?" : "trailing data or wrong header");
-        goto fail;
+                           (unsigned long long)expect, size,
+                           size < expect ? "truncated?" : "trailing data or wrong header");
+        return s;
     }
-    const uint8_t *p = m->data + 28;
+    const uint8_t *p = data + 28;
     char n[96];
 #define NEXT(count) (p += (size_t)(count) * 4, p - (size_t)(count) * 4)
-    if ((s = add(imp, "token_embd.weight", NEXT((int64_t)vocab * dim), vocab, dim, err))) goto fail;
+    if ((s = add(imp, "token_embd.weight", NEXT((int64_t)vocab * dim), vocab, dim, err))) return s;
     const uint8_t *rms_att = NEXT(L * dim), *wq = NEXT(L * dim * dim), *wk = NEXT(L * kv_dim * dim);
     const uint8_t *wv = NEXT(L * kv_dim * dim), *wo = NEXT(L * dim * dim), *rms_ffn = NEXT(L * dim);
     const uint8_t *w1 = NEXT(L * hidden * dim), *w2 = NEXT(L * dim * hidden);
@@ -123,7 +117,7 @@ slate_status slate__import_llama2c(const char *path, const char *tok_path, slate
     }
     if (!s) s = add(imp, "output_norm.weight", rms_final, dim, 0, err);
     if (!s && wcls) s = add(imp, "output.weight", wcls, vocab, dim, err);
-    if (s) goto fail;
+    if (s) return s;
 
     slate__arch *a = &imp->a;
     snprintf(a->name, sizeof a->name, "llama");
@@ -141,6 +135,31 @@ slate_status slate__import_llama2c(const char *path, const char *tok_path, slate
     a->rope_dim = (int32_t)hs;
     a->tied = shared;
 
+    return SLATE_OK;
+}
+
+slate_status slate__import_llama2c_mem(const uint8_t *data, size_t size, slate__import *imp,
+                                       slate_error *err) {
+    memset(imp, 0, sizeof *imp);
+    slate_status s = parse(data, size, "(memory)", imp, err);
+    if (s) slate__import_free(imp);
+    return s;
+}
+
+slate_status slate__import_llama2c(const char *path, const char *tok_path, slate__import *imp,
+                                   slate_error *err) {
+    memset(imp, 0, sizeof *imp);
+    slate__map *m = slate__calloc(1, sizeof *m);
+    if (!m) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
+    slate_status s = slate__map_open(path, m, err);
+    if (s) {
+        slate__free(m);
+        return s;
+    }
+    imp->cleanup = unmap;
+    imp->cleanup_ctx = m;
+    if ((s = parse(m->data, m->size, path, imp, err))) goto fail;
+    int32_t vocab = imp->a.n_vocab;
     /* Tokenizer: explicit, else tokenizer.bin / tok<V>.bin beside the checkpoint. */
     char guess[4096];
     if (!tok_path) {
