@@ -6,8 +6,13 @@
 
 int slate_cli_convert(int argc, char **argv);
 int slate_cli_run(int argc, char **argv);
+int slate_cli_chat(int argc, char **argv);
 int slate_cli_info(int argc, char **argv);
+int slate_cli_plan(int argc, char **argv);
 int slate_cli_tokenize(int argc, char **argv);
+int slate_cli_synth(int argc, char **argv);
+int slate_cli_bench(int argc, char **argv);
+int slate_cli_eval(int argc, char **argv);
 
 /* Prints "slate <cmd>: <status name>: <message>" on stderr and returns 1. */
 int cli_error(const char *cmd, slate_status s, const slate_error *err);

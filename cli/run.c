@@ -2,18 +2,111 @@
  * run.c - `slate run MODEL -p PROMPT [...]`: streams the generated text (not the prompt) to
  * stdout; statistics go to stderr. --dump-logits writes one row of n_vocab little-endian
  * float32 per sampled token (row 0 = the logits after the prompt).
+ *
+ * --prompt-cache FILE: if FILE holds a state of this model, the longest common prefix of its
+ * token ledger and the prompt is reused (the state is truncated to it, capped at the prompt
+ * length - 1 unless the whole prompt matches and the file has its logits) and only the rest is
+ * prefilled; the state after the prompt is then saved to FILE, so the next run with the same
+ * prompt prefix skips that prefill. With the cache the prompt is fed before slate_generate, so
+ * the repetition penalties see only generated tokens (they are off by default).
+ * --mem-stats prints the process RSS and the state's reserved/resident memory on stderr.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 static bool print_piece(void *user, const char *text, size_t len) {
     (void)user;
     fwrite(text, 1, len, stdout);
     fflush(stdout);
     return true;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Resident set size of this process (/proc/self/statm), or 0. */
+static size_t rss_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, res = 0;
+    if (!f) return 0;
+    int n = fscanf(f, "%llu %llu", &size, &res);
+    fclose(f);
+    return n == 2 ? (size_t)res * (size_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+static void mem_stats(const char *when, slate_state *st) {
+    slate_state_memory mm;
+    memset(&mm, 0, sizeof mm);
+    if (st) slate_state_get_memory(st, &mm);
+    fprintf(stderr, "[slate] memory %-14s RSS %8.1f MiB", when, rss_bytes() / 1048576.0);
+    if (st)
+        fprintf(stderr, " | state: KV %.1f MiB reserved, %.1f MiB resident; scratch %.1f MiB "
+                        "reserved, %.1f MiB resident", mm.kv_reserved_bytes / 1048576.0,
+                mm.kv_resident_bytes / 1048576.0, mm.scratch_reserved_bytes / 1048576.0,
+                mm.scratch_resident_bytes / 1048576.0);
+    fprintf(stderr, "\n");
+}
+
+/* Reuses FILE's prefix for ids, prefills the rest, saves the state to FILE. *reused_out: prompt
+ * tokens not recomputed. A FILE that is missing or from another model only costs a full
+ * prefill (a note on stderr). Returns a status on a real failure (prefill, save). */
+static slate_status prompt_cache(slate_state *st, const char *file, const int32_t *ids,
+                                 int32_t n_ids, int32_t max_query, int32_t *reused_out,
+                                 slate_error *err) {
+    int32_t reuse = 0;
+    struct stat sb;
+    if (stat(file, &sb) == 0) {
+        int32_t cap = slate_state_n_ctx(st) + 1;
+        int32_t *ledger = malloc((size_t)cap * sizeof *ledger);
+        slate_state_extra_out xo;
+        memset(&xo, 0, sizeof xo);
+        xo.tokens = ledger;
+        xo.tokens_cap = ledger ? cap : 0;
+        slate_error le;
+        memset(&le, 0, sizeof le);
+        slate_status s = ledger ? slate_state_load(st, file, &xo, &le) : SLATE_E_NOMEM;
+        if (s == SLATE_OK && xo.n_tokens == slate_state_length(st)) {
+            int32_t lcp = 0;
+            while (lcp < n_ids && lcp < xo.n_tokens && ledger[lcp] == ids[lcp]) lcp++;
+            /* The whole prompt matched and the file has its logits: nothing to recompute.
+             * Otherwise keep at least one token to feed, so there are logits to sample from. */
+            bool whole = lcp == n_ids && xo.n_tokens == n_ids && slate_state_logits(st, NULL);
+            reuse = whole ? n_ids : lcp < n_ids ? lcp : n_ids - 1;
+            if (!whole) s = slate_state_truncate(st, reuse, &le);
+        } else if (s == SLATE_OK) {
+            s = SLATE_E_FORMAT;
+            snprintf(le.message, sizeof le.message, "its ledger (%d ids) does not match its %d "
+                     "positions", xo.n_tokens, slate_state_length(st));
+        }
+        free(ledger);
+        if (s != SLATE_OK) {
+            fprintf(stderr, "slate run: prompt cache '%s' not used (%s: %s); prefilling the "
+                            "whole prompt\n", file, slate_status_name(s), le.message);
+            slate_state_reset(st);
+            reuse = 0;
+        }
+    }
+    for (int32_t i = reuse; i < n_ids; i += max_query) {
+        int32_t n = n_ids - i < max_query ? n_ids - i : max_query;
+        slate_status s = slate_state_predict(st, ids + i, n, NULL, err);
+        if (s) return s;
+    }
+    slate_state_extra x;
+    memset(&x, 0, sizeof x);
+    x.tokens = ids;
+    x.n_tokens = n_ids;
+    *reused_out = reuse;
+    return slate_state_save(st, file, &x, err);
 }
 
 /* "1,2,3" -> malloc'd ids; NULL on a malformed list. */
@@ -39,6 +132,9 @@ static int32_t *parse_ids(const char *s, size_t *n_out) {
 
 int slate_cli_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *dump = NULL, *ids_arg = NULL;
+    const char *cache_file = NULL;
+    slate_state_params sp = slate_state_default_params();
+    bool want_mem = false;
     slate_generate_params gp = slate_generate_default_params();
     slate_model_params mp = slate_model_default_params();
     const char *stops[64];
@@ -96,6 +192,23 @@ int slate_cli_run(int argc, char **argv) {
             ids_arg = v;
         } else if (strcmp(a, "--mmap") == 0) {
             mp.use_mmap = true;
+        } else if (strcmp(a, "--prompt-cache") == 0) {
+            NEED(v, "followed by a file name");
+            cache_file = v;
+        } else if (strcmp(a, "--context") == 0) {
+            NEED(cli_parse_int(v, 1, 1 << 24, &n), "an integer in 1..16777216 (at most the "
+                 "package's context)");
+            sp.n_ctx = (int32_t)n;
+        } else if (strcmp(a, "--kv-dtype") == 0) {
+            NEED(v && (!strcmp(v, "fp32") || !strcmp(v, "f32") || !strcmp(v, "fp16") ||
+                       !strcmp(v, "f16") || !strcmp(v, "int8") || !strcmp(v, "i8")),
+                 "fp16, fp32 or int8");
+            sp.kv_dtype_set = true;
+            sp.kv_dtype = v[1] == '8' || v[0] == 'i' ? SLATE_DTYPE_I8
+                          : strstr(v, "16")          ? SLATE_DTYPE_F16
+                                                     : SLATE_DTYPE_F32;
+        } else if (strcmp(a, "--mem-stats") == 0) {
+            want_mem = true;
         } else if (a[0] != '-' && !model_path) {
             model_path = a;
         } else {
@@ -107,7 +220,8 @@ int slate_cli_run(int argc, char **argv) {
     if (!model_path || (!prompt) == (!ids_arg)) {
         fprintf(stderr, "usage: slate run MODEL.slate -p PROMPT [-n N] [--temp T] [--top-k K] "
                         "[--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR] "
-                        "[-t THREADS] [--dump-logits FILE] [--mmap]\n"
+                        "[-t THREADS] [--dump-logits FILE] [--mmap] [--prompt-cache FILE] "
+                        "[--context N] [--kv-dtype fp16|fp32|int8] [--mem-stats]\n"
                         "       (or --ids 1,2,3 instead of -p: feed these ids, no BOS added)\n");
         return 2;
     }
@@ -145,9 +259,24 @@ int slate_cli_run(int argc, char **argv) {
                         "from\n");
         goto out;
     }
-    if ((s = slate_state_create(m, NULL, &st, &err))) goto fail;
+    if (want_mem) mem_stats("model open", NULL);
+    if ((s = slate_state_create(m, &sp, &st, &err))) goto fail;
+    if (want_mem) mem_stats("state created", st);
     slate_model_info info;
     slate_model_get_info(m, &info);
+    double t_cache = 0;
+    int32_t n_fed = (int32_t)n_ids, reused = 0;
+    if (cache_file) {
+        double tc0 = now_ms();
+        if ((s = prompt_cache(st, cache_file, ids, (int32_t)n_ids, info.max_query, &reused,
+                              &err)))
+            goto fail;
+        t_cache = now_ms() - tc0;
+        fprintf(stderr, "[slate] prompt cache %s: reused %d of %zu prompt tokens, prefilled %zu, "
+                        "saved (%.1f ms)\n", cache_file, reused, n_ids, n_ids - (size_t)reused,
+                t_cache);
+        n_fed = 0; /* the prompt is in the state; generation continues from its logits */
+    }
     if (dump) {
         int32_t rows = gp.n_predict >= 0 ? gp.n_predict : info.n_ctx;
         if (rows < 1) rows = 1;
@@ -161,10 +290,16 @@ int slate_cli_run(int argc, char **argv) {
     gp.on_piece = print_piece;
     slate_generate_result res;
     (void)t0;
-    s = slate_generate(st, ids, (int32_t)n_ids, &gp, &res, &err);
+    s = slate_generate(st, ids, n_fed, &gp, &res, &err);
     printf("\n");
     fflush(stdout);
     if (s) goto fail;
+    if (want_mem) mem_stats("after generate", st);
+    if (cache_file) { /* count the prompt work done before slate_generate */
+        res.n_prompt = (int32_t)n_ids;
+        res.prefill_ms += t_cache;
+        res.ttft_ms += t_cache;
+    }
     if (dump) {
         FILE *f = fopen(dump, "wb");
         if (!f || fwrite(logits, sizeof *logits * (size_t)info.n_vocab, (size_t)res.n_generated, f) !=

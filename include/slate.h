@@ -117,22 +117,70 @@ typedef enum slate_dtype {
     SLATE_DTYPE_F16 = 1,
     SLATE_DTYPE_BF16 = 2,
     SLATE_DTYPE_I32 = 3,
+    /* Compressed weight matrices (2-D only; bytes in docs/format.md "Quantized weights"). */
+    SLATE_DTYPE_Q8_0 = 4, /* blocks of 32: f16 scale + 32 int8 (GGUF Q8_0 byte for byte) */
+    SLATE_DTYPE_Q4 = 5,   /* blocks of 16/32/64/128 4-bit values + f16 scale (+ f16 offset when
+                             asymmetric); block 32 symmetric is GGUF Q4_0 byte for byte */
+    SLATE_DTYPE_Q8_C = 6, /* int8 rows + one f32 scale per output row */
+    SLATE_DTYPE_PAL = 7,  /* N-bit palettized (N = 2, 3, 4, 6, 8): indices into one table of
+                             2^N f16 centroids per group of output rows */
+    /* Caches only (a state's kv_dtype, state files), never weights or packages: int8 values
+     * with one f32 scale per kv head and position (blocks of {f32 scale, head_dim int8 padded
+     * to 4 bytes}; docs/format.md "State file"). */
+    SLATE_DTYPE_I8 = 16,
 } slate_dtype;
 
-/* Static name ("f32", "f16", "bf16", "i32"), or "?" for an unknown value. */
+/* Static name ("f32", "f16", "bf16", "i32", "q8_0", "q4", "q8_c", "pal", "i8"), or "?" for an unknown
+ * value. */
 const char *slate_dtype_name(slate_dtype dtype);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Conversion (offline)                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 
+/* A per-tensor dtype rule for slate_convert (slate_convert_params.keep). */
+typedef struct slate_convert_keep {
+    slate_dtype dtype;   /* F32, F16, BF16, Q8_0, Q8_C, Q4 (with the params' block_size and
+                            asym) or PAL (with pal_bits and pal_group) */
+    const char *pattern; /* glob over canonical tensor names (fnmatch: '*' any run, '?' one
+                            character, [...] a set), e.g. "blk.*.ffn_down.weight" */
+} slate_convert_keep;
+
 typedef struct slate_convert_params {
-    slate_dtype dtype;          /* weight dtype for matrices: F32, F16 or BF16 (default F32) */
+    slate_dtype dtype;          /* weight dtype for matrices: F32, F16 or BF16 (default F32), or
+                                   a compressed one, Q8_0, Q4, Q8_C or PAL (see
+                                   "Compression") */
     const char *tokenizer_path; /* llama2.c checkpoints: the tokenizer .bin; NULL: look for
                                    tokenizer.bin / tok512.bin beside SRC */
     int32_t n_ctx;              /* context length to declare; 0: the source's own value */
     int32_t max_query;          /* largest query length per call; 0: min(512, n_ctx) */
     bool progress;              /* print per-tensor progress on stderr */
+    slate_dtype kv_dtype;       /* cache dtype the package declares for its states: F16
+                                   (default) or F32. A state may still choose another one
+                                   (slate_state_params.kv_dtype). */
+    /* Compression. Matrices (2-D weights) get `dtype`; 1-D tensors (norms, biases, rope.freqs)
+     * always stay F32. When dtype is compressed, token_embd.weight and output.weight get Q8_0
+     * (the mix llama.cpp also uses) unless a keep rule says otherwise. Keep rules are applied
+     * after that in order, the last matching rule wins; a rule that matches no matrix is an
+     * error (E_INVALID_ARG). A matrix whose row length is not a multiple of its block (Q8_0: 32,
+     * Q4: block_size) is written as F16 instead, as llama.cpp does; with `progress` a note
+     * names it. */
+    int32_t block_size;               /* Q4 block: 16, 32, 64 or 128; 0: 32 */
+    bool asym;                        /* Q4 blocks with an offset (d * q + m) instead of
+                                         symmetric d * (q - 8) */
+    const slate_convert_keep *keep;   /* n_keep rules (borrowed during the call); may be NULL */
+    int32_t n_keep;
+    bool convert_quantized;           /* false (default): tensors already quantized in the source
+                                         (GGUF Q8_0, Q4_0) keep their bytes, as Q8_0 and Q4
+                                         block 32, whatever dtype says; keep rules still apply.
+                                         true: they get the dtype chosen for them like any other
+                                         tensor (bytes copied unchanged when it is their own
+                                         format) */
+    int32_t n_threads;                /* quantization threads; 0: one per online core */
+    /* PAL (dtype or keep rule): k-means palettization, k = 2^pal_bits centroids per group of
+     * pal_group output rows (1-D k-means on the group's weights, exact Lloyd iterations). */
+    int32_t pal_bits;                 /* 2, 3, 4, 6 or 8; 0: 4 */
+    int32_t pal_group;                /* output rows per table, 1..4096; 0: 16 */
 } slate_convert_params;
 
 slate_convert_params slate_convert_default_params(void);
@@ -145,6 +193,47 @@ slate_convert_params slate_convert_default_params(void);
  * (unknown architecture or tensor type), E_NOMEM. */
 slate_status slate_convert(const char *src_path, const char *out_path,
                            const slate_convert_params *params, slate_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Synthetic models (benchmarks)                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A Hugging Face folder with seeded random weights of a realistic shape, for measuring speed and
+ * memory without downloading a model. Named shapes copy the published configs (dims, heads,
+ * vocabulary, tie, rope theta and scaling, qkv bias, context):
+ *   "tinyllama-1.1b", "smollm2-135m", "llama-3.2-1b", "qwen2.5-0.5b".
+ * Weights are normal-ish (sum of four uniforms) with std 0.02, norm weights ~1, so activations
+ * and logits stay finite and spread out. The tokenizer is a synthetic byte-level BPE with
+ * exactly n_vocab tokens: 256 byte symbols, merges (" " and a..z prefixes + one letter, in
+ * breadth-first order) and three special tokens <|endoftext|>, <|im_start|>, <|im_end|> (the
+ * last ids). It depends only on n_vocab, so two synthetic models of one vocabulary share it. */
+typedef struct slate_synth_params {
+    const char *shape;  /* a named shape, or NULL: a LlamaForCausalLM (untied, rope theta 1e4)
+                           from the dims below */
+    /* Dims; 0 keeps the shape's value. Without a shape, dim, n_layers, n_heads, ffn_dim and
+     * n_vocab are required; n_kv_heads defaults to n_heads and n_ctx to 2048. head_dim is
+     * dim / n_heads (must divide, even, at most 512); n_vocab >= 259. */
+    int32_t dim, n_layers, n_heads, n_kv_heads, ffn_dim, n_vocab, n_ctx;
+    slate_dtype dtype;  /* F32, F16 or BF16 (default BF16, like the published checkpoints) */
+    uint64_t seed;      /* same seed and params: the same bytes */
+    size_t shard_bytes; /* largest weight file; 0: 4 GiB. Larger models are written as shards
+                           model-0000i-of-0000n.safetensors + model.safetensors.index.json */
+    bool progress;      /* print progress on stderr */
+} slate_synth_params;
+
+slate_synth_params slate_synth_default_params(void);
+
+/* Name of built-in shape `index` (0-based), or NULL past the last one. Static strings. */
+const char *slate_synth_shape_name(int32_t index);
+
+/* Writes config.json, the safetensors weights (streamed: memory use does not grow with the
+ * model), tokenizer.json and tokenizer_config.json into the new folder out_dir. Everything is
+ * written into out_dir + ".tmp" (a stale one from a failed run is removed first) and renamed
+ * at the end: on failure no folder exists at out_dir. out_dir itself must not exist.
+ * Returns OK, E_INVALID_ARG (unknown shape, dims out of range, named in the message; out_dir
+ * exists), E_IO, E_NOMEM. */
+slate_status slate_synth(const char *out_dir, const slate_synth_params *params,
+                         slate_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Tokenizer                                                                                  */
@@ -213,11 +302,28 @@ slate_status slate_detok_flush(slate_detok *d, char *buf, size_t cap, size_t *le
 typedef struct slate_model slate_model; /* read-only after open; shareable across threads */
 typedef struct slate_state slate_state; /* one conversation: KV cache + scratch */
 
+/* Receives memory-pressure events (section "Memory pressure"). */
+typedef struct slate_pressure_event slate_pressure_event;
+typedef void (*slate_pressure_fn)(void *user, const slate_pressure_event *event);
+
 typedef struct slate_model_params {
-    size_t mem_budget_bytes; /* 0: no limit. Weights + one state must fit, else E_BUDGET. */
+    size_t mem_budget_bytes; /* 0: no limit. Weights + one state (package context and cache
+                                dtype) must fit at open, else E_BUDGET; slate_state_create then
+                                checks weights + live states + the new one. See "Planner". */
     int32_t n_threads;       /* threads per call; 0: one per online core */
     bool use_mmap;           /* true: map weights read-only from the page cache; false (default):
                                 read them into anonymous memory (stable decode speed here) */
+    /* Memory pressure (see "Memory pressure" below); all optional. */
+    const char *spill_dir;       /* folder for spilled idle states (copied at open); NULL:
+                                    pressure never spills, step 2 is skipped */
+    slate_pressure_fn on_pressure; /* called for every pressure action, from the thread that
+                                    acts (the caller of slate_model_pressure, the watcher, or
+                                    the state's own thread); must be thread-safe. NULL: each
+                                    action is logged on stderr instead */
+    void *pressure_user;         /* passed to on_pressure */
+    int32_t pressure_watch_ms;   /* > 0: a watcher thread polls Linux memory pressure (PSI
+                                    /proc/pressure/memory, cgroup memory.events) every this
+                                    many ms and calls slate_model_pressure; 0 (default): off */
 } slate_model_params;
 
 slate_model_params slate_model_default_params(void);
@@ -247,6 +353,8 @@ typedef struct slate_model_info {
     size_t scratch_bytes;       /* activations + logits for max_query rows, per state */
     size_t state_bytes;         /* kv_bytes_max + scratch_bytes */
     int32_t n_threads;          /* threads each predict call uses */
+    uint64_t fingerprint;       /* hash of META, tokenizer and samples of every weight tensor;
+                                   state files record it (see "Persistence") */
 } slate_model_info;
 
 /* Fills *info (strings borrowed, valid until the model is closed). Returns OK or E_INVALID_ARG. */
@@ -267,12 +375,23 @@ slate_status slate_model_describe(const slate_model *model, char *buf, size_t ca
 
 typedef struct slate_state_params {
     int32_t n_ctx; /* 0: the package's context; else 1..package context (smaller = less memory) */
+    /* Cache dtype. kv_dtype_set false (default): every state tensor keeps the dtype the package
+     * declares (F16 for packages converted since issue 4, F32 before). true: kv_dtype, one of
+     * F32, F16 or I8 (int8, one scale per kv head and position: about half of F16's memory).
+     * kv_dtype other than F32 (0) with kv_dtype_set false is refused (E_INVALID_ARG), so
+     * forgetting the flag cannot silently give the default. */
+    bool kv_dtype_set;
+    slate_dtype kv_dtype;
 } slate_state_params;
 
 slate_state_params slate_state_default_params(void);
 
-/* Creates a state (KV cache + scratch, one arena, planned here; predict allocates nothing).
- * params may be NULL. Returns OK, E_INVALID_ARG, E_NOMEM, E_BUDGET. */
+/* Creates a state (KV cache + scratch, planned here with slate_model_plan's arithmetic; predict
+ * allocates nothing). The cache reserves address space for n_ctx positions but memory is only
+ * committed as it fills (anonymous MAP_NORESERVE mapping, one page-aligned block per state
+ * tensor). With a budget (slate_model_params.mem_budget_bytes), weights + every live state +
+ * this one must fit, else E_BUDGET with the numbers and the largest context that would fit.
+ * params may be NULL. Returns OK, E_INVALID_ARG, E_UNSUPPORTED (kv_dtype), E_NOMEM, E_BUDGET. */
 slate_status slate_state_create(slate_model *model, const slate_state_params *params,
                                 slate_state **out, slate_error *err);
 void slate_state_free(slate_state *state);
@@ -292,7 +411,10 @@ slate_predict_params slate_predict_default_params(void);
  * rows past the length may have been written; they are not part of the state).
  * Returns OK, E_INVALID_ARG (NULL, token id outside the vocabulary), E_SHAPE (n_tokens outside
  * 1..max_query), E_CONTEXT_FULL (length + n_tokens > n_ctx), E_BUSY (another call is running
- * on this state). */
+ * on this state), E_CANCELLED (critical memory pressure reset this state: the message says how
+ * many positions were dropped; the state is empty and usable afterwards), E_IO / E_FORMAT (a
+ * spilled state could not be read back; it was reset). A spilled state (see "Memory
+ * pressure") is restored transparently first. */
 slate_status slate_state_predict(slate_state *state, const int32_t *tokens, int32_t n_tokens,
                                  const slate_predict_params *params, slate_error *err);
 
@@ -304,7 +426,8 @@ const float *slate_state_logits(const slate_state *state, int32_t *n_rows);
 int32_t slate_state_length(const slate_state *state); /* positions in the cache; 0 for NULL */
 int32_t slate_state_n_ctx(const slate_state *state);  /* capacity in positions */
 
-/* Empties the cache (length 0). Returns OK, E_INVALID_ARG, E_BUSY. */
+/* Empties the cache (length 0). Also acknowledges a reset by memory pressure (no E_CANCELLED
+ * report follows) and drops a spill file. Returns OK, E_INVALID_ARG, E_BUSY. */
 slate_status slate_state_reset(slate_state *state);
 
 /* Shortens the state to `length` positions, keeping the cache prefix. length must be
@@ -324,8 +447,10 @@ int32_t slate_state_n_tensors(const slate_state *state);
 slate_status slate_state_tensor_info(const slate_state *state, int32_t index,
                                      slate_tensor_info *info);
 
-/* Export: copies positions [0, length) of state tensor `index` into buf[0..cap);
- * *len_out = bytes written (or needed, with E_BUFFER_TOO_SMALL). */
+/* Export: copies positions [0, length) of state tensor `index` into buf[0..cap), in the state's
+ * cache dtype; *len_out = bytes written (or needed, with E_BUFFER_TOO_SMALL). Like every call
+ * that touches the cache it takes the state (E_BUSY while another call runs) and reads a spilled
+ * state back first. */
 slate_status slate_state_read_tensor(const slate_state *state, int32_t index, void *buf,
                                      size_t cap, size_t *len_out, slate_error *err);
 
@@ -384,6 +509,7 @@ typedef enum slate_finish_reason {
     SLATE_FINISH_STOP_STRING = 3,  /* a stop string appeared in the text */
     SLATE_FINISH_CONTEXT_FULL = 4, /* the state's context is full */
     SLATE_FINISH_CANCELLED = 5,    /* the callback asked to stop */
+    SLATE_FINISH_MEMORY_PRESSURE = 6, /* memory pressure reset the state (sessions) */
 } slate_finish_reason;
 
 const char *slate_finish_reason_str(slate_finish_reason reason);
@@ -401,6 +527,12 @@ typedef struct slate_generate_params {
     int32_t n_stop_tokens;
     slate_piece_fn on_piece;          /* may be NULL */
     void *user;
+    bool ignore_eos;                  /* end-of-generation tokens (and the model's stop ids) do
+                                         not end generation: benchmarks, load tests */
+    int32_t *tokens_out;              /* NULL, or room for tokens_cap ids: the sampled ids in
+                                         order (at most tokens_cap are written; the count is
+                                         result.n_generated) */
+    int32_t tokens_cap;
     float *dump_logits;               /* NULL, or room for n_predict * n_vocab floats: the
                                          logits each sampled token was drawn from */
 } slate_generate_params;
@@ -426,12 +558,526 @@ slate_status slate_generate(slate_state *state, const int32_t *prompt, int32_t n
                             slate_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Session: a chat conversation                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A session owns one state and keeps the conversation (its messages) and the token ledger: the
+ * exact ids its state holds, in order. Each turn renders the whole conversation with the
+ * model's chat template, tokenizes it (SLATE_ENCODE_PARSE_SPECIAL), keeps the longest prefix
+ * the ledger shares with it (cross-turn reuse: only the new suffix is computed), generates the
+ * assistant's reply and appends it to the conversation.
+ *
+ *     slate_session *chat = NULL;
+ *     if (slate_session_create(model, NULL, &chat, &err) != SLATE_OK) ... // template detected
+ *     slate_session_add_message(chat, SLATE_ROLE_SYSTEM, "Be brief.", 9, &err);
+ *     slate_session_add_message(chat, SLATE_ROLE_USER, "Hi!", 3, &err);
+ *     slate_generate_params gp = slate_generate_default_params();
+ *     slate_generate_result res;
+ *     slate_session_generate(chat, &gp, on_event, NULL, &res, &err);  // streams the reply
+ *     slate_session_add_message(chat, SLATE_ROLE_USER, "And then?", 9, &err);
+ *     slate_session_generate(chat, &gp, on_event, NULL, &res, &err);  // reuses turn 1's cache
+ *     slate_session_free(chat);
+ *
+ * Reuse is exact. The ledger also records where each predict call ended; the cache is only
+ * ever cut back to such a boundary, so every cached row is what a fresh state computes from the
+ * same calls, and a reused turn's logits and tokens are bit-identical to those of a fresh state
+ * fed the ledger's calls (a reuse that would end inside a call gives up the rest of that call;
+ * prefill calls also end after the system message and after the last complete turn, so those
+ * prefixes stay reusable). Matching is on token ids, never on text.
+ *
+ * Templates: the family is detected from the model's chat template (slate_model_chat_template)
+ * by markers: "chatml" (<|im_start|>: Qwen2/2.5, SmolLM), "qwen3" (ChatML whose template
+ * handles </think>), "llama3" (<|start_header_id|>), "llama31" (Llama 3.1/3.2: the same plus
+ * the "Cutting Knowledge Date" system block), "llama2" ([INST] with <<SYS>>), "mistral" ([INST]
+ * without, v0.1/v0.2 spacing), "gemma" (<start_of_turn>), "phi3" (<|user|> ... <|end|>),
+ * "zephyr" (<|user|> ... </s>). Each is rendered exactly as its official template (BOS and EOS
+ * text, newlines, the generation prompt); docs/design.md lists the sources. A model whose
+ * template matches no family is refused, never guessed: name one in template_name.
+ * Message text is tokenized with the template, so text that spells a special token
+ * ("<|im_end|>") becomes that token, as with Hugging Face's apply_chat_template: filter
+ * untrusted input where that matters.
+ *
+ * Thread safety: a session is used by one thread at a time; a call that overlaps another call
+ * on the same session returns SLATE_E_BUSY. The exception is slate_session_cancel(), which any
+ * thread, or a signal handler, may call at any time. Sessions of one model run concurrently.
+ * The session's state (slate_session_state) must not be used directly while the session lives,
+ * except as that function says. */
+typedef struct slate_session slate_session;
+
+typedef enum slate_role {
+    SLATE_ROLE_SYSTEM = 0,
+    SLATE_ROLE_USER = 1,
+    SLATE_ROLE_ASSISTANT = 2,
+} slate_role;
+
+/* What a turn does when the conversation does not fit: the rendered conversation plus
+ * n_reserve positions for the reply must fit the state's context. Turns are never cut. */
+typedef enum slate_context_policy {
+    SLATE_CONTEXT_REFUSE = 0,    /* the turn fails with SLATE_E_CONTEXT_FULL and the numbers */
+    SLATE_CONTEXT_ROLL = 1,      /* drop the oldest whole turns (user + assistant) until it fits;
+                                    the system message stays; an event reports what was dropped */
+    SLATE_CONTEXT_SUMMARIZE = 2, /* replace every earlier turn by a summary (from `summarize`, or
+                                    written by the model itself), kept after the system message */
+} slate_context_policy;
+
+/* Summarizes a transcript ("User: ...\nAssistant: ...\n\n" per turn, NUL-terminated,
+ * len bytes; an earlier summary comes first). Returns a NUL-terminated summary allocated with
+ * malloc(), which the session frees with free(); NULL fails the turn with SLATE_E_CANCELLED. */
+typedef char *(*slate_summarize_fn)(void *user, const char *transcript, size_t len);
+
+/* One message for slate_chat_render (text UTF-8, need not be terminated). */
+typedef struct slate_chat_message {
+    slate_role role;
+    const char *text;
+    size_t len;
+} slate_chat_message;
+
+/* Renders msgs[0..n) with a chat template, for callers that keep their own conversation (the
+ * HTTP server): template_name as for sessions (NULL: detect from the model's template; never
+ * guessed). The conversation must be well formed (an optional first system message, then user
+ * and assistant alternating from user). add_generation_prompt: end with the header that opens
+ * the assistant's reply. Writes the text (not terminated) into buf[0..cap); *len_out = its
+ * length (or the size needed with E_BUFFER_TOO_SMALL). Tokenize it with
+ * SLATE_ENCODE_PARSE_SPECIAL. Returns OK, E_INVALID_ARG, E_UNSUPPORTED, E_BUFFER_TOO_SMALL,
+ * E_NOMEM. */
+slate_status slate_chat_render(const slate_model *model, const char *template_name,
+                               const slate_chat_message *msgs, int32_t n,
+                               bool add_generation_prompt, char *buf, size_t cap,
+                               size_t *len_out, slate_error *err);
+
+typedef struct slate_session_params {
+    const char *template_name; /* NULL: detect from the model's chat template; else one of the
+                                  names above (copied), overriding the model's template */
+    int32_t n_ctx;             /* the state's context; 0: the package's (slate_state_params) */
+    slate_context_policy context_policy; /* default SLATE_CONTEXT_REFUSE */
+    int32_t n_reserve;         /* positions kept free for the reply when checking that a turn
+                                  fits; -1 (default): n_ctx / 4; else 0..n_ctx-1 */
+    slate_summarize_fn summarize; /* SLATE_CONTEXT_SUMMARIZE only; NULL: the model writes the
+                                  summary (greedy, at most n_summary_max tokens) */
+    void *summarize_user;
+    int32_t n_summary_max;     /* tokens of a model-written summary, 1..n_ctx-1 (default 128) */
+} slate_session_params;
+
+slate_session_params slate_session_default_params(void);
+
+/* Creates a session (and its state) on model, which must outlive it (slate_model_close returns
+ * E_BUSY meanwhile). params may be NULL. Returns OK, E_INVALID_ARG (a parameter out of range,
+ * or an unknown template_name: the message lists the known names), E_UNSUPPORTED (no
+ * template_name and the model has no chat template, or one matching no known family: the
+ * message lists the names), E_NOMEM, E_BUDGET. *out is NULL on failure. */
+slate_status slate_session_create(slate_model *model, const slate_session_params *params,
+                                  slate_session **out, slate_error *err);
+void slate_session_free(slate_session *session);
+
+/* Static name of the session's template family ("chatml", ...); "" for NULL. */
+const char *slate_session_template(const slate_session *session);
+
+/* The model's chat template as stored in the package (Jinja source from tokenizer_config.json
+ * or GGUF tokenizer.chat_template), NUL-terminated, borrowed until the model is closed; NULL if
+ * the package has none (or model is NULL). */
+const char *slate_model_chat_template(const slate_model *model);
+
+/* Appends a message (text[0..len) UTF-8, copied; need not be terminated). The conversation must
+ * stay well formed: an optional system message first, then user and assistant alternating,
+ * starting with user (an assistant message may be added to replay a conversation).
+ * Returns OK, E_INVALID_ARG (NULL, role out of range, a message out of order: named in the
+ * message), E_NOMEM, E_BUSY. */
+slate_status slate_session_add_message(slate_session *session, slate_role role,
+                                       const char *text, size_t len, slate_error *err);
+
+/* Removes the last message (a user message whose turn failed, a reply to generate again).
+ * The cache is untouched (the next turn reuses what still matches). Returns OK,
+ * E_INVALID_ARG (NULL, no message), E_BUSY. */
+slate_status slate_session_pop_message(slate_session *session, slate_error *err);
+
+/* Number of messages, and message `index` (0-based): *text is borrowed until the conversation
+ * next changes, not terminated. After a summary, message 0 is the system message with the
+ * summary appended (as rendered). Returns OK or E_INVALID_ARG (NULL, index out of range). */
+int32_t slate_session_n_messages(const slate_session *session);
+slate_status slate_session_message(const slate_session *session, int32_t index,
+                                   slate_role *role, const char **text, size_t *len);
+
+typedef enum slate_session_event_kind {
+    SLATE_SESSION_EVENT_TRUNCATED = 1,   /* roll policy: n_turns_dropped turns removed, the
+                                            prompt shrank by n_tokens_dropped tokens */
+    SLATE_SESSION_EVENT_SUMMARIZED = 2,  /* summarize policy: n_turns_dropped turns replaced by
+                                            text[0..len) (the summary); n_tokens_dropped */
+    SLATE_SESSION_EVENT_REUSE = 3,       /* before prefill: n_prompt_tokens rendered, of which
+                                            n_tokens_reused come from the cache and
+                                            n_tokens_prefill are computed now */
+    SLATE_SESSION_EVENT_FIRST_TOKEN = 4, /* the first token is sampled; ttft_ms */
+    SLATE_SESSION_EVENT_TEXT = 5,        /* text[0..len): a piece of the reply (whole UTF-8
+                                            characters; stop strings are never emitted) */
+    SLATE_SESSION_EVENT_FINISH = 6,      /* the reply is complete; finish says why, ttft_ms */
+} slate_session_event_kind;
+
+typedef struct slate_session_event {
+    slate_session_event_kind kind;
+    const char *text;            /* TEXT, SUMMARIZED: borrowed for the callback, not terminated */
+    size_t len;
+    double ttft_ms;              /* FIRST_TOKEN, FINISH: from the start of the call */
+    slate_finish_reason finish;  /* FINISH */
+    int32_t n_prompt_tokens;     /* REUSE */
+    int32_t n_tokens_reused;     /* REUSE */
+    int32_t n_tokens_prefill;    /* REUSE */
+    int32_t n_turns_dropped;     /* TRUNCATED, SUMMARIZED */
+    int32_t n_tokens_dropped;    /* TRUNCATED, SUMMARIZED */
+} slate_session_event;
+
+/* Receives events on the thread that called slate_session_generate; return false to cancel
+ * (finish = CANCELLED). Must not call into the session. */
+typedef bool (*slate_session_event_fn)(void *user, const slate_session_event *event);
+
+/* Runs one turn: the last message must be the user's. Renders the conversation, applies the
+ * context policy if it does not fit, reuses the cache (see above), prefills the rest, samples
+ * the reply (params: n_predict >= 1 or < 0 for until the context is full; sampler, stop strings
+ * and stop tokens as for slate_generate; on_piece and dump_logits are honoured too; NULL:
+ * defaults), streams events through cb (may be NULL) and appends the reply as an assistant
+ * message, also when it was cut short (finish LENGTH, CONTEXT_FULL, CANCELLED, or
+ * MEMORY_PRESSURE: critical memory pressure emptied the state, see "Memory pressure"; the next
+ * turn computes the conversation again). Generation also ends at the template's end-of-turn
+ * token. result (may be NULL): finish, n_prompt = tokens computed this turn (after reuse),
+ * n_generated, timings (ttft_ms counts from the call, including rendering and reuse).
+ * On failure the conversation is unchanged (the user message stays last; see
+ * slate_session_pop_message), except that turns the roll or summarize policy already removed
+ * stay removed, and the ledger still matches the state.
+ * Returns OK, E_INVALID_ARG (NULL, bad params, last message not the user's), E_CONTEXT_FULL
+ * (refuse policy, or the last message alone does not fit: with the numbers), E_CANCELLED (the
+ * summarize callback returned NULL), E_NOMEM, E_BUSY. */
+slate_status slate_session_generate(slate_session *session, const slate_generate_params *params,
+                                    slate_session_event_fn cb, void *user,
+                                    slate_generate_result *result, slate_error *err);
+
+/* Asks the turn running on this session (if any) to stop: it ends with finish = CANCELLED at
+ * the next token boundary (or between prefill chunks), keeping the reply so far. Without a
+ * running turn it does nothing (a cancel is never held for a later turn). Any thread, any
+ * time; async-signal-safe. Returns OK or E_INVALID_ARG (NULL). */
+slate_status slate_session_cancel(slate_session *session);
+
+/* Forgets the conversation (messages, summary) and zeroes the statistics. The cache and ledger
+ * are kept as a reuse candidate: results are the same as with an empty cache, only faster when
+ * the next conversation starts alike (same system message). Returns OK, E_INVALID_ARG, E_BUSY. */
+slate_status slate_session_reset(slate_session *session);
+
+typedef struct slate_session_stats {
+    const char *template_name;    /* static */
+    int32_t n_messages;           /* in the conversation now */
+    int32_t n_turns;              /* replies generated since create or reset */
+    int32_t n_ledger_tokens;      /* ids the state holds (its length) */
+    int32_t n_ctx;                /* the state's context */
+    size_t kv_bytes_used;         /* cache bytes of those positions (all state tensors) */
+    int32_t n_reuse_hits;         /* turns that reused at least one cached token */
+    int64_t n_tokens_reused;      /* summed over turns */
+    int64_t n_tokens_prefilled;   /* prompt tokens computed, summed over turns */
+    int64_t n_tokens_generated;   /* sampled, summed over turns */
+    double last_ttft_ms;          /* of the last turn; 0 before the first */
+    int32_t n_turns_dropped;      /* by the roll and summarize policies */
+    int32_t n_summaries;
+} slate_session_stats;
+
+/* Fills *stats. Returns OK or E_INVALID_ARG. */
+slate_status slate_session_get_stats(const slate_session *session, slate_session_stats *stats);
+
+/* The session's state, borrowed until the session is freed: for slate_state_get_memory and the
+ * like (to save and restore, prefer slate_session_save / _load; after slate_state_load call
+ * slate_session_set_ledger). Feeding, truncating or resetting it directly makes the ledger
+ * wrong; a turn that finds the state shorter than the ledger keeps only the ledger's first
+ * length ids, and one that finds it longer empties it. */
+slate_state *slate_session_state(slate_session *session);
+
+/* The ledger: *ids (borrowed until the next call that changes the session) holds the *n ids
+ * the state holds, in order. Returns OK or E_INVALID_ARG. */
+slate_status slate_session_ledger(const slate_session *session, const int32_t **ids,
+                                  int32_t *n);
+
+/* Declares that the state now holds ids[0..n) (after restoring it from a file, whose extra data
+ * carries the ledger): n must equal the state's length and every id be in the vocabulary. The
+ * restored rows count as one call (they are reused as they are). Returns OK, E_INVALID_ARG,
+ * E_BUSY. */
+slate_status slate_session_set_ledger(slate_session *session, const int32_t *ids, int32_t n,
+                                      slate_error *err);
+
+/* Saves the session to path with slate_state_save (section "Persistence": atomic, versioned,
+ * bound to the model): the cache, the ledger (extra tokens) and, as the extra user data, the
+ * ledger's call boundaries and the conversation. Returns what slate_state_save returns, plus
+ * E_BUSY. */
+slate_status slate_session_save(slate_session *session, const char *path, slate_error *err);
+
+/* Replaces the session's cache, ledger and conversation by a file from slate_session_save (of
+ * the same model; the session's template is kept). The next turn reuses the restored cache
+ * exactly as the saving session would have. Statistics restart. On failure the conversation is
+ * unchanged, and so is the cache unless the file's state was read but its conversation part is
+ * missing or malformed (a plain slate_state_save file): then the cache is emptied.
+ * Returns OK, E_INVALID_ARG, E_IO, E_FORMAT (with the byte offset where it applies),
+ * E_UNSUPPORTED (a future version), E_CONTEXT_FULL, E_NOMEM, E_BUSY (see slate_state_load). */
+slate_status slate_session_load(slate_session *session, const char *path, slate_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Planner                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* What a model needs in memory, computed before anything is allocated. One function computes
+ * it: slate_model_open's and slate_state_create's E_BUDGET checks use the same arithmetic.
+ *
+ *   KV per token  = sum over state tensors of row bytes (for a llama-family program:
+ *                   2 x n_layers x n_kv_heads x head_dim x bytes per element; I8 adds a 4-byte
+ *                   scale per kv head and pads each head's values to 4 bytes)
+ *   KV per state  = sum over state tensors of round_up(n_ctx x row bytes, page size)
+ *   scratch       = activations for max_query rows, rounded up to a page
+ *   total         = weights + n_states x (KV per state + scratch)
+ *
+ * Weights count in full whether they are read into memory or mapped: decoding touches every
+ * weight each token, so mapped pages are resident while the model runs. */
+typedef struct slate_plan_params {
+    int32_t n_ctx;        /* context of each state; 0: the package's */
+    bool kv_dtype_set;    /* as in slate_state_params: false = the package's cache dtype */
+    slate_dtype kv_dtype; /* F32, F16 or I8 when kv_dtype_set */
+    int32_t n_states;     /* conversations held at once; 0: 1 */
+    size_t budget_bytes;  /* 0: no budget (fits is true, n_ctx_fit = package context) */
+    bool use_mmap;        /* slate_plan_file: plan for mapped weights (slate_model_plan uses how
+                             the model was opened) */
+} slate_plan_params;
+
+slate_plan_params slate_plan_default_params(void);
+
+typedef struct slate_plan {
+    int32_t n_ctx;                 /* planned context per state */
+    int32_t n_ctx_max;             /* the package's context */
+    int32_t max_query;             /* the package's largest query (scratch is sized for it) */
+    int32_t n_states;
+    slate_dtype kv_dtype;          /* planned cache dtype (of the first state tensor) */
+    bool weights_mapped;
+    size_t weights_bytes;          /* all weight data */
+    size_t weights_resident_bytes; /* in anonymous memory (0 when mapped) */
+    size_t weights_mapped_bytes;   /* mapped from the file (0 when read) */
+    size_t weights_bytes_16bit;    /* the weights if every f32 matrix were f16/bf16 */
+    int32_t n_layers, n_kv_heads, head_dim; /* from the package's hparams (0: not declared) */
+    size_t kv_bytes_per_token;     /* from the program's state tensors, in kv_dtype */
+    size_t kv_formula_bytes_per_token; /* 2 x n_layers x n_kv_heads x head_dim x element bytes
+                                          (+ I8 scales); 0 when hparams are missing */
+    size_t kv_bytes;               /* one state at n_ctx, as reserved (page-rounded) */
+    size_t scratch_bytes;          /* one state */
+    size_t state_bytes;            /* kv_bytes + scratch_bytes */
+    size_t total_bytes;            /* weights_bytes + n_states x state_bytes */
+    size_t budget_bytes;           /* 0: none */
+    bool fits;                     /* total_bytes <= budget_bytes (true without a budget) */
+    /* Largest context (<= n_ctx_max) at which weights + n_states states fit the budget; 0 when
+     * not even one position fits; n_ctx_max without a budget. */
+    int32_t n_ctx_fit;
+    int32_t n_ctx_fit_f32, n_ctx_fit_f16, n_ctx_fit_i8; /* the same for each cache dtype */
+    int32_t n_ctx_fit_16bit;       /* with 16-bit weights (weights_bytes_16bit) and kv_dtype */
+} slate_plan;
+
+/* Plans an open model (weights as it was opened). Returns OK, E_INVALID_ARG (NULL, n_ctx
+ * outside 0..package context, n_states outside 0..4096, kv_dtype not F32/F16/I8, named in the
+ * message), E_UNSUPPORTED (I8 for a program whose caches are not read by attention). Allocates
+ * nothing. */
+slate_status slate_model_plan(const slate_model *model, const slate_plan_params *params,
+                              slate_plan *plan, slate_error *err);
+
+/* Plans a package file without reading its weights (validates the container and program).
+ * Returns what slate_model_plan returns, plus E_IO, E_FORMAT, E_NOMEM. */
+slate_status slate_plan_file(const char *path, const slate_plan_params *params, slate_plan *plan,
+                             slate_error *err);
+
+/* A memory budget: a device from the built-in table, or this machine. */
+typedef struct slate_device {
+    const char *name;        /* "phone-6gb", ...; "this-machine" */
+    const char *note;        /* why the reserve is what it is (static text) */
+    size_t ram_bytes;        /* total memory */
+    size_t reserved_bytes;   /* held back for the OS and everything else */
+    size_t budget_bytes;     /* ram_bytes - reserved_bytes: what a model may use */
+} slate_device;
+
+/* Device `index` of the built-in table (0-based): phone-6gb, phone-8gb, rpi5-4gb, rpi5-8gb,
+ * laptop-8gb, laptop-16gb. Returns OK, or E_INVALID_ARG past the last one. Strings static. */
+slate_status slate_device_get(int32_t index, slate_device *out);
+
+/* Looks a device up by name; "this-machine" (or "this") reads this machine (see below).
+ * Returns OK, E_INVALID_ARG (unknown name; the message lists the known ones), E_IO. */
+slate_status slate_device_find(const char *name, slate_device *out, slate_error *err);
+
+/* This machine: ram = MemTotal; budget = the smaller of MemAvailable (/proc/meminfo) and the
+ * cgroup's limit (v2 memory.max, else v1 memory.limit_in_bytes, of this process's cgroup);
+ * reserved = ram - budget. Returns OK, E_IO (no /proc/meminfo). */
+slate_status slate_device_this_machine(slate_device *out, slate_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Persistence                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A state file holds one conversation: positions [0, length) of every state tensor (in the
+ * state's cache dtype), the last logits, and the caller's extra data (the token ledger, the
+ * sampler's RNG, an opaque blob). It is versioned, CRC-checked and bound to its model by the
+ * model's fingerprint (slate_model_info.fingerprint); the bytes are in docs/format.md. A state
+ * restored from it continues exactly (bit-identical logits) like the uninterrupted one. */
+
+/* Extra data saved with a state (all optional; zero-initialize). */
+typedef struct slate_state_extra {
+    const int32_t *tokens;  /* the token ledger: ids the state holds (the caller keeps it) */
+    int32_t n_tokens;       /* 0..16777216 */
+    bool has_rng;           /* rng holds a sampler's RNG (slate_sampler_get_rng) */
+    uint64_t rng[4];
+    const void *user;       /* opaque bytes (e.g. a chat transcript), user_len 0..64 MiB */
+    size_t user_len;
+} slate_state_extra;
+
+/* Where slate_state_load puts the extra data. Buffers are the caller's; NULL with cap 0
+ * skips a field (its size is still reported). */
+typedef struct slate_state_extra_out {
+    int32_t *tokens;        /* room for tokens_cap ids */
+    int32_t tokens_cap;
+    int32_t n_tokens;       /* out: ids in the file */
+    bool has_rng;           /* out */
+    uint64_t rng[4];        /* out */
+    void *user;             /* room for user_cap bytes */
+    size_t user_cap;
+    size_t user_len;        /* out: bytes in the file */
+} slate_state_extra_out;
+
+/* Writes the state to path atomically (path.tmp, fsync, rename; nothing is left at path on
+ * failure). extra may be NULL. A spilled state is read back first. Returns OK, E_INVALID_ARG
+ * (NULL, extra counts out of range), E_IO, E_NOMEM, E_BUSY. */
+slate_status slate_state_save(slate_state *state, const char *path,
+                              const slate_state_extra *extra, slate_error *err);
+
+/* Replaces the state's content with the file's. The file must come from the same model
+ * (fingerprint), hold caches of this state's dtypes, and fit its context. extra_out may be
+ * NULL. On failure the state is unchanged. Returns OK, E_INVALID_ARG, E_IO, E_FORMAT
+ * (truncated, bad magic, checksum mismatch: with the byte offset), E_UNSUPPORTED (a future
+ * version), E_CONTEXT_FULL (more positions than the state's context), E_BUFFER_TOO_SMALL (an
+ * extra_out buffer; the sizes needed are in extra_out), E_BUSY. A file from another model is
+ * E_INVALID_ARG with both fingerprints in the message; a cache dtype mismatch is E_INVALID_ARG
+ * naming both dtypes. */
+slate_status slate_state_load(slate_state *state, const char *path,
+                              slate_state_extra_out *extra_out, slate_error *err);
+
+/* In-memory variants (a server keeping states in its own store). save_mem writes the same
+ * bytes as a file into buf[0..cap); *len_out = bytes written, or needed with
+ * E_BUFFER_TOO_SMALL (buf may be NULL with cap 0 to ask the size). */
+slate_status slate_state_save_mem(slate_state *state, const slate_state_extra *extra, void *buf,
+                                  size_t cap, size_t *len_out, slate_error *err);
+slate_status slate_state_load_mem(slate_state *state, const void *data, size_t len,
+                                  slate_state_extra_out *extra_out, slate_error *err);
+
+/* The sampler's RNG position (four words, xoshiro256**), to save with a state: a sampler set to
+ * a saved RNG draws what the original would have drawn next. set: E_INVALID_ARG for NULL or an
+ * all-zero state (unchanged then). */
+slate_status slate_sampler_get_rng(const slate_sampler *s, uint64_t rng_out[4]);
+slate_status slate_sampler_set_rng(slate_sampler *s, const uint64_t rng[4], slate_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Memory pressure                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The analogue of a mobile OS's memory warning. The model knows its states; a state is idle
+ * when no call is running on it. slate_model_pressure climbs a ladder up to `level`:
+ *   1 LOW       trim: release the memory idle states hold but do not need (cache pages past
+ *               each state's length, activation scratch except the last logits);
+ *   2 MEDIUM    spill: write each idle, non-empty state to params.spill_dir and release its
+ *               cache; the state keeps its length and is read back transparently at its next
+ *               call (skipped without a spill_dir);
+ *   3 CRITICAL  reset: every state that still holds a cache (busy ones at the end of their
+ *               running call) is emptied; its next call (or the running one) returns
+ *               E_CANCELLED saying how many positions were dropped.
+ * Each action is reported through params.on_pressure (or a stderr line). Never fails for lack
+ * of memory: a step that cannot complete (disk full) is reported and the ladder goes on.
+ * A reset is reported once, by E_CANCELLED from the next call that uses the cache (predict,
+ * truncate, read/write_tensor, save); slate_state_reset, slate_state_set_length and a successful
+ * slate_state_load acknowledge it silently. A call that arrives while a pass works on its idle
+ * state waits for that step (it does not get E_BUSY). */
+typedef enum slate_pressure_level {
+    SLATE_PRESSURE_NONE = 0,
+    SLATE_PRESSURE_LOW = 1,
+    SLATE_PRESSURE_MEDIUM = 2,
+    SLATE_PRESSURE_CRITICAL = 3,
+} slate_pressure_level;
+
+typedef enum slate_pressure_action {
+    SLATE_PRESSURE_TRIMMED = 1,     /* pages released; the state is intact */
+    SLATE_PRESSURE_SPILLED = 2,     /* written to path, cache released */
+    SLATE_PRESSURE_SPILL_FAILED = 3,/* could not be written (message says why); left in memory */
+    SLATE_PRESSURE_RESTORED = 4,    /* a spilled state was read back at its next call */
+    SLATE_PRESSURE_RESET = 5,       /* n_tokens positions were dropped */
+} slate_pressure_action;
+
+struct slate_pressure_event {
+    slate_pressure_action action;
+    slate_pressure_level level;     /* the level being handled (restores: NONE) */
+    slate_state *state;             /* the state acted on (borrowed; do not call into it from
+                                       the callback); NULL for the notice that no spill_dir is
+                                       configured (SPILL_FAILED at step 2) */
+    int32_t n_tokens;               /* positions the state held */
+    size_t bytes;                   /* bytes released (TRIMMED, SPILLED, RESET) or read back */
+    const char *path;               /* spill file (SPILLED, RESTORED) or NULL */
+    const char *message;            /* the log line, e.g. "slate: memory pressure (medium):
+                                       spilled a state of 812 positions (25.4 MiB) to ..." */
+};
+
+typedef struct slate_pressure_report {
+    int32_t n_trimmed, n_spilled, n_spill_failed, n_reset;
+    int32_t n_busy;                 /* states skipped at steps 1-2 because a call was running */
+    size_t bytes_released;
+} slate_pressure_report;
+
+/* Handles memory pressure up to `level` (see above). Safe to call from any thread, at any time,
+ * concurrently with calls on the model's states. report may be NULL. Returns OK, or
+ * E_INVALID_ARG (NULL model, level outside 0..3). */
+slate_status slate_model_pressure(slate_model *model, slate_pressure_level level,
+                                  slate_pressure_report *report, slate_error *err);
+
+/* Memory a state holds now. */
+typedef struct slate_state_memory {
+    size_t kv_reserved_bytes;      /* address space reserved for the cache (n_ctx positions) */
+    size_t kv_resident_bytes;      /* of it, pages resident now (mincore) */
+    size_t scratch_reserved_bytes;
+    size_t scratch_resident_bytes;
+    bool spilled;                  /* the cache lives in the spill file until the next call */
+} slate_state_memory;
+
+/* Fills *mem. Returns OK, E_INVALID_ARG, E_BUSY (a call is running on the state). */
+slate_status slate_state_get_memory(slate_state *state, slate_state_memory *mem);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Diagnostics                                                                                */
 /* ------------------------------------------------------------------------------------------ */
 
 /* Name of the kernel set picked for this CPU ("ref", "avx2", "avx512"). Set SLATE_KERNELS=ref
  * in the environment before the first open to force the scalar reference path. */
 const char *slate_kernels_name(void);
+
+/* Per-op profile of a state: one record per op of the program, summed over the predict calls
+ * made while profiling was on. Off by default; when off, predict pays one predictable branch per
+ * op and nothing else. */
+typedef struct slate_op_profile {
+    int32_t op_index;          /* position in the program (0-based) */
+    const char *op_name;       /* static: "matmul", "attention", "rms_norm", ... */
+    const char *weight_name;   /* borrowed (valid until the model is closed): the weight the op
+                                  reads (matmul, embedding, rms_norm, rope), or the K cache
+                                  (kv_write, attention); NULL for ops on activations only */
+    slate_dtype weight_dtype;  /* dtype of weight_name (F32 when weight_name is NULL) */
+    const char *kernel;        /* static: the kernel set the op's function comes from ("avx512",
+                                  "avx2", "ref"), or "c" for ops the interpreter runs as plain C
+                                  loops (add, mul, silu, swiglu, rope, kv_write, last_rows) */
+    bool scalar_fallback;      /* the active kernel set is not "ref", yet this op ran the scalar
+                                  reference (no variant for its dtype) */
+    uint64_t n_calls;          /* predict calls that ran the op */
+    uint64_t total_ns;         /* wall time inside the op, summed over the calls */
+    uint64_t bytes;            /* weight and KV-cache bytes read or written, summed (activations,
+                                  which stay in cache, are not counted) */
+    uint64_t flops;            /* floating-point operations (a multiply-add counts 2), summed */
+} slate_op_profile;
+
+/* Turns per-op timing on or off. Turning it on clears the counters; turning it off keeps them
+ * for slate_state_profile. Returns OK, E_INVALID_ARG (NULL), E_BUSY (a call is running). */
+slate_status slate_state_set_profiling(slate_state *state, bool on);
+
+/* Copies the profile (one record per op, in program order) into buf[0..cap); *n_out = the number
+ * of ops (also when the buffer is too small: then E_BUFFER_TOO_SMALL and nothing is copied).
+ * Counters are zero if profiling was never on. Returns OK, E_INVALID_ARG (NULL state or n_out,
+ * NULL buf with cap > 0), E_BUFFER_TOO_SMALL. Does not allocate. */
+slate_status slate_state_profile(const slate_state *state, slate_op_profile *buf, size_t cap,
+                                 size_t *n_out);
 
 #ifdef __cplusplus
 }

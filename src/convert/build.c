@@ -17,6 +17,7 @@
 #include "tok/tok.h"
 
 #include <cjson/cJSON.h>
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -104,10 +105,19 @@ typedef struct producer {
     const float *computed;
     int64_t n;
     slate_dtype dst;
+    slate__qspec q;               /* dst compressed: the matrix and its layout */
+    bool copy;                    /* the source bytes are already dst's bytes */
+    slate__pool *pool;            /* quantization threads */
 } producer;
 
 static slate_status produce(const void *ctx, void *dst, slate_error *err) {
     const producer *p = ctx;
+    if (p->copy) {
+        memcpy(dst, p->src->data, (size_t)p->src->nbytes);
+        return SLATE_OK;
+    }
+    if (p->dst == SLATE_DTYPE_PAL) return slate__palettize_tensor(&p->q, dst, p->pool, err);
+    if (slate__wdtype_quantized(p->dst)) return slate__quantize_tensor(&p->q, dst, p->pool, err);
     enum { CHUNK = 4096 }; /* multiple of 32: quantized blocks never straddle chunks */
     float buf[CHUNK];
     for (int64_t i = 0; i < p->n; i += CHUNK) {
@@ -135,7 +145,12 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
             for (int64_t j = 0; j < m; j++) ((uint16_t *)dst)[i + j] = slate__f32_to_bf16(buf[j]);
             break;
         case SLATE_DTYPE_I32:
-            return SLATE__INTERNAL(err, "i32 weights");
+        case SLATE_DTYPE_I8:
+        case SLATE_DTYPE_Q8_0: /* compressed dtypes returned above */
+        case SLATE_DTYPE_Q4:
+        case SLATE_DTYPE_Q8_C:
+        case SLATE_DTYPE_PAL:
+            return SLATE__INTERNAL(err, "i32/i8/compressed weights");
         }
     }
     return SLATE_OK;
@@ -152,8 +167,73 @@ typedef struct builder {
     bool *used;
     int32_t n_wt;
     float *freqs;
+    slate__pool *pool;     /* quantization threads (NULL while nothing is quantized) */
+    bool *keep_hit;        /* [n_keep]: the rule matched some matrix */
     slate_error *err;
 } builder;
+
+/* The source format as a slate layout, if it is one (GGUF Q8_0 and Q4_0 bytes are slate's). */
+static bool src_layout(slate__src_type t, slate_dtype *dt, int32_t *block) {
+    if (t == SLATE__SRC_Q8_0) *dt = SLATE_DTYPE_Q8_0;
+    else if (t == SLATE__SRC_Q4_0) *dt = SLATE_DTYPE_Q4;
+    else return false;
+    *block = 32;
+    return true;
+}
+
+static int32_t block_of(const slate_convert_params *cp, slate_dtype dt) {
+    if (dt == SLATE_DTYPE_PAL) /* the packed layout (kernels/quant.h) */
+        return slate__pal_layout(cp->pal_bits ? cp->pal_bits : 4,
+                                 cp->pal_group ? cp->pal_group : 16);
+    return dt == SLATE_DTYPE_Q4 ? (cp->block_size ? cp->block_size : 32)
+           : dt == SLATE_DTYPE_Q8_0 ? 32
+                                    : 0;
+}
+
+/* The dtype of a matrix (module comment of slate_convert_params in slate.h): source format or
+ * `dtype`, the Q8_0 default for the embedding and the head, then the keep rules (last match
+ * wins), then F16 for rows that are not whole blocks. Sets p's layout and whether its bytes are
+ * a plain copy of the source. */
+static void choose_matrix(builder *b, const slate__src_tensor *t, producer *p) {
+    const slate_convert_params *cp = b->cp;
+    slate_dtype sdt = SLATE_DTYPE_F32, dt = cp->dtype;
+    int32_t sblock = 0;
+    bool src_q = src_layout(t->type, &sdt, &sblock);
+    bool asym = cp->asym;
+    if (src_q && !cp->convert_quantized) {
+        dt = sdt;
+        asym = false;
+    } else if (slate__wdtype_quantized(cp->dtype) &&
+               (strcmp(t->name, "token_embd.weight") == 0 || strcmp(t->name, "output.weight") == 0)) {
+        dt = SLATE_DTYPE_Q8_0;
+    }
+    for (int32_t i = 0; i < cp->n_keep; i++)
+        if (fnmatch(cp->keep[i].pattern, t->name, 0) == 0) {
+            dt = cp->keep[i].dtype;
+            asym = cp->asym;
+            b->keep_hit[i] = true;
+        }
+    int32_t block = src_q && !cp->convert_quantized && dt == sdt ? sblock : block_of(cp, dt);
+    if (dt != SLATE_DTYPE_Q4) asym = false;
+    if (block && dt != SLATE_DTYPE_PAL && t->dims[1] % block) { /* PAL: any row length */
+        if (cp->progress)
+            fprintf(stderr, "note: tensor '%s': rows of %lld are not a multiple of the %s block "
+                    "%d: written as f16\n", t->name, (long long)t->dims[1], slate_dtype_name(dt),
+                    (int)block);
+        dt = SLATE_DTYPE_F16;
+        block = 0;
+        asym = false;
+    }
+    p->dst = dt;
+    p->copy = src_q && dt == sdt && block == sblock && !asym;
+    p->q.src = t;
+    p->q.dtype = dt;
+    p->q.block = block;
+    p->q.asym = asym;
+    p->q.rows = t->dims[0];
+    p->q.cols = t->dims[1];
+    p->pool = b->pool;
+}
 
 static const slate__src_tensor *find(const builder *b, const char *name, int32_t *idx) {
     for (int32_t i = 0; i < b->imp->n_tensors; i++)
@@ -183,13 +263,18 @@ static slate_status weight(builder *b, const char *name, int64_t d0, int64_t d1,
     producer *p = &b->prod[b->n_wt];
     p->src = t;
     p->n = d0 * (d1 ? d1 : 1);
-    p->dst = matrix ? b->cp->dtype : SLATE_DTYPE_F32;
+    p->dst = SLATE_DTYPE_F32;
+    if (matrix) choose_matrix(b, t, p);
     w->name = t->name; /* stable: `name` may be a caller's reused buffer */
     w->dtype = p->dst;
+    w->block = p->q.block;
+    w->asym = p->q.asym;
     w->n_dims = nd;
     w->dims[0] = d0;
     w->dims[1] = d1;
-    w->nbytes = (size_t)p->n * slate__dtype_size(p->dst);
+    w->nbytes = slate__wdtype_quantized(p->dst)
+                    ? (size_t)slate__wmat_bytes(p->dst, p->q.block, p->q.asym, d0, d1)
+                    : (size_t)p->n * slate__dtype_size(p->dst);
     w->produce = produce;
     w->ctx = p;
     b->n_wt++;
@@ -281,7 +366,7 @@ static slate_status build_program(builder *b) {
     act(b, "gate", a->ffn_dim, false);
     act(b, "up", a->ffn_dim, false);
     cJSON *states = cJSON_GetObjectItemCaseSensitive(b->meta, "states");
-    const char *kv_dtype = slate_dtype_name(SLATE_DTYPE_F32);
+    const char *kv_dtype = slate_dtype_name(b->cp->kv_dtype); /* checked: f32 or f16 */
     for (int32_t l = 0; l < a->n_layers; l++) {
         snprintf(n, sizeof n, "blk.%d.attn_norm.weight", l);
         if ((s = weight(b, n, a->dim, 0, false))) return s;
@@ -389,6 +474,43 @@ static slate_status build_program(builder *b) {
     return SLATE_OK;
 }
 
+static bool matrix_dtype_ok(slate_dtype d) {
+    return d == SLATE_DTYPE_F32 || d == SLATE_DTYPE_F16 || d == SLATE_DTYPE_BF16 ||
+           slate__wdtype_quantized(d);
+}
+
+/* The compression parameters (slate_convert_params in slate.h). */
+static slate_status check_compression(const slate_convert_params *cp, slate_error *err) {
+    if (!matrix_dtype_ok(cp->dtype))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "weight dtype %s: expected f32, f16, bf16, "
+                           "q8_0, q4, q8_c or pal", slate_dtype_name(cp->dtype));
+    if (cp->pal_bits != 0 && cp->pal_bits != 2 && cp->pal_bits != 3 && cp->pal_bits != 4 &&
+        cp->pal_bits != 6 && cp->pal_bits != 8)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "pal bits %d: expected 2, 3, 4, 6 or 8",
+                           cp->pal_bits);
+    if (cp->pal_group < 0 || cp->pal_group > SLATE__PAL_GROUP_MAX)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "pal group %d: expected 1..%d rows (0: 16)",
+                           cp->pal_group, SLATE__PAL_GROUP_MAX);
+    if (cp->block_size != 0 && cp->block_size != 16 && cp->block_size != 32 &&
+        cp->block_size != 64 && cp->block_size != 128)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "block size %d: expected 16, 32, 64 or 128",
+                           cp->block_size);
+    if (cp->n_keep < 0 || cp->n_keep > 4096 || (cp->n_keep && !cp->keep))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "n_keep %d: expected 0..4096 rules in keep",
+                           cp->n_keep);
+    for (int32_t i = 0; i < cp->n_keep; i++) {
+        if (!cp->keep[i].pattern || !cp->keep[i].pattern[0])
+            return slate__fail(err, SLATE_E_INVALID_ARG, "keep rule %d has no pattern", i);
+        if (!matrix_dtype_ok(cp->keep[i].dtype))
+            return slate__fail(err, SLATE_E_INVALID_ARG, "keep rule %d (%s): dtype %s is not a "
+                               "weight dtype (f32, f16, bf16, q8_0, q4, q8_c, pal)", i,
+                               cp->keep[i].pattern, slate_dtype_name(cp->keep[i].dtype));
+    }
+    if (cp->n_threads < 0 || cp->n_threads > 1024)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "n_threads %d outside 0..1024", cp->n_threads);
+    return SLATE_OK;
+}
+
 slate_status slate__build_package(const slate__import *imp, const slate_convert_params *cp,
                                   const char *out_path, slate_error *err) {
     const slate__arch *a = &imp->a;
@@ -399,8 +521,10 @@ slate_status slate__build_package(const slate__import *imp, const slate_convert_
     if (n_ctx < 1 || n_ctx > (1 << 24) || max_query < 1 || max_query > n_ctx)
         return slate__fail(err, SLATE_E_INVALID_ARG, "context %d and max query %d: need 1 <= "
                            "max_query <= context <= %d", n_ctx, max_query, 1 << 24);
-    if (cp->dtype != SLATE_DTYPE_F32 && cp->dtype != SLATE_DTYPE_F16 && cp->dtype != SLATE_DTYPE_BF16)
-        return slate__fail(err, SLATE_E_INVALID_ARG, "weight dtype must be f32, f16 or bf16");
+    if ((s = check_compression(cp, err))) return s;
+    if (cp->kv_dtype != SLATE_DTYPE_F32 && cp->kv_dtype != SLATE_DTYPE_F16)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "kv_dtype %s: a package declares f32 or f16 "
+                           "caches (int8 is chosen per state)", slate_dtype_name(cp->kv_dtype));
     builder b = {0};
     b.imp = imp;
     b.cp = cp;
@@ -409,11 +533,18 @@ slate_status slate__build_package(const slate__import *imp, const slate_convert_
     b.wt = slate__calloc(cap, sizeof *b.wt);
     b.prod = slate__calloc(cap, sizeof *b.prod);
     b.used = slate__calloc(cap, sizeof *b.used);
+    b.keep_hit = slate__calloc((size_t)cp->n_keep + 1, sizeof *b.keep_hit);
     b.meta = cJSON_CreateObject();
     slate__buf tok = {0};
-    if (!b.wt || !b.prod || !b.used || !b.meta) {
+    if (!b.wt || !b.prod || !b.used || !b.keep_hit || !b.meta) {
         s = slate__fail(err, SLATE_E_NOMEM, "out of memory");
         goto done;
+    }
+    {
+        int nth = cp->n_threads ? cp->n_threads : slate__n_cores();
+        if ((s = slate__pool_create(nth < SLATE__QMAX_THREADS ? nth : SLATE__QMAX_THREADS, &b.pool,
+                                    err)))
+            goto done;
     }
     cJSON_AddStringToObject(b.meta, "format", "slate");
     cJSON_AddStringToObject(b.meta, "arch", a->name);
@@ -449,6 +580,13 @@ slate_status slate__build_package(const slate__import *imp, const slate_convert_
     for (int32_t i = 0; i < imp->n_stop_ids; i++)
         cJSON_AddItemToArray(stop_ids, cJSON_CreateNumber(imp->stop_ids[i]));
     if ((s = build_program(&b))) goto done;
+    for (int32_t i = 0; i < cp->n_keep; i++)
+        if (!b.keep_hit[i]) {
+            s = slate__fail(err, SLATE_E_INVALID_ARG, "keep rule %d (%s:%s) matches no matrix of "
+                            "this model (names look like 'blk.0.ffn_down.weight')", i,
+                            slate_dtype_name(cp->keep[i].dtype), cp->keep[i].pattern);
+            goto done;
+        }
     if (slate_tokenizer_n_vocab(imp->tok) > a->n_vocab) {
         s = slate__fail(err, SLATE_E_FORMAT, "tokenizer has %d tokens, more than the model's "
                         "vocabulary of %d", slate_tokenizer_n_vocab(imp->tok), a->n_vocab);
@@ -470,6 +608,7 @@ slate_status slate__build_package(const slate__import *imp, const slate_convert_
             cJSON *shape = cJSON_AddArrayToObject(e, "shape");
             cJSON_AddStringToObject(e, "name", b.wt[i].name);
             cJSON_AddStringToObject(e, "dtype", slate_dtype_name(b.wt[i].dtype));
+            slate__pkg_layout_attrs(e, &b.wt[i]);
             for (int d = 0; d < b.wt[i].n_dims; d++)
                 cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)b.wt[i].dims[d]));
             cJSON_AddNumberToObject(e, "offset", (double)off);
@@ -491,6 +630,8 @@ done:
     slate__free(b.wt);
     slate__free(b.prod);
     slate__free(b.used);
+    slate__free(b.keep_hit);
+    slate__pool_free(b.pool);
     slate__free(b.freqs);
     return s;
 }

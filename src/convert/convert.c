@@ -13,6 +13,7 @@ slate_convert_params slate_convert_default_params(void) {
     slate_convert_params p;
     memset(&p, 0, sizeof p);
     p.dtype = SLATE_DTYPE_F32;
+    p.kv_dtype = SLATE_DTYPE_F16; /* issue 4: half the cache memory; states may override */
     return p;
 }
 

@@ -82,4 +82,43 @@ slate_status slate__build_package(const slate__import *imp, const slate_convert_
 /* Dequantizes / converts n source elements to f32. */
 void slate__src_to_f32(slate__src_type type, const uint8_t *src, float *dst, int64_t n);
 
+/* ---- compression (quantize.c) ---------------------------------------------------------------
+ * Reference quantizers for the formats of kernels/quant.h; false when a scale does not fit f16.
+ * n is a multiple of the block. */
+bool slate__quantize_q8_0(const float *x, int64_t n, void *dst);
+bool slate__quantize_q4(const float *x, int64_t n, int32_t block, bool asym, void *dst);
+/* One Q8_C row: q[0..n) and its scale (max|x| / 127). */
+void slate__quantize_q8_c_row(const float *x, int64_t n, int8_t *q, float *scale);
+
+#define SLATE__QMAX_THREADS 256
+
+/* A source matrix [rows][cols] to quantize into dtype (Q8_0, Q4 with block/asym, Q8_C). */
+typedef struct slate__qspec {
+    const slate__src_tensor *src;
+    slate_dtype dtype;
+    int32_t block;
+    bool asym;
+    int64_t rows, cols;
+} slate__qspec;
+
+/* Writes the whole tensor (slate__wmat_bytes of the layout) to dst, rows split over the pool's
+ * threads (pool may be NULL: this thread). Returns OK, E_FORMAT (a non-finite element, named
+ * with its row and column), E_UNSUPPORTED (an element too large for an f16 scale), E_NOMEM. */
+slate_status slate__quantize_tensor(const slate__qspec *spec, void *dst, slate__pool *pool,
+                                    slate_error *err);
+
+/* ---- palettization (palettize.c) ------------------------------------------------------------
+ * k-means of one group: x[0..n) (n >= 1) -> lut[1 << bits] sorted f16 centroids and idx[0..n)
+ * the nearest centroid of each value. sorted [n], s1 and s2 [n + 1] are scratch. False when a
+ * centroid does not fit f16. Deterministic: a function of x alone. */
+bool slate__palettize_group(const float *x, int64_t n, int32_t bits, uint16_t *lut,
+                            uint8_t *idx, float *sorted, double *s1, double *s2);
+/* Packs idx[0..n) (each < 2^bits) into one PAL row: LSB-first, ceil(n * bits / 8) bytes. */
+void slate__pal_pack_row(const uint8_t *idx, int64_t n, int32_t bits, uint8_t *row);
+/* The PAL tensor of spec (dtype PAL, block = slate__pal_layout(bits, group)) into dst
+ * (slate__wmat_bytes), groups split over the pool's threads (pool may be NULL). Returns OK,
+ * E_FORMAT (a non-finite element, named), E_UNSUPPORTED (a centroid overflows f16), E_NOMEM. */
+slate_status slate__palettize_tensor(const slate__qspec *spec, void *dst, slate__pool *pool,
+                                     slate_error *err);
+
 #endif /* SLATE_CONVERT_H */

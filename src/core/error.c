@@ -71,6 +71,11 @@ const char *slate_dtype_name(slate_dtype dtype) {
     case SLATE_DTYPE_F16: return "f16";
     case SLATE_DTYPE_BF16: return "bf16";
     case SLATE_DTYPE_I32: return "i32";
+    case SLATE_DTYPE_Q8_0: return "q8_0";
+    case SLATE_DTYPE_Q4: return "q4";
+    case SLATE_DTYPE_Q8_C: return "q8_c";
+    case SLATE_DTYPE_PAL: return "pal";
+    case SLATE_DTYPE_I8: return "i8";
     }
     return "?";
 }

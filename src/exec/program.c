@@ -7,7 +7,10 @@
  *   "inputs":      [{"name": "tokens", "dtype": "i32"}]
  *   "states":      [{"name", "dtype": "f32"|"f16", "width"}]          -> [C][width]
  *   "activations": [{"name", "width", "rows": "q"|"out"}]             -> [rows][width] f32
- *   "tensors":     [{"name", "dtype", "shape": [..], "offset", "size"}] (weights in DATA)
+ *   "tensors":     [{"name", "dtype", "shape": [..], "offset", "size"}] (weights in DATA;
+ *                  q4 adds "block" (16/32/64/128) and optionally "asym": true, q8_0 may say
+ *                  "block": 32; pal has "bits" (2/3/4/6/8) and "group" (1..4096); layouts
+ *                  in kernels/quant.h)
  *   "program":     [{"op", "in": [names], "out": name, attrs...}]
  * Every name is unique across all four kinds. Each op is checked against its signature (kinds
  * and widths of its operands, attribute ranges) so that the interpreter needs no checks.
@@ -84,6 +87,83 @@ static slate_status add_tensor(slate__program *p, int32_t cap, const char *name,
     if (!t->name) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
     t->kind = kind;
     p->n_tensors++;
+    return SLATE_OK;
+}
+
+/* pal: "bits" (2, 3, 4, 6 or 8) and "group" (output rows per table, 1..4096), both required,
+ * packed into *block (kernels/quant.h); "block" and "asym" are refused, as are "bits" and
+ * "group" on any other dtype. */
+static slate_status get_pal_layout(const cJSON *e, const char *name, slate_dtype d,
+                                   int32_t *block, slate_error *err) {
+    if (d != SLATE_DTYPE_PAL)
+        return slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': \"bits\" and \"group\" apply "
+                           "only to pal, not %s", name, slate_dtype_name(d));
+    static const char *const bad[] = {"block", "asym"};
+    for (int i = 0; i < 2; i++)
+        if (cJSON_GetObjectItemCaseSensitive(e, bad[i]))
+            return slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': \"%s\" is not supported "
+                               "for pal (it has \"bits\" and \"group\")", name, bad[i]);
+    static const char *const keys[] = {"bits", "group"};
+    int32_t v[2];
+    for (int i = 0; i < 2; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(e, keys[i]);
+        if (!x)
+            return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': pal needs \"%s\"", name,
+                               keys[i]);
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) ||
+            !(x->valuedouble >= -1e6 && x->valuedouble <= 1e6))
+            return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': \"%s\" must be an integer",
+                               name, keys[i]);
+        v[i] = (int32_t)x->valuedouble;
+    }
+    if (v[0] != 2 && v[0] != 3 && v[0] != 4 && v[0] != 6 && v[0] != 8)
+        return slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': pal bits %d is not supported "
+                           "(2, 3, 4, 6 or 8)", name, (int)v[0]);
+    if (v[1] < 1 || v[1] > SLATE__PAL_GROUP_MAX)
+        return slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': pal group %d is not supported "
+                           "(1..%d rows)", name, (int)v[1], SLATE__PAL_GROUP_MAX);
+    *block = slate__pal_layout(v[0], v[1]);
+    return SLATE_OK;
+}
+
+/* The layout attributes of a weight entry: "block" (q4: 16, 32, 64 or 128, required; q8_0:
+ * optional, 32) and "asym" (q4 only, optional boolean). Other dtypes must not carry them: a
+ * package that needs a feature this reader lacks is refused, never read as something else. */
+static slate_status get_layout(const cJSON *e, const char *name, slate_dtype d, int32_t *block,
+                               bool *asym, slate_error *err) {
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(e, "block");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "asym");
+    *block = d == SLATE_DTYPE_Q8_0 ? 32 : 0;
+    *asym = false;
+    if (d == SLATE_DTYPE_PAL || cJSON_GetObjectItemCaseSensitive(e, "bits") ||
+        cJSON_GetObjectItemCaseSensitive(e, "group"))
+        return get_pal_layout(e, name, d, block, err);
+    if (b) {
+        if (!cJSON_IsNumber(b) || b->valuedouble != floor(b->valuedouble) ||
+            !(b->valuedouble >= 0 && b->valuedouble <= 1e6))
+            return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': \"block\" must be an integer",
+                               name);
+        int32_t v = (int32_t)b->valuedouble;
+        bool ok = d == SLATE_DTYPE_Q4 ? v == 16 || v == 32 || v == 64 || v == 128
+                  : d == SLATE_DTYPE_Q8_0 ? v == 32
+                                          : false;
+        if (!ok)
+            return slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': block %d is not supported "
+                               "for %s (q4: 16, 32, 64, 128; q8_0: 32; others: none)", name, v,
+                               slate_dtype_name(d));
+        *block = v;
+    } else if (d == SLATE_DTYPE_Q4) {
+        return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': q4 needs \"block\"", name);
+    }
+    if (a) {
+        if (!cJSON_IsBool(a))
+            return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': \"asym\" must be true or false",
+                               name);
+        if (cJSON_IsTrue(a) && d != SLATE_DTYPE_Q4)
+            return slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': asymmetric %s is not "
+                               "supported (only q4)", name, slate_dtype_name(d));
+        *asym = cJSON_IsTrue(a);
+    }
     return SLATE_OK;
 }
 
@@ -189,9 +269,12 @@ static slate_status load_tensors(const cJSON *meta, uint64_t data_size, slate__p
             (s = get_int(e, "size", 0, INT64_MAX / 2, &size, name, err)))
             return s;
         slate_dtype d;
-        if (!slate__dtype_parse(dt, &d) || d == SLATE_DTYPE_I32)
+        if (!slate__dtype_parse(dt, &d) || !slate__wdtype_valid(d))
             return slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': unknown weight dtype '%s'",
                                name, dt);
+        int32_t block = 0;
+        bool asym = false;
+        if ((s = get_layout(e, name, d, &block, &asym, err))) return s;
         const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
         int n = cJSON_GetArraySize(shape);
         if (!cJSON_IsArray(shape) || n < 1 || n > 4)
@@ -214,11 +297,30 @@ static slate_status load_tensors(const cJSON *meta, uint64_t data_size, slate__p
                                    name);
             count *= (uint64_t)t->dims[i];
         }
-        uint64_t need = count * slate__dtype_size(d);
-        if (need / slate__dtype_size(d) != count || (uint64_t)size != need)
+        /* Sizes: the element size for f32/f16/bf16; for the quantized formats the layout of
+         * kernels/quant.h (2-D only, rows of whole blocks). Both must match exactly. */
+        uint64_t need;
+        if (slate__wdtype_quantized(d)) {
+            char why[160];
+            if (n != 2)
+                return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': %s needs 2 dimensions, "
+                                   "found %d", name, dt, n);
+            if (!slate__wlayout_check(d, block, asym, t->dims[1], why, sizeof why))
+                return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': %s", name, why);
+            need = slate__wmat_bytes(d, block, asym, t->dims[0], t->dims[1]);
+            if (need == 0)
+                return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': size overflows", name);
+        } else {
+            need = count * slate__dtype_size(d);
+            if (need / slate__dtype_size(d) != count)
+                return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': size overflows", name);
+        }
+        if ((uint64_t)size != need)
             return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': size %lld bytes does not match "
                                "its shape and dtype (%llu bytes)", name, (long long)size,
                                (unsigned long long)need);
+        t->block = block;
+        t->asym = asym;
         if (off % 64 != 0)
             return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': offset %lld is not a multiple "
                                "of 64", name, (long long)off);
@@ -307,9 +409,7 @@ static slate_status attr_float(const opctx *c, const char *key, float lo, float 
     return SLATE_OK;
 }
 
-static bool is_matrix_dtype(slate_dtype d) {
-    return d == SLATE_DTYPE_F32 || d == SLATE_DTYPE_F16 || d == SLATE_DTYPE_BF16;
-}
+static bool is_matrix_dtype(slate_dtype d) { return slate__wdtype_valid(d); }
 
 static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
     const slate__program *p = c->p;
@@ -338,7 +438,7 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
             (s = need_kind(c, in[1], SLATE__T_INPUT, "ids")))
             return s;
         if (w->n_dims != 2 || w->dims[0] != p->n_vocab || !is_matrix_dtype(w->dtype))
-            return opfail(c, "table '%s' must be [n_vocab=%lld][dim] of f32/f16/bf16", w->name,
+            return opfail(c, "table '%s' must be [n_vocab=%lld][dim] of a weight dtype", w->name,
                           p->n_vocab, 0);
         if ((s = need_width(c, op->out, w->dims[1], "output"))) return s;
         if (o->out_rows) return opfail(c, "output '%s' must have q rows", o->name, 0, 0);
@@ -368,7 +468,7 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
             (s = need_kind(c, in[1], SLATE__T_WEIGHT, "W")))
             return s;
         if (w->n_dims != 2 || !is_matrix_dtype(w->dtype))
-            return opfail(c, "W '%s' must be a 2-D f32/f16/bf16 matrix", w->name, 0, 0);
+            return opfail(c, "W '%s' must be a 2-D weight matrix", w->name, 0, 0);
         if ((s = need_width(c, in[0], w->dims[1], "x")) ||
             (s = need_width(c, op->out, w->dims[0], "output")))
             return s;
@@ -469,6 +569,32 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
     return SLATE_OK;
 }
 
+/* Scratch for quantized activations: the kernels this CPU runs (slate__kernels_get, the table
+ * the model will use) say how many bytes each matmul's x needs; the largest over every matmul
+ * and row count up to max_query (a plan never shrinks as rows grow, but the layout may change
+ * at small row counts, so the first few are checked too) is reserved once, after the
+ * activations. */
+static void plan_xq(slate__program *p) {
+    const slate__kernels *k = slate__kernels_get();
+    size_t most = 0;
+    for (int32_t oi = 0; oi < p->n_ops; oi++) {
+        const slate__op *op = &p->ops[oi];
+        if (op->kind != SLATE__OP_MATMUL) continue;
+        const slate__tensor *t = &p->tensors[op->in[1]];
+        if (!k->xq_plan[t->dtype]) continue;
+        slate__wmat w;
+        slate__wmat_init(&w, NULL, t->dtype, t->block, t->asym, t->dims[0], t->dims[1]);
+        for (int64_t rows = 1; rows <= p->max_query; rows = rows < 16 ? rows + 1 : p->max_query) {
+            size_t b = k->xq_plan[t->dtype](&w, rows).bytes;
+            if (b > most) most = b;
+            if (rows == p->max_query) break;
+        }
+    }
+    p->xq_offset = p->scratch_bytes;
+    p->xq_bytes = slate__align_up(most, 64);
+    p->scratch_bytes += p->xq_bytes;
+}
+
 slate_status slate__program_compile(const cJSON *meta, uint64_t data_size, slate__program *p,
                                     slate_error *err) {
     memset(p, 0, sizeof *p);
@@ -552,6 +678,7 @@ slate_status slate__program_compile(const cJSON *meta, uint64_t data_size, slate
     slate__free(ready);
     if (s) goto fail;
     for (int32_t i = 0; i < p->n_states; i++) p->tensors[p->states[i]].dims[0] = p->n_ctx;
+    plan_xq(p);
     return SLATE_OK;
 fail:
     slate__program_free(p);

@@ -34,6 +34,9 @@ typedef struct slate__tensor {
     uint64_t offset;     /* WEIGHT: byte offset in DATA; ACT: byte offset in scratch;
                             STATE: byte offset in the KV arena */
     uint64_t nbytes;     /* WEIGHT: stored bytes */
+    int32_t block;       /* WEIGHT: Q4 block (16/32/64/128), Q8_0: 32, PAL: slate__pal_layout
+                            (bits, group), else 0 */
+    bool asym;           /* WEIGHT: Q4 asymmetric blocks */
     bool out_rows;       /* ACT: rows = output rows (after last_rows) rather than q */
     const void *data;    /* WEIGHT: bound at load */
 } slate__tensor;
@@ -80,7 +83,10 @@ typedef struct slate__program {
     int32_t n_vocab;
     int32_t n_ctx;        /* largest total length */
     int32_t max_query;    /* largest query length */
-    size_t scratch_bytes; /* all activations at max_query rows, plus attention scratch */
+    size_t scratch_bytes; /* all activations at max_query rows, plus attention scratch, plus
+                             xq_bytes */
+    size_t xq_offset;     /* byte offset in scratch of the quantized-activation area */
+    size_t xq_bytes;      /* its size: the largest xq_plan of any matmul at <= max_query rows */
     size_t kv_bytes_per_token;
     size_t weights_bytes;
     int32_t *states;      /* indices of STATE tensors, in declaration order */

@@ -27,6 +27,7 @@ const char *slate_finish_reason_str(slate_finish_reason r) {
     case SLATE_FINISH_STOP_STRING: return "stop";
     case SLATE_FINISH_CONTEXT_FULL: return "context_full";
     case SLATE_FINISH_CANCELLED: return "cancelled";
+    case SLATE_FINISH_MEMORY_PRESSURE: return "memory_pressure";
     }
     return "?";
 }
@@ -55,7 +56,8 @@ slate_status slate_generate(slate_state *st, const int32_t *prompt, int32_t n_pr
         return slate__fail(err, SLATE_E_INVALID_ARG, "state, params and result must not be NULL; "
                            "prompt must hold n_prompt >= 0 ids");
     if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop_strings) || p->n_stop_tokens < 0 ||
-        (p->n_stop_tokens > 0 && !p->stop_tokens))
+        (p->n_stop_tokens > 0 && !p->stop_tokens) || p->tokens_cap < 0 ||
+        (p->tokens_cap > 0 && !p->tokens_out))
         return slate__fail(err, SLATE_E_INVALID_ARG, "stop strings/tokens: count and array "
                            "disagree");
     memset(res, 0, sizeof *res);
@@ -98,13 +100,15 @@ slate_status slate_generate(slate_state *st, const int32_t *prompt, int32_t n_pr
         const float *logits = slate_state_logits(st, NULL);
         int32_t next;
         if ((s = slate_sampler_sample(smp, logits, n_text, &next, err))) goto done;
+        if (p->tokens_out && res->n_generated < p->tokens_cap) p->tokens_out[res->n_generated] = next;
         if (p->dump_logits)
             memcpy(p->dump_logits + (size_t)res->n_generated * (size_t)n_vocab, logits,
                    (size_t)n_vocab * sizeof(float));
         res->n_generated++;
         if (res->n_generated == 1) res->ttft_ms = slate__now_ms() - t0;
-        bool eog = slate_tokenizer_is_eog(tok, next);
-        for (int32_t i = 0; i < m->n_stop_ids && !eog; i++) eog = m->stop_ids[i] == next;
+        bool eog = !p->ignore_eos && slate_tokenizer_is_eog(tok, next);
+        for (int32_t i = 0; i < m->n_stop_ids && !eog && !p->ignore_eos; i++)
+            eog = m->stop_ids[i] == next;
         for (int32_t i = 0; i < p->n_stop_tokens && !eog; i++) eog = p->stop_tokens[i] == next;
         if (eog) {
             res->finish = SLATE_FINISH_EOS;

@@ -1,7 +1,7 @@
 /*
  * dispatch.c - picks the kernel table once per process from the CPU's features (cpuid via the
- * compiler's builtins). SLATE_KERNELS=ref|avx2|avx512 forces a path; asking for one the CPU
- * lacks falls back to the best available one below it, and slate_kernels_name() says which.
+ * compiler's builtins). SLATE_KERNELS=ref|avx2|avx512|avx512_vnni forces a path; asking for one
+ * the CPU lacks keeps the best available one, and slate_kernels_name() says which.
  * The tables are filled once under pthread_once and never change afterwards.
  */
 #include "kernels.h"
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static slate__kernels g_ref, g_avx2, g_avx512;
-static bool g_has_avx2, g_has_avx512;
+static slate__kernels g_ref, g_avx2, g_avx512, g_avx512_vnni;
+static bool g_has_avx2, g_has_avx512, g_has_avx512_vnni;
 static const slate__kernels *g_best;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -46,7 +46,19 @@ static void init(void) {
     if (g_has_avx512) {
         g_avx512 = g_avx2;
         slate__avx512_fill(&g_avx512);
+#ifdef SLATE_HAVE_avx512_pal
+        slate__avx512_pal_fill(&g_avx512);
+#endif
         g_best = &g_avx512;
+    }
+#endif
+#ifdef SLATE_HAVE_avx512_vnni
+    /* avx512 plus the integer (vpdpbusd) kernels of the compressed weight formats. */
+    g_has_avx512_vnni = g_has_avx512 && __builtin_cpu_supports("avx512vnni");
+    if (g_has_avx512_vnni) {
+        g_avx512_vnni = g_avx512;
+        slate__avx512_vnni_fill(&g_avx512_vnni);
+        g_best = &g_avx512_vnni;
     }
 #endif
 #endif
@@ -55,6 +67,7 @@ static void init(void) {
         if (strcmp(force, "ref") == 0) g_best = &g_ref;
         else if (strcmp(force, "avx2") == 0 && g_has_avx2) g_best = &g_avx2;
         else if (strcmp(force, "avx512") == 0 && g_has_avx512) g_best = &g_avx512;
+        else if (strcmp(force, "avx512_vnni") == 0 && g_has_avx512_vnni) g_best = &g_avx512_vnni;
     }
 }
 
@@ -68,6 +81,7 @@ const slate__kernels *slate__kernels_by_name(const char *name) {
     if (strcmp(name, "ref") == 0) return &g_ref;
     if (strcmp(name, "avx2") == 0) return g_has_avx2 ? &g_avx2 : NULL;
     if (strcmp(name, "avx512") == 0) return g_has_avx512 ? &g_avx512 : NULL;
+    if (strcmp(name, "avx512_vnni") == 0) return g_has_avx512_vnni ? &g_avx512_vnni : NULL;
     return NULL;
 }
 

@@ -2,7 +2,7 @@
  * kernels.h - the kernel table. Every kernel has a plain scalar reference in kernels/ref/ (the
  * specification and the fallback on any CPU); ISA variants in kernels/<isa>/ share the
  * signatures and are picked once, at first use, from the CPU's features. SLATE_KERNELS=ref
- * (or avx2, avx512) in the environment forces a path.
+ * (or avx2, avx512, avx512_vnni) in the environment forces a path.
  *
  * Kernels are pure: pointers, dims and strides in, results out; no allocation, I/O or globals.
  * Parallel callers split work by giving each call a range (output columns, heads).
@@ -10,6 +10,7 @@
 #ifndef SLATE_KERNELS_H
 #define SLATE_KERNELS_H
 
+#include "kernels/quant.h"
 #include "slate.h"
 
 #include <stdint.h>
@@ -17,45 +18,96 @@
 #define SLATE__MAX_HEAD_DIM 512
 
 /* y[r][o] = sum_i x[r][i] * W[o][i] (+ bias[o]) for r in [0, n_rows), o in [o0, o1).
- * x: [n_rows][n_in] f32; W: [n_out][n_in] of the table slot's dtype; bias: [n_out] f32 or NULL;
- * y: [n_rows][n_out] f32 (only columns o0..o1 are written). */
-typedef void (*slate__matmul_fn)(float *y, const float *x, const void *w, const float *bias,
-                                 int64_t n_rows, int64_t n_in, int64_t n_out, int64_t o0,
-                                 int64_t o1);
+ * x: [n_rows][w->n_in] f32; w: the matrix as stored (quant.h), of the table slot's dtype;
+ * xq: NULL when the slot has no quantize_x, else x as that slot's quantize_x wrote it for the
+ * same w and n_rows (the kernel may read x, xq or both); bias: [n_out] f32 or NULL;
+ * y: [n_rows][w->n_out] f32 (only columns o0..o1 are written). */
+typedef void (*slate__matmul_fn)(float *y, const float *x, const void *xq, const slate__wmat *w,
+                                 const float *bias, int64_t n_rows, int64_t o0, int64_t o1);
 
-/* dst[0..n) = (float)src[0..n) for a weight row of the slot's dtype. */
+/* Activation quantization that a slot's matmul wants, for w and n_rows rows:
+ *   bytes  the size of xq (0: the matmul reads f32 x and quantize_x is not called); it never
+ *          decreases as n_rows grows, so the compiler reserves bytes(max_query);
+ *   layout an id: two matmuls (of any slot) whose plans have the same nonzero layout and n_rows
+ *          read the same xq, so exec quantizes x once for both (q/k/v, gate/up);
+ *   row_align  quantize_x is called on row ranges that start at multiples of it. */
+typedef struct slate__xq_plan {
+    size_t bytes;
+    uint32_t layout;
+    int32_t row_align;
+} slate__xq_plan;
+typedef slate__xq_plan (*slate__xq_plan_fn)(const slate__wmat *w, int64_t n_rows);
+/* Writes rows [r0, r1) of x ([n_rows][w->n_in] f32) into xq in the plan's layout. Disjoint row
+ * ranges may run on different threads. */
+typedef void (*slate__xq_fn)(void *xq, const float *x, const slate__wmat *w, int64_t n_rows,
+                             int64_t r0, int64_t r1);
+
+/* dst[0..n_in) = W[row][:] as f32 (embedding lookups, any weight dtype). */
+typedef void (*slate__row_fn)(float *dst, const slate__wmat *w, int64_t row);
+
+/* dst[0..n) = (float)src[0..n) for a weight row of the slot's dtype (F32, F16, BF16). */
 typedef void (*slate__to_f32_fn)(float *dst, const void *src, int64_t n);
 
-/* One query row, one head, over cache positions j0..j1-1 (fused, streaming softmax):
- *   s_j = scale * q . k_j (+ mask[j] when mask != NULL);  out = sum_j softmax(s)_j v_j
- * q: [head_dim] f32; k, v: base of this kv head's rows, row j at k + j * stride elements, of
- * dtype kv_dtype (F32 or F16); out: [head_dim] f32. If every score is -inf, out is 0. */
+/* One query row, the n_heads query heads that share one kv head (GQA), over cache positions
+ * j0..j1-1 (fused, streaming softmax), for each head h:
+ *   s_j = scale * q_h . k_j (+ mask[j] when mask != NULL);  out_h = sum_j softmax(s)_j v_j
+ * q, out: [n_heads][head_dim] f32 (consecutive heads); k, v: base of this kv head's rows, row j
+ * at k + j * stride elements, of dtype kv_dtype (F32 or F16). If every score is -inf, out_h is
+ * 0. Variants read each K/V row once for several heads instead of once per head. */
 typedef void (*slate__attn_fn)(float *out, const float *q, const void *k, const void *v,
                                slate_dtype kv_dtype, int64_t stride, int64_t j0, int64_t j1,
-                               int64_t head_dim, float scale, const float *mask);
+                               int64_t head_dim, int64_t n_heads, float scale, const float *mask);
+
+/* The same over an int8 cache (slate state kv_dtype I8): row j of this kv head is the block at
+ * k + j * stride bytes: an f32 scale, then head_dim int8 values (value = scale * q). */
+typedef void (*slate__attn_i8_fn)(float *out, const float *q, const uint8_t *k, const uint8_t *v,
+                                  int64_t stride, int64_t j0, int64_t j1, int64_t head_dim,
+                                  float scale, const float *mask);
+
+/* Quantizes x[0..width) into one int8 cache row: per group of `group` elements a block of {f32
+ * scale = max|x| / 127, group int8 values round(x / scale), padded to 4 bytes}. */
+void slate__kv_quantize_i8(uint8_t *dst, const float *x, int64_t width, int32_t group);
 
 typedef struct slate__kernels {
-    const char *name;                  /* "ref", "avx2", "avx512" */
-    slate__matmul_fn matmul[3];        /* indexed by SLATE_DTYPE_F32 / F16 / BF16 */
-    slate__to_f32_fn to_f32[3];
+    const char *name;                  /* "ref", "avx2", "avx512", "avx512_vnni" */
+    /* Per weight dtype (SLATE_DTYPE_F32 .. SLATE__N_WDTYPES - 1). A new weight format plugs in
+     * here: a ref matmul + row_to_f32 (required), optionally SIMD variants and an activation
+     * quantizer (xq_plan + quantize_x, both or neither). */
+    slate__matmul_fn matmul[SLATE__N_WDTYPES];
+    slate__xq_plan_fn xq_plan[SLATE__N_WDTYPES];
+    slate__xq_fn quantize_x[SLATE__N_WDTYPES];
+    slate__row_fn row_to_f32[SLATE__N_WDTYPES];
+    slate__to_f32_fn to_f32[3];        /* F32 / F16 / BF16 rows (half-precision caches) */
     slate__attn_fn attention;
+    slate__attn_i8_fn attention_i8;    /* reference only so far (variants inherit it) */
     /* y[0..n) = x / sqrt(mean(x^2) + eps) * w */
     void (*rms_norm)(float *y, const float *x, const float *w, int64_t n, float eps);
 } slate__kernels;
 
 /* The table for this CPU (detected once, thread-safe). */
 const slate__kernels *slate__kernels_get(void);
-/* Tables by name for tests: "ref", "avx2", "avx512"; NULL if not built or not supported by
- * this CPU. */
+/* Tables by name for tests: "ref", "avx2", "avx512", "avx512_vnni"; NULL if not built or not
+ * supported by this CPU. */
 const slate__kernels *slate__kernels_by_name(const char *name);
 
 /* Reference kernels (kernels/ref/ref.c); variants fall back to these for what they lack. */
 void slate__ref_fill(slate__kernels *k);
+/* The weight-format part of the reference (kernels/ref/quant.c), called by slate__ref_fill. */
+void slate__ref_quant_fill(slate__kernels *k);
+/* The specification of every weight format: dst[0..n) = W[o][i0 .. i0 + n) as f32. */
+void slate__ref_dequant(const slate__wmat *w, int64_t o, int64_t i0, int64_t n, float *dst);
 #ifdef SLATE_HAVE_avx2
 void slate__avx2_fill(slate__kernels *k);
 #endif
 #ifdef SLATE_HAVE_avx512
 void slate__avx512_fill(slate__kernels *k);
+#endif
+#ifdef SLATE_HAVE_avx512_vnni
+void slate__avx512_vnni_fill(slate__kernels *k);
+#endif
+#ifdef SLATE_HAVE_avx512_pal
+/* The palettized (PAL) matmul of the avx512 table (x86/avx512_pal.c). */
+void slate__avx512_pal_fill(slate__kernels *k);
 #endif
 
 #endif /* SLATE_KERNELS_H */

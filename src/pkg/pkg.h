@@ -42,6 +42,10 @@ slate_status slate__pkg_read_tokenizer(const char *path, slate_tokenizer **out, 
 typedef struct slate__pkg_wtensor {
     const char *name;
     slate_dtype dtype;
+    int32_t block;   /* Q4: 16/32/64/128 and Q8_0: 32, written as "block"; PAL: the packed
+                        layout slate__pal_layout(bits, group), written as "bits" and "group";
+                        else 0 */
+    bool asym;       /* Q4: written as "asym": true */
     int32_t n_dims;
     int64_t dims[4]; /* outermost first */
     size_t nbytes;
@@ -57,9 +61,13 @@ slate_status slate__pkg_write(const char *path, cJSON *meta, const uint8_t *tok_
                               size_t tok_len, const slate__pkg_wtensor *tensors, size_t n_tensors,
                               bool progress, slate_error *err);
 
-/* Bytes of one element row: n elements of dtype (F32 4, F16/BF16 2, I32 4); 0 for unknown. */
+/* Adds a weight's layout attributes ("block", "asym") to its tensor-table entry. */
+void slate__pkg_layout_attrs(cJSON *entry, const slate__pkg_wtensor *t);
+
+/* Bytes of one element row: n elements of dtype (F32 4, F16/BF16 2, I32 4); 0 for unknown and
+ * for the block formats (Q8_0, Q4, Q8_C: slate__wmat_bytes in kernels/quant.h). */
 size_t slate__dtype_size(slate_dtype dtype);
-/* Parses "f32" / "f16" / "bf16" / "i32"; false if unknown. */
+/* Parses "f32" / "f16" / "bf16" / "i32" / "q8_0" / "q4" / "q8_c"; false if unknown. */
 bool slate__dtype_parse(const char *name, slate_dtype *out);
 
 #endif /* SLATE_PKG_H */

@@ -6,6 +6,7 @@
  */
 #include "pkg.h"
 #include "format.h"
+#include "kernels/quant.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -16,19 +17,35 @@ size_t slate__dtype_size(slate_dtype dtype) {
     case SLATE_DTYPE_F16: return 2;
     case SLATE_DTYPE_BF16: return 2;
     case SLATE_DTYPE_I32: return 4;
+    case SLATE_DTYPE_I8: return 1; /* values only; caches add a scale per head */
+    case SLATE_DTYPE_Q8_0: /* blocked formats have no element size: slate__wmat_bytes */
+    case SLATE_DTYPE_Q4:
+    case SLATE_DTYPE_Q8_C:
+    case SLATE_DTYPE_PAL: return 0;
     }
     return 0;
 }
 
 bool slate__dtype_parse(const char *name, slate_dtype *out) {
-    static const slate_dtype all[] = {SLATE_DTYPE_F32, SLATE_DTYPE_F16, SLATE_DTYPE_BF16,
-                                      SLATE_DTYPE_I32};
+    static const slate_dtype all[] = {SLATE_DTYPE_F32,  SLATE_DTYPE_F16, SLATE_DTYPE_BF16,
+                                      SLATE_DTYPE_I32,  SLATE_DTYPE_Q8_0, SLATE_DTYPE_Q4,
+                                      SLATE_DTYPE_Q8_C, SLATE_DTYPE_PAL};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (strcmp(name, slate_dtype_name(all[i])) == 0) {
             *out = all[i];
             return true;
         }
     return false;
+}
+
+void slate__pkg_layout_attrs(cJSON *entry, const slate__pkg_wtensor *t) {
+    if (t->dtype == SLATE_DTYPE_PAL) { /* block holds the packed layout (kernels/quant.h) */
+        cJSON_AddNumberToObject(entry, "bits", slate__pal_bits(t->block));
+        cJSON_AddNumberToObject(entry, "group", slate__pal_group(t->block));
+        return;
+    }
+    if (t->block) cJSON_AddNumberToObject(entry, "block", t->block);
+    if (t->asym) cJSON_AddBoolToObject(entry, "asym", true);
 }
 
 static void put_u32(uint8_t *p, uint32_t v) {
@@ -70,6 +87,7 @@ slate_status slate__pkg_write(const char *path, cJSON *meta, const uint8_t *tok_
         cJSON_AddItemToArray(table, e);
         cJSON_AddStringToObject(e, "name", t->name);
         cJSON_AddStringToObject(e, "dtype", slate_dtype_name(t->dtype));
+        slate__pkg_layout_attrs(e, t);
         for (int d = 0; d < t->n_dims; d++)
             cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->dims[d]));
         cJSON_AddItemToObject(e, "shape", shape);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 slate_model_params slate_model_default_params(void) {
@@ -64,6 +65,11 @@ static slate_status read_weights(slate__pkg *pkg, const char *path, slate_model 
 
 static void model_destroy(slate_model *m) {
     if (!m) return;
+    slate__watcher_stop(m);
+    pthread_mutex_destroy(&m->states_mu);
+    slate__free(m->state_slot);
+    slate__free(m->state_group);
+    slate__free(m->spill_dir);
     slate__program_free(&m->prog);
     slate_tokenizer_free(m->tok);
     slate__free(m->arch);
@@ -80,10 +86,29 @@ static slate_status open_pkg(slate__pkg *pkg, const char *path, const slate_mode
     if (params->n_threads < 0 || params->n_threads > 1024)
         return slate__fail(err, SLATE_E_INVALID_ARG, "n_threads %d outside 0..1024",
                            params->n_threads);
+    if (params->pressure_watch_ms < 0 || params->pressure_watch_ms > 3600000)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "pressure_watch_ms %d outside 0..3600000",
+                           params->pressure_watch_ms);
+    if (params->spill_dir) {
+        struct stat sd;
+        if (stat(params->spill_dir, &sd) != 0 || !S_ISDIR(sd.st_mode))
+            return slate__fail(err, SLATE_E_INVALID_ARG, "spill_dir '%s' is not a directory",
+                               params->spill_dir);
+    }
     slate_model *m = slate__calloc(1, sizeof *m);
     if (!m) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
+    pthread_mutex_init(&m->states_mu, NULL);
     slate_status s = slate__program_compile(pkg->json, pkg->data_size, &m->prog, err);
     if (s) goto fail;
+    slate__plan_read_hparams(pkg->json, &m->hp);
+    if ((s = slate__plan_bind_states(m, err))) goto fail;
+    m->weights_mapped = params->use_mmap && !pkg->mem;
+    m->on_pressure = params->on_pressure;
+    m->pressure_user = params->pressure_user;
+    if (params->spill_dir && !(m->spill_dir = slate__strdup(params->spill_dir))) {
+        s = slate__fail(err, SLATE_E_NOMEM, "out of memory");
+        goto fail;
+    }
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(pkg->json, "arch");
     m->arch = slate__strdup(cJSON_IsString(arch) ? arch->valuestring : "unknown");
     if (!m->arch) {
@@ -120,14 +145,16 @@ static slate_status open_pkg(slate__pkg *pkg, const char *path, const slate_mode
                         "is %d", slate_tokenizer_n_vocab(m->tok), m->prog.n_vocab);
         goto fail;
     }
-    /* Budget: weights plus one state at full context, before anything big is allocated. */
-    size_t need = m->prog.weights_bytes + m->prog.kv_bytes_per_token * (size_t)m->prog.n_ctx +
-                  m->prog.scratch_bytes;
-    if (params->mem_budget_bytes && need > params->mem_budget_bytes) {
-        s = slate__fail(err, SLATE_E_BUDGET, "model needs %zu bytes (weights %zu + KV %zu at "
-                        "context %d + scratch %zu) but the budget is %zu", need,
-                        m->prog.weights_bytes, m->prog.kv_bytes_per_token * (size_t)m->prog.n_ctx,
-                        m->prog.n_ctx, m->prog.scratch_bytes, params->mem_budget_bytes);
+    /* Budget: weights plus one state at full context in the package's cache dtype, before
+     * anything big is allocated (the planner's arithmetic, as slate_model_plan reports it). */
+    slate_plan_params pp = slate_plan_default_params();
+    pp.budget_bytes = params->mem_budget_bytes;
+    slate_plan plan;
+    if ((s = slate__plan(&m->prog, &m->hp, m->state_group, m->weights_mapped, &pp, 0, &plan,
+                         err)))
+        goto fail;
+    if (!plan.fits) {
+        s = slate__plan_budget_fail(&plan, "model", 0, 0, err);
         goto fail;
     }
     m->mem_budget_bytes = params->mem_budget_bytes;
@@ -139,6 +166,10 @@ static slate_status open_pkg(slate__pkg *pkg, const char *path, const slate_mode
     m->k = slate__kernels_get();
     m->n_threads = params->n_threads ? params->n_threads : slate__n_cores();
     atomic_init(&m->n_states, 0);
+    m->fingerprint = slate__model_fingerprint(m, pkg->meta, pkg->meta_len, pkg->tok, pkg->tok_len);
+    if (params->pressure_watch_ms > 0 &&
+        (s = slate__watcher_start(m, params->pressure_watch_ms, err)))
+        goto fail;
     *out = m;
     return SLATE_OK;
 fail:
@@ -174,11 +205,12 @@ slate_status slate__model_open_mem(const uint8_t *data, size_t size,
 slate_status slate_model_close(slate_model *m) {
     if (!m) return SLATE_OK;
     if (atomic_load(&m->n_states) > 0) return SLATE_E_BUSY;
-    model_destroy(m);
+    model_destroy(m); /* stops the pressure watcher first */
     return SLATE_OK;
 }
 
 const slate_tokenizer *slate_model_tokenizer(const slate_model *m) { return m ? m->tok : NULL; }
+const char *slate_model_chat_template(const slate_model *m) { return m ? m->chat_template : NULL; }
 
 slate_status slate_model_get_info(const slate_model *m, slate_model_info *info) {
     if (!m || !info) return SLATE_E_INVALID_ARG;
@@ -196,6 +228,7 @@ slate_status slate_model_get_info(const slate_model *m, slate_model_info *info) 
     info->scratch_bytes = m->prog.scratch_bytes;
     info->state_bytes = info->kv_bytes_max + info->scratch_bytes;
     info->n_threads = m->n_threads;
+    info->fingerprint = m->fingerprint;
     return SLATE_OK;
 }
 

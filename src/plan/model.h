@@ -9,12 +9,18 @@
 #include "core/core.h"
 #include "exec/program.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 typedef struct slate__gen_defaults {
     float temperature, top_p, min_p, repeat_penalty;
     int32_t top_k;
 } slate__gen_defaults;
+
+typedef struct slate__hparams {
+    int32_t n_layers, n_kv_heads, head_dim; /* from META hparams; 0 when not declared */
+} slate__hparams;
 
 struct slate_model {
     slate__program prog;
@@ -33,12 +39,35 @@ struct slate_model {
     int32_t n_threads;
     size_t mem_budget_bytes;
     atomic_int n_states;         /* live states: close refuses while > 0 */
+    /* Memory planning and pressure (issue 4). */
+    bool weights_mapped;         /* use_mmap: weights are file-backed pages */
+    uint64_t fingerprint;        /* slate__model_fingerprint: binds state files to the model */
+    int32_t *state_slot;         /* [n_tensors]: index into prog.states of a STATE tensor, or -1 */
+    int32_t *state_group;        /* [n_states]: elements per int8 scale (the head_dim of the
+                                    attention reading the cache), 0 when no attention reads it */
+    slate__hparams hp;           /* for the plan's KV formula */
+    char *spill_dir;             /* NULL: no spilling */
+    slate_pressure_fn on_pressure;
+    void *pressure_user;
+    /* The model's only mutable part: its live states (for pressure) and their planned bytes
+     * (for the budget), both guarded by states_mu. */
+    pthread_mutex_t states_mu;
+    slate_state *states_head;
+    size_t states_bytes;
+    uint64_t spill_seq;
+    struct slate__watcher *watcher; /* pressure_watch_ms > 0, else NULL */
 };
+
+/* Per-op profiling counters of a state (slate_state_profile), summed over calls. */
+typedef struct slate__op_stat {
+    uint64_t n_calls, total_ns, bytes, flops;
+} slate__op_stat;
 
 struct slate_state {
     slate_model *model;
     int32_t n_ctx;               /* capacity in positions */
-    int32_t length;              /* positions holding valid cache rows */
+    _Atomic int32_t length;      /* positions holding valid cache rows (atomic: the getters
+                                    run without busy while pressure may reset the state) */
     uint8_t *kv;                 /* state tensors, each [n_ctx][width] of its dtype */
     size_t kv_bytes;
     uint8_t *scratch;            /* activations, each [max_query][width] f32 */
@@ -46,15 +75,123 @@ struct slate_state {
     const float *mask;           /* current call's mask or NULL */
     int32_t n_q;                 /* current call's query length */
     int32_t n_out;               /* output rows of the current call (1 or n_q) */
-    int32_t n_logit_rows;        /* rows of valid logits, 0 before the first predict */
+    _Atomic int32_t n_logit_rows; /* rows of valid logits, 0 before the first predict */
     slate__pool *pool;
-    atomic_flag busy;
+    atomic_int busy;             /* SLATE__IDLE, SLATE__IN_CALL or SLATE__IN_PRESSURE */
+    /* Cache layout for this state's dtypes (src/state/kvmem.c), [prog.n_states] each. */
+    slate_dtype *kv_dtype;
+    size_t *kv_row_bytes;        /* bytes of one position of each state tensor */
+    size_t *kv_off;              /* page-aligned byte offset of each tensor's block in kv */
+    size_t scratch_bytes;        /* mapped scratch (page-rounded) */
+    size_t plan_bytes;           /* counted against the model's budget while alive */
+    /* Memory pressure (src/state/pressure.c). Fields below are touched only by whoever holds
+     * busy, except reset_req (atomic) and prev/next (model->states_mu). */
+    slate_state *prev, *next;
+    atomic_bool reset_req;       /* critical pressure hit while a call was running */
+    int32_t lost_tokens;         /* > 0: reset by pressure, not yet reported to the caller */
+    bool spilled;                /* the cache lives in spill_path until the next call */
+    char *spill_path;
+    bool profiling;              /* time each op into prof (slate_state_set_profiling) */
+    slate__op_stat *prof;        /* [n_ops] profiling counters */
 };
+
+/* Who holds a state. A call that finds another call running gets SLATE_E_BUSY; a call that
+ * finds memory pressure working on the state (a trim or a spill: short) waits for it, so
+ * pressure never makes an owner's call fail. */
+enum { SLATE__IDLE = 0, SLATE__IN_CALL = 1, SLATE__IN_PRESSURE = 2 };
+
+/* Takes the state for a call; false when another call holds it. */
+static inline bool slate__state_acquire(slate_state *st) {
+    for (;;) {
+        int expect = SLATE__IDLE;
+        if (atomic_compare_exchange_weak(&st->busy, &expect, SLATE__IN_CALL)) return true;
+        if (expect == SLATE__IN_CALL) return false;
+        if (expect == SLATE__IN_PRESSURE) sched_yield();
+    }
+}
+static inline void slate__state_release(slate_state *st) {
+    atomic_store(&st->busy, SLATE__IDLE);
+}
 
 /* Runs the program for the state's current call (tokens, n_q, n_out, mask set). */
 void slate__exec_run(slate_state *st);
 
 /* Base pointer of state tensor (program index) in this state's arena. */
 uint8_t *slate__state_tensor(const slate_state *st, int32_t tensor_index);
+
+/* ---- memory planning, cache layout, persistence, pressure (issue 4) ---------------------- */
+
+/* Bytes of one position of a cache of `width` elements stored as dtype; group = elements per
+ * int8 scale (I8 only). 0 for a dtype a cache cannot use. */
+size_t slate__kv_row_bytes(slate_dtype dtype, int64_t width, int32_t group);
+/* The system page size (mapping and plan granularity). */
+size_t slate__page_size(void);
+
+/* The plan (src/plan/planner.c): one function for slate_model_plan, slate_plan_file, open's
+ * and state creation's budget checks. group: model->state_group (NULL: I8 unsupported).
+ * extra_bytes: memory already committed besides the weights (live states), added to the total
+ * before comparing with the budget. */
+slate_status slate__plan(const slate__program *prog, const slate__hparams *hp,
+                         const int32_t *group, bool weights_mapped,
+                         const slate_plan_params *params, size_t extra_bytes, slate_plan *plan,
+                         slate_error *err);
+/* Reads n_layers, n_kv_heads, head_dim from META's hparams (0 when missing). */
+void slate__plan_read_hparams(const cJSON *meta, slate__hparams *hp);
+/* E_BUDGET with the plan's numbers: `what` is "model" (open) or "state" (create); n_live and
+ * extra_bytes describe the live states already counted. */
+slate_status slate__plan_budget_fail(const slate_plan *plan, const char *what, size_t extra_bytes,
+                                     int32_t n_live, slate_error *err);
+/* "this machine" from the text of /proc/meminfo and of the cgroup limit file (NULL or "max":
+ * none). Tests feed it strings. */
+slate_status slate__device_from_text(const char *meminfo, const char *cgroup_limit,
+                                     slate_device *out, slate_error *err);
+/* Per-state cache group sizes and the tensor->state slot map (model open). */
+slate_status slate__plan_bind_states(slate_model *m, slate_error *err);
+
+/* Cache arena (src/state/kvmem.c): reserves and maps the state's cache and scratch. */
+slate_status slate__kv_create(slate_state *st, const slate_state_params *params,
+                              slate_error *err);
+void slate__kv_free(slate_state *st);
+/* Releases the cache pages past each tensor's first n_keep positions, and the scratch pages
+ * outside the live logits. Returns the bytes released (resident before, per mincore). */
+size_t slate__kv_trim(slate_state *st, int32_t n_keep);
+/* Resident bytes of the cache and scratch (mincore). */
+void slate__kv_resident(const slate_state *st, size_t *kv, size_t *scratch);
+
+/* Model fingerprint (src/state/persist.c): FNV-1a 64 over META, the tokenizer blob and the
+ * first and last 256 bytes of every weight tensor. */
+uint64_t slate__model_fingerprint(const slate_model *m, const void *meta, size_t meta_len,
+                                  const void *tok, size_t tok_len);
+/* Serializes / deserializes a state (caller holds busy; no pressure hooks). */
+slate_status slate__state_save_locked(slate_state *st, const char *path,
+                                      const slate_state_extra *extra, slate_error *err);
+slate_status slate__state_load_locked(slate_state *st, const uint8_t *data, size_t len,
+                                      const char *what, slate_state_extra_out *extra_out,
+                                      slate_error *err);
+
+/* Pressure (src/state/pressure.c). register/unregister: the model's state list and budget. */
+slate_status slate__state_register(slate_state *st, const slate_plan_params *params,
+                                   slate_error *err);
+void slate__state_unregister(slate_state *st);
+/* Called by every state call right after taking busy: applies a reset requested while the
+ * state was busy, reports a pressure reset once (E_CANCELLED) when report_lost (else it is
+ * acknowledged silently), and reads a spilled state back. */
+slate_status slate__state_enter(slate_state *st, bool report_lost, slate_error *err);
+/* For slate_state_reset (caller holds busy): acknowledges a pressure reset and drops a spill
+ * file without reading it. */
+void slate__state_forget(slate_state *st);
+/* Called by predict before releasing busy: applies a reset requested during the call. */
+slate_status slate__state_leave(slate_state *st, slate_status s, slate_error *err);
+/* Starts / stops the watcher thread (model open / close). */
+slate_status slate__watcher_start(slate_model *m, int32_t period_ms, slate_error *err);
+void slate__watcher_stop(slate_model *m);
+/* Parses /proc/pressure/memory text into a level (watcher; tests). */
+slate_pressure_level slate__psi_level(const char *text);
+
+/* Which kernel set op `op_index` runs on this state ("avx512", "avx2", "ref", or "c" for plain
+ * C loops in the interpreter), and whether that is the scalar reference although the active
+ * set is not "ref". For the profiler. */
+void slate__exec_op_kernel(const slate_state *st, int32_t op_index, const char **kernel,
+                           bool *scalar_fallback);
 
 #endif /* SLATE_MODEL_H */

@@ -2,13 +2,19 @@
  * state.c - one conversation: the KV cache (every state tensor, [n_ctx][width] each) and the
  * scratch for activations, planned once at creation in one arena; predict allocates nothing.
  * The cache is written in place at the state's length. Calls on one state are serialized by
- * an atomic flag: a call that finds it set returns SLATE_E_BUSY instead of racing.
+ * an atomic word (slate__state_acquire): a call that finds another call running returns
+ * SLATE_E_BUSY instead of racing.
  * Invariant: rows [0, length) of every state tensor hold the keys/values of the tokens fed so
  * far; a failed predict leaves length unchanged.
+ * Issue 4: the cache lives in lazily committed mappings in the state's cache dtype
+ * (kvmem.c); the state is on its model's list for memory pressure, and every call that touches
+ * the cache passes through slate__state_enter (report a pressure reset, read a spilled state
+ * back) and predict through slate__state_leave (apply a reset requested during the call).
  */
 #include "plan/model.h"
 #include "pkg/pkg.h"
 
+#include <stdio.h>
 #include <string.h>
 
 slate_state_params slate_state_default_params(void) {
@@ -30,58 +36,64 @@ slate_status slate_state_create(slate_model *m, const slate_state_params *params
     slate_state_params dp = slate_state_default_params();
     if (!params) params = &dp;
     const slate__program *p = &m->prog;
-    if (params->n_ctx < 0 || params->n_ctx > p->n_ctx)
-        return slate__fail(err, SLATE_E_INVALID_ARG, "n_ctx %d outside 0..%d (the package's "
-                           "context)", params->n_ctx, p->n_ctx);
-    int32_t n_ctx = params->n_ctx ? params->n_ctx : p->n_ctx;
-    size_t kv_bytes = p->kv_bytes_per_token * (size_t)n_ctx;
-    size_t need = m->prog.weights_bytes + kv_bytes + p->scratch_bytes;
-    if (m->mem_budget_bytes && need > m->mem_budget_bytes)
-        return slate__fail(err, SLATE_E_BUDGET, "state needs %zu bytes (KV %zu at context %d + "
-                           "scratch %zu) on top of %zu of weights; the budget is %zu",
-                           kv_bytes + p->scratch_bytes, kv_bytes, n_ctx, p->scratch_bytes,
-                           m->prog.weights_bytes, m->mem_budget_bytes);
+    /* The plan validates n_ctx and the cache dtype; the budget check happens in
+     * slate__state_register with the same arithmetic, counting the live states. */
+    slate_plan_params pp = slate_plan_default_params();
+    pp.n_ctx = params->n_ctx;
+    pp.kv_dtype_set = params->kv_dtype_set;
+    pp.kv_dtype = params->kv_dtype;
+    slate_plan plan;
+    slate_status s = slate__plan(p, &m->hp, m->state_group, m->weights_mapped, &pp, 0, &plan, err);
+    if (s) return s;
     slate_state *st = slate__calloc(1, sizeof *st);
     if (!st) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
     st->model = m;
-    st->n_ctx = n_ctx;
-    st->kv_bytes = kv_bytes;
-    atomic_flag_clear(&st->busy);
-    /* The arena is not zeroed: rows are written before they are read, and untouched pages of a
-     * large allocation are not committed, so a short conversation does not pay for n_ctx. */
-    st->kv = slate__malloc_aligned(kv_bytes ? kv_bytes : 1);
-    st->scratch = slate__malloc_aligned(p->scratch_bytes ? p->scratch_bytes : 1);
-    st->tokens = slate__malloc((size_t)p->max_query * sizeof *st->tokens);
-    slate_status s = SLATE_OK;
-    if (!st->kv || !st->scratch || !st->tokens)
-        s = slate__fail(err, SLATE_E_NOMEM, "out of memory: state needs %zu bytes",
-                        kv_bytes + p->scratch_bytes);
-    else
-        s = slate__pool_create(m->n_threads, &st->pool, err);
+    st->n_ctx = plan.n_ctx;
+    st->plan_bytes = plan.state_bytes;
+    /* Held until the state is complete, so memory pressure skips it meanwhile. */
+    atomic_init(&st->busy, SLATE__IN_CALL);
+    atomic_init(&st->reset_req, false);
+    /* The cache is a lazily committed mapping (src/state/kvmem.c): rows are written before they
+     * are read, and a short conversation commits only the pages it touches. */
+    s = slate__kv_create(st, params, err);
+    if (!s) {
+        st->tokens = slate__malloc((size_t)p->max_query * sizeof *st->tokens);
+        st->prof = slate__calloc((size_t)(p->n_ops > 0 ? p->n_ops : 1), sizeof *st->prof);
+        if (!st->tokens || !st->prof)
+            s = slate__fail(err, SLATE_E_NOMEM, "out of memory");
+    }
+    if (!s) s = slate__pool_create(m->n_threads, &st->pool, err);
+    if (!s) s = slate__state_register(st, &pp, err);
     if (s) {
-        slate__free_aligned(st->kv);
-        slate__free_aligned(st->scratch);
+        slate__pool_free(st->pool);
+        slate__kv_free(st);
         slate__free(st->tokens);
+        slate__free(st->prof);
         slate__free(st);
         return s;
     }
     atomic_fetch_add(&m->n_states, 1);
+    slate__state_release(st);
     *out = st;
     return SLATE_OK;
 }
 
 void slate_state_free(slate_state *st) {
     if (!st) return;
+    /* Unlinks under the model's lock: a pressure pass working on this state finishes first. */
+    slate__state_unregister(st);
     atomic_fetch_sub(&st->model->n_states, 1);
     slate__pool_free(st->pool);
-    slate__free_aligned(st->kv);
-    slate__free_aligned(st->scratch);
+    if (st->spill_path) remove(st->spill_path);
+    slate__free(st->spill_path);
+    slate__kv_free(st);
     slate__free(st->tokens);
+    slate__free(st->prof);
     slate__free(st);
 }
 
-static bool acquire(slate_state *st) { return !atomic_flag_test_and_set(&st->busy); }
-static void release(slate_state *st) { atomic_flag_clear(&st->busy); }
+static bool acquire(slate_state *st) { return slate__state_acquire(st); }
+static void release(slate_state *st) { slate__state_release(st); }
 
 slate_status slate_state_predict(slate_state *st, const int32_t *tokens, int32_t n_tokens,
                                  const slate_predict_params *params, slate_error *err) {
@@ -93,10 +105,11 @@ slate_status slate_state_predict(slate_state *st, const int32_t *tokens, int32_t
                            "1..%d", n_tokens, p->max_query);
     if (!acquire(st))
         return slate__fail(err, SLATE_E_BUSY, "another call is running on this state");
-    slate_status s = SLATE_OK;
+    slate_status s = slate__state_enter(st, true, err);
+    if (s) goto done;
     if ((int64_t)st->length + n_tokens > st->n_ctx) {
         s = slate__fail(err, SLATE_E_CONTEXT_FULL, "%d positions held + %d new exceed the "
-                        "context of %d", st->length, n_tokens, st->n_ctx);
+                        "context of %d", (int32_t)st->length, n_tokens, st->n_ctx);
         goto done;
     }
     for (int32_t i = 0; i < n_tokens; i++)
@@ -112,6 +125,7 @@ slate_status slate_state_predict(slate_state *st, const int32_t *tokens, int32_t
     slate__exec_run(st);
     st->length += n_tokens;
     st->n_logit_rows = st->n_out;
+    s = slate__state_leave(st, s, err);
 done:
     release(st);
     return s;
@@ -129,6 +143,7 @@ int32_t slate_state_n_ctx(const slate_state *st) { return st ? st->n_ctx : 0; }
 slate_status slate_state_reset(slate_state *st) {
     if (!st) return SLATE_E_INVALID_ARG;
     if (!acquire(st)) return SLATE_E_BUSY;
+    slate__state_forget(st); /* acknowledges a pressure reset; a spill file is no longer needed */
     st->length = 0;
     st->n_logit_rows = 0;
     release(st);
@@ -138,11 +153,11 @@ slate_status slate_state_reset(slate_state *st) {
 slate_status slate_state_truncate(slate_state *st, int32_t length, slate_error *err) {
     if (!st) return slate__fail(err, SLATE_E_INVALID_ARG, "state must not be NULL");
     if (!acquire(st)) return slate__fail(err, SLATE_E_BUSY, "another call is running on this state");
-    slate_status s = SLATE_OK;
-    if (length < 0 || length > st->length)
+    slate_status s = slate__state_enter(st, true, err);
+    if (!s && (length < 0 || length > st->length))
         s = slate__fail(err, SLATE_E_INVALID_ARG, "truncate to %d: must be in 0..%d (the current "
-                        "length)", length, st->length);
-    else if (length != st->length) {
+                        "length)", length, (int32_t)st->length);
+    else if (!s && length != st->length) {
         st->length = length;
         st->n_logit_rows = 0; /* the logits belonged to a position that is gone */
     }
@@ -153,10 +168,10 @@ slate_status slate_state_truncate(slate_state *st, int32_t length, slate_error *
 slate_status slate_state_set_length(slate_state *st, int32_t length, slate_error *err) {
     if (!st) return slate__fail(err, SLATE_E_INVALID_ARG, "state must not be NULL");
     if (!acquire(st)) return slate__fail(err, SLATE_E_BUSY, "another call is running on this state");
-    slate_status s = SLATE_OK;
-    if (length < 0 || length > st->n_ctx)
+    slate_status s = slate__state_enter(st, false, err); /* acknowledges a pressure reset */
+    if (!s && (length < 0 || length > st->n_ctx))
         s = slate__fail(err, SLATE_E_INVALID_ARG, "length %d outside 0..%d", length, st->n_ctx);
-    else {
+    else if (!s) {
         st->length = length;
         st->n_logit_rows = 0;
     }
@@ -175,11 +190,11 @@ slate_status slate_state_tensor_info(const slate_state *st, int32_t index,
     const slate__tensor *t = &st->model->prog.tensors[st->model->prog.states[index]];
     memset(info, 0, sizeof *info);
     info->name = t->name;
-    info->dtype = t->dtype;
+    info->dtype = st->kv_dtype[index];
     info->n_dims = 2;
     info->dims[0] = st->n_ctx;
     info->dims[1] = t->width;
-    info->row_bytes = (size_t)t->width * slate__dtype_size(t->dtype);
+    info->row_bytes = st->kv_row_bytes[index];
     return SLATE_OK;
 }
 
@@ -188,13 +203,20 @@ slate_status slate_state_read_tensor(const slate_state *st, int32_t index, void 
     slate_tensor_info info;
     if (!len_out || slate_state_tensor_info(st, index, &info) != SLATE_OK || (!buf && cap))
         return slate__fail(err, SLATE_E_INVALID_ARG, "bad state, tensor index or buffer");
+    /* Takes busy like every call that touches the cache: pressure may release an idle
+     * state's pages, and a spilled state is read back first. The state is heap memory, so
+     * acquiring through a const pointer is sound. */
+    slate_state *ms = (slate_state *)st;
+    if (!acquire(ms)) return slate__fail(err, SLATE_E_BUSY, "another call is running on this state");
+    slate_status s = slate__state_enter(ms, true, err);
     size_t need = info.row_bytes * (size_t)st->length;
     *len_out = need;
-    if (cap < need)
-        return slate__fail(err, SLATE_E_BUFFER_TOO_SMALL, "state tensor '%s' needs %zu bytes, "
-                           "buffer has %zu", info.name, need, cap);
-    if (need) memcpy(buf, slate__state_tensor(st, st->model->prog.states[index]), need);
-    return SLATE_OK;
+    if (!s && cap < need)
+        s = slate__fail(err, SLATE_E_BUFFER_TOO_SMALL, "state tensor '%s' needs %zu bytes, "
+                        "buffer has %zu", info.name, need, cap);
+    if (!s && need) memcpy(buf, slate__state_tensor(st, st->model->prog.states[index]), need);
+    release(ms);
+    return s;
 }
 
 slate_status slate_state_write_tensor(slate_state *st, int32_t index, const void *data,
@@ -210,7 +232,57 @@ slate_status slate_state_write_tensor(slate_state *st, int32_t index, const void
                            "positions need %zu", info.name, len, n_positions,
                            info.row_bytes * (size_t)n_positions);
     if (!acquire(st)) return slate__fail(err, SLATE_E_BUSY, "another call is running on this state");
-    if (len) memcpy(slate__state_tensor(st, st->model->prog.states[index]), data, len);
+    slate_status s = slate__state_enter(st, true, err);
+    if (!s && len) memcpy(slate__state_tensor(st, st->model->prog.states[index]), data, len);
     release(st);
+    return s;
+}
+
+/* ---- profiling ------------------------------------------------------------------------------ */
+
+slate_status slate_state_set_profiling(slate_state *st, bool on) {
+    if (!st) return SLATE_E_INVALID_ARG;
+    if (!acquire(st)) return SLATE_E_BUSY;
+    if (on) memset(st->prof, 0, (size_t)st->model->prog.n_ops * sizeof *st->prof);
+    st->profiling = on;
+    release(st);
+    return SLATE_OK;
+}
+
+slate_status slate_state_profile(const slate_state *st, slate_op_profile *buf, size_t cap,
+                                 size_t *n_out) {
+    if (!st || !n_out || (!buf && cap)) return SLATE_E_INVALID_ARG;
+    const slate__program *p = &st->model->prog;
+    *n_out = (size_t)p->n_ops;
+    if (cap < (size_t)p->n_ops) return SLATE_E_BUFFER_TOO_SMALL;
+    for (int32_t i = 0; i < p->n_ops; i++) {
+        const slate__op *op = &p->ops[i];
+        slate_op_profile *r = &buf[i];
+        memset(r, 0, sizeof *r);
+        r->op_index = i;
+        r->op_name = slate__op_name(op->kind);
+        int32_t w = -1;
+        switch (op->kind) {
+        case SLATE__OP_MATMUL:
+        case SLATE__OP_RMS_NORM:
+        case SLATE__OP_ROPE:
+        case SLATE__OP_KV_WRITE:
+        case SLATE__OP_ATTENTION: w = op->in[1]; break;
+        case SLATE__OP_EMBEDDING: w = op->in[0]; break;
+        default: break;
+        }
+        r->weight_dtype = SLATE_DTYPE_F32;
+        if (w >= 0) {
+            r->weight_name = p->tensors[w].name;
+            r->weight_dtype = p->tensors[w].kind == SLATE__T_STATE
+                                  ? st->kv_dtype[st->model->state_slot[w]] /* this state's */
+                                  : p->tensors[w].dtype;
+        }
+        slate__exec_op_kernel(st, i, &r->kernel, &r->scalar_fallback);
+        r->n_calls = st->prof[i].n_calls;
+        r->total_ns = st->prof[i].total_ns;
+        r->bytes = st->prof[i].bytes;
+        r->flops = st->prof[i].flops;
+    }
     return SLATE_OK;
 }

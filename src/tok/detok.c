@@ -41,9 +41,10 @@ slate_status slate_detok_create(const slate_tokenizer *tok, slate_detok **out, s
     d->in_cap = (size_t)tok->max_piece_len + 4;
     d->scratch = slate__malloc(d->in_cap * 4);
     if (!d->scratch) {
+        size_t want = d->in_cap * 4;
         slate__free(d);
         return slate__fail(err, SLATE_E_NOMEM, "out of memory for a detokenizer (%zu bytes)",
-                           d->in_cap * 4);
+                           want);
     }
     *out = d;
     return SLATE_OK;

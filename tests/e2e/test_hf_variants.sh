@@ -10,7 +10,7 @@ n=${#ids[@]}
 for variant in llama llama-tied llama3-rope qwen2 qwen3 mistral smollm; do
   d="$WORK/$variant"
   $PY "$TOOLS/hfmodel.py" make --variant "$variant" --out "$d" --seed 11 >/dev/null
-  if ! "$SLATE" convert "$d" -o "$d.slate" 2>"$d.err"; then
+  if ! "$SLATE" convert "$d" -o "$d.slate" --kv-dtype fp32 2>"$d.err"; then # f32 caches: atol 1e-4
     bad "$variant: convert failed: $(cat "$d.err")"
     continue
   fi
@@ -27,12 +27,12 @@ for variant in llama llama-tied llama3-rope qwen2 qwen3 mistral smollm; do
 done
 # Sharded checkpoints and half-precision sources.
 $PY "$TOOLS/hfmodel.py" make --variant qwen2 --out "$WORK/sharded" --seed 11 --shards 2 >/dev/null
-"$SLATE" convert "$WORK/sharded" -o "$WORK/sharded.slate" 2>/dev/null
+"$SLATE" convert "$WORK/sharded" -o "$WORK/sharded.slate" --kv-dtype fp32 2>/dev/null
 "$SLATE" run "$WORK/sharded.slate" --ids 304,72,101 -n 1 --temp 0 --dump-logits "$WORK/sh.f32" >/dev/null 2>&1
 "$SLATE" run "$WORK/qwen2.slate" --ids 304,72,101 -n 1 --temp 0 --dump-logits "$WORK/one.f32" >/dev/null 2>&1
 check "sharded safetensors give the same logits as one file" cmp -s "$WORK/sh.f32" "$WORK/one.f32"
 $PY "$TOOLS/hfmodel.py" make --variant llama --out "$WORK/bf16" --seed 11 --dtype BF16 >/dev/null
-"$SLATE" convert "$WORK/bf16" -o "$WORK/bf16.slate" --dtype bf16 2>/dev/null
+"$SLATE" convert "$WORK/bf16" -o "$WORK/bf16.slate" --dtype bf16 --kv-dtype fp32 2>/dev/null
 $PY "$TOOLS/hfmodel.py" forward "$WORK/bf16" --tokens 304,72,101,108 --out "$WORK/bf16.ref" --last
 "$SLATE" run "$WORK/bf16.slate" --ids 304,72,101,108 -n 1 --temp 0 --dump-logits "$WORK/bf16.f32" >/dev/null 2>&1
 check "bf16 checkpoint kept in bf16 matches the reference (atol 1e-3)" \

@@ -11,7 +11,8 @@ M=$SLATE_MODELS_DIR/stories260K
 R=$M/reference
 prompt=$(cat "$R/once-upon-a-time.prompt.txt")
 
-"$SLATE" convert "$M/stories260K.bin" --tokenizer "$M/tok512.bin" -o "$WORK/bin.slate" 2>/dev/null
+# Reference comparisons use f32 caches (new packages default to f16: tests/e2e/test_plan.sh).
+"$SLATE" convert "$M/stories260K.bin" --tokenizer "$M/tok512.bin" --kv-dtype fp32 -o "$WORK/bin.slate" 2>/dev/null
 check "convert llama2.c checkpoint" test -s "$WORK/bin.slate"
 check "no temp file left behind" test ! -e "$WORK/bin.slate.tmp"
 
@@ -35,13 +36,13 @@ check "empty prompt (BOS only) logits match run.c pos 0" \
   --vocab 512 --rows-a 0 --atol 1e-4 --quiet
 
 # The same weights from GGUF and from a Hugging Face folder.
-"$SLATE" convert "$M/stories260K.gguf" -o "$WORK/gguf.slate" --context 512 2>/dev/null
+"$SLATE" convert "$M/stories260K.gguf" -o "$WORK/gguf.slate" --context 512 --kv-dtype fp32 2>/dev/null
 "$SLATE" run "$WORK/gguf.slate" -p "$prompt" -n 40 --temp 0 --dump-logits "$WORK/gguf.f32" >/dev/null 2>&1
 check "GGUF import: logits equal the llama2.c import" \
   $PY "$TOOLS/compare_logits.py" "$WORK/gguf.f32" "$WORK/bin.f32" --vocab 512 --rows-a all \
   --rows-b 0:40 --atol 1e-5 --quiet
 $PY "$TOOLS/llama2c_to_hf.py" --out "$WORK/hf" >/dev/null
-"$SLATE" convert "$WORK/hf" -o "$WORK/hf.slate" 2>/dev/null
+"$SLATE" convert "$WORK/hf" -o "$WORK/hf.slate" --kv-dtype fp32 2>/dev/null
 "$SLATE" run "$WORK/hf.slate" -p "$prompt" -n 40 --temp 0 --dump-logits "$WORK/hf.f32" >/dev/null 2>&1
 check "HF import (rotate_half q/k layout): logits equal the llama2.c import" \
   $PY "$TOOLS/compare_logits.py" "$WORK/hf.f32" "$WORK/bin.f32" --vocab 512 --rows-a all \

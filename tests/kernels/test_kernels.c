@@ -111,8 +111,10 @@ static void check_matmul(const slate__kernels *k, const slate__kernels *ref, sla
     const float sentinel = 12345.0f;
     for (int64_t i = 0; i < n_rows * n_out; i++) got[i] = want[i] = sentinel;
 
-    k->matmul[dt](got, x, w, with_bias ? bias : NULL, n_rows, n_in, n_out, o0, o1);
-    ref->matmul[dt](want, x, w, with_bias ? bias : NULL, n_rows, n_in, n_out, o0, o1);
+    slate__wmat wm;
+    slate__wmat_init(&wm, w, dt, 0, false, n_out, n_in);
+    k->matmul[dt](got, x, NULL, &wm, with_bias ? bias : NULL, n_rows, o0, o1);
+    ref->matmul[dt](want, x, NULL, &wm, with_bias ? bias : NULL, n_rows, o0, o1);
 
     char what[200];
     snprintf(what, sizeof what, "%s matmul %s rows=%lld n_in=%lld n_out=%lld o=[%lld,%lld) bias=%d",
@@ -222,46 +224,49 @@ typedef enum { MASK_NONE, MASK_SOME_INF, MASK_ALL_INF } mask_kind;
  * Dropping one of 333 positions moves the output by ~3e-3, a hundred times the bound. */
 #define ATTN_TOL 3e-5
 
-/* One attention case over cache rows [j0, j1) with rows `stride` elements apart. */
+/* One attention case over cache rows [j0, j1) with rows `stride` elements apart, for n_heads
+ * query heads sharing the kv head (each head's output checked on its own). */
 static void check_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtype kvt,
-                            int64_t hd, int64_t j0, int64_t j1, float scale, mask_kind mk,
-                            uint64_t *rng) {
+                            int64_t hd, int64_t n_heads, int64_t j0, int64_t j1, float scale,
+                            mask_kind mk, uint64_t *rng) {
     int64_t stride = hd + (int64_t)(tu_rand(rng) % 4) * hd + (int64_t)(tu_rand(rng) % 3);
     int64_t n_elem = (j1 > 0 ? j1 : 1) * stride + hd; /* rows beyond j1 exist but are unused */
     size_t es = kvt == SLATE_DTYPE_F32 ? 4 : 2;
     float *kf = xmalloc((size_t)n_elem * sizeof(float)),
           *vf = xmalloc((size_t)n_elem * sizeof(float));
     void *kc = make_weights(kvt, n_elem, kf, rng), *vc = make_weights(kvt, n_elem, vf, rng);
-    float *q = xmalloc((size_t)hd * sizeof(float));
+    int64_t nq = n_heads * hd;
+    float *q = xmalloc((size_t)nq * sizeof(float));
     float *mask = xmalloc((size_t)(j1 + 1) * sizeof(float));
-    float *got = xmalloc((size_t)(hd + 1) * sizeof(float)),
-          *want = xmalloc((size_t)(hd + 1) * sizeof(float));
-    double *mag = xmalloc((size_t)hd * sizeof(double));
-    fill_rand(q, hd, rng);
+    float *got = xmalloc((size_t)(nq + 1) * sizeof(float)),
+          *want = xmalloc((size_t)(nq + 1) * sizeof(float));
+    double *mag = xmalloc((size_t)nq * sizeof(double));
+    fill_rand(q, nq, rng);
     for (int64_t j = 0; j <= j1; j++) {
         float r = tu_randf(rng);
         mask[j] = mk == MASK_ALL_INF ? -INFINITY : r < -0.4f ? -INFINITY : r * 3.0f;
     }
     /* Offset the cache base so rows are not vector-aligned. */
     const void *kb = (const char *)kc + es, *vb = (const char *)vc + es;
-    for (int64_t d = 0; d <= hd; d++) got[d] = want[d] = 777.0f;
+    for (int64_t d = 0; d <= nq; d++) got[d] = want[d] = 777.0f;
     const float *mp = mk == MASK_NONE ? NULL : mask;
-    k->attention(got, q, kb, vb, kvt, stride, j0, j1, hd, scale, mp);
-    ref->attention(want, q, kb, vb, kvt, stride, j0, j1, hd, scale, mp);
+    k->attention(got, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, scale, mp);
+    ref->attention(want, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, scale, mp);
 
     char what[200];
     snprintf(what, sizeof what,
-             "%s attention %s hd=%lld j=[%lld,%lld) stride=%lld scale=%g mask=%d", k->name,
-             dtype_name(kvt), (long long)hd, (long long)j0, (long long)j1, (long long)stride, scale,
-             (int)mk);
-    if (got[hd] != 777.0f) fail_msg("%s: wrote past head_dim", what);
+             "%s attention %s hd=%lld heads=%lld j=[%lld,%lld) stride=%lld scale=%g mask=%d",
+             k->name, dtype_name(kvt), (long long)hd, (long long)n_heads, (long long)j0,
+             (long long)j1, (long long)stride, scale, (int)mk);
+    if (got[nq] != 777.0f) fail_msg("%s: wrote past the last head", what);
     bool empty = j1 <= j0 || mk == MASK_ALL_INF;
-    for (int64_t d = 0; d < hd; d++) {
+    for (int64_t d = 0; d < nq; d++) {
         mag[d] = 1.0; /* max |v| */
         if (empty && got[d] != 0.0f)
             fail_msg("%s: out[%lld] = %g, want 0 (no valid score)", what, (long long)d, got[d]);
     }
-    check_close(what, got, want, mag, hd, ATTN_TOL);
+    for (int64_t h = 0; h < n_heads; h++)
+        check_close(what, got + h * hd, want + h * hd, mag, hd, ATTN_TOL);
     free(kf);
     free(vf);
     free(kc);
@@ -286,7 +291,10 @@ static void attention_matches_ref_for_every_head_dim_and_range(void **st) {
                     /* 1/sqrt(hd) is the usual scale; larger ones give peaked softmaxes whose
                      * running maximum changes often. */
                     float scale = (1.0f + 7.0f * (float)(tu_rand(&rng) % 2)) / sqrtf((float)hds[a]);
-                    check_attention(k, ref, (slate_dtype)kvt, hds[a], j0, j0 + lens[b], scale,
+                    /* 1 head, a group within one pass of the variants (8 heads), more (9). */
+                    static const int64_t heads[] = {1, 3, 8, 9};
+                    int64_t nh = heads[(a + b + (size_t)mk) % 4];
+                    check_attention(k, ref, (slate_dtype)kvt, hds[a], nh, j0, j0 + lens[b], scale,
                                     (mask_kind)mk, &rng);
                 }
 }
@@ -296,9 +304,9 @@ static void attention_with_every_score_masked_is_zero(void **st) {
     uint64_t rng = tu_seed() ^ 0x7a65726full;
     for (int kvt = SLATE_DTYPE_F32; kvt <= SLATE_DTYPE_F16; kvt++)
         for (int64_t hd = 1; hd <= 130; hd += 43) {
-            check_attention(k, ref, (slate_dtype)kvt, hd, 3, 3, 0.125f, MASK_NONE, &rng);
-            check_attention(k, ref, (slate_dtype)kvt, hd, 2, 3, 0.125f, MASK_ALL_INF, &rng);
-            check_attention(k, ref, (slate_dtype)kvt, hd, 1, 40, 0.125f, MASK_ALL_INF, &rng);
+            check_attention(k, ref, (slate_dtype)kvt, hd, 1, 3, 3, 0.125f, MASK_NONE, &rng);
+            check_attention(k, ref, (slate_dtype)kvt, hd, 4, 2, 3, 0.125f, MASK_ALL_INF, &rng);
+            check_attention(k, ref, (slate_dtype)kvt, hd, 9, 1, 40, 0.125f, MASK_ALL_INF, &rng);
         }
 }
 
@@ -343,7 +351,7 @@ static void rms_norm_matches_ref(void **st) {
 /* One test per table, named "<test>/<table>". */
 #define FOR_TABLE(f, name)                                                                         \
     { #f "/" name, f, NULL, NULL, (void *)name }
-#define FOR_TABLES(f) FOR_TABLE(f, "avx2"), FOR_TABLE(f, "avx512")
+#define FOR_TABLES(f) FOR_TABLE(f, "avx2"), FOR_TABLE(f, "avx512"), FOR_TABLE(f, "avx512_vnni")
 
 int main(void) {
     tu_seed();

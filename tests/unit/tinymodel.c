@@ -146,6 +146,12 @@ slate_status tm_write(const char *path, const tm_opts *o, slate_error *err) {
     if (s == SLATE_OK) {
         slate_convert_params cp = slate_convert_default_params();
         cp.dtype = o->dtype;
+        cp.block_size = o->block_size;
+        cp.asym = o->asym;
+        slate_convert_keep rules[2];
+        if (o->quantize_all) rules[cp.n_keep++] = (slate_convert_keep){o->dtype, "*.weight"};
+        if (o->keep_f16) rules[cp.n_keep++] = (slate_convert_keep){SLATE_DTYPE_F16, o->keep_f16};
+        cp.keep = rules;
         cp.n_ctx = o->n_ctx;
         cp.max_query = o->max_query;
         s = slate__build_package(&imp, &cp, path, err);

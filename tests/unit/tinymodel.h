@@ -10,7 +10,11 @@ typedef struct tm_opts {
     int32_t n_ctx, max_query;
     bool qkv_bias, qk_norm, tied, half_rope;
     int32_t window;
-    slate_dtype dtype;
+    slate_dtype dtype;      /* matrices; F32/F16/BF16 or compressed (Q8_0, Q4, Q8_C) */
+    int32_t block_size;     /* Q4 block (0: 32) */
+    bool asym;              /* Q4 asymmetric */
+    bool quantize_all;      /* compressed dtype also for token_embd (else the Q8_0 default) */
+    const char *keep_f16;   /* NULL, or a glob of matrices kept f16 (after quantize_all) */
     uint64_t seed;
 } tm_opts;
 

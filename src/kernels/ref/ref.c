@@ -6,6 +6,7 @@
 #include "core/core.h"
 
 #include <math.h>
+#include <string.h>
 
 static float w_at(const void *w, slate_dtype dt, int64_t i) {
     switch (dt) {
@@ -27,17 +28,17 @@ static void matmul_any(slate_dtype dt, float *y, const float *x, const void *w, 
         }
 }
 
-static void matmul_f32(float *y, const float *x, const void *w, const float *b, int64_t r,
-                       int64_t n, int64_t m, int64_t o0, int64_t o1) {
-    matmul_any(SLATE_DTYPE_F32, y, x, w, b, r, n, m, o0, o1);
+static void matmul_f32(float *y, const float *x, const void *xq, const slate__wmat *w,
+                       const float *b, int64_t r, int64_t o0, int64_t o1) {
+    matmul_any(SLATE_DTYPE_F32, y, x, w->data, b, r, w->n_in, w->n_out, o0, o1);
 }
-static void matmul_f16(float *y, const float *x, const void *w, const float *b, int64_t r,
-                       int64_t n, int64_t m, int64_t o0, int64_t o1) {
-    matmul_any(SLATE_DTYPE_F16, y, x, w, b, r, n, m, o0, o1);
+static void matmul_f16(float *y, const float *x, const void *xq, const slate__wmat *w,
+                       const float *b, int64_t r, int64_t o0, int64_t o1) {
+    matmul_any(SLATE_DTYPE_F16, y, x, w->data, b, r, w->n_in, w->n_out, o0, o1);
 }
-static void matmul_bf16(float *y, const float *x, const void *w, const float *b, int64_t r,
-                        int64_t n, int64_t m, int64_t o0, int64_t o1) {
-    matmul_any(SLATE_DTYPE_BF16, y, x, w, b, r, n, m, o0, o1);
+static void matmul_bf16(float *y, const float *x, const void *xq, const slate__wmat *w,
+                        const float *b, int64_t r, int64_t o0, int64_t o1) {
+    matmul_any(SLATE_DTYPE_BF16, y, x, w->data, b, r, w->n_in, w->n_out, o0, o1);
 }
 
 static void to_f32_f32(float *d, const void *s, int64_t n) {
@@ -52,9 +53,9 @@ static void to_f32_bf16(float *d, const void *s, int64_t n) {
 
 /* Online softmax (one pass over the cache): keep the running max m, the running sum l of
  * exp(s - m) and the running weighted sum of v, rescaling both when m grows. */
-static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
-                      int64_t stride, int64_t j0, int64_t j1, int64_t hd, float scale,
-                      const float *mask) {
+static void attention_head(float *out, const float *q, const void *k, const void *v,
+                           slate_dtype kvt, int64_t stride, int64_t j0, int64_t j1, int64_t hd,
+                           float scale, const float *mask) {
     float acc[SLATE__MAX_HEAD_DIM];
     float m = -INFINITY, l = 0.0f;
     for (int64_t d = 0; d < hd; d++) acc[d] = 0.0f;
@@ -78,6 +79,70 @@ static void attention(float *out, const float *q, const void *k, const void *v, 
     for (int64_t d = 0; d < hd; d++) out[d] = acc[d] * inv;
 }
 
+/* The heads of one kv head, each on its own. */
+static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
+                      int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
+                      float scale, const float *mask) {
+    for (int64_t h = 0; h < n_heads; h++)
+        attention_head(out + h * hd, q + h * hd, k, v, kvt, stride, j0, j1, hd, scale, mask);
+}
+
+/* int8 cache: the same online softmax; each row's scale multiplies its dot product (k) or its
+ * weight (v), so dequantization costs one multiply per row, not per element. */
+static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
+                         int64_t stride, int64_t j0, int64_t j1, int64_t hd, float scale,
+                         const float *mask) {
+    float acc[SLATE__MAX_HEAD_DIM];
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t d = 0; d < hd; d++) acc[d] = 0.0f;
+    for (int64_t j = j0; j < j1; j++) {
+        const uint8_t *kr = k + j * stride, *vr = v + j * stride;
+        float ks, vs;
+        memcpy(&ks, kr, 4);
+        memcpy(&vs, vr, 4);
+        const int8_t *kq = (const int8_t *)(kr + 4), *vq = (const int8_t *)(vr + 4);
+        float s = 0.0f;
+        for (int64_t d = 0; d < hd; d++) s += q[d] * (float)kq[d];
+        s *= ks * scale;
+        if (mask) s += mask[j];
+        if (s == -INFINITY || isnan(s)) continue;
+        if (s > m) {
+            float c = expf(m - s);
+            for (int64_t d = 0; d < hd; d++) acc[d] *= c;
+            l *= c;
+            m = s;
+        }
+        float p = expf(s - m);
+        l += p;
+        float pv = p * vs;
+        for (int64_t d = 0; d < hd; d++) acc[d] += pv * (float)vq[d];
+    }
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int64_t d = 0; d < hd; d++) out[d] = acc[d] * inv;
+}
+
+/* Symmetric per-group quantization: scale = max|x| / 127 keeps the largest element exact (up to
+ * the f32 scale) and every other within scale / 2. A zero group stores scale 0. */
+void slate__kv_quantize_i8(uint8_t *dst, const float *x, int64_t width, int32_t group) {
+    size_t block = 4 + slate__align_up((size_t)group, 4);
+    for (int64_t g0 = 0; g0 < width; g0 += group, dst += block) {
+        float amax = 0.0f;
+        for (int32_t i = 0; i < group; i++) {
+            float a = fabsf(x[g0 + i]);
+            if (a > amax) amax = a;
+        }
+        float sc = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        memcpy(dst, &sc, 4);
+        int8_t *qd = (int8_t *)(dst + 4);
+        for (int32_t i = 0; i < group; i++) {
+            float r = nearbyintf(x[g0 + i] * inv);
+            if (r != r) r = 0.0f; /* NaN (inf x 0): keep the cast defined */
+            qd[i] = (int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
+        }
+        for (size_t i = (size_t)group; i < block - 4; i++) qd[i] = 0;
+    }
+}
+
 static void rms_norm(float *y, const float *x, const float *w, int64_t n, float eps) {
     float ss = 0.0f;
     for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
@@ -94,5 +159,7 @@ void slate__ref_fill(slate__kernels *k) {
     k->to_f32[SLATE_DTYPE_F16] = to_f32_f16;
     k->to_f32[SLATE_DTYPE_BF16] = to_f32_bf16;
     k->attention = attention;
+    k->attention_i8 = attention_i8;
     k->rms_norm = rms_norm;
+    slate__ref_quant_fill(k); /* row_to_f32 of every weight dtype, matmul of the quantized ones */
 }

@@ -20,8 +20,10 @@
  * horizontal add), then one online-softmax update per block: the running max grows once per
  * block, exp is a vectorized polynomial (exp8, ~2 ulp), and the v rows with nonzero weight are
  * accumulated over head_dim with the accumulator kept in registers. For ranges too long for L2
- * the next block's rows are prefetched. Positions whose score is -inf or NaN are skipped
- * exactly as in ref; all -inf gives out = 0.
+ * the next block's rows are prefetched. The query heads of one kv head run together (up to 8
+ * per pass), so each block's K/V rows are read from memory once for all of them. Positions
+ * whose score is -inf or NaN are skipped exactly as in ref; all -inf gives out = 0.
+ * Compressed weights (Q8_0, Q4, Q8_C): dequantized to f32 on the fly (see below).
  * rms_norm, to_f32: straightforward 8-wide loops; f16 conversion is exact (vcvtph2ps).
  */
 #include "kernels/kernels.h"
@@ -181,17 +183,17 @@ INLINE void matmul_any(slate_dtype dt, float *y, const float *x, const void *w, 
     }
 }
 
-static void matmul_f32(float *y, const float *x, const void *w, const float *b, int64_t r,
-                       int64_t n, int64_t m, int64_t o0, int64_t o1) {
-    matmul_any(SLATE_DTYPE_F32, y, x, w, b, r, n, m, o0, o1);
+static void matmul_f32(float *y, const float *x, const void *xq, const slate__wmat *w,
+                       const float *b, int64_t r, int64_t o0, int64_t o1) {
+    matmul_any(SLATE_DTYPE_F32, y, x, w->data, b, r, w->n_in, w->n_out, o0, o1);
 }
-static void matmul_f16(float *y, const float *x, const void *w, const float *b, int64_t r,
-                       int64_t n, int64_t m, int64_t o0, int64_t o1) {
-    matmul_any(SLATE_DTYPE_F16, y, x, w, b, r, n, m, o0, o1);
+static void matmul_f16(float *y, const float *x, const void *xq, const slate__wmat *w,
+                       const float *b, int64_t r, int64_t o0, int64_t o1) {
+    matmul_any(SLATE_DTYPE_F16, y, x, w->data, b, r, w->n_in, w->n_out, o0, o1);
 }
-static void matmul_bf16(float *y, const float *x, const void *w, const float *b, int64_t r,
-                        int64_t n, int64_t m, int64_t o0, int64_t o1) {
-    matmul_any(SLATE_DTYPE_BF16, y, x, w, b, r, n, m, o0, o1);
+static void matmul_bf16(float *y, const float *x, const void *xq, const slate__wmat *w,
+                        const float *b, int64_t r, int64_t o0, int64_t o1) {
+    matmul_any(SLATE_DTYPE_BF16, y, x, w->data, b, r, w->n_in, w->n_out, o0, o1);
 }
 
 /* ---- to_f32 ------------------------------------------------------------------------------ */
@@ -289,86 +291,114 @@ INLINE void prefetch_rows(slate_dtype dt, const void *k, const void *v, int64_t 
     }
 }
 
-INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
-                          int64_t stride, int64_t j0, int64_t j1, int64_t hd, float scale,
-                          const float *mask) {
+/* The running softmax state of one query head: max m, sum l, weighted sum of v rows acc. */
+typedef struct head_acc {
     float acc[SLATE__MAX_HEAD_DIM] __attribute__((aligned(32)));
-    float m = -INFINITY, l = 0.0f;
+    float m, l;
+} head_acc;
+
+/* Query heads per pass over the cache (as avx512.c): K and V rows of a block are read from
+ * memory once and again from L1 by the other heads of the pass. */
+enum { HG = 8 };
+
+/* One block of up to 8 cache positions [jb, jb + n) for one head. */
+INLINE void attn_block(slate_dtype dt, head_acc *h, const float *q, const void *const kr[8],
+                       const void *v, int64_t stride, int64_t jb, int n, int64_t hd, float scale,
+                       const float *mask) {
+    float s[8] __attribute__((aligned(32)));
+    _mm256_store_ps(s, _mm256_mul_ps(dot8(dt, q, kr, hd), _mm256_set1_ps(scale)));
+    for (int t = 0; t < 8; t++) {
+        if (t >= n)
+            s[t] = -INFINITY;
+        else if (mask)
+            s[t] += mask[jb + t];
+    }
+    __m256 sv = _mm256_load_ps(s);
+    /* Ordered compare: false for -inf and NaN, the scores ref skips. */
+    __m256 valid = _mm256_cmp_ps(sv, _mm256_set1_ps(-INFINITY), _CMP_GT_OQ);
+    __m256 mx = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sv, valid);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float bm = _mm_cvtss_f32(m4);
+    if (!(bm > -INFINITY)) return; /* nothing valid in this block */
+    float *acc = h->acc;
+    if (bm > h->m) {
+        float c = expf(h->m - bm); /* m = -inf on the first valid block: c = 0 */
+        __m256 cv = _mm256_set1_ps(c);
+        for (int64_t d = 0; d < hd; d += 8)
+            _mm256_store_ps(acc + d, _mm256_mul_ps(_mm256_load_ps(acc + d), cv));
+        h->l *= c;
+        h->m = bm;
+    }
+    __m256 p = _mm256_and_ps(exp8(_mm256_sub_ps(sv, _mm256_set1_ps(h->m))), valid);
+    h->l += hsum8(p);
+    float pw[8] __attribute__((aligned(32)));
+    _mm256_store_ps(pw, p);
+    /* The valid rows, compacted, so the v pass skips what ref skips. */
+    __m256 pb[8];
+    const void *vr[8];
+    int nv = 0;
+    for (int t = 0; t < n; t++) {
+        if (!(s[t] > -INFINITY)) continue;
+        pb[nv] = _mm256_set1_ps(pw[t]);
+        vr[nv++] = kv_row(dt, v, jb + t, stride);
+    }
+    int64_t d = 0;
+    for (; d + 8 <= hd; d += 8) {
+        __m256 a = _mm256_load_ps(acc + d);
+        for (int t = 0; t < nv; t++) a = _mm256_fmadd_ps(pb[t], load_w8(dt, vr[t], d), a);
+        _mm256_store_ps(acc + d, a);
+    }
+    if (d < hd) {
+        __m256 a = _mm256_load_ps(acc + d);
+        for (int t = 0; t < nv; t++)
+            a = _mm256_fmadd_ps(pb[t], load_w8_tail(dt, vr[t], d, hd - d), a);
+        _mm256_store_ps(acc + d, a);
+    }
+}
+
+INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
+                          int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
+                          float scale, const float *mask) {
+    head_acc hs[HG];
     bool pf = (j1 - j0) * hd * (dt == SLATE_DTYPE_F32 ? 4 : 2) * 2 > PF_ATTN_BYTES;
-    /* Whole vectors are loaded and stored, so zero up to the next multiple of 8 (<= 512). */
-    for (int64_t d = 0; d < hd; d += 8) _mm256_store_ps(acc + d, _mm256_setzero_ps());
-    for (int64_t jb = j0; jb < j1; jb += 8) {
-        int n = j1 - jb < 8 ? (int)(j1 - jb) : 8;
-        const void *kr[8];
-        /* Lanes past the range reuse row jb (always valid memory); their scores become -inf. */
-        for (int t = 0; t < 8; t++) kr[t] = kv_row(dt, k, jb + (t < n ? t : 0), stride);
-        if (pf) prefetch_rows(dt, k, v, stride, jb + 8, j1 < jb + 16 ? j1 : jb + 16, hd);
-        float s[8] __attribute__((aligned(32)));
-        _mm256_store_ps(s, _mm256_mul_ps(dot8(dt, q, kr, hd), _mm256_set1_ps(scale)));
-        for (int t = 0; t < 8; t++) {
-            if (t >= n)
-                s[t] = -INFINITY;
-            else if (mask)
-                s[t] += mask[jb + t];
+    for (int64_t h0 = 0; h0 < n_heads; h0 += HG) {
+        int nh = n_heads - h0 < HG ? (int)(n_heads - h0) : HG;
+        for (int h = 0; h < nh; h++) {
+            hs[h].m = -INFINITY;
+            hs[h].l = 0.0f;
+            /* Whole vectors are loaded and stored: zero up to the next multiple of 8. */
+            for (int64_t d = 0; d < hd; d += 8) _mm256_store_ps(hs[h].acc + d, _mm256_setzero_ps());
         }
-        __m256 sv = _mm256_load_ps(s);
-        /* Ordered compare: false for -inf and NaN, the scores ref skips. */
-        __m256 valid = _mm256_cmp_ps(sv, _mm256_set1_ps(-INFINITY), _CMP_GT_OQ);
-        __m256 mx = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sv, valid);
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        float bm = _mm_cvtss_f32(m4);
-        if (!(bm > -INFINITY)) continue; /* nothing valid in this block */
-        if (bm > m) {
-            float c = expf(m - bm); /* m = -inf on the first valid block: c = 0 */
-            __m256 cv = _mm256_set1_ps(c);
-            for (int64_t d = 0; d < hd; d += 8)
-                _mm256_store_ps(acc + d, _mm256_mul_ps(_mm256_load_ps(acc + d), cv));
-            l *= c;
-            m = bm;
+        for (int64_t jb = j0; jb < j1; jb += 8) {
+            int n = j1 - jb < 8 ? (int)(j1 - jb) : 8;
+            const void *kr[8];
+            /* Lanes past the range reuse row jb (valid memory); their scores become -inf. */
+            for (int t = 0; t < 8; t++) kr[t] = kv_row(dt, k, jb + (t < n ? t : 0), stride);
+            if (pf) prefetch_rows(dt, k, v, stride, jb + 8, j1 < jb + 16 ? j1 : jb + 16, hd);
+            for (int h = 0; h < nh; h++)
+                attn_block(dt, &hs[h], q + (h0 + h) * hd, kr, v, stride, jb, n, hd, scale, mask);
         }
-        __m256 p = _mm256_and_ps(exp8(_mm256_sub_ps(sv, _mm256_set1_ps(m))), valid);
-        l += hsum8(p);
-        float pw[8] __attribute__((aligned(32)));
-        _mm256_store_ps(pw, p);
-        /* The valid rows, compacted, so the v pass skips what ref skips. */
-        __m256 pb[8];
-        const void *vr[8];
-        int nv = 0;
-        for (int t = 0; t < n; t++) {
-            if (!(s[t] > -INFINITY)) continue;
-            pb[nv] = _mm256_set1_ps(pw[t]);
-            vr[nv++] = kv_row(dt, v, jb + t, stride);
-        }
-        int64_t d = 0;
-        for (; d + 8 <= hd; d += 8) {
-            __m256 a = _mm256_load_ps(acc + d);
-            for (int t = 0; t < nv; t++) a = _mm256_fmadd_ps(pb[t], load_w8(dt, vr[t], d), a);
-            _mm256_store_ps(acc + d, a);
-        }
-        if (d < hd) {
-            __m256 a = _mm256_load_ps(acc + d);
-            for (int t = 0; t < nv; t++)
-                a = _mm256_fmadd_ps(pb[t], load_w8_tail(dt, vr[t], d, hd - d), a);
-            _mm256_store_ps(acc + d, a);
+        for (int h = 0; h < nh; h++) {
+            float *o = out + (h0 + h) * hd;
+            float inv = hs[h].l > 0.0f ? 1.0f / hs[h].l : 0.0f;
+            __m256 iv = _mm256_set1_ps(inv);
+            int64_t d = 0;
+            for (; d + 8 <= hd; d += 8)
+                _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_load_ps(hs[h].acc + d), iv));
+            for (; d < hd; d++) o[d] = hs[h].acc[d] * inv;
         }
     }
-    float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    __m256 iv = _mm256_set1_ps(inv);
-    int64_t d = 0;
-    for (; d + 8 <= hd; d += 8)
-        _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_load_ps(acc + d), iv));
-    for (; d < hd; d++) out[d] = acc[d] * inv;
 }
 
 static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
-                      int64_t stride, int64_t j0, int64_t j1, int64_t hd, float scale,
-                      const float *mask) {
+                      int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
+                      float scale, const float *mask) {
     if (kvt == SLATE_DTYPE_F16)
-        attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, scale, mask);
+        attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
     else
-        attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, scale, mask);
+        attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
 }
 
 /* ---- rms_norm ---------------------------------------------------------------------------- */
@@ -399,11 +429,161 @@ static void rms_norm(float *y, const float *x, const float *w, int64_t n, float 
     for (; i < n; i++) y[i] = x[i] * r * w[i];
 }
 
+/* ---- compressed weights (Q8_0, Q4, Q8_C) --------------------------------------------------
+ * Dequantize-and-FMA on f32 activations (no activation quantization, so the result differs
+ * from ref only by summation order): each unit of 8 weights inside one block becomes an 8-float
+ * vector (scaled by the block's d, offset by its m or -8d) and is used for up to 4 rows of x;
+ * every row keeps two accumulators so the FMA latency does not serialize a row. Q8_C rows are
+ * summed unscaled and multiplied by the row's scale at the end. This is the table for CPUs
+ * without AVX-512 VNNI; avx512_vnni.c has the integer kernels. */
+
+INLINE float f16_scalar(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* Unit u (elements 8u .. 8u+7) of a block as f32: the ints (q or q - 8 is applied by the
+ * caller's FMA: w = q * d + off). */
+INLINE __m256 q_unit(slate_dtype dt, int32_t B, const uint8_t *qs, int u) {
+    if (dt == SLATE_DTYPE_Q4) {
+        int e = 8 * u, half = B / 2;
+        __m128i b = _mm_loadl_epi64((const __m128i *)(qs + (e % half)));
+        if (e >= half) b = _mm_srli_epi16(b, 4);
+        b = _mm_and_si128(b, _mm_set1_epi8(15));
+        return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+    }
+    __m128i b = _mm_loadl_epi64((const __m128i *)(qs + 8 * u));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+}
+
+/* R rows of x (from row r0) against weight row o, over every block. */
+INLINE void q_dot_rows(slate_dtype dt, int32_t B, bool asym, int R, float *y, const float *x,
+                       const slate__wmat *w, const float *bias, int64_t r0, int64_t o) {
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    int64_t n_in = w->n_in, nb = n_in / B; /* Q8_C: whole units of 8; the caller adds the rest */
+    size_t bb = dt == SLATE_DTYPE_Q8_0 ? sizeof(slate__block_q8_0)
+                : dt == SLATE_DTYPE_Q4 ? slate__q4_block_bytes(B, asym)
+                                       : (size_t)B;
+    size_t hdr = dt == SLATE_DTYPE_Q8_C ? 0 : asym ? 4 : 2;
+    __m256 acc[4][2];
+    UNROLL for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + (size_t)b * bb;
+        __m256 d = _mm256_set1_ps(1.0f), off = _mm256_setzero_ps();
+        if (dt != SLATE_DTYPE_Q8_C) d = _mm256_set1_ps(f16_scalar(blk));
+        if (dt == SLATE_DTYPE_Q4)
+            off = asym ? _mm256_set1_ps(f16_scalar(blk + 2))
+                       : _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
+        for (int u = 0; u < B / 8; u++) {
+            __m256 q = q_unit(dt, B, blk + hdr, u);
+            __m256 wv = dt == SLATE_DTYPE_Q4 ? _mm256_fmadd_ps(q, d, off)
+                        : dt == SLATE_DTYPE_Q8_0 ? _mm256_mul_ps(q, d)
+                                                 : q;
+            int64_t i = b * B + 8 * u;
+            UNROLL for (int r = 0; r < R; r++) acc[r][u & 1] =
+                _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + (r0 + r) * n_in + i), acc[r][u & 1]);
+        }
+    }
+    float sc = dt == SLATE_DTYPE_Q8_C ? w->scales[o] : 1.0f;
+    UNROLL for (int r = 0; r < R; r++) {
+        float v = hsum8(_mm256_add_ps(acc[r][0], acc[r][1])) * sc;
+        y[(r0 + r) * w->n_out + o] = v + (bias ? bias[o] : 0.0f);
+    }
+}
+
+INLINE void q_matmul(slate_dtype dt, int32_t B, bool asym, float *y, const float *x,
+                     const slate__wmat *w, const float *bias, int64_t n_rows, int64_t o0,
+                     int64_t o1) {
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t r = 0;
+        for (; r + 4 <= n_rows; r += 4) q_dot_rows(dt, B, asym, 4, y, x, w, bias, r, o);
+        switch (n_rows - r) {
+        case 3: q_dot_rows(dt, B, asym, 3, y, x, w, bias, r, o); break;
+        case 2: q_dot_rows(dt, B, asym, 2, y, x, w, bias, r, o); break;
+        case 1: q_dot_rows(dt, B, asym, 1, y, x, w, bias, r, o); break;
+        default: break;
+        }
+    }
+}
+
+static void matmul_q8_0(float *y, const float *x, const void *xq, const slate__wmat *w,
+                        const float *b, int64_t r, int64_t o0, int64_t o1) {
+    q_matmul(SLATE_DTYPE_Q8_0, 32, false, y, x, w, b, r, o0, o1);
+}
+
+/* Q8_C has no blocks: "blocks" of one unit of 8 (n_in need not be a multiple of 8; the last
+ * n_in % 8 elements are added in scalar). */
+static void matmul_q8_c(float *y, const float *x, const void *xq, const slate__wmat *w,
+                        const float *b, int64_t n_rows, int64_t o0, int64_t o1) {
+    int64_t n_in = w->n_in, n8 = n_in & ~(int64_t)7;
+    if (n8) q_matmul(SLATE_DTYPE_Q8_C, 8, false, y, x, w, b, n_rows, o0, o1);
+    for (int64_t o = o0; o < o1; o++) {
+        const int8_t *row = (const int8_t *)w->data + (size_t)o * w->row_bytes;
+        for (int64_t r = 0; r < n_rows; r++) {
+            float t = 0.0f;
+            for (int64_t i = n8; i < n_in; i++) t += (float)row[i] * x[r * n_in + i];
+            float base = n8 ? y[r * w->n_out + o] : (b ? b[o] : 0.0f);
+            y[r * w->n_out + o] = base + t * w->scales[o];
+        }
+    }
+}
+
+static void matmul_q4(float *y, const float *x, const void *xq, const slate__wmat *w,
+                      const float *b, int64_t r, int64_t o0, int64_t o1) {
+    switch (w->block * 2 + w->asym) {
+    case 32: q_matmul(SLATE_DTYPE_Q4, 16, false, y, x, w, b, r, o0, o1); break;
+    case 33: q_matmul(SLATE_DTYPE_Q4, 16, true, y, x, w, b, r, o0, o1); break;
+    case 64: q_matmul(SLATE_DTYPE_Q4, 32, false, y, x, w, b, r, o0, o1); break;
+    case 65: q_matmul(SLATE_DTYPE_Q4, 32, true, y, x, w, b, r, o0, o1); break;
+    case 128: q_matmul(SLATE_DTYPE_Q4, 64, false, y, x, w, b, r, o0, o1); break;
+    case 129: q_matmul(SLATE_DTYPE_Q4, 64, true, y, x, w, b, r, o0, o1); break;
+    case 256: q_matmul(SLATE_DTYPE_Q4, 128, false, y, x, w, b, r, o0, o1); break;
+    default: q_matmul(SLATE_DTYPE_Q4, 128, true, y, x, w, b, r, o0, o1); break;
+    }
+}
+
+/* Embedding lookups: one row dequantized, 8 values at a time, with exactly ref's products
+ * (d * (q - 8), d * q + m, d * q, each rounded the same way), so the result is bit-identical. */
+static void row_to_f32_q(float *dst, const slate__wmat *w, int64_t o) {
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    slate_dtype dt = w->dtype;
+    int32_t B = dt == SLATE_DTYPE_Q8_C ? 8 : w->block;
+    bool asym = w->asym;
+    size_t bb = dt == SLATE_DTYPE_Q8_0 ? sizeof(slate__block_q8_0)
+                : dt == SLATE_DTYPE_Q4 ? slate__q4_block_bytes(B, asym)
+                                       : (size_t)B;
+    size_t hdr = dt == SLATE_DTYPE_Q8_C ? 0 : asym ? 4 : 2;
+    int64_t nb = w->n_in / B;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + (size_t)b * bb;
+        float d = dt == SLATE_DTYPE_Q8_C ? w->scales[o] : f16_scalar(blk);
+        for (int u = 0; u < B / 8; u++) {
+            __m256 q = dt == SLATE_DTYPE_Q4 ? q_unit(SLATE_DTYPE_Q4, B, blk + hdr, u)
+                                            : q_unit(SLATE_DTYPE_Q8_0, 32, blk + hdr, u);
+            /* The products ref computes: d * (q - 8) (q - 8 is exact), d * q + m, d * q. */
+            __m256 v = dt == SLATE_DTYPE_Q4 && !asym
+                           ? _mm256_mul_ps(_mm256_set1_ps(d), _mm256_sub_ps(q, _mm256_set1_ps(8.0f)))
+                           : _mm256_mul_ps(_mm256_set1_ps(d), q);
+            if (dt == SLATE_DTYPE_Q4 && asym) v = _mm256_add_ps(v, _mm256_set1_ps(f16_scalar(blk + 2)));
+            _mm256_storeu_ps(dst + b * B + 8 * u, v);
+        }
+    }
+    for (int64_t i = nb * B; i < w->n_in; i++) /* Q8_C: the last n_in % 8 */
+        dst[i] = w->scales[o] * (float)(int8_t)row[i];
+}
+
 void slate__avx2_fill(slate__kernels *k) {
     k->name = "avx2";
     k->matmul[SLATE_DTYPE_F32] = matmul_f32;
     k->matmul[SLATE_DTYPE_F16] = matmul_f16;
     k->matmul[SLATE_DTYPE_BF16] = matmul_bf16;
+    k->matmul[SLATE_DTYPE_Q8_0] = matmul_q8_0;
+    k->matmul[SLATE_DTYPE_Q4] = matmul_q4;
+    k->matmul[SLATE_DTYPE_Q8_C] = matmul_q8_c;
+    k->row_to_f32[SLATE_DTYPE_Q8_0] = row_to_f32_q;
+    k->row_to_f32[SLATE_DTYPE_Q4] = row_to_f32_q;
+    k->row_to_f32[SLATE_DTYPE_Q8_C] = row_to_f32_q;
     k->to_f32[SLATE_DTYPE_F16] = to_f32_f16;
     k->to_f32[SLATE_DTYPE_BF16] = to_f32_bf16;
     k->attention = attention;

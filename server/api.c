@@ -1,0 +1,676 @@
+/*
+ * api.c - the endpoints of `slate serve`, in the OpenAI API shape:
+ *   POST /v1/chat/completions, POST /v1/completions (plain JSON, or server-sent events with
+ *   "stream": true, ending with "data: [DONE]"), GET /v1/models, GET /health, GET /metrics.
+ * Every bad input gets a 4xx with an OpenAI-style error object naming the field. Requests are
+ * validated completely before a slot is taken. Streaming runs the generation on a worker thread
+ * that fills a buffer the connection drains; if the client goes away, libmicrohttpd frees the
+ * response early, which cancels the generation and frees the slot.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "server.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { EP_CHAT, EP_COMPLETIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER };
+
+static void count_request(srv_server *s, int ep) {
+    pthread_mutex_lock(&s->metrics.mu);
+    s->metrics.requests_total[ep]++;
+    pthread_mutex_unlock(&s->metrics.mu);
+}
+
+static int respond(srv_server *s, struct MHD_Connection *conn, unsigned status,
+                   const char *ctype, const char *body, const char *retry_after) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r) return 0;
+    MHD_add_response_header(r, "Content-Type", ctype);
+    if (retry_after) MHD_add_response_header(r, "Retry-After", retry_after);
+    int ok = MHD_queue_response(conn, status, r) == MHD_YES;
+    MHD_destroy_response(r);
+    pthread_mutex_lock(&s->metrics.mu);
+    if (status / 100 >= 1 && status / 100 <= 5) s->metrics.responses_by_class[status / 100]++;
+    pthread_mutex_unlock(&s->metrics.mu);
+    return ok;
+}
+
+static int respond_json(srv_server *s, struct MHD_Connection *conn, unsigned status, cJSON *j) {
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!text) return respond(s, conn, 500, "application/json", "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}", NULL);
+    int ok = respond(s, conn, status, "application/json", text, NULL);
+    cJSON_free(text);
+    return ok;
+}
+
+/* OpenAI error shape: {"error": {"message", "type", "param", "code"}}. */
+static int error_reply(srv_server *s, struct MHD_Connection *conn, unsigned status,
+                       const char *type, const char *param, const char *code,
+                       const char *retry_after, const char *fmt, ...)
+    __attribute__((format(printf, 8, 9)));
+static int error_reply(srv_server *s, struct MHD_Connection *conn, unsigned status,
+                       const char *type, const char *param, const char *code,
+                       const char *retry_after, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", type);
+    if (param) cJSON_AddStringToObject(e, "param", param);
+    else cJSON_AddNullToObject(e, "param");
+    if (code) cJSON_AddStringToObject(e, "code", code);
+    else cJSON_AddNullToObject(e, "code");
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    int ok = respond(s, conn, status, "application/json", text ? text : "{}", retry_after);
+    cJSON_free(text);
+    return ok;
+}
+
+#define BAD(param, ...) \
+    error_reply(s, conn, 400, "invalid_request_error", param, NULL, NULL, __VA_ARGS__)
+
+/* ---- request parsing --------------------------------------------------------------------- */
+
+typedef struct parsed {
+    srv_request req;
+    cJSON *json; /* owns the strings req points into */
+    const char *bad_param;
+    char bad_msg[300];
+    unsigned status;
+    const char *code;
+} parsed;
+
+static bool fail(parsed *p, unsigned status, const char *param, const char *code,
+                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static bool fail(parsed *p, unsigned status, const char *param, const char *code,
+                 const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->bad_msg, sizeof p->bad_msg, fmt, ap);
+    va_end(ap);
+    p->status = status;
+    p->bad_param = param;
+    p->code = code;
+    return false;
+}
+
+static bool num_field(parsed *p, const char *key, double lo, double hi, bool integer,
+                      double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(p->json, key);
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsNumber(v))
+        return fail(p, 400, key, "invalid_type", "'%s' must be a number", key);
+    double d = v->valuedouble;
+    if (!isfinite(d) || d < lo || d > hi || (integer && d != floor(d)))
+        return fail(p, 400, key, "invalid_value", "'%s' is %g; expected %s in [%g, %g]", key, d,
+                    integer ? "an integer" : "a number", lo, hi);
+    *out = d;
+    return true;
+}
+
+static bool parse_request(srv_server *s, parsed *p, const char *body, size_t len, bool chat) {
+    memset(&p->req, 0, sizeof p->req);
+    srv_request *r = &p->req;
+    r->chat = chat;
+    const char *end = NULL;
+    p->json = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!p->json)
+        return fail(p, 400, NULL, "invalid_json", "request body is not valid JSON (error near "
+                    "byte %zu)", end ? (size_t)(end - body) : 0);
+    if (!cJSON_IsObject(p->json))
+        return fail(p, 400, NULL, "invalid_json", "request body must be a JSON object");
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(p->json, "model");
+    if (model && !cJSON_IsNull(model)) {
+        if (!cJSON_IsString(model))
+            return fail(p, 400, "model", "invalid_type", "'model' must be a string");
+        if (strcmp(model->valuestring, s->cfg.model_id) != 0)
+            return fail(p, 404, "model", "model_not_found", "the model '%.100s' does not exist; "
+                        "this server serves '%s'", model->valuestring, s->cfg.model_id);
+    }
+    if (chat) {
+        const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(p->json, "messages");
+        if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) < 1)
+            return fail(p, 400, "messages", "invalid_type", "'messages' must be a non-empty array");
+        int n = cJSON_GetArraySize(msgs);
+        if (n > 4096) return fail(p, 400, "messages", "invalid_value", "at most 4096 messages");
+        r->messages = calloc((size_t)n, sizeof *r->messages);
+        if (!r->messages) return fail(p, 500, NULL, NULL, "out of memory");
+        const cJSON *m;
+        cJSON_ArrayForEach(m, msgs) {
+            const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+            const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+            if (!cJSON_IsObject(m) || !cJSON_IsString(role))
+                return fail(p, 400, "messages", "invalid_type", "messages[%d].role must be a "
+                            "string", r->n_messages);
+            if (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
+                strcmp(role->valuestring, "assistant") && strcmp(role->valuestring, "developer"))
+                return fail(p, 400, "messages", "invalid_value", "messages[%d].role '%.40s' is "
+                            "not one of system, developer, user, assistant", r->n_messages,
+                            role->valuestring);
+            const char *text = NULL;
+            if (cJSON_IsString(content)) {
+                text = content->valuestring;
+            } else if (cJSON_IsArray(content) && cJSON_GetArraySize(content) == 1 &&
+                       cJSON_IsString(cJSON_GetObjectItemCaseSensitive(
+                           cJSON_GetArrayItem(content, 0), "text"))) {
+                text = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(content, 0), "text")
+                           ->valuestring;
+            } else {
+                return fail(p, 400, "messages", "invalid_type", "messages[%d].content must be "
+                            "a string", r->n_messages);
+            }
+            r->messages[r->n_messages].role =
+                strcmp(role->valuestring, "developer") == 0 ? "system" : role->valuestring;
+            r->messages[r->n_messages].content = text;
+            r->n_messages++;
+        }
+    } else {
+        const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(p->json, "prompt");
+        if (cJSON_IsArray(prompt) && cJSON_GetArraySize(prompt) == 1 &&
+            cJSON_IsString(cJSON_GetArrayItem(prompt, 0)))
+            prompt = cJSON_GetArrayItem(prompt, 0);
+        if (!cJSON_IsString(prompt))
+            return fail(p, 400, "prompt", "invalid_type", "'prompt' must be a string");
+        r->prompt = prompt->valuestring;
+    }
+    double d;
+    r->sampler = slate_sampler_default_params();
+    /* OpenAI's defaults: temperature 1, top_p 1, no top-k/min-p. */
+    r->sampler.temperature = 1.0f;
+    r->sampler.top_p = 1.0f;
+    r->sampler.top_k = 0;
+    r->sampler.min_p = 0.0f;
+    r->max_tokens = 256;
+    if (r->max_tokens > s->cfg.max_tokens_limit) r->max_tokens = s->cfg.max_tokens_limit;
+    const char *mt_key = cJSON_GetObjectItemCaseSensitive(p->json, "max_completion_tokens")
+                             ? "max_completion_tokens"
+                             : "max_tokens";
+    d = -1;
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(p->json, mt_key);
+    if (mt && cJSON_IsNumber(mt) && mt->valuedouble > s->cfg.max_tokens_limit &&
+        mt->valuedouble == floor(mt->valuedouble))
+        return fail(p, 400, mt_key, "invalid_value", "'%s' is %g, more than this server's limit "
+                    "of %d", mt_key, mt->valuedouble, s->cfg.max_tokens_limit);
+    if (!num_field(p, mt_key, 1, s->cfg.max_tokens_limit, true, &d)) return false;
+    if (d > 0) r->max_tokens = (int32_t)d;
+    d = -1;
+    if (!num_field(p, "temperature", 0, 2, false, &d)) return false;
+    if (d >= 0) r->sampler.temperature = (float)d;
+    d = -1;
+    if (!num_field(p, "top_p", 0, 1, false, &d)) return false;
+    if (d >= 0) {
+        if (d == 0) return fail(p, 400, "top_p", "invalid_value", "'top_p' must be in (0, 1]");
+        r->sampler.top_p = (float)d;
+    }
+    d = -1;
+    if (!num_field(p, "top_k", 0, 1 << 20, true, &d)) return false;
+    if (d >= 0) r->sampler.top_k = (int32_t)d;
+    d = -1;
+    if (!num_field(p, "min_p", 0, 1, false, &d)) return false;
+    if (d >= 0) r->sampler.min_p = (float)d;
+    d = NAN;
+    if (!num_field(p, "presence_penalty", -2, 2, false, &d)) return false;
+    if (!isnan(d)) r->sampler.presence_penalty = (float)d;
+    d = NAN;
+    if (!num_field(p, "frequency_penalty", -2, 2, false, &d)) return false;
+    if (!isnan(d)) r->sampler.frequency_penalty = (float)d;
+    d = -1;
+    if (!num_field(p, "seed", 0, 9007199254740991.0, true, &d)) return false;
+    if (d >= 0) r->sampler.seed = (uint64_t)d;
+    else r->sampler.seed = (uint64_t)atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull;
+    d = 1;
+    if (!num_field(p, "n", 1, 1e9, true, &d)) return false;
+    if (d != 1) return fail(p, 400, "n", "invalid_value", "'n' is %g; this server generates one "
+                            "choice per request (n must be 1)", d);
+    const cJSON *stop = cJSON_GetObjectItemCaseSensitive(p->json, "stop");
+    if (cJSON_IsString(stop)) {
+        if (!stop->valuestring[0]) return fail(p, 400, "stop", "invalid_value", "'stop' strings must not be empty");
+        r->stops[r->n_stops++] = stop->valuestring;
+    } else if (cJSON_IsArray(stop)) {
+        const cJSON *x;
+        if (cJSON_GetArraySize(stop) > 4)
+            return fail(p, 400, "stop", "invalid_value", "'stop' holds at most 4 strings");
+        cJSON_ArrayForEach(x, stop) {
+            if (!cJSON_IsString(x) || !x->valuestring[0])
+                return fail(p, 400, "stop", "invalid_type", "'stop' must be a string or an "
+                            "array of non-empty strings");
+            r->stops[r->n_stops++] = x->valuestring;
+        }
+    } else if (stop && !cJSON_IsNull(stop)) {
+        return fail(p, 400, "stop", "invalid_type", "'stop' must be a string or an array");
+    }
+    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(p->json, "stream");
+    if (stream && !cJSON_IsBool(stream) && !cJSON_IsNull(stream))
+        return fail(p, 400, "stream", "invalid_type", "'stream' must be a boolean");
+    r->stream = cJSON_IsTrue(stream);
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(p->json, "stream_options");
+    r->include_usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
+    const cJSON *ie = cJSON_GetObjectItemCaseSensitive(p->json, "ignore_eos");
+    if (ie && !cJSON_IsBool(ie))
+        return fail(p, 400, "ignore_eos", "invalid_type", "'ignore_eos' must be a boolean");
+    r->ignore_eos = cJSON_IsTrue(ie);
+    const cJSON *conv = cJSON_GetObjectItemCaseSensitive(p->json, "conversation_id");
+    if (conv && !cJSON_IsNull(conv)) {
+        if (!cJSON_IsString(conv) || strlen(conv->valuestring) >= sizeof r->conv_id)
+            return fail(p, 400, "conversation_id", "invalid_type", "'conversation_id' must be a "
+                        "string of at most %zu bytes", sizeof r->conv_id - 1);
+        strcpy(r->conv_id, conv->valuestring);
+    }
+    return true;
+}
+
+/* ---- responses --------------------------------------------------------------------------- */
+
+static const char *finish_name(slate_finish_reason f) {
+    return f == SLATE_FINISH_LENGTH || f == SLATE_FINISH_CONTEXT_FULL ? "length" : "stop";
+}
+
+static cJSON *usage_json(const srv_usage *u) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "prompt_tokens", u->prompt_tokens);
+    cJSON_AddNumberToObject(j, "completion_tokens", u->completion_tokens);
+    cJSON_AddNumberToObject(j, "total_tokens", u->prompt_tokens + u->completion_tokens);
+    cJSON *d = cJSON_AddObjectToObject(j, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", u->reused_tokens);
+    return j;
+}
+
+static cJSON *envelope(srv_server *s, const srv_request *r, const char *id, bool chunk) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "id", id);
+    cJSON_AddStringToObject(j, "object", r->chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                                 : "text_completion");
+    cJSON_AddNumberToObject(j, "created", (double)time(NULL));
+    cJSON_AddStringToObject(j, "model", s->cfg.model_id);
+    return j;
+}
+
+static void record(srv_server *s, const srv_usage *u, bool cancelled) {
+    pthread_mutex_lock(&s->metrics.mu);
+    s->metrics.tokens_in += (uint64_t)u->prompt_tokens;
+    s->metrics.tokens_out += (uint64_t)u->completion_tokens;
+    if (u->reused_tokens > 0) {
+        s->metrics.prefix_reuse_hits++;
+        s->metrics.prefix_tokens_reused += (uint64_t)u->reused_tokens;
+    }
+    if (u->completion_tokens > 0) srv_metrics_observe(&s->metrics.ttft_s, u->ttft_ms / 1000.0);
+    if (u->decode_tps > 0) srv_metrics_observe(&s->metrics.tokens_per_s, u->decode_tps);
+    if (cancelled) s->metrics.cancelled++;
+    pthread_mutex_unlock(&s->metrics.mu);
+}
+
+/* Growable text for non-streaming replies. */
+typedef struct text_acc {
+    char *p;
+    size_t len, cap;
+} text_acc;
+
+static bool acc_piece(void *user, const char *t, size_t n) {
+    text_acc *a = user;
+    if (a->len + n + 1 > a->cap) {
+        size_t cap = (a->cap ? a->cap * 2 : 1024) + n;
+        char *q = realloc(a->p, cap);
+        if (!q) return false;
+        a->p = q;
+        a->cap = cap;
+    }
+    memcpy(a->p + a->len, t, n);
+    a->len += n;
+    a->p[a->len] = '\0';
+    return true;
+}
+
+/* ---- streaming --------------------------------------------------------------------------- */
+
+typedef struct stream {
+    srv_server *s;
+    parsed p;
+    srv_slot *slot;
+    int32_t *ids;
+    int32_t n_ids;
+    char id[64];
+    pthread_t worker;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *buf;        /* SSE bytes not yet sent */
+    size_t len, cap, sent;
+    bool done;
+    atomic_bool cancel;
+} stream;
+
+static void stream_put(stream *st, const char *data, size_t n) {
+    pthread_mutex_lock(&st->mu);
+    if (st->len + n > st->cap) {
+        size_t cap = (st->cap ? st->cap * 2 : 4096) + n;
+        char *q = realloc(st->buf, cap);
+        if (q) {
+            st->buf = q;
+            st->cap = cap;
+        }
+    }
+    if (st->len + n <= st->cap) {
+        memcpy(st->buf + st->len, data, n);
+        st->len += n;
+    }
+    pthread_cond_signal(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+}
+
+static void stream_event(stream *st, cJSON *j) {
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!text) return;
+    stream_put(st, "data: ", 6);
+    stream_put(st, text, strlen(text));
+    stream_put(st, "\n\n", 2);
+    cJSON_free(text);
+}
+
+static cJSON *chunk(stream *st, const char *content, bool role, const char *finish) {
+    const srv_request *r = &st->p.req;
+    cJSON *j = envelope(st->s, r, st->id, true);
+    cJSON *choices = cJSON_AddArrayToObject(j, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (r->chat) {
+        cJSON *delta = cJSON_AddObjectToObject(c, "delta");
+        if (role) cJSON_AddStringToObject(delta, "role", "assistant");
+        if (content) cJSON_AddStringToObject(delta, "content", content);
+    } else {
+        cJSON_AddStringToObject(c, "text", content ? content : "");
+    }
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
+    else cJSON_AddNullToObject(c, "finish_reason");
+    return j;
+}
+
+static bool stream_piece(void *user, const char *t, size_t n) {
+    stream *st = user;
+    char *copy = malloc(n + 1);
+    if (!copy) return false;
+    memcpy(copy, t, n);
+    copy[n] = '\0';
+    stream_event(st, chunk(st, copy, false, NULL));
+    free(copy);
+    return !atomic_load(&st->cancel);
+}
+
+static void *stream_worker(void *arg) {
+    stream *st = arg;
+    srv_server *s = st->s;
+    srv_usage u;
+    memset(&u, 0, sizeof u);
+    slate_error err;
+    if (st->p.req.chat) stream_event(st, chunk(st, NULL, true, NULL));
+    slate_status status = srv_backend_generate(s->backend, st->slot, &st->p.req, st->ids,
+                                               st->n_ids, stream_piece, st, &st->cancel, &u, &err);
+    bool cancelled = atomic_load(&st->cancel);
+    srv_pool_release(&s->pool, st->slot);
+    st->slot = NULL;
+    if (status != SLATE_OK) {
+        cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
+        cJSON_AddStringToObject(e, "message", err.message);
+        cJSON_AddStringToObject(e, "type", "server_error");
+        stream_event(st, j);
+    } else if (!cancelled) {
+        cJSON *j = chunk(st, NULL, false, finish_name(u.finish));
+        cJSON_AddItemToObject(j, "usage", usage_json(&u));
+        stream_event(st, j);
+        if (st->p.req.include_usage) {
+            cJSON *uj = envelope(s, &st->p.req, st->id, true);
+            cJSON_AddArrayToObject(uj, "choices");
+            cJSON_AddItemToObject(uj, "usage", usage_json(&u));
+            stream_event(st, uj);
+        }
+    }
+    stream_put(st, "data: [DONE]\n\n", 14);
+    record(s, &u, cancelled);
+    pthread_mutex_lock(&st->mu);
+    st->done = true;
+    pthread_cond_signal(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+    return NULL;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
+    (void)pos;
+    stream *st = cls;
+    pthread_mutex_lock(&st->mu);
+    while (st->sent == st->len && !st->done) pthread_cond_wait(&st->cv, &st->mu);
+    size_t n = st->len - st->sent;
+    if (n == 0) {
+        pthread_mutex_unlock(&st->mu);
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    if (n > max) n = max;
+    memcpy(out, st->buf + st->sent, n);
+    st->sent += n;
+    if (st->sent == st->len) st->sent = st->len = 0;
+    pthread_mutex_unlock(&st->mu);
+    return (ssize_t)n;
+}
+
+/* Called when the response is done or the client went away: cancel, wait, free. */
+static void stream_free(void *cls) {
+    stream *st = cls;
+    atomic_store(&st->cancel, true);
+    pthread_join(st->worker, NULL);
+    free(st->ids);
+    free(st->p.req.messages);
+    cJSON_Delete(st->p.json);
+    free(st->buf);
+    pthread_mutex_destroy(&st->mu);
+    pthread_cond_destroy(&st->cv);
+    free(st);
+}
+
+/* ---- generation endpoints ------------------------------------------------------------------ */
+
+static int generate(srv_server *s, struct MHD_Connection *conn, const char *body, size_t len,
+                    bool chat) {
+    parsed p;
+    memset(&p, 0, sizeof p);
+    int ok;
+    int32_t *ids = NULL, n_ids = 0;
+    if (!parse_request(s, &p, body, len, chat)) {
+        ok = error_reply(s, conn, p.status, p.status == 404 ? "invalid_request_error"
+                                                            : "invalid_request_error",
+                         p.bad_param, p.code, NULL, "%s", p.bad_msg);
+        goto out;
+    }
+    srv_request *r = &p.req;
+    const char *hdr = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Conversation-Id");
+    if (hdr && !r->conv_id[0]) snprintf(r->conv_id, sizeof r->conv_id, "%s", hdr);
+    slate_error err;
+    slate_status st = srv_backend_prompt(s->backend, r, &ids, &n_ids, &err);
+    if (st == SLATE_E_CONTEXT_FULL) {
+        ok = error_reply(s, conn, 400, "invalid_request_error", chat ? "messages" : "prompt",
+                         "context_length_exceeded", NULL, "%s", err.message);
+        goto out;
+    }
+    if (st) {
+        bool client = st == SLATE_E_UNSUPPORTED || st == SLATE_E_INVALID_ARG;
+        ok = error_reply(s, conn, client ? 400 : 500,
+                         client ? "invalid_request_error" : "server_error",
+                         client && chat ? "messages" : NULL, NULL, NULL, "%s", err.message);
+        goto out;
+    }
+    if (n_ids + r->max_tokens > srv_backend_n_ctx(s->backend) && r->max_tokens > 1) {
+        /* Generation stops at the context end with finish_reason "length"; allowed. */
+    }
+    srv_slot *slot = NULL;
+    int32_t reused = 0;
+    int acq = srv_pool_acquire(&s->pool, ids, n_ids, r->conv_id, s->cfg.queue_timeout_s, &slot,
+                               &reused);
+    if (acq != SRV_ACQ_OK) {
+        pthread_mutex_lock(&s->metrics.mu);
+        s->metrics.rejected_queue_full++;
+        pthread_mutex_unlock(&s->metrics.mu);
+        ok = error_reply(s, conn, 503, "server_error", NULL, "server_busy", "1",
+                         acq == SRV_ACQ_QUEUE_FULL ? "all %d slots are busy and the queue (%d) "
+                                                     "is full; retry later"
+                                                   : "all %d slots stayed busy for the queue "
+                                                     "timeout (queue %d); retry later",
+                         s->cfg.n_slots, s->cfg.queue_max);
+        goto out;
+    }
+    char id[64];
+    snprintf(id, sizeof id, "%s-%lu", chat ? "chatcmpl" : "cmpl",
+             (unsigned long)atomic_fetch_add(&s->next_id, 1));
+    if (r->stream) {
+        stream *stp = calloc(1, sizeof *stp);
+        if (!stp) {
+            srv_pool_release(&s->pool, slot);
+            ok = error_reply(s, conn, 500, "server_error", NULL, NULL, NULL, "out of memory");
+            goto out;
+        }
+        stp->s = s;
+        stp->p = p;
+        stp->slot = slot;
+        stp->ids = ids;
+        stp->n_ids = n_ids;
+        snprintf(stp->id, sizeof stp->id, "%s", id);
+        pthread_mutex_init(&stp->mu, NULL);
+        pthread_cond_init(&stp->cv, NULL);
+        atomic_init(&stp->cancel, false);
+        struct MHD_Response *resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, stp, stream_free);
+        if (!resp || pthread_create(&stp->worker, NULL, stream_worker, stp) != 0) {
+            /* Nothing started: undo by hand. */
+            if (resp) MHD_destroy_response(resp);
+            srv_pool_release(&s->pool, slot);
+            pthread_mutex_destroy(&stp->mu);
+            pthread_cond_destroy(&stp->cv);
+            free(stp);
+            ok = error_reply(s, conn, 500, "server_error", NULL, NULL, NULL, "cannot start the "
+                             "stream");
+            goto out;
+        }
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        ok = MHD_queue_response(conn, 200, resp) == MHD_YES;
+        MHD_destroy_response(resp);
+        pthread_mutex_lock(&s->metrics.mu);
+        s->metrics.responses_by_class[2]++;
+        pthread_mutex_unlock(&s->metrics.mu);
+        return ok; /* the stream owns p, ids */
+    }
+    text_acc acc = {0};
+    srv_usage u;
+    memset(&u, 0, sizeof u);
+    atomic_bool cancel;
+    atomic_init(&cancel, false);
+    st = srv_backend_generate(s->backend, slot, r, ids, n_ids, acc_piece, &acc, &cancel, &u, &err);
+    srv_pool_release(&s->pool, slot);
+    if (st) {
+        free(acc.p);
+        ok = error_reply(s, conn, st == SLATE_E_CONTEXT_FULL ? 400 : 500,
+                         st == SLATE_E_CONTEXT_FULL ? "invalid_request_error" : "server_error",
+                         NULL, st == SLATE_E_CONTEXT_FULL ? "context_length_exceeded" : NULL, NULL,
+                         "%s", err.message);
+        goto out;
+    }
+    record(s, &u, false);
+    cJSON *j = envelope(s, r, id, false);
+    cJSON *choices = cJSON_AddArrayToObject(j, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (chat) {
+        cJSON *m = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(m, "role", "assistant");
+        cJSON_AddStringToObject(m, "content", acc.p ? acc.p : "");
+    } else {
+        cJSON_AddStringToObject(c, "text", acc.p ? acc.p : "");
+    }
+    cJSON_AddStringToObject(c, "finish_reason", finish_name(u.finish));
+    cJSON_AddItemToObject(j, "usage", usage_json(&u));
+    free(acc.p);
+    ok = respond_json(s, conn, 200, j);
+out:
+    free(ids);
+    free(p.req.messages);
+    cJSON_Delete(p.json);
+    return ok;
+}
+
+/* ---- routing ----------------------------------------------------------------------------- */
+
+static bool authorized(srv_server *s, struct MHD_Connection *conn) {
+    if (!s->cfg.api_key) return true;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
+    return srv_secret_equal(h + 7, s->cfg.api_key);
+}
+
+int srv_handle(srv_server *s, struct MHD_Connection *conn, const char *method, const char *url,
+               const char *body, size_t len) {
+    int ep = EP_OTHER;
+    bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
+    if (strcmp(url, "/v1/chat/completions") == 0) ep = EP_CHAT;
+    else if (strcmp(url, "/v1/completions") == 0) ep = EP_COMPLETIONS;
+    else if (strcmp(url, "/v1/models") == 0) ep = EP_MODELS;
+    else if (strcmp(url, "/health") == 0) ep = EP_HEALTH;
+    else if (strcmp(url, "/metrics") == 0) ep = EP_METRICS;
+    count_request(s, ep);
+    if (ep == EP_OTHER)
+        return error_reply(s, conn, 404, "invalid_request_error", NULL, "not_found", NULL,
+                           "unknown endpoint %s %.200s", method, url);
+    if (ep != EP_HEALTH && !authorized(s, conn))
+        return error_reply(s, conn, 401, "invalid_request_error", NULL, "invalid_api_key", NULL,
+                           "missing or incorrect API key (send 'Authorization: Bearer KEY')");
+    if (body == NULL && len == (size_t)-1)
+        return error_reply(s, conn, 413, "invalid_request_error", NULL, "body_too_large", NULL,
+                           "request body exceeds %zu bytes", s->cfg.max_body_bytes);
+    if ((ep == EP_CHAT || ep == EP_COMPLETIONS) && !post)
+        return error_reply(s, conn, 405, "invalid_request_error", NULL, "method_not_allowed",
+                           NULL, "%s needs POST", url);
+    if ((ep == EP_MODELS || ep == EP_HEALTH || ep == EP_METRICS) && !get)
+        return error_reply(s, conn, 405, "invalid_request_error", NULL, "method_not_allowed",
+                           NULL, "%s needs GET", url);
+    switch (ep) {
+    case EP_CHAT: return generate(s, conn, body, len, true);
+    case EP_COMPLETIONS: return generate(s, conn, body, len, false);
+    case EP_MODELS: {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "object", "list");
+        cJSON *data = cJSON_AddArrayToObject(j, "data"), *m = cJSON_CreateObject();
+        cJSON_AddItemToArray(data, m);
+        cJSON_AddStringToObject(m, "id", s->cfg.model_id);
+        cJSON_AddStringToObject(m, "object", "model");
+        cJSON_AddNumberToObject(m, "created", (double)s->created);
+        cJSON_AddStringToObject(m, "owned_by", "slate");
+        return respond_json(s, conn, 200, j);
+    }
+    case EP_HEALTH: {
+        int q = 0, busy = srv_pool_busy(&s->pool, &q);
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "status", "ok");
+        cJSON_AddNumberToObject(j, "slots", s->pool.n);
+        cJSON_AddNumberToObject(j, "slots_busy", busy);
+        cJSON_AddNumberToObject(j, "queue_length", q);
+        return respond_json(s, conn, 200, j);
+    }
+    case EP_METRICS: {
+        int q = 0, busy = srv_pool_busy(&s->pool, &q);
+        size_t kv = 0;
+        for (int i = 0; i < s->pool.n; i++) kv += srv_backend_kv_bytes(&s->pool.slots[i]);
+        char *text = srv_metrics_render(&s->metrics, busy, s->pool.n, q, kv);
+        int ok = respond(s, conn, 200, "text/plain; version=0.0.4", text ? text : "", NULL);
+        free(text);
+        return ok;
+    }
+    }
+    return 0;
+}

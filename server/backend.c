@@ -1,0 +1,237 @@
+/*
+ * backend.c - what the server asks of slate: the model, one state per slot, prompt rendering
+ * and tokenization, and generation in a slot with cache reuse. Each slot keeps the exact ids
+ * its state holds (its ledger); a request's ids are matched against it by longest common
+ * prefix, the state is truncated there and only the rest is prefilled. The generated ids are
+ * appended to the ledger as far as the state consumed them.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct srv_backend {
+    slate_model *model;
+    const slate_tokenizer *tok;
+    srv_config cfg;
+    int32_t n_ctx;
+    size_t kv_per_token;
+    const char *template_name;
+};
+
+slate_status srv_backend_open(const srv_config *cfg, srv_backend **out, slate_error *err) {
+    *out = NULL;
+    srv_backend *b = calloc(1, sizeof *b);
+    if (!b) return SLATE_E_NOMEM;
+    b->cfg = *cfg;
+    slate_model_params mp = slate_model_default_params();
+    mp.n_threads = cfg->n_threads;
+    slate_status s = slate_model_open(cfg->model_path, &mp, &b->model, err);
+    if (s) {
+        free(b);
+        return s;
+    }
+    b->tok = slate_model_tokenizer(b->model);
+    slate_model_info info;
+    slate_model_get_info(b->model, &info);
+    b->n_ctx = cfg->n_ctx && cfg->n_ctx < info.n_ctx ? cfg->n_ctx : info.n_ctx;
+    b->kv_per_token = info.kv_bytes_per_token;
+    b->template_name = cfg->template_name;
+    *out = b;
+    return SLATE_OK;
+}
+
+void srv_backend_close(srv_backend *b) {
+    if (!b) return;
+    slate_model_close(b->model);
+    free(b);
+}
+
+int32_t srv_backend_n_ctx(const srv_backend *b) { return b->n_ctx; }
+
+slate_status srv_backend_slot_init(srv_backend *b, srv_slot *slot, slate_error *err) {
+    slate_state_params sp = slate_state_default_params();
+    sp.n_ctx = b->n_ctx;
+    slate_state *st = NULL;
+    slate_status s = slate_state_create(b->model, &sp, &st, err);
+    if (s) return s;
+    slot->conv = st;
+    slot->cap_ledger = b->n_ctx;
+    slot->ledger = malloc(sizeof(int32_t) * (size_t)b->n_ctx);
+    if (!slot->ledger) {
+        slate_state_free(st);
+        slot->conv = NULL;
+        return SLATE_E_NOMEM;
+    }
+    atomic_init(&slot->kv_bytes, 0);
+    return SLATE_OK;
+}
+
+void srv_backend_slot_free(srv_slot *slot) {
+    slate_state_free(slot->conv);
+    free(slot->ledger);
+    slot->conv = NULL;
+    slot->ledger = NULL;
+}
+
+size_t srv_backend_kv_bytes(const srv_slot *slot) { return atomic_load(&slot->kv_bytes); }
+
+static slate_status encode(const slate_tokenizer *tok, const char *text, uint32_t flags,
+                           int32_t **ids, int32_t *n, slate_error *err) {
+    size_t need = 0, len = strlen(text);
+    slate_status s = slate_tokenizer_encode(tok, text, len, flags, NULL, 0, &need, err);
+    if (s && s != SLATE_E_BUFFER_TOO_SMALL) return s;
+    *ids = malloc(sizeof(int32_t) * (need ? need : 1));
+    if (!*ids) return SLATE_E_NOMEM;
+    s = slate_tokenizer_encode(tok, text, len, flags, *ids, need, &need, err);
+    if (s) {
+        free(*ids);
+        *ids = NULL;
+        return s;
+    }
+    *n = (int32_t)need;
+    return SLATE_OK;
+}
+
+/* Renders chat messages with the model's template into text (malloc'd). */
+static slate_status render_chat(srv_backend *b, const srv_request *req, char **out,
+                                slate_error *err);
+
+slate_status srv_backend_prompt(srv_backend *b, const srv_request *req, int32_t **ids,
+                                int32_t *n, slate_error *err) {
+    *ids = NULL;
+    *n = 0;
+    slate_status s;
+    if (req->chat) {
+        char *text = NULL;
+        if ((s = render_chat(b, req, &text, err))) return s;
+        s = encode(b->tok, text, SLATE_ENCODE_PARSE_SPECIAL, ids, n, err);
+        free(text);
+    } else {
+        s = encode(b->tok, req->prompt, SLATE_ENCODE_ADD_BOS, ids, n, err);
+    }
+    if (s) return s;
+    if (*n == 0) {
+        free(*ids);
+        *ids = NULL;
+        if (err) {
+            err->code = SLATE_E_INVALID_ARG;
+            snprintf(err->message, sizeof err->message, "the prompt is empty");
+        }
+        return SLATE_E_INVALID_ARG;
+    }
+    if (*n >= b->n_ctx) {
+        if (err) {
+            err->code = SLATE_E_CONTEXT_FULL;
+            snprintf(err->message, sizeof err->message,
+                     "the prompt is %d tokens; this server's context is %d tokens, so at most %d "
+                     "prompt tokens leave room for a reply", *n, b->n_ctx, b->n_ctx - 1);
+        }
+        free(*ids);
+        *ids = NULL;
+        return SLATE_E_CONTEXT_FULL;
+    }
+    return SLATE_OK;
+}
+
+typedef struct relay {
+    bool (*on_piece)(void *user, const char *text, size_t len);
+    void *user;
+    atomic_bool *cancel;
+    bool first;
+} relay;
+
+static bool relay_piece(void *user, const char *text, size_t len) {
+    relay *r = user;
+    if (atomic_load(r->cancel)) return false;
+    return r->on_piece(r->user, text, len) && !atomic_load(r->cancel);
+}
+
+slate_status srv_backend_generate(srv_backend *b, srv_slot *slot, const srv_request *req,
+                                  const int32_t *ids, int32_t n,
+                                  bool (*on_piece)(void *user, const char *text, size_t len),
+                                  void *user, atomic_bool *cancel, srv_usage *usage,
+                                  slate_error *err) {
+    slate_state *st = slot->conv;
+    memset(usage, 0, sizeof *usage);
+    /* Reuse the cached prefix, but always feed at least one token so there are fresh logits. */
+    int32_t keep = srv_common_prefix(slot->ledger, slot->n_ledger, ids, n);
+    if (keep >= n) keep = n - 1;
+    if (keep > slate_state_length(st)) keep = slate_state_length(st);
+    slate_status s = slate_state_truncate(st, keep, err);
+    if (s) return s;
+    slot->n_ledger = keep;
+    usage->reused_tokens = keep;
+    usage->prompt_tokens = n;
+    slate_generate_params gp = slate_generate_default_params();
+    gp.n_predict = req->max_tokens;
+    gp.sampler = req->sampler;
+    gp.stop_strings = req->stops;
+    gp.n_stop = req->n_stops;
+    gp.ignore_eos = req->ignore_eos;
+    relay r = {on_piece, user, cancel, true};
+    gp.on_piece = relay_piece;
+    gp.user = &r;
+    int32_t cap = req->max_tokens > 0 ? req->max_tokens : b->n_ctx;
+    int32_t *gen = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!gen) return SLATE_E_NOMEM;
+    gp.tokens_out = gen;
+    gp.tokens_cap = cap;
+    slate_generate_result res;
+    s = slate_generate(st, ids + keep, n - keep, &gp, &res, err);
+    if (s == SLATE_OK) {
+        /* The ledger mirrors the state: the prompt, then the generated ids it consumed (the last
+         * sampled id is not fed back). */
+        int32_t len = slate_state_length(st);
+        memcpy(slot->ledger + keep, ids + keep, sizeof(int32_t) * (size_t)(n - keep));
+        int32_t fed = len - n;
+        if (fed > 0) memcpy(slot->ledger + n, gen, sizeof(int32_t) * (size_t)fed);
+        slot->n_ledger = len;
+        usage->completion_tokens = res.n_generated;
+        usage->ttft_ms = res.ttft_ms;
+        usage->decode_tps = res.n_generated > 1 && res.decode_ms > 0
+                                ? (res.n_generated - 1) / (res.decode_ms / 1000.0)
+                                : 0.0;
+        usage->finish = res.finish;
+    } else {
+        /* The state may hold part of the prompt: keep the ledger honest. */
+        slate_state_truncate(st, keep, NULL);
+        slot->n_ledger = keep;
+    }
+    atomic_store(&slot->kv_bytes, (size_t)slate_state_length(st) * b->kv_per_token);
+    free(gen);
+    return s;
+}
+
+static slate_status render_chat(srv_backend *b, const srv_request *req, char **out,
+                                slate_error *err) {
+    *out = NULL;
+    slate_chat_message *m = calloc((size_t)req->n_messages, sizeof *m);
+    if (!m) return SLATE_E_NOMEM;
+    for (int i = 0; i < req->n_messages; i++) {
+        const char *r = req->messages[i].role;
+        m[i].role = strcmp(r, "system") == 0 ? SLATE_ROLE_SYSTEM
+                    : strcmp(r, "assistant") == 0 ? SLATE_ROLE_ASSISTANT
+                                                  : SLATE_ROLE_USER;
+        m[i].text = req->messages[i].content;
+        m[i].len = strlen(req->messages[i].content);
+    }
+    size_t len = 0;
+    slate_status s = slate_chat_render(b->model, b->template_name, m, req->n_messages, true, NULL,
+                                       0, &len, err);
+    if (s == SLATE_E_BUFFER_TOO_SMALL || s == SLATE_OK) {
+        *out = malloc(len + 1);
+        s = *out ? slate_chat_render(b->model, b->template_name, m, req->n_messages, true, *out,
+                                     len, &len, err)
+                 : SLATE_E_NOMEM;
+        if (s == SLATE_OK) (*out)[len] = '\0';
+    }
+    if (s) {
+        free(*out);
+        *out = NULL;
+    }
+    free(m);
+    return s;
+}

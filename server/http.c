@@ -1,0 +1,217 @@
+/*
+ * http.c - libmicrohttpd plumbing for `slate serve`: one thread per connection (a generation
+ * blocks its connection's thread, never the others), request bodies accumulated up to the
+ * configured limit (past it: 413 without reading the rest), then api.c handles the complete
+ * request. Also the daemon's start/stop and the command-line options.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct req_ctx {
+    char *body;
+    size_t len, cap;
+    bool too_large;
+} req_ctx;
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **con_cls) {
+    (void)version;
+    srv_server *s = cls;
+    req_ctx *rc = *con_cls;
+    if (!rc) {
+        rc = calloc(1, sizeof *rc);
+        if (!rc) return MHD_NO;
+        *con_cls = rc;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!rc->too_large) {
+            if (rc->len + *upload_size > s->cfg.max_body_bytes) {
+                rc->too_large = true;
+                free(rc->body);
+                rc->body = NULL;
+                rc->len = rc->cap = 0;
+            } else {
+                if (rc->len + *upload_size + 1 > rc->cap) {
+                    size_t cap = rc->cap ? rc->cap : 4096;
+                    while (cap < rc->len + *upload_size + 1) cap *= 2;
+                    char *b = realloc(rc->body, cap);
+                    if (!b) return MHD_NO;
+                    rc->body = b;
+                    rc->cap = cap;
+                }
+                memcpy(rc->body + rc->len, upload_data, *upload_size);
+                rc->len += *upload_size;
+                rc->body[rc->len] = '\0';
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (rc->too_large) return srv_handle(s, conn, method, url, NULL, (size_t)-1) ? MHD_YES : MHD_NO;
+    return srv_handle(s, conn, method, url, rc->body ? rc->body : "", rc->len) ? MHD_YES : MHD_NO;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    req_ctx *rc = *con_cls;
+    if (rc) {
+        free(rc->body);
+        free(rc);
+        *con_cls = NULL;
+    }
+}
+
+static volatile sig_atomic_t g_stop; /* set by the signal handler only */
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: slate serve MODEL.slate [--host 127.0.0.1] [--port 8080] [--slots N]\n"
+            "                   [--queue M] [--api-key KEY] [--ctx N] [--max-tokens N]\n"
+            "                   [--max-body BYTES] [--queue-timeout SECONDS] [-t THREADS]\n"
+            "                   [--template NAME]\n");
+}
+
+static bool parse_int(const char *v, long lo, long hi, long *out) {
+    if (!v || !*v) return false;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < lo || x > hi) return false;
+    *out = x;
+    return true;
+}
+
+int srv_main(int argc, char **argv) {
+    srv_server *s = calloc(1, sizeof *s);
+    if (!s) return 1;
+    srv_config *c = &s->cfg;
+    c->host = "127.0.0.1";
+    c->port = 8080;
+    c->n_slots = 2;
+    c->queue_max = 16;
+    c->queue_timeout_s = 60;
+    c->max_body_bytes = 1 << 20;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+        bool ok = true;
+        if (strcmp(a, "--host") == 0 && v) c->host = v;
+        else if (strcmp(a, "--port") == 0) ok = parse_int(v, 1, 65535, &n) && (c->port = (int)n);
+        else if (strcmp(a, "--slots") == 0) ok = parse_int(v, 1, 256, &n) && (c->n_slots = (int)n);
+        else if (strcmp(a, "--queue") == 0) ok = parse_int(v, 0, 100000, &n) && ((c->queue_max = (int)n), true);
+        else if (strcmp(a, "--api-key") == 0 && v && *v) c->api_key = v;
+        else if (strcmp(a, "--ctx") == 0) ok = parse_int(v, 1, 1 << 24, &n) && (c->n_ctx = (int32_t)n);
+        else if (strcmp(a, "--max-tokens") == 0) ok = parse_int(v, 1, 1 << 24, &n) && (c->max_tokens_limit = (int32_t)n);
+        else if (strcmp(a, "--max-body") == 0) ok = parse_int(v, 1024, 1 << 30, &n) && (c->max_body_bytes = (size_t)n);
+        else if (strcmp(a, "--queue-timeout") == 0) ok = parse_int(v, 0, 86400, &n) && ((c->queue_timeout_s = (double)n), true);
+        else if ((strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0)) ok = parse_int(v, 1, 1024, &n) && (c->n_threads = (int32_t)n);
+        else if (strcmp(a, "--template") == 0 && v) c->template_name = v;
+        else if (a[0] != '-' && !c->model_path) {
+            c->model_path = a;
+            continue;
+        } else {
+            fprintf(stderr, "slate serve: unknown or incomplete option '%s'\n", a);
+            usage();
+            free(s);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "slate serve: bad value for %s: '%s'\n", a, v ? v : "");
+            free(s);
+            return 2;
+        }
+        i++;
+    }
+    if (!c->model_path) {
+        usage();
+        free(s);
+        return 2;
+    }
+    /* Model id: the file name without directory and .slate. */
+    static char model_id[256];
+    const char *base = strrchr(c->model_path, '/');
+    snprintf(model_id, sizeof model_id, "%s", base ? base + 1 : c->model_path);
+    char *dot = strstr(model_id, ".slate");
+    if (dot && dot[6] == '\0') *dot = '\0';
+    c->model_id = model_id;
+
+    slate_error err;
+    int rc = 1;
+    srv_metrics_init(&s->metrics);
+    s->created = (uint64_t)time(NULL);
+    pthread_mutex_init(&s->pool.mu, NULL);
+    pthread_cond_init(&s->pool.cv, NULL);
+    s->pool.queue_max = c->queue_max;
+    slate_status st = srv_backend_open(c, &s->backend, &err);
+    if (st) {
+        fprintf(stderr, "slate serve: %s: %s\n", slate_status_name(st), err.message);
+        free(s);
+        return 1;
+    }
+    if (!c->max_tokens_limit) c->max_tokens_limit = srv_backend_n_ctx(s->backend);
+    s->pool.slots = calloc((size_t)c->n_slots, sizeof *s->pool.slots);
+    if (!s->pool.slots) goto done;
+    for (int i = 0; i < c->n_slots; i++) {
+        s->pool.slots[i].index = i;
+        if ((st = srv_backend_slot_init(s->backend, &s->pool.slots[i], &err))) {
+            fprintf(stderr, "slate serve: slot %d: %s: %s\n", i, slate_status_name(st),
+                    err.message);
+            goto done;
+        }
+        s->pool.n++;
+    }
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)c->port);
+    if (inet_pton(AF_INET, c->host, &addr.sin_addr) != 1) {
+        fprintf(stderr, "slate serve: --host must be an IPv4 address, not '%s'\n", c->host);
+        goto done;
+    }
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+        (uint16_t)c->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)600, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)(c->n_slots + c->queue_max + 64), MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "slate serve: cannot listen on %s:%d\n", c->host, c->port);
+        goto done;
+    }
+    fprintf(stderr, "slate serve: %s on http://%s:%d (%d slots, queue %d%s)\n", c->model_id,
+            c->host, c->port, c->n_slots, c->queue_max, c->api_key ? ", api key required" : "");
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    while (!g_stop) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "slate serve: stopping\n");
+    MHD_stop_daemon(d);
+    rc = 0;
+done:
+    for (int i = 0; i < s->pool.n; i++) srv_backend_slot_free(&s->pool.slots[i]);
+    free(s->pool.slots);
+    srv_backend_close(s->backend);
+    free(s);
+    return rc;
+}

@@ -1,0 +1,687 @@
+/*
+ * synth.c - slate_synth: writes a Hugging Face folder (config.json, safetensors weights,
+ * tokenizer.json, tokenizer_config.json) with seeded random weights of a realistic shape, so the
+ * benchmarks can measure a 1B-parameter model on a machine that cannot download one.
+ *
+ * Key ideas:
+ *   - Streaming: each tensor is generated in chunks of CHUNK elements and written at once, so
+ *     memory use is a few MiB whatever the model size. Each tensor has its own random stream,
+ *     seeded from (seed, name), so the bytes do not depend on shard boundaries or order.
+ *   - Values: "normal-ish" = the sum of four 16-bit uniforms, centred and scaled to std 1
+ *     (Irwin-Hall, n = 4: within 1 % of a normal's quantiles up to 3 sigma, and bounded), times
+ *     STD_WEIGHT = 0.02 (transformers' initializer_range). With norm weights ~1 every matmul
+ *     output has std ~0.02 * sqrt(n_in) ~ 0.5..1.5, the residual stream grows like a random
+ *     walk over the layers and the logits have std ~1: finite and not degenerate.
+ *   - The tokenizer is byte-level BPE (GPT-2 byte-to-unicode map, ByteLevel pre-tokenizer) with
+ *     exactly n_vocab tokens: the 256 byte symbols (ids 0..255 in GPT-2 order), then merges in
+ *     breadth-first order over the alphabet {" ", a..z}: level 2 is every symbol + a letter
+ *     (27 * 26 tokens: " a", "ab", ...), level 3 every level-2 token + a letter, and so on; each
+ *     merge "prefix letter" makes a token no other merge makes. The last three ids are the
+ *     special tokens. It depends only on n_vocab.
+ *   - Atomic folder: everything goes into out_dir.tmp, each file is flushed and fsynced, and the
+ *     folder is renamed at the end. A failure removes what was written.
+ * Formats: safetensors (huggingface/safetensors README, "Format": u64 header length, JSON header
+ * padded with spaces, data), the sharded index (model.safetensors.index.json: weight_map), and
+ * tokenizer.json as written by the `tokenizers` library (model.type "BPE").
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "core/core.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CHUNK ((size_t)1 << 20)            /* elements generated per write */
+#define STD_WEIGHT 0.02f                   /* matrices, embeddings, biases */
+#define STD_NORM 0.02f                     /* norm weights: 1 + this * noise */
+#define N_SPECIAL 3
+#define MIN_VOCAB (256 + N_SPECIAL)
+#define MAX_VOCAB (1 << 22)                /* the tokenizer loader's limit */
+#define DEFAULT_SHARD_BYTES ((size_t)1 << 32)
+#define PATH_CAP 4096
+
+static const char *const SPECIALS[N_SPECIAL] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+
+typedef struct shape {
+    const char *name, *arch, *model_type;
+    int32_t dim, n_layers, n_heads, n_kv_heads, ffn_dim, n_vocab, n_ctx;
+    double rope_theta, norm_eps;
+    bool tied, qkv_bias;
+    /* Llama 3.1 "llama3" rope scaling when factor > 0 */
+    double rope_factor, rope_low, rope_high;
+    int32_t rope_orig_ctx;
+} shape;
+
+/* From the published config.json files of each model. */
+static const shape SHAPES[] = {
+    {"tinyllama-1.1b", "LlamaForCausalLM", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0,
+     1e-5, false, false, 0, 0, 0, 0},
+    {"smollm2-135m", "LlamaForCausalLM", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0,
+     1e-5, true, false, 0, 0, 0, 0},
+    {"llama-3.2-1b", "LlamaForCausalLM", "llama", 2048, 16, 32, 8, 8192, 128256, 131072,
+     500000.0, 1e-5, true, false, 32.0, 1.0, 4.0, 8192},
+    {"qwen2.5-0.5b", "Qwen2ForCausalLM", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768,
+     1000000.0, 1e-6, true, true, 0, 0, 0, 0},
+};
+#define N_SHAPES ((int32_t)(sizeof SHAPES / sizeof SHAPES[0]))
+
+slate_synth_params slate_synth_default_params(void) {
+    slate_synth_params p;
+    memset(&p, 0, sizeof p);
+    p.dtype = SLATE_DTYPE_BF16;
+    return p;
+}
+
+const char *slate_synth_shape_name(int32_t index) {
+    return index >= 0 && index < N_SHAPES ? SHAPES[index].name : NULL;
+}
+
+/* ---- random numbers ------------------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+typedef struct rng {
+    uint64_t s[2];
+} rng;
+
+static rng rng_for(uint64_t seed, const char *name) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the tensor name */
+    for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+    uint64_t s = seed ^ h;
+    rng r = {{splitmix64(&s), splitmix64(&s)}};
+    if (!r.s[0] && !r.s[1]) r.s[0] = 1;
+    return r;
+}
+
+static inline uint64_t rng_next(rng *r) { /* xorshift128+ */
+    uint64_t a = r->s[0];
+    const uint64_t b = r->s[1];
+    r->s[0] = b;
+    a ^= a << 23;
+    r->s[1] = a ^ b ^ (a >> 17) ^ (b >> 26);
+    return r->s[1] + b;
+}
+
+/* Sum of four 16-bit uniforms, centred, std 1 (the variance of one U(0,1) is 1/12). */
+static inline float normalish(rng *r) {
+    uint64_t x = rng_next(r);
+    float sum = (float)(x & 0xffff) + (float)((x >> 16) & 0xffff) + (float)((x >> 32) & 0xffff) +
+                (float)(x >> 48);
+    return (sum * (1.0f / 65536.0f) - 2.0f) * 1.7320508f; /* sqrt(12 / 4) */
+}
+
+/* ---- the tensor list ----------------------------------------------------------------------- */
+
+typedef enum tkind { T_MATRIX, T_NORM, T_BIAS } tkind;
+
+typedef struct tdesc {
+    char name[96];
+    int32_t n_dims;
+    int64_t dims[2];
+    tkind kind;
+    uint64_t nbytes;
+    int32_t shard;
+    uint64_t begin; /* offset in its shard's data area */
+} tdesc;
+
+typedef struct plan {
+    shape s;
+    int32_t head_dim;
+    slate_dtype dtype;
+    size_t esize;
+    tdesc *t;
+    int32_t n_t;
+    int32_t n_shards;
+    uint64_t total_bytes;
+} plan;
+
+static void add_t(plan *p, const char *name, int64_t d0, int64_t d1, tkind kind) {
+    tdesc *t = &p->t[p->n_t++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->n_dims = d1 ? 2 : 1;
+    t->dims[0] = d0;
+    t->dims[1] = d1;
+    t->kind = kind;
+    t->nbytes = (uint64_t)d0 * (uint64_t)(d1 ? d1 : 1) * p->esize;
+}
+
+static slate_status make_plan(const slate_synth_params *sp, plan *p, slate_error *err) {
+    memset(p, 0, sizeof *p);
+    shape *s = &p->s;
+    if (sp->shape) {
+        int32_t i = 0;
+        while (i < N_SHAPES && strcmp(SHAPES[i].name, sp->shape) != 0) i++;
+        if (i == N_SHAPES) {
+            char list[256] = "";
+            for (int32_t j = 0; j < N_SHAPES; j++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "",
+                         SHAPES[j].name);
+            return slate__fail(err, SLATE_E_INVALID_ARG, "unknown shape '%.64s' (known: %s)",
+                               sp->shape, list);
+        }
+        *s = SHAPES[i];
+    } else {
+        const struct { const char *key; int32_t v; } req[] = {
+            {"dim (hidden)", sp->dim}, {"n_layers", sp->n_layers}, {"n_heads", sp->n_heads},
+            {"ffn_dim", sp->ffn_dim}, {"n_vocab", sp->n_vocab}};
+        for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
+            if (req[i].v == 0)
+                return slate__fail(err, SLATE_E_INVALID_ARG, "custom shape: %s is required (no "
+                                   "named shape given)", req[i].key);
+        *s = (shape){"custom", "LlamaForCausalLM", "llama", 0, 0, 0, 0, 0, 0, 2048, 10000.0,
+                     1e-5, false, false, 0, 0, 0, 0};
+    }
+    if (sp->dim) s->dim = sp->dim;
+    if (sp->n_layers) s->n_layers = sp->n_layers;
+    if (sp->n_heads) {
+        s->n_heads = sp->n_heads;
+        if (!sp->shape) s->n_kv_heads = sp->n_heads;
+    }
+    if (sp->n_kv_heads) s->n_kv_heads = sp->n_kv_heads;
+    if (sp->ffn_dim) s->ffn_dim = sp->ffn_dim;
+    if (sp->n_vocab) s->n_vocab = sp->n_vocab;
+    if (sp->n_ctx) s->n_ctx = sp->n_ctx;
+    const struct { const char *key; int32_t v, lo, hi; } lim[] = {
+        {"dim", s->dim, 2, 1 << 16},         {"n_layers", s->n_layers, 1, 1024},
+        {"n_heads", s->n_heads, 1, 1024},    {"n_kv_heads", s->n_kv_heads, 1, 1024},
+        {"ffn_dim", s->ffn_dim, 1, 1 << 20}, {"n_vocab", s->n_vocab, MIN_VOCAB, MAX_VOCAB},
+        {"n_ctx", s->n_ctx, 1, 1 << 24}};
+    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
+        if (lim[i].v < lim[i].lo || lim[i].v > lim[i].hi)
+            return slate__fail(err, SLATE_E_INVALID_ARG, "%s is %d, expected %d..%d%s",
+                               lim[i].key, lim[i].v, lim[i].lo, lim[i].hi,
+                               strcmp(lim[i].key, "n_vocab") == 0
+                                   ? " (256 byte tokens + 3 special tokens at least)" : "");
+    if (s->dim % s->n_heads != 0 || (s->dim / s->n_heads) % 2 != 0 || s->dim / s->n_heads > 512)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "dim %d / n_heads %d must give an even "
+                           "head_dim of at most 512", s->dim, s->n_heads);
+    if (s->n_heads % s->n_kv_heads != 0)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "n_heads %d must be a multiple of "
+                           "n_kv_heads %d", s->n_heads, s->n_kv_heads);
+    if (sp->dtype != SLATE_DTYPE_F32 && sp->dtype != SLATE_DTYPE_F16 &&
+        sp->dtype != SLATE_DTYPE_BF16)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "dtype %s (%d): expected f32, f16 or bf16",
+                           slate_dtype_name(sp->dtype), (int)sp->dtype);
+    p->head_dim = s->dim / s->n_heads;
+    p->dtype = sp->dtype;
+    p->esize = sp->dtype == SLATE_DTYPE_F32 ? 4 : 2;
+    int32_t n_max = 3 + 12 * s->n_layers;
+    p->t = slate__calloc((size_t)n_max, sizeof *p->t);
+    if (!p->t) return slate__fail(err, SLATE_E_NOMEM, "out of memory for %d tensors", n_max);
+    int64_t D = s->dim, Q = (int64_t)s->n_heads * p->head_dim;
+    int64_t KV = (int64_t)s->n_kv_heads * p->head_dim, F = s->ffn_dim;
+    char name[96];
+    add_t(p, "model.embed_tokens.weight", s->n_vocab, D, T_MATRIX);
+    for (int32_t l = 0; l < s->n_layers; l++) {
+#define L(suffix, d0, d1, kind)                                                  \
+    do {                                                                         \
+        snprintf(name, sizeof name, "model.layers.%d.%s", (int)l, suffix);      \
+        add_t(p, name, d0, d1, kind);                                            \
+    } while (0)
+        L("input_layernorm.weight", D, 0, T_NORM);
+        L("self_attn.q_proj.weight", Q, D, T_MATRIX);
+        L("self_attn.k_proj.weight", KV, D, T_MATRIX);
+        L("self_attn.v_proj.weight", KV, D, T_MATRIX);
+        if (s->qkv_bias) {
+            L("self_attn.q_proj.bias", Q, 0, T_BIAS);
+            L("self_attn.k_proj.bias", KV, 0, T_BIAS);
+            L("self_attn.v_proj.bias", KV, 0, T_BIAS);
+        }
+        L("self_attn.o_proj.weight", D, Q, T_MATRIX);
+        L("post_attention_layernorm.weight", D, 0, T_NORM);
+        L("mlp.gate_proj.weight", F, D, T_MATRIX);
+        L("mlp.up_proj.weight", F, D, T_MATRIX);
+        L("mlp.down_proj.weight", D, F, T_MATRIX);
+#undef L
+    }
+    add_t(p, "model.norm.weight", D, 0, T_NORM);
+    if (!s->tied) add_t(p, "lm_head.weight", s->n_vocab, D, T_MATRIX);
+    /* Shards: consecutive tensors while they fit; a tensor larger than the limit gets its own. */
+    size_t limit = sp->shard_bytes ? sp->shard_bytes : DEFAULT_SHARD_BYTES;
+    uint64_t in_shard = 0;
+    for (int32_t i = 0; i < p->n_t; i++) {
+        tdesc *t = &p->t[i];
+        if (i > 0 && in_shard + t->nbytes > limit) {
+            p->n_shards++;
+            in_shard = 0;
+        }
+        t->shard = p->n_shards;
+        t->begin = in_shard;
+        in_shard += t->nbytes;
+        p->total_bytes += t->nbytes;
+    }
+    p->n_shards++;
+    return SLATE_OK;
+}
+
+/* ---- files ---------------------------------------------------------------------------------- */
+
+typedef struct out {
+    FILE *f;
+    const char *path;
+    slate_status s;
+    slate_error *err;
+} out;
+
+static bool out_open(out *o, const char *path, slate_error *err) {
+    memset(o, 0, sizeof *o);
+    o->path = path;
+    o->err = err;
+    o->f = fopen(path, "wb");
+    if (!o->f) {
+        o->s = slate__fail(err, SLATE_E_IO, "cannot create '%s': %s", path, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+static void out_write(out *o, const void *data, size_t len) {
+    if (o->s || !len) return;
+    if (fwrite(data, 1, len, o->f) != len)
+        o->s = slate__fail(o->err, SLATE_E_IO, "writing '%s' failed: %s", o->path,
+                           strerror(errno));
+}
+
+static void out_printf(out *o, const char *fmt, ...) SLATE__PRINTF(2, 3);
+static void out_printf(out *o, const char *fmt, ...) {
+    if (o->s) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vfprintf(o->f, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        o->s = slate__fail(o->err, SLATE_E_IO, "writing '%s' failed: %s", o->path,
+                           strerror(errno));
+}
+
+/* Flushes, fsyncs and closes; returns the first error of the file. */
+static slate_status out_close(out *o) {
+    if (!o->f) return o->s;
+    bool ok = fflush(o->f) == 0 && fsync(fileno(o->f)) == 0;
+    int e = errno;
+    ok = fclose(o->f) == 0 && ok;
+    o->f = NULL;
+    if (!ok && !o->s)
+        o->s = slate__fail(o->err, SLATE_E_IO, "writing '%s' failed: %s", o->path, strerror(e));
+    return o->s;
+}
+
+static bool path_join(char *buf, const char *dir, const char *name) {
+    int n = snprintf(buf, PATH_CAP, "%s/%s", dir, name);
+    return n > 0 && n < PATH_CAP;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Removes a (stale or half-written) synth folder: the files synth writes, then the folder. */
+static slate_status remove_tmp_dir(const char *dir, slate_error *err) {
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? SLATE_OK
+                                   : slate__fail(err, SLATE_E_IO, "cannot open '%s': %s", dir,
+                                                 strerror(errno));
+    struct dirent *e;
+    char path[PATH_CAP];
+    while ((e = readdir(d)) != NULL)
+        if ((ends_with(e->d_name, ".json") || ends_with(e->d_name, ".safetensors")) &&
+            path_join(path, dir, e->d_name))
+            unlink(path);
+    closedir(d);
+    if (rmdir(dir) != 0)
+        return slate__fail(err, SLATE_E_IO, "cannot remove the stale folder '%s': %s (it holds "
+                           "files synth did not write; remove it by hand)", dir, strerror(errno));
+    return SLATE_OK;
+}
+
+/* ---- config.json ------------------------------------------------------------------------------ */
+
+static slate_status write_config(const char *dir, const plan *p, slate_error *err) {
+    char path[PATH_CAP];
+    out o;
+    if (!path_join(path, dir, "config.json"))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "path too long: '%s'", dir);
+    if (!out_open(&o, path, err)) return o.s;
+    const shape *s = &p->s;
+    int32_t eot = s->n_vocab - N_SPECIAL;
+    const char *torch_dtype = p->dtype == SLATE_DTYPE_F32   ? "float32"
+                              : p->dtype == SLATE_DTYPE_F16 ? "float16"
+                                                            : "bfloat16";
+    out_printf(&o, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", s->arch,
+               s->model_type);
+    out_printf(&o, "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
+               "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
+               "  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n  \"vocab_size\": %d,\n"
+               "  \"max_position_embeddings\": %d,\n",
+               s->dim, s->ffn_dim, s->n_layers, s->n_heads, s->n_kv_heads, p->head_dim,
+               s->n_vocab, s->n_ctx);
+    out_printf(&o, "  \"rms_norm_eps\": %g,\n  \"rope_theta\": %.1f,\n  \"hidden_act\": \"silu\",\n"
+               "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\",\n"
+               "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"initializer_range\": %g,\n",
+               s->norm_eps, s->rope_theta, s->tied ? "true" : "false", torch_dtype, eot, eot,
+               (double)STD_WEIGHT);
+    if (s->qkv_bias)
+        out_printf(&o, "  \"sliding_window\": %d,\n  \"use_sliding_window\": false,\n", s->n_ctx);
+    if (s->rope_factor > 0)
+        out_printf(&o, "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.1f, "
+                   "\"low_freq_factor\": %.1f, \"high_freq_factor\": %.1f, "
+                   "\"original_max_position_embeddings\": %d},\n",
+                   s->rope_factor, s->rope_low, s->rope_high, s->rope_orig_ctx);
+    out_printf(&o, "  \"slate_synth\": {\"shape\": \"%s\", \"note\": \"random weights\"}\n}\n",
+               s->name);
+    return out_close(&o);
+}
+
+/* ---- tokenizer ------------------------------------------------------------------------------ */
+
+/* GPT-2's bytes_to_unicode: id order of the 256 byte symbols and each byte's code point. */
+static void byte_map(uint8_t byte_of_id[256], uint32_t cp_of_byte[256]) {
+    bool printable[256] = {false};
+    int n = 0;
+    for (int b = 0; b < 256; b++)
+        printable[b] = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae);
+    for (int b = 0; b < 256; b++)
+        if (printable[b]) {
+            byte_of_id[n++] = (uint8_t)b;
+            cp_of_byte[b] = (uint32_t)b;
+        }
+    int extra = 0;
+    for (int b = 0; b < 256; b++)
+        if (!printable[b]) {
+            byte_of_id[n++] = (uint8_t)b;
+            cp_of_byte[b] = 256u + (uint32_t)extra++;
+        }
+}
+
+/* One byte symbol as JSON string content (UTF-8 of its code point, escaped). */
+static void put_symbol(out *o, const uint32_t cp_of_byte[256], uint8_t byte) {
+    uint32_t cp = cp_of_byte[byte];
+    char u[4];
+    if (cp == '"' || cp == '\\') {
+        u[0] = '\\';
+        u[1] = (char)cp;
+        out_write(o, u, 2);
+    } else if (cp < 0x80) {
+        u[0] = (char)cp;
+        out_write(o, u, 1);
+    } else {
+        u[0] = (char)(0xc0 | (cp >> 6));
+        u[1] = (char)(0x80 | (cp & 0x3f));
+        out_write(o, u, 2);
+    }
+}
+
+/* Alphabet of the merged tokens: index 0 is the space, 1..26 the letters. */
+static uint8_t alpha(uint32_t i) { return i == 0 ? (uint8_t)' ' : (uint8_t)('a' + i - 1); }
+
+/* Bytes of merged token m (0-based): level L >= 2 holds 27 * 26^(L-1) tokens; token k of a level
+ * is symbol k / 26^(L-1) followed by the base-26 digits of k % 26^(L-1). Returns the length. */
+static int merged_text(uint64_t m, uint8_t *buf) {
+    uint64_t per = 26, k = m;
+    int level = 2;
+    while (k >= 27 * per) {
+        k -= 27 * per;
+        per *= 26;
+        level++;
+    }
+    buf[0] = alpha((uint32_t)(k / per));
+    uint64_t rest = k % per;
+    for (int i = level - 1; i >= 1; i--) {
+        buf[i] = alpha(1 + (uint32_t)(rest % 26));
+        rest /= 26;
+    }
+    return level;
+}
+
+static slate_status write_tokenizer(const char *dir, const plan *p, slate_error *err) {
+    char path[PATH_CAP];
+    out o;
+    if (!path_join(path, dir, "tokenizer.json"))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "path too long: '%s'", dir);
+    if (!out_open(&o, path, err)) return o.s;
+    uint8_t byte_of_id[256];
+    uint32_t cp[256];
+    byte_map(byte_of_id, cp);
+    int32_t n_vocab = p->s.n_vocab, first_special = n_vocab - N_SPECIAL;
+    out_printf(&o, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n"
+               "  \"added_tokens\": [\n");
+    for (int i = 0; i < N_SPECIAL; i++)
+        out_printf(&o, "    {\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": "
+                   "false, \"rstrip\": false, \"normalized\": false, \"special\": true}%s\n",
+                   first_special + i, SPECIALS[i], i + 1 < N_SPECIAL ? "," : "");
+    out_printf(&o, "  ],\n  \"normalizer\": null,\n"
+               "  \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+               "\"trim_offsets\": true, \"use_regex\": true},\n"
+               "  \"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+               "\"trim_offsets\": false, \"use_regex\": true},\n"
+               "  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+               "\"trim_offsets\": true, \"use_regex\": true},\n"
+               "  \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
+               "\"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", "
+               "\"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": false,\n"
+               "    \"vocab\": {");
+    for (int id = 0; id < 256; id++) {
+        out_printf(&o, "%s\"", id ? ", " : "");
+        put_symbol(&o, cp, byte_of_id[id]);
+        out_printf(&o, "\": %d", id);
+    }
+    uint8_t text[16];
+    for (int32_t m = 0; m < first_special - 256; m++) {
+        int len = merged_text((uint64_t)m, text);
+        out_printf(&o, ",%s\"", m % 8 == 0 ? "\n      " : " ");
+        for (int i = 0; i < len; i++) put_symbol(&o, cp, text[i]);
+        out_printf(&o, "\": %d", 256 + m);
+    }
+    out_printf(&o, "},\n    \"merges\": [");
+    for (int32_t m = 0; m < first_special - 256; m++) {
+        int len = merged_text((uint64_t)m, text);
+        out_printf(&o, "%s\"", m == 0 ? "\n      " : m % 8 == 0 ? ",\n      " : ", ");
+        for (int i = 0; i < len - 1; i++) put_symbol(&o, cp, text[i]);
+        out_printf(&o, " ");
+        put_symbol(&o, cp, text[len - 1]);
+        out_printf(&o, "\"");
+    }
+    out_printf(&o, "]\n  }\n}\n");
+    slate_status s = out_close(&o);
+    if (s) return s;
+
+    if (!path_join(path, dir, "tokenizer_config.json"))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "path too long: '%s'", dir);
+    if (!out_open(&o, path, err)) return o.s;
+    out_printf(&o, "{\n  \"add_bos_token\": false,\n  \"add_prefix_space\": false,\n"
+               "  \"added_tokens_decoder\": {\n");
+    for (int i = 0; i < N_SPECIAL; i++)
+        out_printf(&o, "    \"%d\": {\"content\": \"%s\", \"single_word\": false, \"lstrip\": "
+                   "false, \"rstrip\": false, \"normalized\": false, \"special\": true}%s\n",
+                   first_special + i, SPECIALS[i], i + 1 < N_SPECIAL ? "," : "");
+    out_printf(&o, "  },\n  \"bos_token\": null,\n  \"eos_token\": \"%s\",\n"
+               "  \"pad_token\": \"%s\",\n  \"unk_token\": null,\n", SPECIALS[0], SPECIALS[0]);
+    out_printf(&o, "  \"chat_template\": \"{%% for message in messages %%}{{ '<|im_start|>' + "
+               "message['role'] + '\\\\n' + message['content'] + '<|im_end|>' + '\\\\n' }}"
+               "{%% endfor %%}{%% if add_generation_prompt %%}{{ '<|im_start|>assistant\\\\n' }}"
+               "{%% endif %%}\",\n");
+    out_printf(&o, "  \"clean_up_tokenization_spaces\": false,\n  \"model_max_length\": %d,\n"
+               "  \"tokenizer_class\": \"PreTrainedTokenizerFast\"\n}\n", p->s.n_ctx);
+    return out_close(&o);
+}
+
+/* ---- weights -------------------------------------------------------------------------------- */
+
+static void shard_name(char *buf, size_t cap, const plan *p, int32_t shard) {
+    if (p->n_shards == 1)
+        snprintf(buf, cap, "model.safetensors");
+    else
+        snprintf(buf, cap, "model-%05d-of-%05d.safetensors", (int)shard + 1, (int)p->n_shards);
+}
+
+typedef struct progress {
+    bool on;
+    uint64_t done, total;
+    int last_pct;
+} progress;
+
+static slate_status write_tensor_data(out *o, const plan *p, const tdesc *t, uint64_t seed,
+                                      float *f, uint8_t *bytes, progress *pr) {
+    rng r = rng_for(seed, t->name);
+    uint64_t n = t->nbytes / p->esize;
+    for (uint64_t at = 0; at < n && !o->s; at += CHUNK) {
+        size_t k = (size_t)(n - at < CHUNK ? n - at : CHUNK);
+        for (size_t i = 0; i < k; i++) {
+            float z = normalish(&r);
+            f[i] = t->kind == T_NORM ? 1.0f + STD_NORM * z : STD_WEIGHT * z;
+        }
+        if (p->dtype == SLATE_DTYPE_F32) {
+            out_write(o, f, k * 4);
+        } else {
+            for (size_t i = 0; i < k; i++) {
+                uint16_t h = p->dtype == SLATE_DTYPE_F16 ? slate__f32_to_f16(f[i])
+                                                         : slate__f32_to_bf16(f[i]);
+                bytes[2 * i] = (uint8_t)h;
+                bytes[2 * i + 1] = (uint8_t)(h >> 8);
+            }
+            out_write(o, bytes, k * 2);
+        }
+        pr->done += k * p->esize;
+        int pct = pr->total ? (int)(pr->done * 100 / pr->total) : 100;
+        if (pr->on && pct / 5 != pr->last_pct / 5) {
+            fprintf(stderr, "\rsynth: %3d%% of %.2f GB", pct, (double)pr->total / 1e9);
+            pr->last_pct = pct;
+        }
+    }
+    return o->s;
+}
+
+static slate_status write_shard(const char *dir, const plan *p, int32_t shard, uint64_t seed,
+                                float *f, uint8_t *bytes, progress *pr, slate_error *err) {
+    char name[64], path[PATH_CAP];
+    shard_name(name, sizeof name, p, shard);
+    if (!path_join(path, dir, name))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "path too long: '%s'", dir);
+    const char *dt = p->dtype == SLATE_DTYPE_F32 ? "F32" : p->dtype == SLATE_DTYPE_F16 ? "F16"
+                                                                                       : "BF16";
+    slate__buf h = {0};
+    char line[256];
+    const char *open = "{\"__metadata__\":{\"format\":\"pt\"}";
+    slate__buf_append(&h, open, strlen(open));
+    for (int32_t i = 0; i < p->n_t; i++) {
+        const tdesc *t = &p->t[i];
+        if (t->shard != shard) continue;
+        int n = t->n_dims == 2
+                    ? snprintf(line, sizeof line, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],"
+                               "\"data_offsets\":[%llu,%llu]}", t->name, dt,
+                               (long long)t->dims[0], (long long)t->dims[1],
+                               (unsigned long long)t->begin,
+                               (unsigned long long)(t->begin + t->nbytes))
+                    : snprintf(line, sizeof line, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],"
+                               "\"data_offsets\":[%llu,%llu]}", t->name, dt,
+                               (long long)t->dims[0], (unsigned long long)t->begin,
+                               (unsigned long long)(t->begin + t->nbytes));
+        slate__buf_append(&h, line, (size_t)n);
+    }
+    slate__buf_append(&h, "}", 1);
+    while (!h.failed && h.len % 8) slate__buf_append(&h, " ", 1); /* data area 8-aligned */
+    if (h.failed) {
+        slate__buf_free(&h);
+        return slate__fail(err, SLATE_E_NOMEM, "out of memory for the safetensors header");
+    }
+    out o;
+    if (!out_open(&o, path, err)) {
+        slate__buf_free(&h);
+        return o.s;
+    }
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
+    out_write(&o, len8, 8);
+    out_write(&o, h.data, h.len);
+    slate__buf_free(&h);
+    for (int32_t i = 0; i < p->n_t && !o.s; i++)
+        if (p->t[i].shard == shard) write_tensor_data(&o, p, &p->t[i], seed, f, bytes, pr);
+    return out_close(&o);
+}
+
+static slate_status write_index(const char *dir, const plan *p, slate_error *err) {
+    char path[PATH_CAP], name[64];
+    out o;
+    if (!path_join(path, dir, "model.safetensors.index.json"))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "path too long: '%s'", dir);
+    if (!out_open(&o, path, err)) return o.s;
+    out_printf(&o, "{\n  \"metadata\": {\"total_size\": %llu},\n  \"weight_map\": {\n",
+               (unsigned long long)p->total_bytes);
+    for (int32_t i = 0; i < p->n_t; i++) {
+        shard_name(name, sizeof name, p, p->t[i].shard);
+        out_printf(&o, "    \"%s\": \"%s\"%s\n", p->t[i].name, name, i + 1 < p->n_t ? "," : "");
+    }
+    out_printf(&o, "  }\n}\n");
+    return out_close(&o);
+}
+
+static slate_status write_weights(const char *dir, const plan *p, const slate_synth_params *sp,
+                                  slate_error *err) {
+    float *f = slate__malloc(CHUNK * sizeof *f);
+    uint8_t *bytes = slate__malloc(CHUNK * 2);
+    slate_status s = SLATE_OK;
+    if (!f || !bytes) s = slate__fail(err, SLATE_E_NOMEM, "out of memory for the write buffers");
+    progress pr = {sp->progress, 0, p->total_bytes, 0};
+    for (int32_t i = 0; i < p->n_shards && !s; i++)
+        s = write_shard(dir, p, i, sp->seed, f, bytes, &pr, err);
+    if (!s && p->n_shards > 1) s = write_index(dir, p, err);
+    if (pr.on) fprintf(stderr, "\n");
+    slate__free(f);
+    slate__free(bytes);
+    return s;
+}
+
+slate_status slate_synth(const char *out_dir, const slate_synth_params *params,
+                         slate_error *err) {
+    if (!out_dir || !out_dir[0])
+        return slate__fail(err, SLATE_E_INVALID_ARG, "out_dir must not be NULL or empty");
+    slate_synth_params dp = slate_synth_default_params();
+    if (!params) params = &dp;
+    size_t n = strlen(out_dir);
+    while (n > 1 && out_dir[n - 1] == '/') n--; /* "dir/" and "dir" name the same folder */
+    if (n + 16 >= PATH_CAP)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "out_dir is %zu bytes long, at most %d", n,
+                           PATH_CAP - 17);
+    char dir[PATH_CAP], tmp[PATH_CAP];
+    memcpy(dir, out_dir, n);
+    dir[n] = '\0';
+    memcpy(tmp, dir, n);
+    memcpy(tmp + n, ".tmp", 5);
+    struct stat stt;
+    if (stat(dir, &stt) == 0)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "'%s' already exists; synth writes a new "
+                           "folder (remove it first)", dir);
+    plan p;
+    slate_status s = make_plan(params, &p, err);
+    if (s) {
+        slate__free(p.t);
+        return s;
+    }
+    if ((s = remove_tmp_dir(tmp, err))) goto done;
+    if (mkdir(tmp, 0755) != 0) {
+        s = slate__fail(err, SLATE_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
+        goto done;
+    }
+    if (!(s = write_config(tmp, &p, err)) && !(s = write_tokenizer(tmp, &p, err)) &&
+        !(s = write_weights(tmp, &p, params, err)) && rename(tmp, dir) != 0)
+        s = slate__fail(err, SLATE_E_IO, "cannot rename '%s' to '%s': %s", tmp, dir,
+                        strerror(errno));
+    if (s) {
+        slate_error ignored;
+        remove_tmp_dir(tmp, &ignored);
+    }
+done:
+    slate__free(p.t);
+    return s;
+}

@@ -1,0 +1,439 @@
+/*
+ * template.c - chat-template families rendered in C (contract in template.h). Each renderer
+ * reproduces one official Jinja template byte for byte for the conversations the session
+ * builds (optional system message, then user/assistant alternating), with the whitespace
+ * handling Hugging Face's apply_chat_template uses (jinja2 trim_blocks + lstrip_blocks). The
+ * source of each family is named beside its renderer; tests/unit/test_template.c holds the
+ * expected strings, which were checked by rendering those sources with jinja2 3.1.6.
+ *
+ * Detection looks for markers no other family uses. Templates with markers but a different
+ * layout (Mistral v0.3 "[INST]" without the spaces, ChatGLM "<|user|>" without an end token)
+ * are refused rather than rendered in a family they do not follow.
+ *
+ * Deliberate differences from the sources, all where a source cannot express a conversation
+ * the session allows:
+ *  - mistral (Mistral-7B-Instruct-v0.1/v0.2) raises on a system message; it is put in front of
+ *    the first user message followed by "\n\n", as mistralai's later template for the same
+ *    model does.
+ *  - Jinja's trim / Python's strip() remove Unicode whitespace; here only ASCII whitespace
+ *    (space, \t, \n, \v, \f, \r) is trimmed.
+ *  - llama31: date_string is the template's own default "26 Jul 2024"; Llama 3.2 templates call
+ *    strftime_now() for today's date, which would make a rendering (and every cached prefix)
+ *    change at midnight.
+ */
+#include "gen/template.h"
+
+#include <string.h>
+
+static const char *const NAMES[SLATE__TMPL_COUNT] = {
+    [SLATE__TMPL_NONE] = "?",         [SLATE__TMPL_CHATML] = "chatml",
+    [SLATE__TMPL_QWEN3] = "qwen3",    [SLATE__TMPL_LLAMA3] = "llama3",
+    [SLATE__TMPL_LLAMA31] = "llama31", [SLATE__TMPL_LLAMA2] = "llama2",
+    [SLATE__TMPL_MISTRAL] = "mistral", [SLATE__TMPL_GEMMA] = "gemma",
+    [SLATE__TMPL_PHI3] = "phi3",      [SLATE__TMPL_ZEPHYR] = "zephyr",
+};
+
+slate__tmpl slate__tmpl_by_name(const char *name) {
+    if (!name) return SLATE__TMPL_NONE;
+    for (int t = 1; t < SLATE__TMPL_COUNT; t++)
+        if (strcmp(name, NAMES[t]) == 0) return (slate__tmpl)t;
+    return SLATE__TMPL_NONE;
+}
+
+const char *slate__tmpl_name(slate__tmpl t) {
+    return t > SLATE__TMPL_NONE && t < SLATE__TMPL_COUNT ? NAMES[t] : "?";
+}
+
+const char *slate__tmpl_names(void) {
+    return "chatml, qwen3, llama3, llama31, llama2, mistral, gemma, phi3, zephyr";
+}
+
+const char *slate__tmpl_end_of_turn(slate__tmpl t) {
+    switch (t) {
+    case SLATE__TMPL_CHATML:
+    case SLATE__TMPL_QWEN3: return "<|im_end|>";
+    case SLATE__TMPL_LLAMA3:
+    case SLATE__TMPL_LLAMA31: return "<|eot_id|>";
+    case SLATE__TMPL_GEMMA: return "<end_of_turn>";
+    case SLATE__TMPL_PHI3: return "<|end|>";
+    default: return NULL;
+    }
+}
+
+slate__tmpl slate__tmpl_detect(const char *j) {
+    if (!j) return SLATE__TMPL_NONE;
+    if (strstr(j, "<|im_start|>"))
+        return strstr(j, "</think>") ? SLATE__TMPL_QWEN3 : SLATE__TMPL_CHATML;
+    if (strstr(j, "<|start_header_id|>"))
+        return strstr(j, "Cutting Knowledge Date") ? SLATE__TMPL_LLAMA31 : SLATE__TMPL_LLAMA3;
+    if (strstr(j, "<start_of_turn>")) return SLATE__TMPL_GEMMA;
+    if (strstr(j, "<|user|>")) {
+        if (strstr(j, "<|end|>")) return SLATE__TMPL_PHI3;
+        if (strstr(j, "eos_token") || strstr(j, "</s>")) return SLATE__TMPL_ZEPHYR;
+        return SLATE__TMPL_NONE;
+    }
+    /* Both Llama 2 and Mistral v0.1/v0.2 close the user turn with ' [/INST]' (a space before);
+     * later Mistral templates do not, and render differently. */
+    if (strstr(j, "[INST]") && strstr(j, " [/INST]"))
+        return strstr(j, "<<SYS>>") ? SLATE__TMPL_LLAMA2 : SLATE__TMPL_MISTRAL;
+    return SLATE__TMPL_NONE;
+}
+
+/* ---- rendering helpers --------------------------------------------------------------------- */
+
+static bool is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/* text[0..*len) without leading/trailing ASCII whitespace (Jinja trim, Python strip()). */
+static const char *trim(const char *text, size_t *len) {
+    size_t a = 0, b = *len;
+    while (a < b && is_ws(text[a])) a++;
+    while (b > a && is_ws(text[b - 1])) b--;
+    *len = b - a;
+    return text + a;
+}
+
+/* Python s.strip('\n') pieces. */
+static const char *lstrip_nl(const char *t, size_t *len) {
+    while (*len && *t == '\n') t++, (*len)--;
+    return t;
+}
+static void rstrip_nl(const char *t, size_t *len) {
+    while (*len && t[*len - 1] == '\n') (*len)--;
+}
+
+static void put(slate__buf *o, const char *s) { slate__buf_append(o, s, strlen(s)); }
+static void put_n(slate__buf *o, const char *s, size_t n) { slate__buf_append(o, s, n); }
+static void put_trim(slate__buf *o, const slate__chat_msg *m) {
+    size_t n = m->len;
+    const char *t = trim(m->text, &n);
+    put_n(o, t, n);
+}
+
+static const char *role_name(slate_role r) {
+    return r == SLATE_ROLE_SYSTEM ? "system" : r == SLATE_ROLE_USER ? "user" : "assistant";
+}
+
+/* Last occurrence of needle in hay[0..n), or NULL. */
+static const char *find_last(const char *hay, size_t n, const char *needle) {
+    size_t k = strlen(needle);
+    if (k > n) return NULL;
+    for (size_t i = n - k + 1; i-- > 0;)
+        if (memcmp(hay + i, needle, k) == 0) return hay + i;
+    return NULL;
+}
+static const char *find_first(const char *hay, size_t n, const char *needle) {
+    size_t k = strlen(needle);
+    for (size_t i = 0; k <= n && i + k <= n; i++)
+        if (memcmp(hay + i, needle, k) == 0) return hay + i;
+    return NULL;
+}
+
+/* ---- families ------------------------------------------------------------------------------ */
+
+/* ChatML. Source: teknium/OpenHermes-2.5-Mistral-7B and Qwen2-Instruct tokenizer_config.json
+ * ({{'<|im_start|>' + role + '\n' + content + '<|im_end|>' + '\n'}} per message, then
+ * '<|im_start|>assistant\n'); tests/tools/hfmodel.py writes the same template. Qwen2.5 and
+ * SmolLM2 templates add a default system message when there is none; that text is model
+ * specific and is not injected here (pass it as the system message). */
+static void render_chatml(const slate__chat_msg *m, int32_t n, bool gen, slate__buf *o) {
+    for (int32_t i = 0; i < n; i++) {
+        put(o, "<|im_start|>");
+        put(o, role_name(m[i].role));
+        put(o, "\n");
+        put_n(o, m[i].text, m[i].len);
+        put(o, "<|im_end|>\n");
+    }
+    if (gen) put(o, "<|im_start|>assistant\n");
+}
+
+/* Qwen3. Source: Qwen3 tokenizer_config.json (../shared/models/tokenizers/qwen3): ChatML, but
+ * an assistant message before the last user message keeps only the text after its last
+ * "</think>" (leading newlines dropped); one after it is written with its reasoning as
+ * "<think>\n" + reasoning + "\n</think>\n\n" + answer when it is the last message or has
+ * reasoning. No tools, no enable_thinking switch. */
+static void render_qwen3(const slate__chat_msg *m, int32_t n, bool gen, slate__buf *o) {
+    int32_t last_query = n - 1;
+    for (int32_t i = n - 1; i >= 0; i--)
+        if (m[i].role == SLATE_ROLE_USER) {
+            last_query = i;
+            break;
+        }
+    for (int32_t i = 0; i < n; i++) {
+        if (m[i].role != SLATE_ROLE_ASSISTANT) {
+            put(o, "<|im_start|>");
+            put(o, role_name(m[i].role));
+            put(o, "\n");
+            put_n(o, m[i].text, m[i].len);
+            put(o, "<|im_end|>\n");
+            continue;
+        }
+        const char *content = m[i].text, *reasoning = "";
+        size_t clen = m[i].len, rlen = 0;
+        const char *end_think = find_last(m[i].text, m[i].len, "</think>");
+        if (end_think) {
+            content = end_think + 8;
+            clen = m[i].len - (size_t)(content - m[i].text);
+            content = lstrip_nl(content, &clen);
+            /* reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1]
+             *             .lstrip('\n') */
+            const char *first_end = find_first(m[i].text, m[i].len, "</think>");
+            size_t head = (size_t)(first_end - m[i].text);
+            rstrip_nl(m[i].text, &head);
+            const char *open = find_last(m[i].text, head, "<think>");
+            reasoning = open ? open + 7 : m[i].text;
+            rlen = head - (size_t)(reasoning - m[i].text);
+            reasoning = lstrip_nl(reasoning, &rlen);
+        }
+        put(o, "<|im_start|>assistant\n");
+        if (i > last_query && (i == n - 1 || rlen > 0)) {
+            /* reasoning.strip('\n') and content.lstrip('\n') */
+            reasoning = lstrip_nl(reasoning, &rlen);
+            rstrip_nl(reasoning, &rlen);
+            content = lstrip_nl(content, &clen);
+            put(o, "<think>\n");
+            put_n(o, reasoning, rlen);
+            put(o, "\n</think>\n\n");
+        }
+        put_n(o, content, clen);
+        put(o, "<|im_end|>\n");
+    }
+    if (gen) put(o, "<|im_start|>assistant\n");
+}
+
+/* Llama 3. Source: Meta-Llama-3-8B-Instruct tokenizer_config.json
+ * (../shared/models/tokenizers/llama3): bos_token before the first message; each message is
+ * '<|start_header_id|>' + role + '<|end_header_id|>\n\n' + content|trim + '<|eot_id|>'; then
+ * the assistant header. That template writes the header even without add_generation_prompt;
+ * here `gen` false leaves it out, which only the session's search for reusable message
+ * boundaries asks for (its prompts always have gen true). */
+static void render_llama3(const slate__chat_msg *m, int32_t n, const char *bos, bool gen,
+                          slate__buf *o) {
+    for (int32_t i = 0; i < n; i++) {
+        if (i == 0) put(o, bos);
+        put(o, "<|start_header_id|>");
+        put(o, role_name(m[i].role));
+        put(o, "<|end_header_id|>\n\n");
+        put_trim(o, &m[i]);
+        put(o, "<|eot_id|>");
+    }
+    if (gen) put(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+/* Llama 3.1 (and 3.2, see the file comment on the date). Source: Llama-3.1-8B-Instruct
+ * tokenizer_config.json without tools: bos_token, then a system block that is always present:
+ * '<|start_header_id|>system<|end_header_id|>\n\n' + 'Cutting Knowledge Date: December 2023\n'
+ * + 'Today Date: 26 Jul 2024\n\n' + system|trim + '<|eot_id|>', then the messages as in Llama 3
+ * and the assistant header when add_generation_prompt. */
+static void render_llama31(const slate__chat_msg *m, int32_t n, const char *bos, bool gen,
+                           slate__buf *o) {
+    put(o, bos);
+    put(o, "<|start_header_id|>system<|end_header_id|>\n\n"
+           "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+    int32_t i = 0;
+    if (n > 0 && m[0].role == SLATE_ROLE_SYSTEM) put_trim(o, &m[i++]);
+    put(o, "<|eot_id|>");
+    for (; i < n; i++) {
+        put(o, "<|start_header_id|>");
+        put(o, role_name(m[i].role));
+        put(o, "<|end_header_id|>\n\n");
+        put_trim(o, &m[i]);
+        put(o, "<|eot_id|>");
+    }
+    if (gen) put(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+/* Llama 2. Source: meta-llama/Llama-2-7b-chat-hf tokenizer_config.json: the system message
+ * goes into the first user message as '<<SYS>>\n' + system + '\n<</SYS>>\n\n' + content; a user
+ * message is bos_token + '[INST] ' + content.strip() + ' [/INST]'; an assistant message is
+ * ' ' + content.strip() + ' ' + eos_token. No generation prompt: the prompt ends at [/INST]. */
+static void render_llama2(const slate__chat_msg *m, int32_t n, const char *bos, const char *eos,
+                          slate__buf *o) {
+    int32_t i = 0;
+    const slate__chat_msg *sys = NULL;
+    if (n > 0 && m[0].role == SLATE_ROLE_SYSTEM) sys = &m[i++];
+    for (int32_t k = 0; i < n; i++, k++) {
+        if (m[i].role == SLATE_ROLE_USER) {
+            put(o, bos);
+            put(o, "[INST] ");
+            if (k == 0 && sys) {
+                /* strip() applies to the whole '<<SYS>>...' + content string: its start is
+                 * '<<SYS>>', so only the end of the user text is trimmed. */
+                put(o, "<<SYS>>\n");
+                put_n(o, sys->text, sys->len);
+                put(o, "\n<</SYS>>");
+                size_t len = m[i].len;
+                const char *t = m[i].text;
+                while (len && is_ws(t[len - 1])) len--;
+                /* With an all-whitespace user text, strip() also removes the "\n\n". */
+                if (len) put(o, "\n\n");
+                put_n(o, t, len);
+            } else {
+                put_trim(o, &m[i]);
+            }
+            put(o, " [/INST]");
+        } else {
+            put(o, " ");
+            put_trim(o, &m[i]);
+            put(o, " ");
+            put(o, eos);
+        }
+    }
+}
+
+/* Mistral. Source: mistralai/Mistral-7B-Instruct-v0.2 tokenizer_config.json (original):
+ * bos_token, then '[INST] ' + content + ' [/INST]' for a user message and content + eos_token
+ * for an assistant message. System message: see the file comment. */
+static void render_mistral(const slate__chat_msg *m, int32_t n, const char *bos, const char *eos,
+                           slate__buf *o) {
+    put(o, bos);
+    int32_t i = 0;
+    const slate__chat_msg *sys = NULL;
+    if (n > 0 && m[0].role == SLATE_ROLE_SYSTEM) sys = &m[i++];
+    for (int32_t k = 0; i < n; i++, k++) {
+        if (m[i].role == SLATE_ROLE_USER) {
+            put(o, "[INST] ");
+            if (k == 0 && sys) {
+                put_n(o, sys->text, sys->len);
+                put(o, "\n\n");
+            }
+            put_n(o, m[i].text, m[i].len);
+            put(o, " [/INST]");
+        } else {
+            put_n(o, m[i].text, m[i].len);
+            put(o, eos);
+        }
+    }
+}
+
+/* Gemma. Source: google/gemma-3-1b-it tokenizer_config.json (Gemma 1 and 2 render the same
+ * without a system message, which they refuse): bos_token; the system text + '\n\n' opens the
+ * first user turn; each message is '<start_of_turn>' + (user | model) + '\n' + content|trim +
+ * '<end_of_turn>\n'; the generation prompt is '<start_of_turn>model\n'. */
+static void render_gemma(const slate__chat_msg *m, int32_t n, const char *bos, bool gen,
+                         slate__buf *o) {
+    put(o, bos);
+    int32_t i = 0;
+    const slate__chat_msg *sys = NULL;
+    if (n > 0 && m[0].role == SLATE_ROLE_SYSTEM) sys = &m[i++];
+    for (int32_t k = 0; i < n; i++, k++) {
+        put(o, m[i].role == SLATE_ROLE_USER ? "<start_of_turn>user\n" : "<start_of_turn>model\n");
+        if (k == 0 && sys) {
+            put_n(o, sys->text, sys->len);
+            put(o, "\n\n");
+        }
+        put_trim(o, &m[i]);
+        put(o, "<end_of_turn>\n");
+    }
+    if (gen) put(o, "<start_of_turn>model\n");
+}
+
+/* Phi-3. Source: microsoft/Phi-3.5-mini-instruct tokenizer_config.json (also Phi-3-mini after
+ * its 2024-07 update): '<|' + role + '|>\n' + content + '<|end|>\n' per message (an empty system
+ * message is skipped), then '<|assistant|>\n' with add_generation_prompt, else eos_token. The
+ * first Phi-3-mini template began with bos_token and dropped system messages. */
+static void render_phi3(const slate__chat_msg *m, int32_t n, const char *eos, bool gen,
+                        slate__buf *o) {
+    for (int32_t i = 0; i < n; i++) {
+        if (m[i].role == SLATE_ROLE_SYSTEM && m[i].len == 0) continue;
+        put(o, "<|");
+        put(o, role_name(m[i].role));
+        put(o, "|>\n");
+        put_n(o, m[i].text, m[i].len);
+        put(o, "<|end|>\n");
+    }
+    put(o, gen ? "<|assistant|>\n" : eos);
+}
+
+/* Zephyr. Source: HuggingFaceH4/zephyr-7b-beta tokenizer_config.json: '<|' + role + '|>\n' +
+ * content + eos_token, each followed by the newline the template keeps after the expression
+ * (trim_blocks removes only the ones after block tags); then '<|assistant|>\n'. */
+static void render_zephyr(const slate__chat_msg *m, int32_t n, const char *eos, bool gen,
+                          slate__buf *o) {
+    for (int32_t i = 0; i < n; i++) {
+        put(o, "<|");
+        put(o, role_name(m[i].role));
+        put(o, "|>\n");
+        put_n(o, m[i].text, m[i].len);
+        put(o, eos);
+        put(o, "\n");
+    }
+    if (gen && n > 0) put(o, "<|assistant|>\n");
+}
+
+slate_status slate__tmpl_render(slate__tmpl t, const slate__chat_msg *msgs, int32_t n,
+                                const char *bos, const char *eos, bool gen, slate__buf *out,
+                                slate_error *err) {
+    if (t <= SLATE__TMPL_NONE || t >= SLATE__TMPL_COUNT)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "chat template %d is not known; known: %s",
+                           (int)t, slate__tmpl_names());
+    if (!out || n < 0 || (n > 0 && !msgs))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "render: out must not be NULL and msgs must "
+                           "hold n >= 0 messages (n = %d)", (int)n);
+    if (!bos) bos = "";
+    if (!eos) eos = "";
+    for (int32_t i = 0; i < n; i++) {
+        int32_t first = n > 0 && msgs[0].role == SLATE_ROLE_SYSTEM ? 1 : 0;
+        slate_role want = i < first ? SLATE_ROLE_SYSTEM
+                                    : (i - first) % 2 == 0 ? SLATE_ROLE_USER : SLATE_ROLE_ASSISTANT;
+        if (msgs[i].role != want || (!msgs[i].text && msgs[i].len))
+            return slate__fail(err, SLATE_E_INVALID_ARG, "message %d is %s (role %d) but the %s "
+                               "template needs %s there: an optional first system message, then "
+                               "user and assistant alternating", (int)i,
+                               (unsigned)msgs[i].role <= SLATE_ROLE_ASSISTANT
+                                   ? role_name(msgs[i].role) : "unknown",
+                               (int)msgs[i].role, NAMES[t], role_name(want));
+    }
+    switch (t) {
+    case SLATE__TMPL_CHATML: render_chatml(msgs, n, gen, out); break;
+    case SLATE__TMPL_QWEN3: render_qwen3(msgs, n, gen, out); break;
+    case SLATE__TMPL_LLAMA3: render_llama3(msgs, n, bos, gen, out); break;
+    case SLATE__TMPL_LLAMA31: render_llama31(msgs, n, bos, gen, out); break;
+    case SLATE__TMPL_LLAMA2: render_llama2(msgs, n, bos, eos, out); break;
+    case SLATE__TMPL_MISTRAL: render_mistral(msgs, n, bos, eos, out); break;
+    case SLATE__TMPL_GEMMA: render_gemma(msgs, n, bos, gen, out); break;
+    case SLATE__TMPL_PHI3: render_phi3(msgs, n, eos, gen, out); break;
+    case SLATE__TMPL_ZEPHYR: render_zephyr(msgs, n, eos, gen, out); break;
+    default: break;
+    }
+    if (out->failed) return slate__fail(err, SLATE_E_NOMEM, "out of memory rendering the chat");
+    return SLATE_OK;
+}
+
+static void template_excerpt(const char *t, char *out, size_t cap) {
+    size_t n = 0;
+    for (; t[n] && n + 4 < cap && n < 48; n++) out[n] = t[n] >= 32 && t[n] < 127 ? t[n] : '.';
+    out[n] = '\0';
+    if (t[n]) memcpy(out + (n < cap - 4 ? n : cap - 4), "...", 4);
+}
+
+slate_status slate__tmpl_choose(const char *model_template, const char *name, slate__tmpl *out,
+                                slate_error *err) {
+    *out = SLATE__TMPL_NONE;
+    if (name) {
+        if (!(*out = slate__tmpl_by_name(name)))
+            return slate__fail(err, SLATE_E_INVALID_ARG, "chat template '%.64s' is not known; "
+                               "known: %s", name, slate__tmpl_names());
+    } else if (!model_template) {
+        return slate__fail(err, SLATE_E_UNSUPPORTED, "the model has no chat template; name one "
+                           "of: %s (session template_name, CLI --template)", slate__tmpl_names());
+    } else if (!(*out = slate__tmpl_detect(model_template))) {
+        char ex[64];
+        template_excerpt(model_template, ex, sizeof ex);
+        return slate__fail(err, SLATE_E_UNSUPPORTED, "the model's chat template (\"%s\") matches "
+                           "none of the known families; name one of: %s (session template_name, "
+                           "CLI --template)", ex, slate__tmpl_names());
+    }
+    return SLATE_OK;
+}
+
+slate_status slate__tmpl_token_text(const slate_tokenizer *tok, int32_t id, char **out,
+                                    slate_error *err) {
+    char buf[256];
+    size_t len = 0;
+    if (id < 0 || slate_tokenizer_piece(tok, id, true, buf, sizeof buf - 1, &len, NULL) != SLATE_OK)
+        len = 0;
+    *out = slate__strndup(buf, len);
+    return *out ? SLATE_OK : slate__fail(err, SLATE_E_NOMEM, "out of memory");
+}

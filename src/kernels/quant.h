@@ -1,0 +1,122 @@
+/*
+ * quant.h - the compressed weight formats and the matrix descriptor every matmul kernel
+ * receives. The block structs below are the bytes of the package (docs/format.md, "Quantized
+ * weights"): a kernel reads them in place, the converter writes them, nothing repacks them.
+ *
+ *   Q8_0  blocks of 32: {f16 d; int8 qs[32]}, value d * qs[j]. Identical to GGUF Q8_0.
+ *   Q4    blocks of B in {16, 32, 64, 128}; element j of a block is the low nibble of qs[j] for
+ *         j < B/2 and the high nibble of qs[j - B/2] otherwise (GGUF Q4_0's nibble order).
+ *         symmetric  {f16 d; u8 qs[B/2]}          value d * (q - 8)  (B = 32: GGUF Q4_0)
+ *         asymmetric {f16 d; f16 m; u8 qs[B/2]}   value d * q + m    (B = 32: GGUF Q4_1)
+ *   Q8_C  one scale per output row: the int8 rows [n_out][n_in] (row o at o * n_in), zero
+ *         padding to a multiple of 64 bytes, then f32 scales[n_out]; value scales[o] * q.
+ *   PAL   N-bit palettization, N in {2, 3, 4, 6, 8}, one table of 2^N f16 centroids per group
+ *         of G output rows (G in 1..4096; the last group may be shorter). Rows first: row o is
+ *         ceil(n_in * N / 8) bytes, an LSB-first bit stream (element i = bits i*N .. i*N+N-1 of
+ *         the row, bit b being bit b % 8 of byte b / 8; the unused top bits of the last byte are
+ *         0); rows back to back, zero padding to a multiple of 64 bytes, then the tables
+ *         f16 lut[ceil(n_out / G)][2^N]; value lut[o / G][index]. Rows first, like Q8_C, so a
+ *         row is at data + o * row_bytes for every format and the tables stay 64-aligned.
+ *         The tensor table says "bits" and "group"; in memory (slate__wmat_init, the tensor
+ *         table's `block` fields) they travel packed as block = slate__pal_layout(bits, group).
+ *
+ * Rows of the blocked formats are whole blocks: n_in must be a multiple of the block. A row of
+ * Q8_0 / Q4 is n_in / B blocks back to back, rows back to back. f16 is IEEE binary16.
+ */
+#ifndef SLATE_QUANT_H
+#define SLATE_QUANT_H
+
+#include "slate.h"
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Weight dtypes are 0..SLATE__N_WDTYPES-1 (F32, F16, BF16, I32 (never a weight), Q8_0, Q4,
+ * Q8_C, PAL); kernel tables are indexed by them. */
+#define SLATE__N_WDTYPES 8
+
+typedef struct slate__block_q8_0 {
+    uint16_t d;    /* f16 scale */
+    int8_t qs[32];
+} slate__block_q8_0;
+static_assert(sizeof(slate__block_q8_0) == 34, "Q8_0 block is 34 bytes (GGUF Q8_0)");
+
+#define SLATE__Q4_SYM(B)                                                                           \
+    struct {                                                                                       \
+        uint16_t d;         /* f16 scale */                                                        \
+        uint8_t qs[(B) / 2]; /* nibbles, see above */                                              \
+    }
+#define SLATE__Q4_ASYM(B)                                                                          \
+    struct {                                                                                       \
+        uint16_t d, m;      /* f16 scale and offset */                                             \
+        uint8_t qs[(B) / 2];                                                                       \
+    }
+typedef SLATE__Q4_SYM(16) slate__block_q4_16;
+typedef SLATE__Q4_SYM(32) slate__block_q4_32;
+typedef SLATE__Q4_SYM(64) slate__block_q4_64;
+typedef SLATE__Q4_SYM(128) slate__block_q4_128;
+typedef SLATE__Q4_ASYM(16) slate__block_q4a_16;
+typedef SLATE__Q4_ASYM(32) slate__block_q4a_32;
+typedef SLATE__Q4_ASYM(64) slate__block_q4a_64;
+typedef SLATE__Q4_ASYM(128) slate__block_q4a_128;
+static_assert(sizeof(slate__block_q4_16) == 10, "Q4 B=16 block");
+static_assert(sizeof(slate__block_q4_32) == 18, "Q4 B=32 block (GGUF Q4_0)");
+static_assert(sizeof(slate__block_q4_64) == 34, "Q4 B=64 block");
+static_assert(sizeof(slate__block_q4_128) == 66, "Q4 B=128 block");
+static_assert(sizeof(slate__block_q4a_16) == 12, "Q4 asym B=16 block");
+static_assert(sizeof(slate__block_q4a_32) == 20, "Q4 asym B=32 block (GGUF Q4_1)");
+static_assert(sizeof(slate__block_q4a_64) == 36, "Q4 asym B=64 block");
+static_assert(sizeof(slate__block_q4a_128) == 68, "Q4 asym B=128 block");
+
+/* Bytes of one Q4 block of B elements. */
+static inline size_t slate__q4_block_bytes(int32_t block, bool asym) {
+    return (asym ? 4u : 2u) + (size_t)block / 2;
+}
+
+/* PAL layout packed into one int32 (the `block` of the layout functions below): group * 16 +
+ * bits. Only these helpers build or read it. */
+static inline int32_t slate__pal_layout(int32_t bits, int32_t group) { return group * 16 + bits; }
+static inline int32_t slate__pal_bits(int32_t layout) { return layout & 15; }
+static inline int32_t slate__pal_group(int32_t layout) { return layout >> 4; }
+#define SLATE__PAL_GROUP_MAX 4096
+
+/* Largest block of any format (kernels size their stack buffers with it). */
+#define SLATE__QBLOCK_MAX 128
+
+/* A weight matrix W[n_out][n_in] as stored (the bytes of one tensor). */
+typedef struct slate__wmat {
+    const void *data;
+    slate_dtype dtype;
+    int32_t block;        /* Q8_0: 32; Q4: 16, 32, 64 or 128; F32/F16/BF16/Q8_C: 0 */
+    bool asym;            /* Q4 only: d * q + m */
+    int64_t n_out, n_in;
+    size_t row_bytes;     /* bytes from row o to row o + 1 */
+    const float *scales;  /* Q8_C: [n_out] scales (inside data, after the rows); else NULL */
+    int32_t bits, group;  /* PAL: index bits (2, 3, 4, 6, 8) and rows per table; else 0 */
+    const uint16_t *lut;  /* PAL: f16 [ceil(n_out / group)][1 << bits] (inside data, after the
+                             rows); else NULL */
+} slate__wmat;
+
+/* Whether dtype is stored as a matrix format (F32, F16, BF16, Q8_0, Q4, Q8_C, PAL). */
+bool slate__wdtype_valid(slate_dtype dtype);
+/* Whether dtype is one of the compressed formats (Q8_0, Q4, Q8_C, PAL): 2-D only. */
+bool slate__wdtype_quantized(slate_dtype dtype);
+
+/* Checks a layout: block and asym must fit the dtype (Q4: 16/32/64/128; Q8_0: 32; others 0,
+ * asym only for Q4; PAL: block = slate__pal_layout of bits 2/3/4/6/8 and group 1..4096) and
+ * n_in must be a multiple of the block (PAL: any n_in). On failure writes the reason
+ * ("block 48 is not one of 16, 32, 64, 128") into why[0..cap) and returns false. */
+bool slate__wlayout_check(slate_dtype dtype, int32_t block, bool asym, int64_t n_in, char *why,
+                          size_t cap);
+
+/* Bytes of an [n_out][n_in] tensor of a checked layout; 0 when it overflows 2^62. */
+uint64_t slate__wmat_bytes(slate_dtype dtype, int32_t block, bool asym, int64_t n_out,
+                           int64_t n_in);
+
+/* Fills *w for a checked layout (data may be NULL while only sizes are needed). */
+void slate__wmat_init(slate__wmat *w, const void *data, slate_dtype dtype, int32_t block,
+                      bool asym, int64_t n_out, int64_t n_in);
+
+#endif /* SLATE_QUANT_H */

@@ -1,0 +1,688 @@
+/*
+ * avx512_vnni.c - integer kernels for the compressed weight formats (Q8_0, Q4 of every block
+ * size, symmetric and asymmetric, Q8_C) with AVX-512 VNNI (vpdpbusd: 64 u8 x s8 products summed
+ * in fours into 16 int32 lanes per instruction). dispatch.c installs them on top of the avx512
+ * table; the matmul of every other dtype stays avx512's. Same meaning as kernels/ref/quant.c
+ * except that x is quantized first:
+ *
+ * Activations. exec calls quantize_x once per matmul (and reuses the result across matmuls of
+ * one x with the same plan): x is quantized symmetrically to int8 in groups of 128 inputs, one
+ * f32 scale dx = max|x| / 127 per group (so |x - dx q| <= dx / 2). Groups of 128 rather than 32
+ * let one group hold whole weight blocks of every size, so a lane's int32 sum never mixes two x
+ * scales. vpdpbusd wants one unsigned operand: Q4 nibbles are unsigned already (the symmetric
+ * -8 is a correction -8 * sum(qx)); int8 weights are made unsigned by w ^ 0x80 = w + 128 (a
+ * correction -128 * sum(qx)). The quantizer precomputes those x sums, so a correction costs
+ * nothing in the kernels: it is the initial value of the integer accumulator.
+ *
+ * Decode (n_rows < PREFILL_MIN_ROWS), bound by weight bandwidth: each weight row streams once,
+ * four rows at a time (one contiguous region), with a software prefetch of the same place two
+ * such blocks ahead (measured, 2 threads, 2048 x 5632 q4, on the busy VM: no prefetch 5.6 GB/s,
+ * 2 KiB ahead within the row (as avx512.c) 7-9, one block ahead 18, two 19-24, four or more
+ * less again; the weights of the block being read are then already on their way when the
+ * hardware prefetcher has not yet caught the stream). Per group of 128 weights of a Q4
+ * row (128/B blocks, 66..96 bytes) two loads and a word permute (vpermt2w) pull out the 64
+ * nibble bytes and the scales, one mask/shift splits low and high nibbles, two vpdpbusd take
+ * them against x, stored by the quantizer in the matching order (for each block its low-nibble
+ * elements, then the high ones: "permuted layout"). Lane l then holds products of one block
+ * only, so one vector of per-lane block scales d_w (x dx) turns the int32 sums into floats.
+ * Q8_0 does the same per 64 weights (2 blocks), Q8_C with one scale per row.
+ *
+ * Prefill (n_rows >= PREFILL_MIN_ROWS), compute bound: a tile of 8 rows x 16 output columns.
+ * The weights of 16 columns x KC inputs are unpacked once into u8 [KC/4][16 columns][4] (nibble
+ * values, or w ^ 0x80) with their scales, then every 8-row tile of x runs over them: a vpdpbusd
+ * multiplies 4 inputs of 16 columns (one zmm) by the same 4 inputs of one row (a broadcast
+ * dword), so lane c of row r's accumulator is y[r][c]: no horizontal sums, results are stored
+ * as rows. Each int32 accumulator covers one chunk (the span where both scales are constant:
+ * the weight block, or 128 for Q8_C), then cvt + fma with d_w[c] * dx[r] into the f32 result.
+ * x of KC inputs for all rows stays in L2 while the column tiles pass over it.
+ *
+ * Loads past a row's last block are masked (nothing outside a tensor is read); x is zero past
+ * n_in, so masked-off weights never matter. Row ranges are split by exec; this file keeps no
+ * state between calls.
+ */
+#include "kernels/kernels.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 32")
+
+enum {
+    GROUP = 128,            /* x quantization group (inputs) */
+    PREFILL_MIN_ROWS = 4,   /* fewer rows: the decode kernels (see xq_plan) */
+    RT = 8,                 /* x rows are padded to a multiple of this for prefill */
+    PR = 4,                 /* prefill rows per register tile */
+    CT = 32,                /* prefill columns per tile (two zmm of int32) */
+    KC = 1024,              /* prefill inputs per K block: 48 KiB of packed weights and scales
+                               (on the stack) in L1/L2 while every row of x passes over them */
+    PF_BLOCKS = 2,          /* decode prefetches the weights this many O-row blocks ahead */
+};
+
+/* ---- x layouts ------------------------------------------------------------------------------
+ * Per row, at row * stride (a multiple of 64):
+ *   decode Q8 (Q8_0, Q8_C): q[n_pad] natural order; init[ng][2][16] int32 = -128 * (sum of the
+ *     4 q of each lane of each 64-byte half); d[ng] f32.
+ *   decode Q4 (block B): q[n_pad], each group permuted: [low-nibble elements of block 0, of
+ *     block 1, ...][high-nibble elements of block 0, ...]; then per group 16 x 4 bytes: lane
+ *     sums over the 8 q a lane multiplies (4 low + 4 high), as int32 -8 * sum (symmetric) or f32
+ *     dx * sum (asymmetric: the m term); d[ng] f32.
+ *   prefill: q[n_pad] natural; d[ng] f32; per chunk of CH inputs: int32 -F * sum(q) (F = 8 for
+ *     symmetric Q4, 128 for int8 weights) or f32 dx * sum(q) (asymmetric Q4). Rows are padded
+ *     to a multiple of RT with zero rows.
+ * n_pad = ng * 128 >= n_in; q is 0 past n_in. */
+
+typedef struct xgeom {
+    bool prefill;
+    int64_t ng, n_pad, ch, n_ch;
+    size_t stride, off_c, off_d, used; /* used: bytes of a row before its padding to 64 */
+} xgeom;
+
+static int64_t chunk_of(const slate__wmat *w) {
+    return w->dtype == SLATE_DTYPE_Q4 ? w->block : w->dtype == SLATE_DTYPE_Q8_0 ? 32 : GROUP;
+}
+
+static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+static xgeom geom(const slate__wmat *w, int64_t n_rows) {
+    xgeom g;
+    g.prefill = n_rows >= PREFILL_MIN_ROWS;
+    g.ng = (w->n_in + GROUP - 1) / GROUP;
+    g.n_pad = g.ng * GROUP;
+    g.ch = chunk_of(w);
+    g.n_ch = g.n_pad / g.ch;
+    size_t np = (size_t)g.n_pad, ng = (size_t)g.ng;
+    if (g.prefill) {
+        g.off_d = np;
+        g.off_c = np + 4 * ng;
+        g.used = g.off_c + 4 * (size_t)g.n_ch;
+    } else {
+        g.off_c = np;
+        g.off_d = np + (w->dtype == SLATE_DTYPE_Q4 ? 64 : 128) * ng;
+        g.used = g.off_d + 4 * ng;
+    }
+    g.stride = align64(g.used);
+    return g;
+}
+
+static slate__xq_plan xq_plan(const slate__wmat *w, int64_t n_rows) {
+    slate__xq_plan p;
+    xgeom g = geom(w, n_rows);
+    int64_t rows = g.prefill ? (n_rows + RT - 1) / RT * RT : n_rows;
+    p.bytes = (size_t)rows * g.stride;
+    p.row_align = g.prefill ? RT : 1;
+    if (g.prefill) {
+        uint32_t kind = w->dtype != SLATE_DTYPE_Q4 ? 0 : w->asym ? 2 : 1;
+        p.layout = 3u << 24 | (uint32_t)g.ch << 4 | kind;
+    } else if (w->dtype == SLATE_DTYPE_Q4) {
+        p.layout = 2u << 24 | (uint32_t)w->block << 1 | (uint32_t)w->asym;
+    } else {
+        p.layout = 1u << 24;
+    }
+    return p;
+}
+
+/* ---- quantizing x -------------------------------------------------------------------------- */
+
+INLINE __mmask16 mask16(int64_t n) { /* the first n lanes, n clamped to [0, 16] */
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+/* 16 floats of group `base` (nv valid inputs), starting at element e. */
+INLINE __m512 xload16(const float *x, int64_t nv, int64_t e) {
+    return _mm512_maskz_loadu_ps(mask16(nv - e), x + e);
+}
+
+/* 16 floats for the 16 q bytes at position 16t of a group in the decode Q4 order for block B
+ * (t < 4: low-nibble part, t >= 4: high). For B >= 32 they are 16 consecutive inputs; for
+ * B = 16 two runs of 8. */
+INLINE __m512 xload16_q4(const float *x, int64_t nv, int B, int t) {
+    int half = t / 4, j0 = (t % 4) * 16;
+    if (B >= 32) {
+        int k = j0 / (B / 2), pos = j0 % (B / 2);
+        return xload16(x, nv, (int64_t)k * B + half * (B / 2) + pos);
+    }
+    int64_t e0 = (int64_t)(j0 / 8) * 16 + half * 8, e1 = e0 + 16;
+    __m256 a = _mm256_maskz_loadu_ps((__mmask8)mask16(nv - e0), x + e0);
+    __m256 b = _mm256_maskz_loadu_ps((__mmask8)mask16(nv - e1), x + e1);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
+}
+
+/* Quantizes one row: q (n_pad bytes, B = 0: natural order, else decode Q4 order) and d[ng]. */
+INLINE void quant_row(const float *x, int64_t n_in, int64_t ng, int B, int8_t *q, float *d) {
+    for (int64_t g = 0; g < ng; g++) {
+        const float *xg = x + g * GROUP;
+        int64_t nv = n_in - g * GROUP < GROUP ? n_in - g * GROUP : GROUP;
+        __m512 mx = _mm512_setzero_ps();
+        UNROLL for (int t = 0; t < 8; t++) mx = _mm512_max_ps(mx, _mm512_abs_ps(xload16(xg, nv, 16 * t)));
+        float amax = _mm512_reduce_max_ps(mx);
+        /* d = amax / 127 is stored; scaling by 127 / amax rounds |x| / d to at most 127. */
+        d[g] = amax / 127.0f;
+        __m512 id = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+        UNROLL for (int t = 0; t < 8; t++) {
+            __m512 v = B ? xload16_q4(xg, nv, B, t) : xload16(xg, nv, 16 * t);
+            __m512i iv = _mm512_cvtps_epi32(_mm512_mul_ps(v, id)); /* round to nearest even */
+            _mm_storeu_si128((__m128i *)(q + g * GROUP + 16 * t), _mm512_cvtsepi32_epi8(iv));
+        }
+    }
+}
+
+/* Lane sums (4 q per lane) of 64 q bytes. */
+INLINE __m512i lane_sums(const int8_t *q) {
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1),
+                               _mm512_loadu_si512((const void *)q));
+}
+
+static void quantize_x(void *xq, const float *x, const slate__wmat *w, int64_t n_rows, int64_t r0,
+                       int64_t r1) {
+    xgeom g = geom(w, n_rows);
+    int64_t n_in = w->n_in;
+    bool q4 = w->dtype == SLATE_DTYPE_Q4;
+    for (int64_t r = r0; r < r1; r++) {
+        uint8_t *row = (uint8_t *)xq + (size_t)r * g.stride;
+        int8_t *q = (int8_t *)row;
+        float *d = (float *)(row + g.off_d);
+        quant_row(x + r * n_in, n_in, g.ng, g.prefill || !q4 ? 0 : w->block, q, d);
+        memset(row + g.used, 0, g.stride - g.used); /* the same bytes for the same x */
+        if (!g.prefill && !q4) { /* Q8: init per 64 */
+            for (int64_t h = 0; h < 2 * g.ng; h++) {
+                __m512i s = lane_sums(q + 64 * h);
+                _mm512_storeu_si512((void *)(row + g.off_c + 64 * h),
+                                    _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(s, 7)));
+            }
+        } else if (!g.prefill) { /* Q4: per group, low + high lanes */
+            for (int64_t gi = 0; gi < g.ng; gi++) {
+                __m512i s = _mm512_add_epi32(lane_sums(q + GROUP * gi), lane_sums(q + GROUP * gi + 64));
+                __m512i v = w->asym ? _mm512_castps_si512(
+                                          _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d[gi])))
+                                    : _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(s, 3));
+                _mm512_storeu_si512((void *)(row + g.off_c + 64 * gi), v);
+            }
+        } else { /* prefill: per chunk */
+            int32_t f = q4 ? 8 : 128, per = (int32_t)(g.ch / 4); /* lanes per chunk */
+            int32_t *ci = (int32_t *)(row + g.off_c);
+            float *cf = (float *)(row + g.off_c);
+            for (int64_t h = 0; h < g.n_pad / 64; h++) {
+                int32_t ls[16];
+                _mm512_storeu_si512((void *)ls, lane_sums(q + 64 * h));
+                for (int32_t l0 = 0; l0 < 16; l0 += per < 16 ? per : 16) {
+                    int32_t s = 0;
+                    for (int32_t l = l0; l < l0 + (per < 16 ? per : 16); l++) s += ls[l];
+                    int64_t c = (64 * h + 4 * l0) / g.ch;
+                    bool first = (64 * h + 4 * l0) % g.ch == 0; /* CH = 128 spans two halves */
+                    if (q4 && w->asym) {
+                        float v = d[(64 * h) / GROUP] * (float)s;
+                        cf[c] = first ? v : cf[c] + v;
+                    } else {
+                        ci[c] = first ? -f * s : ci[c] - f * s;
+                    }
+                }
+            }
+        }
+    }
+    if (g.prefill && r1 == n_rows) { /* zero rows up to the tile size */
+        int64_t pad = (n_rows + RT - 1) / RT * RT;
+        memset((uint8_t *)xq + (size_t)n_rows * g.stride, 0, (size_t)(pad - n_rows) * g.stride);
+    }
+}
+
+/* ---- decode -------------------------------------------------------------------------------- */
+
+INLINE __mmask64 mask64(int64_t n) { /* the first n bytes, n clamped to [0, 64] */
+    return n >= 64 ? ~(__mmask64)0 : n <= 0 ? (__mmask64)0 : (((__mmask64)1 << n) - 1);
+}
+
+/* vpermt2w index vectors of a Q4 group: 32 words of nibbles (each block's qs, in order), and
+ * per lane the word of its block's d (and m). */
+typedef struct q4idx {
+    __m512i qs, d, m;
+} q4idx;
+
+INLINE q4idx q4_index(int B, bool asym) {
+    int32_t bw = (int32_t)(slate__q4_block_bytes(B, asym) / 2), hw = asym ? 2 : 1;
+    uint16_t qs[32], d[32], m[32];
+    for (int i = 0; i < 32; i++) {
+        int per = B / 4; /* qs words per block */
+        qs[i] = (uint16_t)((i / per) * bw + hw + i % per);
+        int blk = i < 16 ? (8 * i) / B : 0;
+        d[i] = (uint16_t)(blk * bw);
+        m[i] = (uint16_t)(blk * bw + 1);
+    }
+    q4idx r;
+    r.qs = _mm512_loadu_si512((const void *)qs);
+    r.d = _mm512_loadu_si512((const void *)d);
+    r.m = _mm512_loadu_si512((const void *)m);
+    return r;
+}
+
+INLINE float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+/* R rows of x against weight rows o..o+O-1, Q4 with block B. */
+INLINE void dec_q4(int B, bool asym, int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
+                   const slate__wmat *w, const float *bias, int64_t o, const q4idx *ix) {
+    const int64_t bb = (int64_t)slate__q4_block_bytes(B, asym), gb = (GROUP / B) * bb;
+    const int64_t n_full = w->n_in / GROUP, ng = xg->ng;
+    const int64_t tail = (w->n_in % GROUP) / B * bb; /* bytes of the last, partial group */
+    const size_t pf = PF_BLOCKS * (size_t)O * w->row_bytes; /* see PF_BLOCKS */
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    const uint8_t *wr[4];
+    UNROLL for (int c = 0; c < O; c++) wr[c] = (const uint8_t *)w->data + (size_t)(o + c) * w->row_bytes;
+    __m512 acc[3][4];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        int64_t nb = g < n_full ? gb : tail;
+        __mmask64 m1 = mask64(nb), m2 = mask64(nb - 64);
+        __m512i lo[4], hi[4];
+        __m512 sv[4], mv[4];
+        UNROLL for (int c = 0; c < O; c++) {
+            const uint8_t *p = wr[c] + g * gb;
+            _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
+            __m512i z1 = _mm512_maskz_loadu_epi8(m1, p), z2 = _mm512_maskz_loadu_epi8(m2, p + 64);
+            __m512i qs = _mm512_permutex2var_epi16(z1, ix->qs, z2);
+            lo[c] = _mm512_and_si512(qs, lo4);
+            hi[c] = _mm512_and_si512(_mm512_srli_epi16(qs, 4), lo4);
+            sv[c] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(z1, ix->d, z2)));
+            if (asym)
+                mv[c] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(z1, ix->m, z2)));
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            const uint8_t *xr = xq + (size_t)r * xg->stride;
+            __m512i xlo = _mm512_loadu_si512((const void *)(xr + g * GROUP));
+            __m512i xhi = _mm512_loadu_si512((const void *)(xr + g * GROUP + 64));
+            __m512i init = asym ? _mm512_setzero_si512()
+                                : _mm512_loadu_si512((const void *)(xr + xg->off_c + 64 * g));
+            __m512 cf = asym ? _mm512_loadu_ps((const void *)(xr + xg->off_c + 64 * g)) : _mm512_setzero_ps();
+            __m512 dx = _mm512_set1_ps(((const float *)(xr + xg->off_d))[g]);
+            UNROLL for (int c = 0; c < O; c++) {
+                __m512i a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, lo[c], xlo), hi[c], xhi);
+                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(sv[c], dx), acc[r][c]);
+                if (asym) acc[r][c] = _mm512_fmadd_ps(mv[c], cf, acc[r][c]);
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++)
+        y[r * w->n_out + o + c] = hsum(acc[r][c]) + (bias ? bias[o + c] : 0.0f);
+}
+
+/* Q8_0 and Q8_C: per group two halves of 64 weights. Q8_0: a half is 2 blocks (68 bytes); its
+ * lanes 0-7 take block 0's d, 8-15 block 1's. Q8_C: plain bytes, one scale per row applied at
+ * the end; both halves share one accumulator. */
+INLINE void dec_q8(bool q8c, int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
+                   const slate__wmat *w, const float *bias, int64_t o, __m512i iq, __m512i id) {
+    const int64_t ng = xg->ng, n_in = w->n_in;
+    const size_t pf = PF_BLOCKS * (size_t)O * w->row_bytes; /* see PF_BLOCKS */
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const uint8_t *wr[4];
+    UNROLL for (int c = 0; c < O; c++) wr[c] = (const uint8_t *)w->data + (size_t)(o + c) * w->row_bytes;
+    __m512 acc[3][4];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        __m512i u[4][2];
+        __m512 sv[4][2];
+        int64_t left = n_in - g * GROUP; /* inputs of this group, may exceed 128 */
+        UNROLL for (int c = 0; c < O; c++) {
+            UNROLL for (int h = 0; h < 2; h++) {
+                int64_t nh = left - 64 * h; /* inputs in this half */
+                if (q8c) {
+                    const uint8_t *p = wr[c] + g * GROUP + 64 * h;
+                    _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
+                    __m512i b = nh >= 64 ? _mm512_loadu_si512((const void *)p)
+                                         : _mm512_maskz_loadu_epi8(mask64(nh), p);
+                    u[c][h] = _mm512_xor_si512(b, flip);
+                } else {
+                    int64_t nbk = nh >= 64 ? 2 : nh > 0 ? nh / 32 : 0; /* blocks in this half */
+                    const uint8_t *p = wr[c] + (g * 4 + 2 * h) * (int64_t)sizeof(slate__block_q8_0);
+                    _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
+                    int64_t nb = nbk * (int64_t)sizeof(slate__block_q8_0);
+                    __m512i z1 = _mm512_maskz_loadu_epi8(mask64(nb), p);
+                    __m512i z2 = _mm512_maskz_loadu_epi8(mask64(nb - 64), p + 64);
+                    u[c][h] = _mm512_xor_si512(_mm512_permutex2var_epi16(z1, iq, z2), flip);
+                    sv[c][h] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(z1, id, z2)));
+                }
+            }
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            const uint8_t *xr = xq + (size_t)r * xg->stride;
+            __m512i x0 = _mm512_loadu_si512((const void *)(xr + g * GROUP));
+            __m512i x1 = _mm512_loadu_si512((const void *)(xr + g * GROUP + 64));
+            __m512i i0 = _mm512_loadu_si512((const void *)(xr + xg->off_c + 128 * g));
+            __m512i i1 = _mm512_loadu_si512((const void *)(xr + xg->off_c + 128 * g + 64));
+            __m512 dx = _mm512_set1_ps(((const float *)(xr + xg->off_d))[g]);
+            if (q8c) {
+                __m512i init = _mm512_add_epi32(i0, i1);
+                UNROLL for (int c = 0; c < O; c++) {
+                    __m512i a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, u[c][0], x0), u[c][1], x1);
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), dx, acc[r][c]);
+                }
+            } else {
+                UNROLL for (int c = 0; c < O; c++) {
+                    __m512i a0 = _mm512_dpbusd_epi32(i0, u[c][0], x0);
+                    __m512i a1 = _mm512_dpbusd_epi32(i1, u[c][1], x1);
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(sv[c][0], dx), acc[r][c]);
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(sv[c][1], dx), acc[r][c]);
+                }
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++) {
+        float v = hsum(acc[r][c]);
+        if (q8c) v *= w->scales[o + c];
+        y[r * w->n_out + o + c] = v + (bias ? bias[o + c] : 0.0f);
+    }
+}
+
+/* Index vectors of a Q8_0 half (2 blocks of 34 bytes = 17 words): the 32 words of qs, and per
+ * lane the word of its block's d. */
+INLINE void q8_index(__m512i *iq, __m512i *id) {
+    uint16_t q[32], d[32];
+    for (int i = 0; i < 32; i++) {
+        q[i] = (uint16_t)(i < 16 ? 1 + i : 17 + 1 + (i - 16));
+        d[i] = (uint16_t)(i < 8 ? 0 : i < 16 ? 17 : 0);
+    }
+    *iq = _mm512_loadu_si512((const void *)q);
+    *id = _mm512_loadu_si512((const void *)d);
+}
+
+/* All of [o0, o1) for R rows: O = 4 weight rows at a time for one x row (registers allow it),
+ * 2 for more; then single rows. */
+#define DEC_RANGE(CALL4, CALL2, CALL1)                                                             \
+    do {                                                                                           \
+        int64_t o = o0;                                                                            \
+        if (R == 1)                                                                                \
+            for (; o + 4 <= o1; o += 4) CALL4;                                                     \
+        for (; o + 2 <= o1; o += 2) CALL2;                                                         \
+        for (; o < o1; o++) CALL1;                                                                 \
+    } while (0)
+
+INLINE void decode_q4(int B, bool asym, int R, float *y, const uint8_t *xq, const xgeom *xg,
+                      const slate__wmat *w, const float *bias, int64_t o0, int64_t o1) {
+    q4idx ix = q4_index(B, asym);
+    DEC_RANGE(dec_q4(B, asym, R, 4, y, xq, xg, w, bias, o, &ix),
+              dec_q4(B, asym, R, 2, y, xq, xg, w, bias, o, &ix),
+              dec_q4(B, asym, R, 1, y, xq, xg, w, bias, o, &ix));
+}
+
+INLINE void decode_q8(bool q8c, int R, float *y, const uint8_t *xq, const xgeom *xg,
+                      const slate__wmat *w, const float *bias, int64_t o0, int64_t o1) {
+    __m512i iq, id;
+    q8_index(&iq, &id);
+    DEC_RANGE(dec_q8(q8c, R, 4, y, xq, xg, w, bias, o, iq, id),
+              dec_q8(q8c, R, 2, y, xq, xg, w, bias, o, iq, id),
+              dec_q8(q8c, R, 1, y, xq, xg, w, bias, o, iq, id));
+}
+
+/* Rows of x three, two or one at a time (R is a compile-time constant in each call). */
+INLINE void decode_rows(slate_dtype dt, int B, bool asym, float *y, const void *xq,
+                        const xgeom *xg, const slate__wmat *w, const float *bias, int64_t n_rows,
+                        int64_t o0, int64_t o1) {
+    for (int64_t r = 0; r < n_rows;) {
+        const uint8_t *xr = (const uint8_t *)xq + (size_t)r * xg->stride;
+        float *yr = y + r * w->n_out;
+        int R = n_rows - r >= 3 ? 3 : (int)(n_rows - r);
+        if (dt == SLATE_DTYPE_Q4) {
+            if (R == 3) decode_q4(B, asym, 3, yr, xr, xg, w, bias, o0, o1);
+            else if (R == 2) decode_q4(B, asym, 2, yr, xr, xg, w, bias, o0, o1);
+            else decode_q4(B, asym, 1, yr, xr, xg, w, bias, o0, o1);
+        } else {
+            bool q8c = dt == SLATE_DTYPE_Q8_C;
+            if (R == 3) decode_q8(q8c, 3, yr, xr, xg, w, bias, o0, o1);
+            else if (R == 2) decode_q8(q8c, 2, yr, xr, xg, w, bias, o0, o1);
+            else decode_q8(q8c, 1, yr, xr, xg, w, bias, o0, o1);
+        }
+        r += R;
+    }
+}
+
+static void matmul_decode(float *y, const void *xq, const slate__wmat *w, const float *bias,
+                          int64_t n_rows, int64_t o0, int64_t o1, const xgeom *xg) {
+    switch (w->dtype == SLATE_DTYPE_Q4 ? w->block * 2 + (int)w->asym : 0) {
+    case 32: decode_rows(SLATE_DTYPE_Q4, 16, false, y, xq, xg, w, bias, n_rows, o0, o1); break;
+    case 33: decode_rows(SLATE_DTYPE_Q4, 16, true, y, xq, xg, w, bias, n_rows, o0, o1); break;
+    case 64: decode_rows(SLATE_DTYPE_Q4, 32, false, y, xq, xg, w, bias, n_rows, o0, o1); break;
+    case 65: decode_rows(SLATE_DTYPE_Q4, 32, true, y, xq, xg, w, bias, n_rows, o0, o1); break;
+    case 128: decode_rows(SLATE_DTYPE_Q4, 64, false, y, xq, xg, w, bias, n_rows, o0, o1); break;
+    case 129: decode_rows(SLATE_DTYPE_Q4, 64, true, y, xq, xg, w, bias, n_rows, o0, o1); break;
+    case 256: decode_rows(SLATE_DTYPE_Q4, 128, false, y, xq, xg, w, bias, n_rows, o0, o1); break;
+    case 257: decode_rows(SLATE_DTYPE_Q4, 128, true, y, xq, xg, w, bias, n_rows, o0, o1); break;
+    default:
+        if (w->dtype == SLATE_DTYPE_Q8_0)
+            decode_rows(SLATE_DTYPE_Q8_0, 32, false, y, xq, xg, w, bias, n_rows, o0, o1);
+        else
+            decode_rows(SLATE_DTYPE_Q8_C, 0, false, y, xq, xg, w, bias, n_rows, o0, o1);
+        break;
+    }
+}
+
+/* ---- prefill -------------------------------------------------------------------------------
+ * Columns [c0, c0 + 32) x inputs [kb, ke) of the weights are unpacked into u8 wp[k/4][32][4]
+ * (Q4: nibble values 0..15; int8 formats: w ^ 0x80), 16 inputs x 16 columns at a time: each
+ * column's 16 values are decoded into an xmm, then a 16 x 4 dword transpose (vpermd within each
+ * group of 4 columns, shuffles of 128-bit lanes across groups) writes 4 zmm rows. Scales per
+ * chunk and column go to ds (and ms, asymmetric Q4). Columns past the matrix are zero. */
+
+typedef struct tile {
+    uint8_t wp[KC / 4][CT][4];
+    float ds[KC / 16][CT]; /* per chunk (at least 16 inputs) */
+    float ms[KC / 16][CT];
+} tile;
+
+/* Inputs [k, k + 16) of column row `row` as 16 u8 values (k a multiple of 16, below n_in
+ * rounded up to the chunk; inputs past n_in come out 0 for Q8_C and are 0 in x anyway). */
+INLINE __m128i values16(slate_dtype dt, int B, bool asym, const slate__wmat *w,
+                        const uint8_t *row, int64_t k) {
+    if (dt == SLATE_DTYPE_Q4) {
+        const uint8_t *qs = row + (size_t)(k / B) * slate__q4_block_bytes(B, asym) + (asym ? 4 : 2);
+        const __m128i m = _mm_set1_epi8(15);
+        if (B == 16) { /* the whole block: 8 low nibbles, then 8 high */
+            __m128i b = _mm_loadl_epi64((const __m128i *)qs);
+            return _mm_and_si128(_mm_unpacklo_epi64(b, _mm_srli_epi16(b, 4)), m);
+        }
+        int j = (int)(k % B);
+        __m128i b = _mm_loadu_si128((const __m128i *)(qs + j % (B / 2)));
+        return _mm_and_si128(j >= B / 2 ? _mm_srli_epi16(b, 4) : b, m);
+    }
+    const __m128i flip = _mm_set1_epi8((char)0x80);
+    if (dt == SLATE_DTYPE_Q8_0)
+        return _mm_xor_si128(_mm_loadu_si128((const __m128i *)(row + (size_t)(k / 32) * sizeof(slate__block_q8_0) + 2 + k % 32)), flip);
+    int64_t left = w->n_in - k; /* Q8_C: any row length */
+    __m128i b = _mm_maskz_loadu_epi8(left >= 16 ? (__mmask16)0xffff : (__mmask16)mask16(left), row + k);
+    return _mm_xor_si128(b, flip);
+}
+
+/* Columns [c0, c0 + 16) (nc valid) x inputs [k, k + 16) into wp rows k/4 .. k/4 + 3 at column
+ * offset co. */
+INLINE void pack16x16(slate_dtype dt, int B, bool asym, tile *t, const slate__wmat *w,
+                      const uint8_t *const rows[16], int nc, int64_t k, int64_t kb, int co) {
+    const __m512i tr = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    __m512i a[4];
+    UNROLL for (int m = 0; m < 4; m++) {
+        __m128i v[4];
+        UNROLL for (int i = 0; i < 4; i++)
+            v[i] = 4 * m + i < nc ? values16(dt, B, asym, w, rows[4 * m + i], k) : _mm_setzero_si128();
+        __m512i z = _mm512_castsi128_si512(v[0]);
+        z = _mm512_inserti32x4(z, v[1], 1);
+        z = _mm512_inserti32x4(z, v[2], 2);
+        z = _mm512_inserti32x4(z, v[3], 3);
+        a[m] = _mm512_permutexvar_epi32(tr, z); /* lane j: dword j of the 4 columns */
+    }
+    /* out[j] lane m = a[m] lane j */
+    __m512i t0 = _mm512_shuffle_i32x4(a[0], a[1], 0x44), t1 = _mm512_shuffle_i32x4(a[0], a[1], 0xee);
+    __m512i t2 = _mm512_shuffle_i32x4(a[2], a[3], 0x44), t3 = _mm512_shuffle_i32x4(a[2], a[3], 0xee);
+    int64_t r = (k - kb) / 4;
+    _mm512_storeu_si512((void *)&t->wp[r + 0][co], _mm512_shuffle_i32x4(t0, t2, 0x88));
+    _mm512_storeu_si512((void *)&t->wp[r + 1][co], _mm512_shuffle_i32x4(t0, t2, 0xdd));
+    _mm512_storeu_si512((void *)&t->wp[r + 2][co], _mm512_shuffle_i32x4(t1, t3, 0x88));
+    _mm512_storeu_si512((void *)&t->wp[r + 3][co], _mm512_shuffle_i32x4(t1, t3, 0xdd));
+}
+
+INLINE void pack(slate_dtype dt, int B, bool asym, tile *t, const slate__wmat *w, int64_t c0,
+                 int nc, int64_t kb, int64_t ke, int64_t ch) {
+    for (int half = 0; half < 2; half++) {
+        int co = 16 * half, n = nc - co < 0 ? 0 : nc - co > 16 ? 16 : nc - co;
+        const uint8_t *rows[16];
+        for (int c = 0; c < 16; c++)
+            rows[c] = (const uint8_t *)w->data + (size_t)(c0 + co + (c < n ? c : 0)) * w->row_bytes;
+        if (n == 16)
+            for (int64_t k = kb; k < ke; k += 16) pack16x16(dt, B, asym, t, w, rows, 16, k, kb, co);
+        else
+            for (int64_t k = kb; k < ke; k += 16) pack16x16(dt, B, asym, t, w, rows, n, k, kb, co);
+        for (int64_t ci = 0; ci < (ke - kb) / ch; ci++) {
+            int64_t k = kb + ci * ch;
+            for (int c = 0; c < 16; c++) {
+                float d = 0.0f, m = 0.0f;
+                if (c < n) {
+                    const uint8_t *row = rows[c];
+                    uint16_t h;
+                    if (dt == SLATE_DTYPE_Q4) {
+                        const uint8_t *blk = row + (size_t)(k / B) * slate__q4_block_bytes(B, asym);
+                        memcpy(&h, blk, 2);
+                        d = _cvtsh_ss(h);
+                        if (asym) {
+                            memcpy(&h, blk + 2, 2);
+                            m = _cvtsh_ss(h);
+                        }
+                    } else if (dt == SLATE_DTYPE_Q8_0) {
+                        memcpy(&h, row + (size_t)(k / 32) * sizeof(slate__block_q8_0), 2);
+                        d = _cvtsh_ss(h);
+                    } else {
+                        d = w->scales[c0 + co + c];
+                    }
+                }
+                t->ds[ci][co + c] = d;
+                t->ms[ci][co + c] = m;
+            }
+        }
+    }
+}
+
+/* Rows [r0, r0 + 4) x the 32 columns of t over [kb, ke): out[r][h] = sum over 128-input
+ * groups of dx[r][g] * sum over the group's chunks of ds[chunk] * (int32 dot). The x scale is
+ * applied once per group (all chunks of a group share it); asymmetric Q4 adds m * dx * sum(qx)
+ * per chunk. */
+INLINE void tile_rows(bool asym, int64_t ch, const tile *t, const uint8_t *xq, const xgeom *xg,
+                      int64_t r0, int64_t kb, int64_t ke, __m512 out[PR][2]) {
+    const uint8_t *xr[PR];
+    UNROLL for (int r = 0; r < PR; r++) xr[r] = xq + (size_t)(r0 + r) * xg->stride;
+    for (int64_t g0 = kb; g0 < ke; g0 += GROUP) {
+        int64_t g1 = g0 + GROUP < ke ? g0 + GROUP : ke;
+        __m512 acc[PR][2];
+        UNROLL for (int r = 0; r < PR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        for (int64_t k0 = g0; k0 < g1; k0 += ch) {
+            int64_t ci = (k0 - kb) / ch, cg = k0 / ch;
+            __m512i a[PR][2];
+            UNROLL for (int r = 0; r < PR; r++) {
+                __m512i i0 = asym ? _mm512_setzero_si512()
+                                  : _mm512_set1_epi32(((const int32_t *)(xr[r] + xg->off_c))[cg]);
+                a[r][0] = a[r][1] = i0;
+            }
+            UNROLL for (int64_t j = 0; j < ch / 4; j++) { /* 4 inputs of 32 columns */
+                __m512i w0 = _mm512_loadu_si512((const void *)t->wp[(k0 - kb) / 4 + j][0]);
+                __m512i w1 = _mm512_loadu_si512((const void *)t->wp[(k0 - kb) / 4 + j][16]);
+                UNROLL for (int r = 0; r < PR; r++) {
+                    int32_t xv;
+                    memcpy(&xv, xr[r] + k0 + 4 * j, 4);
+                    __m512i xb = _mm512_set1_epi32(xv);
+                    a[r][0] = _mm512_dpbusd_epi32(a[r][0], w0, xb);
+                    a[r][1] = _mm512_dpbusd_epi32(a[r][1], w1, xb);
+                }
+            }
+            __m512 d0 = _mm512_loadu_ps(t->ds[ci]), d1 = _mm512_loadu_ps(t->ds[ci] + 16);
+            UNROLL for (int r = 0; r < PR; r++) {
+                acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[r][0]), d0, acc[r][0]);
+                acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[r][1]), d1, acc[r][1]);
+            }
+            if (asym) {
+                __m512 m0 = _mm512_loadu_ps(t->ms[ci]), m1 = _mm512_loadu_ps(t->ms[ci] + 16);
+                UNROLL for (int r = 0; r < PR; r++) {
+                    __m512 cf = _mm512_set1_ps(((const float *)(xr[r] + xg->off_c))[cg]);
+                    out[r][0] = _mm512_fmadd_ps(m0, cf, out[r][0]);
+                    out[r][1] = _mm512_fmadd_ps(m1, cf, out[r][1]);
+                }
+            }
+        }
+        UNROLL for (int r = 0; r < PR; r++) {
+            __m512 dx = _mm512_set1_ps(((const float *)(xr[r] + xg->off_d))[g0 / GROUP]);
+            out[r][0] = _mm512_fmadd_ps(acc[r][0], dx, out[r][0]);
+            out[r][1] = _mm512_fmadd_ps(acc[r][1], dx, out[r][1]);
+        }
+    }
+}
+
+/* One column tile: for each K block, pack it, then every row tile adds its share to y (the
+ * tile's y strip, n_rows x 32 floats, stays in L2 across the K blocks). */
+INLINE void prefill_cols(slate_dtype dt, int B, bool asym, tile *t, float *y, const void *xq,
+                         const slate__wmat *w, const float *bias, int64_t n_rows, int64_t c0,
+                         int nc, const xgeom *xg) {
+    const int64_t ch = dt == SLATE_DTYPE_Q4 ? B : dt == SLATE_DTYPE_Q8_0 ? 32 : GROUP;
+    const int64_t n_out = w->n_out, k_end = (w->n_in + ch - 1) / ch * ch;
+    __mmask16 cm[2] = {mask16(nc), mask16(nc - 16)};
+    for (int64_t kb = 0; kb < k_end; kb += KC) {
+        int64_t ke = kb + KC < k_end ? kb + KC : k_end;
+        bool first = kb == 0;
+        pack(dt, B, asym, t, w, c0, nc, kb, ke, ch);
+        __m512 bv[2];
+        for (int h = 0; h < 2; h++)
+            bv[h] = bias && first ? _mm512_maskz_loadu_ps(cm[h], bias + c0 + 16 * h) : _mm512_setzero_ps();
+        for (int64_t r0 = 0; r0 < n_rows; r0 += PR) {
+            int nr = (int)(n_rows - r0 < PR ? n_rows - r0 : PR);
+            __m512 out[PR][2];
+            UNROLL for (int r = 0; r < PR; r++) {
+                if (first || r >= nr) {
+                    out[r][0] = bv[0];
+                    out[r][1] = bv[1];
+                } else {
+                    out[r][0] = _mm512_maskz_loadu_ps(cm[0], y + (r0 + r) * n_out + c0);
+                    out[r][1] = _mm512_maskz_loadu_ps(cm[1], y + (r0 + r) * n_out + c0 + 16);
+                }
+            }
+            tile_rows(asym, ch, t, (const uint8_t *)xq, xg, r0, kb, ke, out);
+            for (int r = 0; r < nr; r++)
+                for (int h = 0; h < 2; h++)
+                    _mm512_mask_storeu_ps(y + (r0 + r) * n_out + c0 + 16 * h, cm[h], out[r][h]);
+        }
+    }
+}
+
+static void matmul_prefill(float *y, const void *xq, const slate__wmat *w, const float *bias,
+                           int64_t n_rows, int64_t o0, int64_t o1, const xgeom xg) {
+    tile t __attribute__((aligned(64)));
+    for (int64_t c0 = o0; c0 < o1; c0 += CT) {
+        int nc = (int)(o1 - c0 < CT ? o1 - c0 : CT);
+        /* Format, block and asym as constants, so divisions become shifts and loops unroll. */
+#define COLS(DT, B, A) prefill_cols(DT, B, A, &t, y, xq, w, bias, n_rows, c0, nc, &xg)
+        switch (w->dtype == SLATE_DTYPE_Q4 ? w->block * 2 + (int)w->asym : 0) {
+        case 32: COLS(SLATE_DTYPE_Q4, 16, false); break;
+        case 33: COLS(SLATE_DTYPE_Q4, 16, true); break;
+        case 64: COLS(SLATE_DTYPE_Q4, 32, false); break;
+        case 65: COLS(SLATE_DTYPE_Q4, 32, true); break;
+        case 128: COLS(SLATE_DTYPE_Q4, 64, false); break;
+        case 129: COLS(SLATE_DTYPE_Q4, 64, true); break;
+        case 256: COLS(SLATE_DTYPE_Q4, 128, false); break;
+        case 257: COLS(SLATE_DTYPE_Q4, 128, true); break;
+        default:
+            if (w->dtype == SLATE_DTYPE_Q8_0) COLS(SLATE_DTYPE_Q8_0, 32, false);
+            else COLS(SLATE_DTYPE_Q8_C, 0, false);
+            break;
+        }
+#undef COLS
+    }
+}
+
+static void matmul(float *y, const float *x, const void *xq, const slate__wmat *w,
+                   const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
+    xgeom xg = geom(w, n_rows);
+    if (xg.prefill) matmul_prefill(y, xq, w, bias, n_rows, o0, o1, xg);
+    else matmul_decode(y, xq, w, bias, n_rows, o0, o1, &xg);
+}
+
+void slate__avx512_vnni_fill(slate__kernels *k) {
+    k->name = "avx512_vnni";
+    static const slate_dtype q[] = {SLATE_DTYPE_Q8_0, SLATE_DTYPE_Q4, SLATE_DTYPE_Q8_C};
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+        k->matmul[q[i]] = matmul;
+        k->xq_plan[q[i]] = xq_plan;
+        k->quantize_x[q[i]] = quantize_x;
+    }
+}

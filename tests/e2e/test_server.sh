@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# slate serve end to end, on loopback only: endpoints with curl, every bad input's status and
+# message, concurrent clients beyond the slots (all answered or told 503, none mixed up), a
+# client disconnect mid-stream freeing its slot, prefix reuse of a resent history (visible in
+# /metrics), and the official `openai` npm client (installed into a scratch folder).
+source "$(dirname "$0")/lib.sh"
+command -v curl >/dev/null || { echo "skipping: curl missing"; exit 0; }
+$PY "$TOOLS/hfmodel.py" make --variant qwen2 --out "$WORK/hf" --seed 5 >/dev/null
+"$SLATE" convert "$WORK/hf" -o "$WORK/m.slate" --context 4096 --max-query 64 2>/dev/null
+PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+KEY=sk-test-$RANDOM
+URL=http://127.0.0.1:$PORT
+"$SLATE" serve "$WORK/m.slate" --port "$PORT" --slots 2 --queue 0 --api-key "$KEY" \
+  --max-tokens 3000 --max-body 65536 -t 1 2>"$WORK/serve.log" &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
+for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
+check "server answers /health" curl -sf "$URL/health"
+
+AUTH=(-H "Authorization: Bearer $KEY")
+J=(-H "Content-Type: application/json")
+# req METHOD PATH [BODY] -> prints "STATUS BODY"
+req() {
+  local body=${3-}
+  if [ -n "$body" ]; then
+    curl -s -o "$WORK/body" -w '%{http_code}' -X "$1" "${AUTH[@]}" "${J[@]}" --data-binary "$body" "$URL$2"
+  else
+    curl -s -o "$WORK/body" -w '%{http_code}' -X "$1" "${AUTH[@]}" "$URL$2"
+  fi
+}
+expect() { # expect "desc" STATUS SUBSTRING METHOD PATH [BODY]
+  local d=$1 want=$2 sub=$3; shift 3
+  local got
+  got=$(req "$@")
+  if [ "$got" = "$want" ] && grep -q -- "$sub" "$WORK/body"; then ok "$d"; else bad "$d: $got $(head -c 300 "$WORK/body")"; fi
+}
+
+expect "GET /v1/models lists the model" 200 '"id":"m"' GET /v1/models
+expect "completion" 200 '"text_completion"' POST /v1/completions '{"model":"m","prompt":"Hello","max_tokens":5,"temperature":0}'
+expect "chat completion" 200 '"chat.completion"' POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":5,"temperature":0}'
+expect "usage figures in a reply" 200 '"completion_tokens":5' POST /v1/completions '{"prompt":"Hello","max_tokens":5,"temperature":0,"stop":"@@"}'
+out=$(curl -sN "${AUTH[@]}" "${J[@]}" --data '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":6,"stream":true}' "$URL/v1/chat/completions")
+check "streaming chat ends with data: [DONE]" test "$(printf '%s' "$out" | tail -n 1)" = "data: [DONE]"
+check "streaming chat sends chunks with usage" grep -q '"usage"' <<<"$out"
+
+# Bad input: status + OpenAI-shaped error naming the problem.
+expect "malformed JSON" 400 'not valid JSON' POST /v1/completions '{"prompt": "x",'
+expect "body not an object" 400 'JSON object' POST /v1/completions '[1,2]'
+expect "wrong type: max_tokens" 400 "'max_tokens' must be a number" POST /v1/completions '{"prompt":"x","max_tokens":"5"}'
+expect "wrong type: messages" 400 "'messages' must be a non-empty array" POST /v1/chat/completions '{"messages":"hi"}'
+expect "wrong role" 400 "not one of" POST /v1/chat/completions '{"messages":[{"role":"robot","content":"x"}]}'
+expect "temperature out of range" 400 "'temperature' is 7" POST /v1/completions '{"prompt":"x","temperature":7}'
+expect "n other than 1" 400 "n must be 1" POST /v1/completions '{"prompt":"x","n":2}'
+expect "unknown model" 404 "model_not_found" POST /v1/completions '{"model":"gpt-9","prompt":"x"}'
+expect "max_tokens past the limit" 400 "more than this server's limit" POST /v1/completions '{"prompt":"x","max_tokens":100000}'
+long=$($PY -c 'print("a " * 5000)')
+expect "prompt past the context" 400 "context_length_exceeded" POST /v1/completions "{\"prompt\":\"$long\",\"max_tokens\":5}"
+big=$($PY -c 'print("{\"prompt\":\"" + "b" * 70000 + "\"}")')
+expect "body too large" 413 "exceeds 65536 bytes" POST /v1/completions "$big"
+expect "unknown endpoint" 404 "unknown endpoint" GET /v1/nothing
+expect "wrong method" 405 "needs POST" GET /v1/completions
+got=$(curl -s -o "$WORK/body" -w '%{http_code}' "$URL/v1/models")
+check "missing API key: 401" test "$got" = 401
+got=$(curl -s -o "$WORK/body" -w '%{http_code}' -H "Authorization: Bearer nope" "$URL/v1/models")
+check "bad API key: 401 with invalid_api_key" test "$got" = 401 -a -n "$(grep invalid_api_key "$WORK/body")"
+
+# Concurrent clients beyond the slots: each answer is 200 with the text its prompt gives alone
+# (temperature 0), or 503 with Retry-After; never another client's text.
+for i in 1 2 3 4 5 6; do
+  curl -s "${AUTH[@]}" "${J[@]}" --data "{\"prompt\":\"client $i says\",\"max_tokens\":40,\"temperature\":0}" \
+    "$URL/v1/completions" | $PY -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])' >"$WORK/alone.$i"
+done
+for i in 1 2 3 4 5 6; do
+  curl -s -D "$WORK/hdr.$i" -o "$WORK/conc.$i" -w '%{http_code}' "${AUTH[@]}" "${J[@]}" \
+    --data "{\"prompt\":\"client $i says\",\"max_tokens\":2500,\"temperature\":0,\"ignore_eos\":true}" \
+    "$URL/v1/completions" >"$WORK/code.$i" &
+done
+wait_all() { for p in $(jobs -p); do [ "$p" = "$SERVER" ] || wait "$p"; done; }
+wait_all
+n200=0 n503=0 mixed=0
+for i in 1 2 3 4 5 6; do
+  code=$(cat "$WORK/code.$i")
+  if [ "$code" = 200 ]; then
+    n200=$((n200 + 1))
+    text=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$WORK/conc.$i")
+    # The long answer must start with what the same prompt gives alone.
+    [[ "$text" == "$(cat "$WORK/alone.$i")"* ]] || mixed=$((mixed + 1))
+  elif [ "$code" = 503 ]; then
+    n503=$((n503 + 1))
+    grep -qi '^Retry-After:' "$WORK/hdr.$i" || mixed=$((mixed + 1))
+  else
+    mixed=$((mixed + 1))
+  fi
+done
+check "6 concurrent clients on 2 slots: all answered 200 or 503 ($n200 ok, $n503 busy)" test $((n200 + n503)) -eq 6 -a "$n200" -ge 2
+check "no client got another's text; 503s carry Retry-After" test "$mixed" -eq 0
+
+# A client that disconnects mid-stream cancels its generation and frees its slot.
+curl -sN --max-time 0.3 "${AUTH[@]}" "${J[@]}" --data '{"prompt":"long story","max_tokens":3000,"stream":true,"ignore_eos":true}' \
+  "$URL/v1/completions" >/dev/null 2>&1 || true
+freed=no
+for _ in $(seq 50); do
+  if curl -s "$URL/health" | grep -q '"slots_busy":0'; then freed=yes; break; fi
+  sleep 0.1
+done
+check "disconnect mid-stream frees the slot" test "$freed" = yes
+check "the cancellation is counted in /metrics" \
+  bash -c "curl -s -H 'Authorization: Bearer $KEY' $URL/metrics | grep -Eq '^slate_cancelled_total [1-9]'"
+
+# A client that resends the whole history gets its cache back.
+hits0=$(curl -s "${AUTH[@]}" "$URL/metrics" | awk '/^slate_prefix_reuse_hits_total/ {print $2}')
+first='{"role":"system","content":"You are terse."},{"role":"user","content":"Tell me about cats please."}'
+req POST /v1/chat/completions "{\"messages\":[$first],\"max_tokens\":8,\"temperature\":0,\"conversation_id\":\"c1\"}" >/dev/null
+reply=$($PY -c 'import json; print(json.dumps(json.load(open("'"$WORK/body"'"))["choices"][0]["message"]["content"]))')
+req POST /v1/chat/completions "{\"messages\":[$first,{\"role\":\"assistant\",\"content\":$reply},{\"role\":\"user\",\"content\":\"And dogs?\"}],\"max_tokens\":8,\"temperature\":0}" >/dev/null
+cached=$($PY -c 'import json; print(json.load(open("'"$WORK/body"'"))["usage"]["prompt_tokens_details"]["cached_tokens"])')
+hits1=$(curl -s "${AUTH[@]}" "$URL/metrics" | awk '/^slate_prefix_reuse_hits_total/ {print $2}')
+check "a resent history reuses its prefix ($cached cached tokens)" test "$cached" -gt 10
+check "prefix reuse is visible in /metrics ($hits0 -> $hits1)" test "$hits1" -gt "$hits0"
+check "/metrics exposes TTFT and tokens/s histograms" \
+  bash -c "curl -s -H 'Authorization: Bearer $KEY' $URL/metrics | grep -q slate_ttft_seconds_bucket"
+
+# The official openai npm client (Node). Installed into a scratch folder, never the repo.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  mkdir -p "$WORK/node" && cp "$SLATE_SOURCE_DIR/tests/e2e/server/client.mjs" "$WORK/node/"
+  if (cd "$WORK/node" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund openai@4 >/dev/null 2>&1); then
+    check "openai npm client: chat, stream, completion, models, auth" \
+      node "$WORK/node/client.mjs" "$URL/v1" "$KEY" m
+  else
+    bad "npm install openai failed (is the npm registry reachable?)"
+  fi
+else
+  bad "node/npm missing: the openai client test did not run"
+fi
+kill -INT $SERVER
+wait $SERVER
+check "server stops cleanly on SIGINT" test $? -eq 0
+finish

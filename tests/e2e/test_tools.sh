@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The measurement tools end to end on a tiny synthetic model (slate synth --dims):
+# - synth writes a folder that converts (and refuses an existing folder or an unknown shape);
+# - bench --json is one JSON object with every measurement, numbers positive, depth 2048 run
+#   (the tiny model's context allows it) and the 128/512 prefills in one call each;
+# - bench --profile reports the matmuls with their kernel set and dtype;
+# - bench --mode all: recompute and kv-io produce the state mode's tokens (the gate passes);
+# - eval of a package against itself gives KL 0 and top-1 agreement 1; fp16 against f32 a
+#   small positive KL; packages of different vocabularies are refused.
+source "$(dirname "$0")/lib.sh"
+dims=hidden=64,layers=2,heads=4,kv_heads=2,ffn=128,vocab=320,ctx=2304
+d="$WORK/tiny"
+check "synth writes a tiny custom shape" "$SLATE" synth --dims "$dims" -o "$d" --seed 3 --dtype f32
+check "synth leaves no .tmp folder" test ! -e "$d.tmp"
+expect_fail "synth refuses an existing folder" SLATE_E_INVALID_ARG "already exists" \
+  "$SLATE" synth --dims "$dims" -o "$d"
+expect_fail "synth refuses an unknown shape, listing the known ones" SLATE_E_INVALID_ARG \
+  "known: tinyllama-1.1b, smollm2-135m, llama-3.2-1b, qwen2.5-0.5b" \
+  "$SLATE" synth --shape llama-70b -o "$WORK/nope"
+check "the synthetic folder converts (f32)" "$SLATE" convert "$d" -o "$WORK/tiny.slate"
+check "the synthetic folder converts (fp16)" "$SLATE" convert "$d" -o "$WORK/tiny16.slate" --dtype fp16
+
+# bench --json: one object, every key, positive numbers.
+if "$SLATE" bench "$WORK/tiny.slate" -t 2 --json -n 8 --bw-mib 64 >"$WORK/bench.json" 2>"$WORK/bench.err"; then
+  ok "bench --json exits 0"
+else
+  bad "bench --json failed: $(cat "$WORK/bench.err")"
+fi
+check "bench --json: keys present, numbers positive, nothing skipped" $PY -c '
+import json, sys
+b = json.load(open(sys.argv[1]))
+def pos(x): return isinstance(x, (int, float)) and x > 0
+top = ["package_bytes", "weights_bytes", "weight_bytes_per_token", "ttft_ms", "peak_rss_bytes",
+       "machine_read_gb_s", "threads", "n_ctx", "max_query"]
+bad = [k for k in top if not pos(b.get(k))]
+bad += [k for k in ("first", "second") if not pos(b["load_ms"].get(k))]
+assert [p["tokens"] for p in b["prefill"]] == [128, 512], b["prefill"]
+assert [d["depth"] for d in b["decode"]] == [0, 512, 2048], b["decode"]
+for p in b["prefill"]:
+    assert "skipped" not in p and p["chunked"] is False, p
+    bad += ["prefill %d %s" % (p["tokens"], k) for k in ("tok_s", "ms") if not pos(p[k])]
+for d in b["decode"]:
+    assert "skipped" not in d, d
+    bad += ["decode %d %s" % (d["depth"], k) for k in ("tok_s", "ms_per_token", "weight_gb_s",
+            "roofline_fraction") if not pos(d[k])]
+# one decode step reads every matrix once: at least the tied embedding/head (320 x 64 f32)
+assert b["weight_bytes_per_token"] >= 320 * 64 * 4, b["weight_bytes_per_token"]
+assert b["weight_bytes_per_token"] <= b["weights_bytes"], b
+assert not bad, bad
+' "$WORK/bench.json"
+
+# A context too small for the longer measurements: they are skipped and say why.
+"$SLATE" convert "$d" -o "$WORK/short.slate" --context 256 --max-query 64 2>/dev/null
+"$SLATE" bench "$WORK/short.slate" --json -n 8 --bw-mib 16 >"$WORK/short.json" 2>/dev/null
+check "bench skips what does not fit the context and chunks by max query" $PY -c '
+import json, sys
+b = json.load(open(sys.argv[1]))
+assert b["prefill"][0]["chunked"] is True and b["prefill"][0]["tok_s"] > 0, b["prefill"]
+assert "longer than the context" in b["prefill"][1]["skipped"], b["prefill"]
+assert b["decode"][0]["tok_s"] > 0 and "exceed the context 256" in b["decode"][1]["skipped"]
+' "$WORK/short.json"
+
+"$SLATE" bench "$WORK/tiny16.slate" --profile -n 4 --bw-mib 16 >"$WORK/prof.txt" 2>&1 || true
+check "bench --profile reports decode and prefill" grep -q "^profile: prefill" "$WORK/prof.txt"
+check "bench --profile names the matmul groups with kernel and dtype" \
+  grep -Eq '(avx512_vnni|avx512|avx2|ref) +matmul +f16 +blk\.\*\.ffn_up\.weight \(2\)' "$WORK/prof.txt"
+check "bench --profile lists scalar fallbacks" grep -q "scalar fallbacks:" "$WORK/prof.txt"
+
+# The design's three modes: same tokens, the gate passes.
+if "$SLATE" bench "$WORK/tiny.slate" --mode all --prompt 24 -n 12 --json >"$WORK/modes.json" 2>"$WORK/modes.err"; then
+  ok "bench --mode all exits 0 (the correctness gate passes)"
+else
+  bad "bench --mode all failed: $(cat "$WORK/modes.err")"
+fi
+check "bench --mode all: three modes, tokens equal, speeds positive" $PY -c '
+import json, sys
+b = json.load(open(sys.argv[1]))
+assert [m["mode"] for m in b["modes"]] == ["recompute", "kv-io", "state"], b
+assert b["tokens_match"] is True and all(m["tokens_match_state"] for m in b["modes"]), b
+assert all(m["tok_s"] > 0 for m in b["modes"]), b
+' "$WORK/modes.json"
+check "bench --mode kv-io (text) prints the table" bash -c \
+  "'$SLATE' bench '$WORK/tiny16.slate' --mode kv-io --prompt 8 -n 4 | grep -q 'kv-io .* yes'"
+expect_fail "bench --mode refuses a prompt past the context" "" "exceed the package's context" \
+  "$SLATE" bench "$WORK/short.slate" --mode all --prompt 250 -n 8
+
+# eval: a package against itself, fp16 against f32, and different vocabularies.
+cat >"$WORK/text.txt" <<'EOF'
+the cat sat on the mat and looked at the bird in the tree. the bird sang a song about the sun,
+the sea and a small boat that went far away over the waves. then the cat went to sleep.
+EOF
+"$SLATE" eval "$WORK/tiny.slate" --ref "$WORK/tiny.slate" --text "$WORK/text.txt" --ctx 64 --json \
+  >"$WORK/self.json" 2>"$WORK/self.err" || bad "eval self failed: $(cat "$WORK/self.err")"
+check "eval of a package against itself: KL 0, top-1 1, equal perplexities" $PY -c '
+import json, sys
+e = json.load(open(sys.argv[1]))
+assert e["kl_mean"] == 0 and e["kl_max"] == 0 and e["top1_agreement"] == 1, e
+assert e["ppl_model"] == e["ppl_ref"] > 1 and e["windows"] >= 2 and e["positions"] > 60, e
+' "$WORK/self.json"
+"$SLATE" eval "$WORK/tiny16.slate" --ref "$WORK/tiny.slate" --text "$WORK/text.txt" --json \
+  >"$WORK/f16.json" 2>/dev/null
+check "eval of fp16 against f32: small positive KL, high agreement" $PY -c '
+import json, sys
+e = json.load(open(sys.argv[1]))
+assert 0 < e["kl_mean"] < 1e-3 and e["top1_agreement"] >= 0.9, e
+' "$WORK/f16.json"
+"$SLATE" synth --dims "${dims/vocab=320/vocab=330}" -o "$WORK/other" >/dev/null 2>&1
+"$SLATE" convert "$WORK/other" -o "$WORK/other.slate" 2>/dev/null
+expect_fail "eval refuses packages with different vocabularies" "" "vocabularies differ" \
+  "$SLATE" eval "$WORK/tiny.slate" --ref "$WORK/other.slate" --text "$WORK/text.txt"
+finish

@@ -1,0 +1,287 @@
+/* test_quant_kernels.c - the matmul of the compressed weight formats (Q8_0; Q4 with blocks of
+ * 16, 32, 64, 128, symmetric and asymmetric; Q8_C) of every SIMD table this CPU supports
+ * ("avx2"; "avx512_vnni", which quantizes activations) against the scalar reference
+ * (kernels/ref/quant.c: dequantize and dot in f32) on random weights from the reference
+ * quantizers and random x: one block, odd block counts, partial x groups, many blocks; rows
+ * 1..13 and past the prefill tile; output sub-ranges that do not start at 0; with and without
+ * bias; sizes past the prefill K block (512) and column tile (16). The "avx512" table shares
+ * avx2's functions for these formats and is not run twice. The seed is printed once (tu_seed);
+ * SLATE_TEST_SEED=<n> repeats a run. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert/convert.h"
+#include "core/core.h"
+#include "kernels/kernels.h"
+
+static const slate__kernels *table_or_skip(void **st) {
+    const char *name = *st;
+    const slate__kernels *k = slate__kernels_by_name(name);
+    if (!k) {
+        fprintf(stderr, "[  SKIP    ] kernel table '%s' not built or not supported here\n", name);
+        skip();
+    }
+    return k;
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    assert_non_null(p);
+    return p;
+}
+
+typedef struct fmt {
+    slate_dtype dt;
+    int32_t block; /* Q8_C: 0 */
+    bool asym;
+} fmt;
+
+static const fmt g_fmts[] = {
+    {SLATE_DTYPE_Q8_0, 32, false}, {SLATE_DTYPE_Q4, 16, false}, {SLATE_DTYPE_Q4, 16, true},
+    {SLATE_DTYPE_Q4, 32, false},   {SLATE_DTYPE_Q4, 32, true},  {SLATE_DTYPE_Q4, 64, false},
+    {SLATE_DTYPE_Q4, 64, true},    {SLATE_DTYPE_Q4, 128, false}, {SLATE_DTYPE_Q4, 128, true},
+    {SLATE_DTYPE_Q8_C, 0, false},
+};
+#define N_FMTS (sizeof g_fmts / sizeof g_fmts[0])
+
+/* Random weights [n_out][n_in] in format f, quantized by the converter's reference quantizers
+ * (values spread over a few magnitudes so blocks get different scales). */
+static void *make_weights(const fmt *f, int64_t n_out, int64_t n_in, uint64_t *rng) {
+    uint64_t bytes = slate__wmat_bytes(f->dt, f->block, f->asym, n_out, n_in);
+    assert_true(bytes > 0);
+    uint8_t *w = xmalloc((size_t)bytes);
+    memset(w, 0, (size_t)bytes);
+    float *row = xmalloc((size_t)n_in * sizeof(float));
+    slate__wmat wm;
+    slate__wmat_init(&wm, w, f->dt, f->block, f->asym, n_out, n_in);
+    for (int64_t o = 0; o < n_out; o++) {
+        for (int64_t i = 0; i < n_in; i++) {
+            float s = (i / 32) % 3 == 0 ? 1.0f : (i / 32) % 3 == 1 ? 0.05f : 3.0f;
+            row[i] = tu_randf(rng) * s + (f->asym ? 0.3f * s : 0.0f);
+        }
+        uint8_t *dst = w + (size_t)o * wm.row_bytes;
+        if (f->dt == SLATE_DTYPE_Q8_0) assert_true(slate__quantize_q8_0(row, n_in, dst));
+        else if (f->dt == SLATE_DTYPE_Q4) assert_true(slate__quantize_q4(row, n_in, f->block, f->asym, dst));
+        else slate__quantize_q8_c_row(row, n_in, (int8_t *)dst, (float *)wm.scales + o);
+    }
+    free(row);
+    return w;
+}
+
+/* Tolerance, per element, with mag = sum_i |w_i x_i| + |bias|:
+ *   |got - want| <= 1e-5 * mag + xq
+ * 1e-5: the kernels and ref sum in different orders (lanes, blocks, groups; FMA), an error of
+ * order u sqrt(n) of the partial sums (u = 6e-8), as for the f32 kernels (test_kernels.c).
+ * xq: only where the table quantizes x (xq_plan bytes > 0). x is then rounded to int8 with one
+ * scale per group of 128 inputs, dx = max|x| / 127 over the group, and |x - dx q| <= dx / 2,
+ * so the result moves by at most sum_i |w_i| dx(i) / 2 (times 1.001 for the rounding of dx and
+ * of x / dx). This bound is exact, not statistical: a lost block of 16 or 32 products (a wrong
+ * lane, scale or tail) exceeds it by orders of magnitude; so does using the wrong x group. */
+static void check_matmul(const slate__kernels *k, const slate__kernels *ref, const fmt *f,
+                         int64_t n_rows, int64_t n_in, int64_t n_out, int64_t o0, int64_t o1,
+                         bool with_bias, uint64_t *rng) {
+    float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
+    float *bias = xmalloc((size_t)n_out * sizeof(float));
+    float *got = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
+    float *want = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
+    float *wrow = xmalloc((size_t)n_in * sizeof(float));
+    for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = tu_randf(rng) * (i % 7 == 0 ? 4.0f : 1.0f);
+    for (int64_t o = 0; o < n_out; o++) bias[o] = tu_randf(rng);
+    void *w = make_weights(f, n_out, n_in, rng);
+    slate__wmat wm;
+    slate__wmat_init(&wm, w, f->dt, f->block, f->asym, n_out, n_in);
+    const float sentinel = 12345.0f;
+    for (int64_t i = 0; i < n_rows * n_out; i++) got[i] = want[i] = sentinel;
+
+    /* Quantized x as exec makes it: in two row ranges split at a row_align multiple (the
+     * ranges must not overlap or leave gaps), with a guard past the planned bytes. */
+    void *xq = NULL;
+    size_t xq_bytes = 0;
+    if (k->xq_plan[f->dt]) {
+        slate__xq_plan pl = k->xq_plan[f->dt](&wm, n_rows);
+        xq_bytes = pl.bytes;
+        if (xq_bytes) {
+            assert_true(k->quantize_x[f->dt] != NULL);
+            assert_true(pl.row_align >= 1);
+            xq = xmalloc(xq_bytes + 64);
+            memset(xq, 0xA5, xq_bytes + 64);
+            int64_t mid = (n_rows / 2) / pl.row_align * pl.row_align;
+            k->quantize_x[f->dt](xq, x, &wm, n_rows, 0, mid);
+            k->quantize_x[f->dt](xq, x, &wm, n_rows, mid, n_rows);
+            for (size_t i = xq_bytes; i < xq_bytes + 64; i++)
+                if (((uint8_t *)xq)[i] != 0xA5) fail_msg("quantize_x wrote past its plan (%zu bytes)", xq_bytes);
+        }
+    }
+    k->matmul[f->dt](got, x, xq, &wm, with_bias ? bias : NULL, n_rows, o0, o1);
+    ref->matmul[f->dt](want, x, NULL, &wm, with_bias ? bias : NULL, n_rows, o0, o1);
+
+    char what[200];
+    snprintf(what, sizeof what, "%s matmul %s B=%d asym=%d rows=%lld n_in=%lld n_out=%lld "
+             "o=[%lld,%lld) bias=%d", k->name, slate_dtype_name(f->dt), f->block, (int)f->asym,
+             (long long)n_rows, (long long)n_in, (long long)n_out, (long long)o0, (long long)o1,
+             (int)with_bias);
+    for (int64_t o = 0; o < n_out; o++) {
+        if (o >= o0 && o < o1) slate__ref_dequant(&wm, o, 0, n_in, wrow);
+        for (int64_t r = 0; r < n_rows; r++) {
+            float g = got[r * n_out + o], wv = want[r * n_out + o];
+            if (o < o0 || o >= o1) {
+                if (g != sentinel)
+                    fail_msg("%s: wrote y[%lld][%lld] outside the range", what, (long long)r,
+                             (long long)o);
+                continue;
+            }
+            const float *xr = x + r * n_in;
+            double mag = with_bias ? fabs(bias[o]) : 0.0, xqb = 0.0;
+            for (int64_t i0 = 0; i0 < n_in; i0 += 128) {
+                int64_t i1 = i0 + 128 < n_in ? i0 + 128 : n_in;
+                double amax = 0.0, wsum = 0.0;
+                for (int64_t i = i0; i < i1; i++) {
+                    mag += fabs((double)wrow[i] * xr[i]);
+                    amax = fmax(amax, fabs(xr[i]));
+                    wsum += fabs(wrow[i]);
+                }
+                xqb += wsum * amax / 127.0 / 2.0;
+            }
+            double bound = 1e-5 * mag + (xq_bytes ? 1.001 * xqb : 0.0);
+            double d = fabs((double)g - wv);
+            if (!(d <= bound))
+                fail_msg("%s: y[%lld][%lld]: got %.9g, want %.9g, |diff| %.3g > bound %.3g (mag "
+                         "%.3g, x quantization %.3g)", what, (long long)r, (long long)o, g, wv, d,
+                         bound, mag, xqb);
+        }
+    }
+    free(x);
+    free(bias);
+    free(got);
+    free(want);
+    free(wrow);
+    free(w);
+    free(xq);
+}
+
+/* Row lengths for a format: 1 block, odd block counts, one group of 128 and a partial group
+ * behind it, many blocks; Q8_C (no blocks) also odd lengths. */
+static int64_t n_in_for(const fmt *f, int i) {
+    static const int64_t q8c[] = {1, 7, 33, 64, 127, 128, 129, 300, 1000};
+    static const int64_t mult[] = {1, 3, 5, 7, 8, 9, 13, 33, 0};
+    if (f->dt == SLATE_DTYPE_Q8_C) return q8c[i];
+    int64_t b = f->block;
+    return mult[i] ? mult[i] * b : 4096 / b * b + b; /* last: many, with a partial group */
+}
+
+static void quant_matmul_matches_ref_for_every_format_and_shape(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x716d61746dull;
+    static const int64_t rows[] = {1, 2, 3, 4, 5, 7, 8, 9, 13};
+    for (size_t fi = 0; fi < N_FMTS; fi++)
+        for (int a = 0; a < 9; a++)
+            for (size_t b = 0; b < sizeof rows / sizeof *rows; b++) {
+                int64_t n_in = n_in_for(&g_fmts[fi], a);
+                int64_t n_out = 1 + (int64_t)(tu_rand(&rng) % 40);
+                int64_t o0 = n_out > 1 ? 1 + (int64_t)(tu_rand(&rng) % (uint64_t)(n_out - 1)) : 0;
+                int64_t o1 = o0 + 1 + (int64_t)(tu_rand(&rng) % (uint64_t)(n_out - o0));
+                bool with_bias = (a + b) % 2 == 0;
+                check_matmul(k, ref, &g_fmts[fi], rows[b], n_in, n_out, o0, o1, with_bias, &rng);
+                check_matmul(k, ref, &g_fmts[fi], rows[b], n_in, n_out, 0, n_out, !with_bias, &rng);
+            }
+}
+
+/* Past the prefill blocking: several K blocks of 512 (partial sums added to y), several column
+ * tiles of 16 with a partial one, several 8-row tiles with a partial one; decode with four
+ * weight rows at a time and a tail. */
+static void quant_matmul_matches_ref_across_cache_blocks(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x71626c6bull;
+    for (size_t fi = 0; fi < N_FMTS; fi++) {
+        int64_t b = g_fmts[fi].block ? g_fmts[fi].block : 1;
+        int64_t n_in = (1280 + b) / b * b + (g_fmts[fi].block ? 0 : 3);
+        check_matmul(k, ref, &g_fmts[fi], 19, n_in, 37, 3, 36, true, &rng);
+        check_matmul(k, ref, &g_fmts[fi], 33, 2048, 50, 0, 50, false, &rng);
+        check_matmul(k, ref, &g_fmts[fi], 1, 2048 + b, 70, 5, 69, true, &rng);
+        check_matmul(k, ref, &g_fmts[fi], 3, 640, 23, 0, 23, true, &rng);
+    }
+}
+
+/* quantize_x is a per-row function: any split of the rows at row_align multiples, on any
+ * number of calls, gives the same bytes (exec splits rows over threads). */
+static void quantize_x_gives_the_same_bytes_for_any_row_split(void **st) {
+    const slate__kernels *k = table_or_skip(st);
+    uint64_t rng = tu_seed() ^ 0x73706c6974ull;
+    for (size_t fi = 0; fi < N_FMTS; fi++) {
+        const fmt *f = &g_fmts[fi];
+        if (!k->xq_plan[f->dt]) continue;
+        static const int64_t rows[] = {1, 3, 4, 9, 40};
+        for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++) {
+            int64_t n_rows = rows[ri], n_in = f->block ? 9 * f->block : 301;
+            slate__wmat wm;
+            slate__wmat_init(&wm, NULL, f->dt, f->block, f->asym, 8, n_in);
+            slate__xq_plan pl = k->xq_plan[f->dt](&wm, n_rows);
+            if (!pl.bytes) continue;
+            float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
+            for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = tu_randf(&rng);
+            uint8_t *a = xmalloc(pl.bytes), *b = xmalloc(pl.bytes);
+            memset(a, 0x11, pl.bytes);
+            memset(b, 0x22, pl.bytes);
+            k->quantize_x[f->dt](a, x, &wm, n_rows, 0, n_rows);
+            for (int64_t r = 0; r < n_rows; r += pl.row_align)
+                k->quantize_x[f->dt](b, x, &wm, n_rows, r,
+                                     r + pl.row_align < n_rows ? r + pl.row_align : n_rows);
+            if (memcmp(a, b, pl.bytes) != 0)
+                fail_msg("%s quantize_x %s B=%d rows=%lld: split by %d rows gives other bytes",
+                         k->name, slate_dtype_name(f->dt), f->block, (long long)n_rows,
+                         pl.row_align);
+            /* The plan never shrinks as rows grow (exec reserves the plan of max_query). */
+            if (n_rows > 1) assert_true(k->xq_plan[f->dt](&wm, n_rows - 1).bytes <= pl.bytes);
+            free(x);
+            free(a);
+            free(b);
+        }
+    }
+}
+
+/* row_to_f32 (embedding lookups) of every weight dtype equals the reference dequantization. */
+static void row_to_f32_matches_ref_dequantization(void **st) {
+    const slate__kernels *k = table_or_skip(st);
+    uint64_t rng = tu_seed() ^ 0x726f77ull;
+    for (size_t fi = 0; fi < N_FMTS; fi++) {
+        const fmt *f = &g_fmts[fi];
+        int64_t n_out = 5, n_in = f->block ? 7 * f->block : 77;
+        void *w = make_weights(f, n_out, n_in, &rng);
+        slate__wmat wm;
+        slate__wmat_init(&wm, w, f->dt, f->block, f->asym, n_out, n_in);
+        float *got = xmalloc((size_t)(n_in + 1) * sizeof(float)), *want = xmalloc((size_t)n_in * sizeof(float));
+        assert_true(k->row_to_f32[f->dt] != NULL);
+        for (int64_t o = 0; o < n_out; o++) {
+            got[n_in] = 777.0f;
+            k->row_to_f32[f->dt](got, &wm, o);
+            slate__ref_dequant(&wm, o, 0, n_in, want);
+            assert_true(got[n_in] == 777.0f);
+            assert_memory_equal(got, want, (size_t)n_in * sizeof(float));
+        }
+        free(w);
+        free(got);
+        free(want);
+    }
+}
+
+#define FOR_TABLE(f, name)                                                                         \
+    { #f "/" name, f, NULL, NULL, (void *)name }
+
+int main(void) {
+    tu_seed();
+    const struct CMUnitTest tests[] = {
+        FOR_TABLE(quant_matmul_matches_ref_for_every_format_and_shape, "avx2"),
+        FOR_TABLE(quant_matmul_matches_ref_for_every_format_and_shape, "avx512_vnni"),
+        FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "avx2"),
+        FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "avx512_vnni"),
+        FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "avx512_vnni"),
+        FOR_TABLE(row_to_f32_matches_ref_dequantization, "ref"),
+        FOR_TABLE(row_to_f32_matches_ref_dequantization, "avx2"),
+        FOR_TABLE(row_to_f32_matches_ref_dequantization, "avx512_vnni"),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,418 @@
+/* test_persist.c - state files: save -> load -> continue equals continuing (bit-identical logits
+ * and sampled tokens, for each cache dtype), the extra data round trip, the in-memory variants,
+ * and every refusal (truncated, corrupted, another model, future version, wrong dtype, too
+ * small a context, too small a buffer) with the right status and a state left unchanged. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "tinymodel.h"
+
+typedef struct fx {
+    slate_model *m, *other;
+} fx;
+
+static const char *make_pkg(const char *name, const tm_opts *o) {
+    const char *path = tu_tmp(name);
+    slate_error e;
+    slate_status s = tm_write(path, o, &e);
+    if (s) fprintf(stderr, "tm_write: %s\n", e.message);
+    assert_int_equal(s, SLATE_OK);
+    return path;
+}
+
+static int setup(void **st) {
+    fx *f = calloc(1, sizeof *f);
+    tm_opts o = tm_default();
+    assert_int_equal(slate_model_open(make_pkg("persist.slate", &o), NULL, &f->m, NULL), SLATE_OK);
+    o.seed = 999; /* same META and tokenizer, other weights */
+    assert_int_equal(slate_model_open(make_pkg("other.slate", &o), NULL, &f->other, NULL),
+                     SLATE_OK);
+    *st = f;
+    return 0;
+}
+static int teardown(void **st) {
+    fx *f = *st;
+    assert_int_equal(slate_model_close(f->m), SLATE_OK);
+    assert_int_equal(slate_model_close(f->other), SLATE_OK);
+    free(f);
+    return 0;
+}
+
+static void fill_ids(int32_t *ids, int n, uint64_t seed) {
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)(3 + (seed * 2654435761u + (uint64_t)i * 40503u) % 256);
+}
+
+static slate_state *new_state(slate_model *m, int kv /* -1 default */, int32_t n_ctx) {
+    slate_state_params sp = slate_state_default_params();
+    sp.n_ctx = n_ctx;
+    if (kv >= 0) {
+        sp.kv_dtype_set = true;
+        sp.kv_dtype = (slate_dtype)kv;
+    }
+    slate_state *st = NULL;
+    slate_error e;
+    if (slate_state_create(m, &sp, &st, &e)) fail_msg("state_create: %s", e.message);
+    return st;
+}
+
+static slate_sampler *new_sampler(void) {
+    slate_sampler_params sp = slate_sampler_default_params();
+    sp.temperature = 1.0f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    sp.seed = 42;
+    slate_sampler *s = NULL;
+    assert_int_equal(slate_sampler_create(&sp, TM_VOCAB, &s, NULL), SLATE_OK);
+    return s;
+}
+
+/* Samples n tokens and feeds each back; records the logits each was drawn from. */
+static void run_on(slate_state *st, slate_sampler *smp, int n, int32_t *toks, float *logits) {
+    for (int i = 0; i < n; i++) {
+        const float *l = slate_state_logits(st, NULL);
+        assert_non_null(l);
+        memcpy(logits + (size_t)i * TM_VOCAB, l, sizeof(float) * TM_VOCAB);
+        assert_int_equal(slate_sampler_sample(smp, l, TM_VOCAB, &toks[i], NULL), SLATE_OK);
+        assert_int_equal(slate_state_predict(st, &toks[i], 1, NULL, NULL), SLATE_OK);
+    }
+}
+
+/* Prefill 12 ids, sample and feed 3, save (ledger + RNG), continue 10 more; a fresh state
+ * loaded from the file with a fresh sampler set to the saved RNG continues identically. */
+static void restored_conversation_continues_bit_identically(void **stp) {
+    fx *f = *stp;
+    const int kvs[3] = {-1, SLATE_DTYPE_F32, SLATE_DTYPE_I8};
+    for (int k = 0; k < 3; k++) {
+        int32_t ids[12], warm[3], a_tok[10], b_tok[10];
+        float *a_log = malloc(sizeof(float) * TM_VOCAB * 10);
+        float *b_log = malloc(sizeof(float) * TM_VOCAB * 10);
+        float w_log[3 * TM_VOCAB];
+        fill_ids(ids, 12, 5);
+        slate_state *a = new_state(f->m, kvs[k], 0);
+        slate_sampler *sa = new_sampler();
+        assert_int_equal(slate_state_predict(a, ids, 12, NULL, NULL), SLATE_OK);
+        run_on(a, sa, 3, warm, w_log);
+        int32_t ledger[15];
+        memcpy(ledger, ids, sizeof ids);
+        memcpy(ledger + 12, warm, sizeof warm);
+        slate_state_extra x;
+        memset(&x, 0, sizeof x);
+        x.tokens = ledger;
+        x.n_tokens = 15;
+        x.has_rng = true;
+        assert_int_equal(slate_sampler_get_rng(sa, x.rng), SLATE_OK);
+        const char *user = "chat transcript";
+        x.user = user;
+        x.user_len = strlen(user);
+        slate_error e;
+        const char *path = tu_tmp("conv.state");
+        assert_int_equal(slate_state_save(a, path, &x, &e), SLATE_OK);
+        run_on(a, sa, 10, a_tok, a_log);
+
+        slate_state *b = new_state(f->m, kvs[k], 0);
+        int32_t got[32];
+        char ubuf[64];
+        slate_state_extra_out xo;
+        memset(&xo, 0, sizeof xo);
+        xo.tokens = got;
+        xo.tokens_cap = 32;
+        xo.user = ubuf;
+        xo.user_cap = sizeof ubuf;
+        assert_int_equal(slate_state_load(b, path, &xo, &e), SLATE_OK);
+        assert_int_equal(slate_state_length(b), 15);
+        assert_int_equal(xo.n_tokens, 15);
+        assert_memory_equal(got, ledger, sizeof ledger);
+        assert_int_equal(xo.user_len, strlen(user));
+        assert_memory_equal(ubuf, user, strlen(user));
+        assert_true(xo.has_rng);
+        slate_sampler *sb = new_sampler();
+        assert_int_equal(slate_sampler_set_rng(sb, xo.rng, &e), SLATE_OK);
+        run_on(b, sb, 10, b_tok, b_log);
+        assert_memory_equal(a_tok, b_tok, sizeof a_tok);
+        assert_memory_equal(a_log, b_log, sizeof(float) * TM_VOCAB * 10);
+        slate_sampler_free(sa);
+        slate_sampler_free(sb);
+        slate_state_free(a);
+        slate_state_free(b);
+        free(a_log);
+        free(b_log);
+    }
+}
+
+static void memory_variants_write_the_file_bytes(void **stp) {
+    fx *f = *stp;
+    int32_t ids[9];
+    fill_ids(ids, 9, 2);
+    slate_state *a = new_state(f->m, -1, 0);
+    assert_int_equal(slate_state_predict(a, ids, 9, NULL, NULL), SLATE_OK);
+    slate_state_extra x;
+    memset(&x, 0, sizeof x);
+    x.tokens = ids;
+    x.n_tokens = 9;
+    size_t need = 0;
+    slate_error e;
+    assert_int_equal(slate_state_save_mem(a, &x, NULL, 0, &need, &e), SLATE_E_BUFFER_TOO_SMALL);
+    assert_true(need > 64);
+    uint8_t *buf = malloc(need);
+    size_t len = 0;
+    assert_int_equal(slate_state_save_mem(a, &x, buf, need, &len, &e), SLATE_OK);
+    assert_int_equal(len, need);
+    const char *path = tu_tmp("mem.state");
+    assert_int_equal(slate_state_save(a, path, &x, &e), SLATE_OK);
+    char *file = NULL;
+    size_t flen = 0;
+    assert_int_equal(slate__read_file(path, 1 << 30, &file, &flen, NULL), SLATE_OK);
+    assert_int_equal(flen, len);
+    assert_memory_equal(file, buf, len);
+    slate_state *b = new_state(f->m, -1, 0);
+    assert_int_equal(slate_state_load_mem(b, buf, len, NULL, &e), SLATE_OK);
+    assert_int_equal(slate_state_length(b), 9);
+    assert_memory_equal(slate_state_logits(a, NULL), slate_state_logits(b, NULL),
+                        sizeof(float) * TM_VOCAB);
+    slate__free(file);
+    free(buf);
+    slate_state_free(a);
+    slate_state_free(b);
+}
+
+/* A state with 6 positions and its logits, to check that refusals leave it alone. */
+typedef struct snapshot {
+    int32_t length;
+    float logits[TM_VOCAB];
+} snapshot;
+
+static void snap(slate_state *st, snapshot *s) {
+    s->length = slate_state_length(st);
+    memcpy(s->logits, slate_state_logits(st, NULL), sizeof s->logits);
+}
+static void same_as(slate_state *st, const snapshot *s) {
+    assert_int_equal(slate_state_length(st), s->length);
+    assert_memory_equal(slate_state_logits(st, NULL), s->logits, sizeof s->logits);
+}
+
+static uint8_t *saved_bytes(slate_model *m, int32_t n, size_t *len) {
+    int32_t ids[16];
+    fill_ids(ids, n, 9);
+    slate_state *a = new_state(m, -1, 0);
+    assert_int_equal(slate_state_predict(a, ids, n, NULL, NULL), SLATE_OK);
+    assert_int_equal(slate_state_save_mem(a, NULL, NULL, 0, len, NULL), SLATE_E_BUFFER_TOO_SMALL);
+    uint8_t *buf = malloc(*len);
+    assert_int_equal(slate_state_save_mem(a, NULL, buf, *len, len, NULL), SLATE_OK);
+    slate_state_free(a);
+    return buf;
+}
+
+static void put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void fix_header_crc(uint8_t *b) { put_u32(b + 60, slate__crc32(0, b, 60)); }
+
+static slate_status load_file(slate_state *st, const uint8_t *b, size_t n, slate_error *e) {
+    const char *path = tu_tmp("bad.state");
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    if (n) assert_int_equal(fwrite(b, 1, n, fp), n);
+    fclose(fp);
+    return slate_state_load(st, path, NULL, e);
+}
+
+static void truncated_files_are_refused(void **stp) {
+    fx *f = *stp;
+    size_t len;
+    uint8_t *good = saved_bytes(f->m, 12, &len);
+    slate_state *st = new_state(f->m, -1, 0);
+    int32_t ids[6];
+    fill_ids(ids, 6, 1);
+    assert_int_equal(slate_state_predict(st, ids, 6, NULL, NULL), SLATE_OK);
+    snapshot s;
+    snap(st, &s);
+    size_t cuts[] = {0, 7, 63, 64, 100, len / 2, len - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        slate_error e;
+        assert_int_equal(load_file(st, good, cuts[i], &e), SLATE_E_FORMAT);
+        if (!strstr(e.message, "truncated")) fail_msg("cut %zu: %s", cuts[i], e.message);
+        same_as(st, &s);
+    }
+    slate_state_free(st);
+    free(good);
+}
+
+static void corrupted_files_are_refused_by_checksum(void **stp) {
+    fx *f = *stp;
+    size_t len;
+    uint8_t *b = saved_bytes(f->m, 12, &len);
+    slate_state *st = new_state(f->m, -1, 0);
+    int32_t ids[6];
+    fill_ids(ids, 6, 1);
+    assert_int_equal(slate_state_predict(st, ids, 6, NULL, NULL), SLATE_OK);
+    snapshot s;
+    snap(st, &s);
+    slate_error e;
+    b[len - 5] ^= 0x40; /* a cache byte */
+    assert_int_equal(load_file(st, b, len, &e), SLATE_E_FORMAT);
+    assert_non_null(strstr(e.message, "payload checksum mismatch"));
+    assert_true(e.has_offset);
+    b[len - 5] ^= 0x40;
+    b[32] ^= 1; /* the length field */
+    assert_int_equal(load_file(st, b, len, &e), SLATE_E_FORMAT);
+    assert_non_null(strstr(e.message, "header checksum mismatch"));
+    b[32] ^= 1;
+    b[0] = 'X';
+    assert_int_equal(slate_state_load_mem(st, b, len, NULL, &e), SLATE_E_FORMAT);
+    assert_non_null(strstr(e.message, "not a slate state file"));
+    same_as(st, &s);
+    slate_state_free(st);
+    free(b);
+}
+
+static void a_future_version_is_unsupported(void **stp) {
+    fx *f = *stp;
+    size_t len;
+    uint8_t *b = saved_bytes(f->m, 4, &len);
+    put_u32(b + 8, 2);
+    fix_header_crc(b);
+    slate_state *st = new_state(f->m, -1, 0);
+    slate_error e;
+    assert_int_equal(slate_state_load_mem(st, b, len, NULL, &e), SLATE_E_UNSUPPORTED);
+    assert_non_null(strstr(e.message, "version 2 is newer"));
+    assert_int_equal(slate_state_length(st), 0);
+    slate_state_free(st);
+    free(b);
+}
+
+static void a_file_from_another_model_names_both_fingerprints(void **stp) {
+    fx *f = *stp;
+    slate_model_info mi, oi;
+    assert_int_equal(slate_model_get_info(f->m, &mi), SLATE_OK);
+    assert_int_equal(slate_model_get_info(f->other, &oi), SLATE_OK);
+    assert_true(mi.fingerprint != oi.fingerprint);
+    size_t len;
+    uint8_t *b = saved_bytes(f->other, 5, &len);
+    slate_state *st = new_state(f->m, -1, 0);
+    slate_error e;
+    assert_int_equal(load_file(st, b, len, &e), SLATE_E_INVALID_ARG);
+    char want[64];
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)oi.fingerprint);
+    assert_non_null(strstr(e.message, want));
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)mi.fingerprint);
+    assert_non_null(strstr(e.message, want));
+    assert_non_null(strstr(e.message, "another model"));
+    assert_int_equal(slate_state_length(st), 0);
+    /* The same package opened again has the same fingerprint. */
+    slate_model *again;
+    assert_int_equal(slate_model_open(tu_tmp("persist.slate"), NULL, &again, NULL), SLATE_OK);
+    slate_model_info ai;
+    slate_model_get_info(again, &ai);
+    assert_true(ai.fingerprint == mi.fingerprint);
+    assert_int_equal(slate_model_close(again), SLATE_OK);
+    slate_state_free(st);
+    free(b);
+}
+
+static void dtype_context_and_buffer_mismatches_are_refused(void **stp) {
+    fx *f = *stp;
+    size_t len;
+    uint8_t *b = saved_bytes(f->m, 12, &len); /* f16 caches, 12 positions */
+    slate_error e;
+    slate_state *i8 = new_state(f->m, SLATE_DTYPE_I8, 0);
+    assert_int_equal(slate_state_load_mem(i8, b, len, NULL, &e), SLATE_E_INVALID_ARG);
+    assert_non_null(strstr(e.message, "f16 in the file but i8 in this state"));
+    slate_state *small = new_state(f->m, -1, 8);
+    assert_int_equal(slate_state_load_mem(small, b, len, NULL, &e), SLATE_E_CONTEXT_FULL);
+    assert_non_null(strstr(e.message, "holds 12 positions"));
+    assert_non_null(strstr(e.message, "context is 8"));
+    /* An extra_out buffer that is too small: sizes reported, state unchanged. */
+    slate_state *st = new_state(f->m, -1, 0);
+    int32_t ids[15];
+    fill_ids(ids, 15, 4);
+    size_t need;
+    slate_state *src = new_state(f->m, -1, 0);
+    assert_int_equal(slate_state_predict(src, ids, 15, NULL, NULL), SLATE_OK);
+    slate_state_extra x;
+    memset(&x, 0, sizeof x);
+    x.tokens = ids;
+    x.n_tokens = 15;
+    assert_int_equal(slate_state_save_mem(src, &x, NULL, 0, &need, NULL), SLATE_E_BUFFER_TOO_SMALL);
+    uint8_t *buf = malloc(need);
+    assert_int_equal(slate_state_save_mem(src, &x, buf, need, &need, NULL), SLATE_OK);
+    int32_t few[4];
+    slate_state_extra_out xo;
+    memset(&xo, 0, sizeof xo);
+    xo.tokens = few;
+    xo.tokens_cap = 4;
+    assert_int_equal(slate_state_load_mem(st, buf, need, &xo, &e), SLATE_E_BUFFER_TOO_SMALL);
+    assert_int_equal(xo.n_tokens, 15);
+    assert_int_equal(slate_state_length(st), 0);
+    /* Bad extras at save. */
+    x.n_tokens = -1;
+    assert_int_equal(slate_state_save_mem(src, &x, buf, need, &need, &e), SLATE_E_INVALID_ARG);
+    assert_non_null(strstr(e.message, "n_tokens -1"));
+    x.n_tokens = 3;
+    x.tokens = NULL;
+    assert_int_equal(slate_state_save(src, tu_tmp("x.state"), &x, &e), SLATE_E_INVALID_ARG);
+    assert_int_equal(slate_state_save(NULL, tu_tmp("x.state"), NULL, &e), SLATE_E_INVALID_ARG);
+    assert_int_equal(slate_state_load(st, NULL, NULL, &e), SLATE_E_INVALID_ARG);
+    free(buf);
+    slate_state_free(src);
+    slate_state_free(st);
+    slate_state_free(small);
+    slate_state_free(i8);
+    free(b);
+}
+
+static void save_is_atomic(void **stp) {
+    fx *f = *stp;
+    slate_state *st = new_state(f->m, -1, 0);
+    int32_t ids[5];
+    fill_ids(ids, 5, 8);
+    assert_int_equal(slate_state_predict(st, ids, 5, NULL, NULL), SLATE_OK);
+    slate_error e;
+    assert_int_equal(slate_state_save(st, "/nonexistent-dir/x.state", NULL, &e), SLATE_E_IO);
+    assert_non_null(strstr(e.message, "/nonexistent-dir/x.state.tmp"));
+    const char *path = tu_tmp("atomic.state");
+    FILE *fp = fopen(path, "wb");
+    fputs("old content", fp);
+    fclose(fp);
+    assert_int_equal(slate_state_save(st, path, NULL, &e), SLATE_OK);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    assert_false(tu_exists(tmp));
+    slate_state *b = new_state(f->m, -1, 0);
+    assert_int_equal(slate_state_load(b, path, NULL, &e), SLATE_OK);
+    assert_int_equal(slate_state_length(b), 5);
+    slate_state_free(b);
+    slate_state_free(st);
+}
+
+static void sampler_rng_pair_checks_its_input(void **stp) {
+    (void)stp;
+    slate_sampler *s = new_sampler();
+    uint64_t r[4] = {0, 0, 0, 0};
+    slate_error e;
+    assert_int_equal(slate_sampler_set_rng(s, r, &e), SLATE_E_INVALID_ARG);
+    assert_non_null(strstr(e.message, "all zero"));
+    assert_int_equal(slate_sampler_get_rng(NULL, r), SLATE_E_INVALID_ARG);
+    assert_int_equal(slate_sampler_get_rng(s, r), SLATE_OK);
+    assert_true(r[0] | r[1] | r[2] | r[3]);
+    slate_sampler_free(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(restored_conversation_continues_bit_identically),
+        cmocka_unit_test(memory_variants_write_the_file_bytes),
+        cmocka_unit_test(truncated_files_are_refused),
+        cmocka_unit_test(corrupted_files_are_refused_by_checksum),
+        cmocka_unit_test(a_future_version_is_unsupported),
+        cmocka_unit_test(a_file_from_another_model_names_both_fingerprints),
+        cmocka_unit_test(dtype_context_and_buffer_mismatches_are_refused),
+        cmocka_unit_test(save_is_atomic),
+        cmocka_unit_test(sampler_rng_pair_checks_its_input),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

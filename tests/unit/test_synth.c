@@ -1,0 +1,354 @@
+/* test_synth.c - slate_synth: a tiny custom shape converts, opens and gives finite, spread-out
+ * logits; the tokenizer has exactly the configured vocabulary and loads; the same seed gives the
+ * same bytes; shards give the same model as one file; named shapes keep their architecture
+ * (tie, qkv bias, rope scaling) under dim overrides; bad parameters are refused naming the
+ * culprit; a failed synth leaves no folder behind. */
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/core.h"
+
+static slate_synth_params tiny(void) {
+    slate_synth_params p = slate_synth_default_params();
+    p.dim = 64;
+    p.n_layers = 2;
+    p.n_heads = 4;
+    p.n_kv_heads = 2;
+    p.ffn_dim = 96;
+    p.n_vocab = 300;
+    p.n_ctx = 128;
+    p.seed = 7;
+    return p;
+}
+
+static const char *in_dir(const char *dir, const char *name) {
+    static char buf[4][1024];
+    static int i;
+    char *b = buf[i++ & 3];
+    if (snprintf(b, 1024, "%s/%s", dir, name) >= 1024) fail_msg("path too long: %s", dir);
+    return b;
+}
+
+static void synth_ok(const char *dir, const slate_synth_params *p) {
+    slate_error e;
+    slate_status s = slate_synth(dir, p, &e);
+    if (s) fail_msg("slate_synth(%s): %s", dir, e.message);
+}
+
+static void convert_ok(const char *dir, const char *out) {
+    slate_error e;
+    slate_convert_params cp = slate_convert_default_params();
+    slate_status s = slate_convert(dir, out, &cp, &e);
+    if (s) fail_msg("slate_convert(%s): %s", dir, e.message);
+}
+
+/* Logits of a fixed 6-token sequence at every position into out[6 * n_vocab]. */
+static void logits_of(const char *pkg, float *out, int32_t n_vocab) {
+    slate_model *m = NULL;
+    slate_state *st = NULL;
+    slate_error e;
+    assert_int_equal(slate_model_open(pkg, NULL, &m, &e), SLATE_OK);
+    slate_model_info info;
+    assert_int_equal(slate_model_get_info(m, &info), SLATE_OK);
+    assert_int_equal(info.n_vocab, n_vocab);
+    assert_int_equal(slate_state_create(m, NULL, &st, &e), SLATE_OK);
+    const int32_t ids[6] = {1, 72, 101, 256, 270, 5};
+    slate_predict_params pp = slate_predict_default_params();
+    pp.all_logits = true;
+    assert_int_equal(slate_state_predict(st, ids, 6, &pp, &e), SLATE_OK);
+    int32_t rows = 0;
+    const float *l = slate_state_logits(st, &rows);
+    assert_int_equal(rows, 6);
+    memcpy(out, l, (size_t)6 * (size_t)n_vocab * sizeof *out);
+    slate_state_free(st);
+    assert_int_equal(slate_model_close(m), SLATE_OK);
+}
+
+static void tiny_custom_shape_converts_opens_and_gives_finite_spread_logits(void **unused) {
+    (void)unused;
+    const char *dir = tu_tmp("tiny");
+    slate_synth_params p = tiny();
+    p.dtype = SLATE_DTYPE_F32;
+    synth_ok(dir, &p);
+    assert_true(tu_exists(in_dir(dir, "config.json")));
+    assert_true(tu_exists(in_dir(dir, "model.safetensors")));
+    assert_true(tu_exists(in_dir(dir, "tokenizer.json")));
+    assert_true(tu_exists(in_dir(dir, "tokenizer_config.json")));
+    assert_false(tu_exists(in_dir(dir, "model.safetensors.index.json")));
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+    assert_false(tu_exists(tmp));
+    const char *pkg = tu_tmp("tiny.slate");
+    convert_ok(dir, pkg);
+    float *l = malloc(6 * 300 * sizeof *l);
+    logits_of(pkg, l, 300);
+    for (int r = 0; r < 6; r++) {
+        double sum = 0, sq = 0;
+        for (int i = 0; i < 300; i++) {
+            float x = l[r * 300 + i];
+            assert_true(isfinite(x));
+            sum += x;
+            sq += (double)x * x;
+        }
+        double sd = sqrt(sq / 300 - (sum / 300) * (sum / 300));
+        /* Not degenerate: std 0.02 weights give logits of std ~0.1..3 on this shape. */
+        if (!(sd > 0.05 && sd < 20)) fail_msg("row %d: logit std %g outside (0.05, 20)", r, sd);
+    }
+    free(l);
+}
+
+static void tokenizer_has_exactly_the_vocab_size_and_round_trips(void **unused) {
+    (void)unused;
+    /* 259: bytes + specials only; 1000: crosses from level-2 (702) to level-3 merges. */
+    const int32_t sizes[] = {259, 300, 1000};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "vocab%d", sizes[k]);
+        const char *dir = tu_tmp(name);
+        slate_synth_params p = tiny();
+        p.n_vocab = sizes[k];
+        p.n_layers = 1;
+        synth_ok(dir, &p);
+        slate_tokenizer *tok = NULL;
+        slate_error e;
+        slate_status s = slate_tokenizer_open(in_dir(dir, "tokenizer.json"), &tok, &e);
+        if (s) fail_msg("tokenizer of vocab %d: %s", sizes[k], e.message);
+        assert_int_equal(slate_tokenizer_n_vocab(tok), sizes[k]);
+        assert_int_equal(slate_tokenizer_eos(tok), sizes[k] - 3);
+        assert_true(slate_tokenizer_is_eog(tok, sizes[k] - 3));
+        const char *text = "hello world, the quick brown fox \xc3\xa9t\xc3\xa9 42!";
+        int32_t ids[256];
+        size_t n = 0;
+        assert_int_equal(slate_tokenizer_encode(tok, text, strlen(text), 0, ids, 256, &n, &e),
+                         SLATE_OK);
+        char back[256];
+        size_t len = 0;
+        assert_int_equal(slate_tokenizer_decode(tok, ids, n, false, back, sizeof back, &len, &e),
+                         SLATE_OK);
+        assert_int_equal(len, strlen(text));
+        assert_memory_equal(back, text, len);
+        if (sizes[k] >= 1000) assert_true(n < strlen(text)); /* merges are used */
+        slate_tokenizer_free(tok);
+    }
+}
+
+static bool same_file(const char *a, const char *b) {
+    char *da = NULL, *db = NULL;
+    size_t la = 0, lb = 0;
+    bool same = slate__read_file(a, 1u << 30, &da, &la, NULL) == SLATE_OK &&
+                slate__read_file(b, 1u << 30, &db, &lb, NULL) == SLATE_OK && la == lb &&
+                memcmp(da, db, la) == 0;
+    slate__free(da);
+    slate__free(db);
+    return same;
+}
+
+static void same_seed_gives_same_bytes_and_another_seed_differs(void **unused) {
+    (void)unused;
+    slate_synth_params p = tiny();
+    synth_ok(tu_tmp("seed_a"), &p);
+    synth_ok(tu_tmp("seed_b"), &p);
+    p.seed = 8;
+    synth_ok(tu_tmp("seed_c"), &p);
+    assert_true(same_file(in_dir(tu_tmp("seed_a"), "model.safetensors"),
+                          in_dir(tu_tmp("seed_b"), "model.safetensors")));
+    assert_false(same_file(in_dir(tu_tmp("seed_a"), "model.safetensors"),
+                           in_dir(tu_tmp("seed_c"), "model.safetensors")));
+    assert_true(same_file(in_dir(tu_tmp("seed_a"), "tokenizer.json"),
+                          in_dir(tu_tmp("seed_c"), "tokenizer.json")));
+}
+
+/* Files named model-NNNNN-of-MMMMM.safetensors in dir. */
+static int count_shards(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        n += strncmp(e->d_name, "model-", 6) == 0 && strstr(e->d_name, "-of-") != NULL;
+    if (d) closedir(d);
+    return n;
+}
+
+static void shards_give_the_same_logits_as_one_file(void **unused) {
+    (void)unused;
+    slate_synth_params p = tiny();
+    synth_ok(tu_tmp("one"), &p);
+    p.shard_bytes = 64 << 10; /* the embedding (300 x 64 bf16 = 38 KiB) and layers spread out */
+    synth_ok(tu_tmp("sharded"), &p);
+    const char *dir = tu_tmp("sharded");
+    assert_true(tu_exists(in_dir(dir, "model.safetensors.index.json")));
+    assert_false(tu_exists(in_dir(dir, "model.safetensors")));
+    assert_true(count_shards(dir) >= 2);
+    convert_ok(tu_tmp("one"), tu_tmp("one.slate"));
+    convert_ok(dir, tu_tmp("sharded.slate"));
+    float *a = malloc(6 * 300 * sizeof *a), *b = malloc(6 * 300 * sizeof *b);
+    logits_of(tu_tmp("one.slate"), a, 300);
+    logits_of(tu_tmp("sharded.slate"), b, 300);
+    assert_memory_equal(a, b, 6 * 300 * sizeof *a);
+    free(a);
+    free(b);
+}
+
+static bool file_contains(const char *path, const char *needle) {
+    char *d = NULL;
+    size_t len = 0;
+    bool found = false;
+    size_t m = strlen(needle);
+    if (slate__read_file(path, 1u << 26, &d, &len, NULL) == SLATE_OK) /* binary-safe search */
+        for (size_t i = 0; i + m <= len && !found; i++) found = memcmp(d + i, needle, m) == 0;
+    slate__free(d);
+    return found;
+}
+
+static void named_shapes_keep_their_architecture_under_dim_overrides(void **unused) {
+    (void)unused;
+    static const struct { const char *shape, *needle; } cases[] = {
+        {"qwen2.5-0.5b", "\"Qwen2ForCausalLM\""},
+        {"llama-3.2-1b", "\"rope_type\": \"llama3\", \"factor\": 32.0"},
+        {"tinyllama-1.1b", "\"tie_word_embeddings\": false"},
+        {"smollm2-135m", "\"tie_word_embeddings\": true"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        slate_synth_params p = slate_synth_default_params();
+        p.shape = cases[k].shape;
+        p.dim = 64;
+        p.n_layers = 1;
+        p.n_heads = 4;
+        p.n_kv_heads = 2;
+        p.ffn_dim = 64;
+        p.n_vocab = 400;
+        p.n_ctx = 256;
+        const char *dir = tu_tmp(cases[k].shape);
+        synth_ok(dir, &p);
+        if (!file_contains(in_dir(dir, "config.json"), cases[k].needle))
+            fail_msg("%s: config.json lacks %s", cases[k].shape, cases[k].needle);
+        assert_true(file_contains(in_dir(dir, "config.json"), "\"max_position_embeddings\": 256"));
+        char pkg[1024];
+        snprintf(pkg, sizeof pkg, "%s.slate", dir);
+        convert_ok(dir, pkg);
+        float *l = malloc(6 * 400 * sizeof *l);
+        logits_of(pkg, l, 400);
+        for (int i = 0; i < 6 * 400; i++) assert_true(isfinite(l[i]));
+        free(l);
+    }
+    /* Qwen2 carries q/k/v biases. */
+    assert_true(file_contains(in_dir(tu_tmp("qwen2.5-0.5b"), "model.safetensors"),
+                              "model.layers.0.self_attn.q_proj.bias"));
+}
+
+static void expect_refusal(const slate_synth_params *p, const char *dir, slate_status want,
+                           const char *needle) {
+    slate_error e;
+    memset(&e, 0, sizeof e);
+    slate_status s = slate_synth(dir, p, &e);
+    if (s != want || !strstr(e.message, needle))
+        fail_msg("expected %s with '%s', got %s: '%s'", slate_status_name(want), needle,
+                 slate_status_name(s), e.message);
+    if (dir && strcmp(dir, tu_tmpdir()) != 0) assert_false(tu_exists(dir));
+}
+
+static void bad_parameters_are_refused_naming_the_culprit(void **unused) {
+    (void)unused;
+    const char *dir = tu_tmp("refused");
+    slate_synth_params p = tiny();
+    p.shape = "gpt-5";
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "unknown shape 'gpt-5' (known: tinyllama-1.1b");
+    p = tiny();
+    p.n_heads = 5;
+    p.n_kv_heads = 5;
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "dim 64 / n_heads 5");
+    p = tiny();
+    p.n_kv_heads = 3;
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "multiple of n_kv_heads 3");
+    p = tiny();
+    p.n_vocab = 258;
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "n_vocab is 258, expected 259..");
+    p = tiny();
+    p.n_layers = 0;
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "n_layers is required");
+    p = tiny();
+    p.n_layers = -1;
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "n_layers is -1, expected 1..1024");
+    p = tiny();
+    p.dtype = SLATE_DTYPE_I32;
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "expected f32, f16 or bf16");
+    p = tiny();
+    expect_refusal(&p, tu_tmpdir(), SLATE_E_INVALID_ARG, "already exists");
+    expect_refusal(&p, NULL, SLATE_E_INVALID_ARG, "out_dir");
+    expect_refusal(&p, "", SLATE_E_INVALID_ARG, "out_dir");
+}
+
+static void failed_synth_leaves_no_folder_and_a_stale_tmp_is_replaced(void **unused) {
+    (void)unused;
+    const char *dir = tu_tmp("faulty");
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+    slate_synth_params p = tiny();
+    p.n_layers = 1;
+    long long live = slate__alloc_live_bytes();
+    for (long n = 1;; n++) {
+        slate__alloc_fail_after(n);
+        slate_error e;
+        slate_status s = slate_synth(dir, &p, &e);
+        slate__alloc_fail_after(0);
+        if (s == SLATE_OK) break;
+        assert_int_equal(s, SLATE_E_NOMEM);
+        assert_false(tu_exists(dir));
+        assert_false(tu_exists(tmp));
+        assert_int_equal(slate__alloc_live_bytes(), live);
+        assert_true(n < 100);
+    }
+    assert_true(tu_exists(in_dir(dir, "model.safetensors")));
+    /* A stale half-written folder from a crashed run is removed, not mistaken for output. */
+    const char *dir2 = tu_tmp("stale");
+    char tmp2[1024];
+    snprintf(tmp2, sizeof tmp2, "%s.tmp", dir2);
+    char cmd[2300];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && echo junk > '%s/config.json'", tmp2, tmp2);
+    assert_int_equal(system(cmd), 0);
+    synth_ok(dir2, &p);
+    assert_false(tu_exists(tmp2));
+    assert_true(file_contains(in_dir(dir2, "config.json"), "LlamaForCausalLM"));
+    /* ... but a folder holding other files is left alone and named. */
+    const char *dir3 = tu_tmp("foreign");
+    char tmp3[1024];
+    snprintf(tmp3, sizeof tmp3, "%s.tmp", dir3);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && echo keep > '%s/notes.txt'", tmp3, tmp3);
+    assert_int_equal(system(cmd), 0);
+    slate_error e;
+    assert_int_equal(slate_synth(dir3, &p, &e), SLATE_E_IO);
+    assert_non_null(strstr(e.message, "remove it by hand"));
+    assert_true(tu_exists(in_dir(tmp3, "notes.txt")));
+    assert_false(tu_exists(dir3));
+}
+
+static void shape_names_are_listed_in_order(void **unused) {
+    (void)unused;
+    assert_string_equal(slate_synth_shape_name(0), "tinyllama-1.1b");
+    assert_string_equal(slate_synth_shape_name(1), "smollm2-135m");
+    assert_string_equal(slate_synth_shape_name(2), "llama-3.2-1b");
+    assert_string_equal(slate_synth_shape_name(3), "qwen2.5-0.5b");
+    assert_null(slate_synth_shape_name(4));
+    assert_null(slate_synth_shape_name(-1));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(tiny_custom_shape_converts_opens_and_gives_finite_spread_logits),
+        cmocka_unit_test(tokenizer_has_exactly_the_vocab_size_and_round_trips),
+        cmocka_unit_test(same_seed_gives_same_bytes_and_another_seed_differs),
+        cmocka_unit_test(shards_give_the_same_logits_as_one_file),
+        cmocka_unit_test(named_shapes_keep_their_architecture_under_dim_overrides),
+        cmocka_unit_test(bad_parameters_are_refused_naming_the_culprit),
+        cmocka_unit_test(failed_synth_leaves_no_folder_and_a_stale_tmp_is_replaced),
+        cmocka_unit_test(shape_names_are_listed_in_order),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
