@@ -4,6 +4,7 @@
  * a palettized tiny model that opens and gives logits close to its f32 twin, and malformed PAL
  * tensor entries refused with the culprit named. */
 #include "testutil.h"
+#include "pkgutil.h"
 #include "tinymodel.h"
 
 #include <math.h>
@@ -292,78 +293,6 @@ static void convert_refuses_bad_pal_parameters(void **st) {
 /* ---- malformed tensor entries -------------------------------------------------------------- */
 
 
-static uint32_t rd32(const uint8_t *p) { return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
-static uint64_t rd64(const uint8_t *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
-static void wr32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i); }
-static void wr64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> 8 * i); }
-
-static const uint8_t *section(const uint8_t *pkg, uint32_t kind) {
-    uint32_t n = rd32(pkg + 12);
-    for (uint32_t i = 0; i < n; i++)
-        if (rd32(pkg + 64 + 32 * i) == kind) return pkg + 64 + 32 * i;
-    return NULL;
-}
-
-/* The package bytes with META replaced (CRCs and offsets recomputed). */
-static uint8_t *rebuild(const uint8_t *pkg, const char *meta, size_t *len_out) {
-    const uint8_t *tok = section(pkg, SLATE__SEC_TOKENIZER), *dat = section(pkg, SLATE__SEC_DATA);
-    uint64_t tok_off = rd64(tok + 8), tok_len = rd64(tok + 16);
-    uint64_t dat_off = rd64(dat + 8), dat_len = rd64(dat + 16);
-    size_t ml = strlen(meta), off_meta = 64 + 96, off_tok = off_meta + ml;
-    size_t off_dat = (off_tok + tok_len + 63) / 64 * 64, total = off_dat + dat_len;
-    uint8_t *b = calloc(1, total);
-    memcpy(b, SLATE__PKG_MAGIC, 8);
-    wr32(b + 8, SLATE__PKG_VERSION);
-    wr32(b + 12, 3);
-    wr64(b + 16, total);
-    uint32_t kinds[3] = {SLATE__SEC_META, SLATE__SEC_TOKENIZER, SLATE__SEC_DATA};
-    uint64_t offs[3] = {off_meta, off_tok, off_dat}, lens[3] = {ml, tok_len, dat_len};
-    memcpy(b + off_meta, meta, ml);
-    memcpy(b + off_tok, pkg + tok_off, tok_len);
-    memcpy(b + off_dat, pkg + dat_off, dat_len);
-    for (int i = 0; i < 3; i++) {
-        uint8_t *e = b + 64 + 32 * i;
-        wr32(e, kinds[i]);
-        wr32(e + 4, i == 2 ? SLATE__SEC_NO_CRC : 0);
-        wr64(e + 8, offs[i]);
-        wr64(e + 16, lens[i]);
-        wr32(e + 24, i == 2 ? 0 : slate__crc32(0, b + offs[i], lens[i]));
-    }
-    wr32(b + 24, slate__crc32(0, b + 64, 96));
-    *len_out = total;
-    return b;
-}
-
-slate_status slate__model_open_mem(const uint8_t *data, size_t size,
-                                   const slate_model_params *params, slate_model **out,
-                                   slate_error *err);
-
-/* Opens pkg with one tensor entry edited by `edit`; expects the status and the culprit. */
-static void expect_edit(const uint8_t *pkg, const char *tensor, void (*edit)(cJSON *e),
-                        slate_status want, const char *msg) {
-    const uint8_t *ms = section(pkg, SLATE__SEC_META);
-    cJSON *j = cJSON_ParseWithLength((const char *)pkg + rd64(ms + 8), rd64(ms + 16));
-    cJSON *e;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "tensors")) {
-        if (strcmp(cJSON_GetObjectItem(e, "name")->valuestring, tensor) == 0) edit(e);
-    }
-    char *text = cJSON_PrintUnformatted(j);
-    size_t len;
-    uint8_t *b = rebuild(pkg, text, &len);
-    long long live = slate__alloc_live_bytes();
-    slate_model *m = NULL;
-    slate_error err;
-    memset(&err, 0, sizeof err);
-    slate_status s = slate__model_open_mem(b, len, NULL, &m, &err);
-    if (s != want || !strstr(err.message, msg) || !strstr(err.message, tensor))
-        fail_msg("expected %s naming '%s' and '%s', got %s: %s", slate_status_name(want), tensor,
-                 msg, slate_status_name(s), err.message);
-    assert_null(m);
-    assert_int_equal(slate__alloc_live_bytes(), live);
-    free(b);
-    cJSON_free(text);
-    cJSON_Delete(j);
-}
 
 static void set_num(cJSON *e, const char *k, double v) {
     cJSON_DeleteItemFromObject(e, k);
@@ -404,20 +333,20 @@ static void malformed_pal_tensor_entries_are_refused(void **st) {
         slate_model_close(m);
     }
     const char *q = "blk.0.attn_q.weight";
-    expect_edit(pkg, q, size_plus_one, SLATE_E_FORMAT, "does not match");
-    expect_edit(pkg, q, bits_5, SLATE_E_UNSUPPORTED, "pal bits 5");
-    expect_edit(pkg, q, bits_8, SLATE_E_FORMAT, "does not match");
-    expect_edit(pkg, q, bits_half, SLATE_E_FORMAT, "\"bits\" must be an integer");
-    expect_edit(pkg, q, group_0, SLATE_E_UNSUPPORTED, "pal group 0");
-    expect_edit(pkg, q, group_5000, SLATE_E_UNSUPPORTED, "pal group 5000");
-    expect_edit(pkg, q, group_32, SLATE_E_FORMAT, "does not match");
-    expect_edit(pkg, q, no_bits, SLATE_E_FORMAT, "pal needs \"bits\"");
-    expect_edit(pkg, q, no_group, SLATE_E_FORMAT, "pal needs \"group\"");
-    expect_edit(pkg, q, add_block, SLATE_E_UNSUPPORTED, "\"block\" is not supported for pal");
-    expect_edit(pkg, q, add_asym, SLATE_E_UNSUPPORTED, "\"asym\" is not supported for pal");
-    expect_edit(pkg, "blk.0.attn_norm.weight", add_bits, SLATE_E_UNSUPPORTED,
+    pu_expect_edit(pkg, q, size_plus_one, SLATE_E_FORMAT, "does not match");
+    pu_expect_edit(pkg, q, bits_5, SLATE_E_UNSUPPORTED, "pal bits 5");
+    pu_expect_edit(pkg, q, bits_8, SLATE_E_FORMAT, "does not match");
+    pu_expect_edit(pkg, q, bits_half, SLATE_E_FORMAT, "\"bits\" must be an integer");
+    pu_expect_edit(pkg, q, group_0, SLATE_E_UNSUPPORTED, "pal group 0");
+    pu_expect_edit(pkg, q, group_5000, SLATE_E_UNSUPPORTED, "pal group 5000");
+    pu_expect_edit(pkg, q, group_32, SLATE_E_FORMAT, "does not match");
+    pu_expect_edit(pkg, q, no_bits, SLATE_E_FORMAT, "pal needs \"bits\"");
+    pu_expect_edit(pkg, q, no_group, SLATE_E_FORMAT, "pal needs \"group\"");
+    pu_expect_edit(pkg, q, add_block, SLATE_E_UNSUPPORTED, "\"block\" is not supported for pal");
+    pu_expect_edit(pkg, q, add_asym, SLATE_E_UNSUPPORTED, "\"asym\" is not supported for pal");
+    pu_expect_edit(pkg, "blk.0.attn_norm.weight", add_bits, SLATE_E_UNSUPPORTED,
                 "apply only to pal, not f32");
-    expect_edit(pkg, q, shape_1d, SLATE_E_FORMAT, "2 dimensions");
+    pu_expect_edit(pkg, q, shape_1d, SLATE_E_FORMAT, "2 dimensions");
     slate__free(data);
 }
 

@@ -3,6 +3,7 @@
  * one thing at a time is broken: container bytes directly, program content by rewriting META
  * (with correct checksums, so the program validator is what must catch it). */
 #include "testutil.h"
+#include "pkgutil.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -16,18 +17,6 @@
 static uint8_t *g_pkg;
 static size_t g_len;
 
-static uint32_t rd32(const uint8_t *p) { return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
-static uint64_t rd64(const uint8_t *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
-static void wr32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i); }
-static void wr64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> 8 * i); }
-
-/* Section kind k's entry in the table of g_pkg-like bytes. */
-static const uint8_t *section(const uint8_t *pkg, uint32_t kind) {
-    uint32_t n = rd32(pkg + 12);
-    for (uint32_t i = 0; i < n; i++)
-        if (rd32(pkg + 64 + 32 * i) == kind) return pkg + 64 + 32 * i;
-    return NULL;
-}
 
 static int setup(void **st) {
     (void)st;
@@ -47,9 +36,6 @@ static int teardown(void **st) {
     return 0;
 }
 
-slate_status slate__model_open_mem(const uint8_t *data, size_t size,
-                                   const slate_model_params *params, slate_model **out,
-                                   slate_error *err);
 
 /* Opens bytes; checks the status and that the message contains `msg`; checks no leak. */
 static void expect(const uint8_t *bytes, size_t len, slate_status want, const char *msg) {
@@ -73,39 +59,11 @@ static uint8_t *copy(void) {
 }
 
 /* Rebuilds a package with META replaced by `meta` (checksums and offsets recomputed). */
-static uint8_t *rebuild(const char *meta, size_t *len_out) {
-    const uint8_t *tok = section(g_pkg, SLATE__SEC_TOKENIZER), *dat = section(g_pkg, SLATE__SEC_DATA);
-    uint64_t tok_off = rd64(tok + 8), tok_len = rd64(tok + 16);
-    uint64_t dat_off = rd64(dat + 8), dat_len = rd64(dat + 16);
-    size_t ml = strlen(meta);
-    size_t off_meta = 64 + 96, off_tok = off_meta + ml;
-    size_t off_dat = (off_tok + tok_len + 63) / 64 * 64, total = off_dat + dat_len;
-    uint8_t *b = calloc(1, total);
-    memcpy(b, SLATE__PKG_MAGIC, 8);
-    wr32(b + 8, SLATE__PKG_VERSION);
-    wr32(b + 12, 3);
-    wr64(b + 16, total);
-    uint32_t kinds[3] = {SLATE__SEC_META, SLATE__SEC_TOKENIZER, SLATE__SEC_DATA};
-    uint64_t offs[3] = {off_meta, off_tok, off_dat}, lens[3] = {ml, tok_len, dat_len};
-    memcpy(b + off_meta, meta, ml);
-    memcpy(b + off_tok, g_pkg + tok_off, tok_len);
-    memcpy(b + off_dat, g_pkg + dat_off, dat_len);
-    for (int i = 0; i < 3; i++) {
-        uint8_t *e = b + 64 + 32 * i;
-        wr32(e, kinds[i]);
-        wr32(e + 4, i == 2 ? SLATE__SEC_NO_CRC : 0);
-        wr64(e + 8, offs[i]);
-        wr64(e + 16, lens[i]);
-        wr32(e + 24, i == 2 ? 0 : slate__crc32(0, b + offs[i], lens[i]));
-    }
-    wr32(b + 24, slate__crc32(0, b + 64, 96));
-    *len_out = total;
-    return b;
-}
+static uint8_t *rebuild(const char *meta, size_t *len_out) { return pu_rebuild(g_pkg, meta, len_out); }
 
 static cJSON *meta_json(void) {
-    const uint8_t *m = section(g_pkg, SLATE__SEC_META);
-    return cJSON_ParseWithLength((const char *)g_pkg + rd64(m + 8), rd64(m + 16));
+    const uint8_t *m = pu_section(g_pkg, SLATE__SEC_META);
+    return cJSON_ParseWithLength((const char *)g_pkg + pu_rd64(m + 8), pu_rd64(m + 16));
 }
 
 static void expect_meta(cJSON *j, slate_status want, const char *msg) {
@@ -136,10 +94,10 @@ static void container_damage_is_refused(void **st) {
     c[0] = 'X';
     expect(c, g_len, SLATE_E_FORMAT, "bad magic");
     memcpy(c, g_pkg, g_len);
-    wr32(c + 8, 2);
+    pu_wr32(c + 8, 2);
     expect(c, g_len, SLATE_E_UNSUPPORTED, "version 2");
     memcpy(c, g_pkg, g_len);
-    wr32(c + 12, 1000);
+    pu_wr32(c + 12, 1000);
     expect(c, g_len, SLATE_E_FORMAT, "section count 1000");
     memcpy(c, g_pkg, g_len);
     c[40] = 1;
@@ -148,10 +106,10 @@ static void container_damage_is_refused(void **st) {
     c[64 + 9] ^= 0x10; /* META offset, caught by the table checksum */
     expect(c, g_len, SLATE_E_FORMAT, "section table checksum");
     memcpy(c, g_pkg, g_len);
-    c[rd64(section(c, SLATE__SEC_META) + 8) + 10] ^= 1;
+    c[pu_rd64(pu_section(c, SLATE__SEC_META) + 8) + 10] ^= 1;
     expect(c, g_len, SLATE_E_FORMAT, "META checksum");
     memcpy(c, g_pkg, g_len);
-    c[rd64(section(c, SLATE__SEC_TOKENIZER) + 8) + 20] ^= 1;
+    c[pu_rd64(pu_section(c, SLATE__SEC_TOKENIZER) + 8) + 20] ^= 1;
     expect(c, g_len, SLATE_E_FORMAT, "TOKENIZER checksum");
     free(c);
 }
@@ -167,10 +125,10 @@ static void truncation_anywhere_is_refused(void **st) {
     cuts[n++] = 64;
     cuts[n++] = 64 + 95;
     for (uint32_t k = SLATE__SEC_META; k <= SLATE__SEC_DATA; k++) {
-        const uint8_t *e = section(g_pkg, k);
-        cuts[n++] = rd64(e + 8);
-        cuts[n++] = rd64(e + 8) + 1;
-        cuts[n++] = rd64(e + 8) + rd64(e + 16) - 1;
+        const uint8_t *e = pu_section(g_pkg, k);
+        cuts[n++] = pu_rd64(e + 8);
+        cuts[n++] = pu_rd64(e + 8) + 1;
+        cuts[n++] = pu_rd64(e + 8) + pu_rd64(e + 16) - 1;
     }
     for (int i = 1; i < 20; i++) cuts[n++] = g_len * (size_t)i / 20;
     cuts[n++] = g_len - 1;
