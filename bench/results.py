@@ -170,9 +170,12 @@ def tinyllama(a, root):
     if modes:
         out += ["### Recompute vs KV-cache I/O vs in-place state", "",
                 "The design rests on this comparison (published for Llama 3.1 8B on an M1 Max: "
-                "0.19 -> 1.25 -> 16.26 tok/s, then 33.67 with int4 weights). Same package, same "
-                "greedy tokens (checked: every mode must produce the state mode's tokens, else "
-                "`slate bench` exits 1 and the last column says where they part). recompute: "
+                "0.19 -> 1.25 -> 16.26 tok/s, then 33.67 with int4 weights). Same package, greedy "
+                "decoding; the gate: kv-io runs the state mode's kernels and must give exactly "
+                "its tokens, else `slate bench` exits 1. recompute runs the prefill kernels: "
+                "with activations quantized to int8 on the fly (int8/int4 on VNNI), a last-bit "
+                "difference upstream can flip an int8 rounding, so its tokens may part from "
+                "state's within the quantization error (the last column says where). recompute: "
                 "no cache, every step re-feeds the whole sequence (prefill kernels); kv-io: the "
                 "cache is an explicit input and output as in a stateless model with a "
                 "fixed-shape cache: before each step every cache tensor is imported whole (all "

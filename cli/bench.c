@@ -890,7 +890,11 @@ static int run_modes(bench *b) {
                 res[i].near_tie = res[i].tie_gap <= TIE_TOL * (1.0f + fabsf(ts->v[0]));
             }
         }
-        same &= res[i].first_diff < 0 || res[i].near_tie;
+        /* The gate (issue 3): kv-io runs the same kernels as state and must give the same
+         * tokens. Recompute runs the prefill kernels; with activations quantized on the fly
+         * (int8/int4 on VNNI) a last-bit difference upstream can flip an int8 rounding, so its
+         * tokens may part from state's within the quantization error: reported, not gated. */
+        if (order[i].bit == MODE_KVIO) same &= res[i].first_diff < 0;
     }
     double base = 0; /* recompute's tok/s when it ran, for the speed-up column */
     if (b->modes & MODE_RECOMPUTE) base = res[2].tok_s;
@@ -916,7 +920,8 @@ static int run_modes(bench *b) {
             if (base > 0) printf(", \"speedup_vs_recompute\": %.3f", res[i].tok_s / base);
             printf("}");
         }
-        printf("], \"tokens_match\": %s}\n", same ? "true" : "false");
+        printf("], \"tokens_match\": %s, \"gate\": \"kv-io tokens equal state tokens\"}\n",
+               same ? "true" : "false");
     } else {
         printf("model      %s; kernels %s, %d threads\n", b->path, slate_kernels_name(),
                b->info.n_threads);
@@ -953,7 +958,7 @@ static int run_modes(bench *b) {
                    b->info.max_query);
     }
     if (!same) {
-        fprintf(stderr, "slate bench: correctness gate failed: a mode's tokens differ from the "
+        fprintf(stderr, "slate bench: correctness gate failed: kv-io's tokens differ from the "
                         "state mode's\n");
         goto out;
     }

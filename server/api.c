@@ -81,196 +81,6 @@ static int error_reply(srv_server *s, struct MHD_Connection *conn, unsigned stat
 #define BAD(param, ...) \
     error_reply(s, conn, 400, "invalid_request_error", param, NULL, NULL, __VA_ARGS__)
 
-/* ---- request parsing --------------------------------------------------------------------- */
-
-typedef struct parsed {
-    srv_request req;
-    cJSON *json; /* owns the strings req points into */
-    const char *bad_param;
-    char bad_msg[300];
-    unsigned status;
-    const char *code;
-} parsed;
-
-static bool fail(parsed *p, unsigned status, const char *param, const char *code,
-                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static bool fail(parsed *p, unsigned status, const char *param, const char *code,
-                 const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->bad_msg, sizeof p->bad_msg, fmt, ap);
-    va_end(ap);
-    p->status = status;
-    p->bad_param = param;
-    p->code = code;
-    return false;
-}
-
-static bool num_field(parsed *p, const char *key, double lo, double hi, bool integer,
-                      double *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(p->json, key);
-    if (!v || cJSON_IsNull(v)) return true;
-    if (!cJSON_IsNumber(v))
-        return fail(p, 400, key, "invalid_type", "'%s' must be a number", key);
-    double d = v->valuedouble;
-    if (!isfinite(d) || d < lo || d > hi || (integer && d != floor(d)))
-        return fail(p, 400, key, "invalid_value", "'%s' is %g; expected %s in [%g, %g]", key, d,
-                    integer ? "an integer" : "a number", lo, hi);
-    *out = d;
-    return true;
-}
-
-static bool parse_request(srv_server *s, parsed *p, const char *body, size_t len, bool chat) {
-    memset(&p->req, 0, sizeof p->req);
-    srv_request *r = &p->req;
-    r->chat = chat;
-    const char *end = NULL;
-    p->json = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-    if (!p->json)
-        return fail(p, 400, NULL, "invalid_json", "request body is not valid JSON (error near "
-                    "byte %zu)", end ? (size_t)(end - body) : 0);
-    if (!cJSON_IsObject(p->json))
-        return fail(p, 400, NULL, "invalid_json", "request body must be a JSON object");
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(p->json, "model");
-    if (model && !cJSON_IsNull(model)) {
-        if (!cJSON_IsString(model))
-            return fail(p, 400, "model", "invalid_type", "'model' must be a string");
-        if (strcmp(model->valuestring, s->cfg.model_id) != 0)
-            return fail(p, 404, "model", "model_not_found", "the model '%.100s' does not exist; "
-                        "this server serves '%s'", model->valuestring, s->cfg.model_id);
-    }
-    if (chat) {
-        const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(p->json, "messages");
-        if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) < 1)
-            return fail(p, 400, "messages", "invalid_type", "'messages' must be a non-empty array");
-        int n = cJSON_GetArraySize(msgs);
-        if (n > 4096) return fail(p, 400, "messages", "invalid_value", "at most 4096 messages");
-        r->messages = calloc((size_t)n, sizeof *r->messages);
-        if (!r->messages) return fail(p, 500, NULL, NULL, "out of memory");
-        const cJSON *m;
-        cJSON_ArrayForEach(m, msgs) {
-            const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-            const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-            if (!cJSON_IsObject(m) || !cJSON_IsString(role))
-                return fail(p, 400, "messages", "invalid_type", "messages[%d].role must be a "
-                            "string", r->n_messages);
-            if (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
-                strcmp(role->valuestring, "assistant") && strcmp(role->valuestring, "developer"))
-                return fail(p, 400, "messages", "invalid_value", "messages[%d].role '%.40s' is "
-                            "not one of system, developer, user, assistant", r->n_messages,
-                            role->valuestring);
-            const char *text = NULL;
-            if (cJSON_IsString(content)) {
-                text = content->valuestring;
-            } else if (cJSON_IsArray(content) && cJSON_GetArraySize(content) == 1 &&
-                       cJSON_IsString(cJSON_GetObjectItemCaseSensitive(
-                           cJSON_GetArrayItem(content, 0), "text"))) {
-                text = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(content, 0), "text")
-                           ->valuestring;
-            } else {
-                return fail(p, 400, "messages", "invalid_type", "messages[%d].content must be "
-                            "a string", r->n_messages);
-            }
-            r->messages[r->n_messages].role =
-                strcmp(role->valuestring, "developer") == 0 ? "system" : role->valuestring;
-            r->messages[r->n_messages].content = text;
-            r->n_messages++;
-        }
-    } else {
-        const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(p->json, "prompt");
-        if (cJSON_IsArray(prompt) && cJSON_GetArraySize(prompt) == 1 &&
-            cJSON_IsString(cJSON_GetArrayItem(prompt, 0)))
-            prompt = cJSON_GetArrayItem(prompt, 0);
-        if (!cJSON_IsString(prompt))
-            return fail(p, 400, "prompt", "invalid_type", "'prompt' must be a string");
-        r->prompt = prompt->valuestring;
-    }
-    double d;
-    r->sampler = slate_sampler_default_params();
-    /* OpenAI's defaults: temperature 1, top_p 1, no top-k/min-p. */
-    r->sampler.temperature = 1.0f;
-    r->sampler.top_p = 1.0f;
-    r->sampler.top_k = 0;
-    r->sampler.min_p = 0.0f;
-    r->max_tokens = 256;
-    if (r->max_tokens > s->cfg.max_tokens_limit) r->max_tokens = s->cfg.max_tokens_limit;
-    const char *mt_key = cJSON_GetObjectItemCaseSensitive(p->json, "max_completion_tokens")
-                             ? "max_completion_tokens"
-                             : "max_tokens";
-    d = -1;
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(p->json, mt_key);
-    if (mt && cJSON_IsNumber(mt) && mt->valuedouble > s->cfg.max_tokens_limit &&
-        mt->valuedouble == floor(mt->valuedouble))
-        return fail(p, 400, mt_key, "invalid_value", "'%s' is %g, more than this server's limit "
-                    "of %d", mt_key, mt->valuedouble, s->cfg.max_tokens_limit);
-    if (!num_field(p, mt_key, 1, s->cfg.max_tokens_limit, true, &d)) return false;
-    if (d > 0) r->max_tokens = (int32_t)d;
-    d = -1;
-    if (!num_field(p, "temperature", 0, 2, false, &d)) return false;
-    if (d >= 0) r->sampler.temperature = (float)d;
-    d = -1;
-    if (!num_field(p, "top_p", 0, 1, false, &d)) return false;
-    if (d >= 0) {
-        if (d == 0) return fail(p, 400, "top_p", "invalid_value", "'top_p' must be in (0, 1]");
-        r->sampler.top_p = (float)d;
-    }
-    d = -1;
-    if (!num_field(p, "top_k", 0, 1 << 20, true, &d)) return false;
-    if (d >= 0) r->sampler.top_k = (int32_t)d;
-    d = -1;
-    if (!num_field(p, "min_p", 0, 1, false, &d)) return false;
-    if (d >= 0) r->sampler.min_p = (float)d;
-    d = NAN;
-    if (!num_field(p, "presence_penalty", -2, 2, false, &d)) return false;
-    if (!isnan(d)) r->sampler.presence_penalty = (float)d;
-    d = NAN;
-    if (!num_field(p, "frequency_penalty", -2, 2, false, &d)) return false;
-    if (!isnan(d)) r->sampler.frequency_penalty = (float)d;
-    d = -1;
-    if (!num_field(p, "seed", 0, 9007199254740991.0, true, &d)) return false;
-    if (d >= 0) r->sampler.seed = (uint64_t)d;
-    else r->sampler.seed = (uint64_t)atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull;
-    d = 1;
-    if (!num_field(p, "n", 1, 1e9, true, &d)) return false;
-    if (d != 1) return fail(p, 400, "n", "invalid_value", "'n' is %g; this server generates one "
-                            "choice per request (n must be 1)", d);
-    const cJSON *stop = cJSON_GetObjectItemCaseSensitive(p->json, "stop");
-    if (cJSON_IsString(stop)) {
-        if (!stop->valuestring[0]) return fail(p, 400, "stop", "invalid_value", "'stop' strings must not be empty");
-        r->stops[r->n_stops++] = stop->valuestring;
-    } else if (cJSON_IsArray(stop)) {
-        const cJSON *x;
-        if (cJSON_GetArraySize(stop) > 4)
-            return fail(p, 400, "stop", "invalid_value", "'stop' holds at most 4 strings");
-        cJSON_ArrayForEach(x, stop) {
-            if (!cJSON_IsString(x) || !x->valuestring[0])
-                return fail(p, 400, "stop", "invalid_type", "'stop' must be a string or an "
-                            "array of non-empty strings");
-            r->stops[r->n_stops++] = x->valuestring;
-        }
-    } else if (stop && !cJSON_IsNull(stop)) {
-        return fail(p, 400, "stop", "invalid_type", "'stop' must be a string or an array");
-    }
-    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(p->json, "stream");
-    if (stream && !cJSON_IsBool(stream) && !cJSON_IsNull(stream))
-        return fail(p, 400, "stream", "invalid_type", "'stream' must be a boolean");
-    r->stream = cJSON_IsTrue(stream);
-    const cJSON *so = cJSON_GetObjectItemCaseSensitive(p->json, "stream_options");
-    r->include_usage = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
-    const cJSON *ie = cJSON_GetObjectItemCaseSensitive(p->json, "ignore_eos");
-    if (ie && !cJSON_IsBool(ie))
-        return fail(p, 400, "ignore_eos", "invalid_type", "'ignore_eos' must be a boolean");
-    r->ignore_eos = cJSON_IsTrue(ie);
-    const cJSON *conv = cJSON_GetObjectItemCaseSensitive(p->json, "conversation_id");
-    if (conv && !cJSON_IsNull(conv)) {
-        if (!cJSON_IsString(conv) || strlen(conv->valuestring) >= sizeof r->conv_id)
-            return fail(p, 400, "conversation_id", "invalid_type", "'conversation_id' must be a "
-                        "string of at most %zu bytes", sizeof r->conv_id - 1);
-        strcpy(r->conv_id, conv->valuestring);
-    }
-    return true;
-}
-
 /* ---- responses --------------------------------------------------------------------------- */
 
 static const char *finish_name(slate_finish_reason f) {
@@ -336,7 +146,7 @@ static bool acc_piece(void *user, const char *t, size_t n) {
 
 typedef struct stream {
     srv_server *s;
-    parsed p;
+    srv_parsed p;
     srv_slot *slot;
     int32_t *ids;
     int32_t n_ids;
@@ -480,11 +290,11 @@ static void stream_free(void *cls) {
 
 static int generate(srv_server *s, struct MHD_Connection *conn, const char *body, size_t len,
                     bool chat) {
-    parsed p;
+    srv_parsed p;
     memset(&p, 0, sizeof p);
     int ok;
     int32_t *ids = NULL, n_ids = 0;
-    if (!parse_request(s, &p, body, len, chat)) {
+    if (!srv_parse_request(&s->cfg, &s->next_id, &p, body, len, chat)) {
         ok = error_reply(s, conn, p.status, p.status == 404 ? "invalid_request_error"
                                                             : "invalid_request_error",
                          p.bad_param, p.code, NULL, "%s", p.bad_msg);

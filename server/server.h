@@ -114,6 +114,24 @@ typedef struct srv_request {
     char conv_id[128];
 } srv_request;
 
+/* A parsed request; on failure: status (400/404), the offending field, an OpenAI error code and
+ * a message. json owns the strings req points into. */
+typedef struct srv_parsed {
+    srv_request req;
+    struct cJSON *json;
+    const char *bad_param;
+    char bad_msg[300];
+    unsigned status;
+    const char *code;
+} srv_parsed;
+
+/* Parses and validates a request body (request.c). seed_counter draws a seed for requests that
+ * give none. Returns false with p->status / bad_msg set on bad input. Free with
+ * srv_parsed_free in both cases. */
+bool srv_parse_request(const srv_config *cfg, atomic_ulong *seed_counter, srv_parsed *p,
+                       const char *body, size_t len, bool chat);
+void srv_parsed_free(srv_parsed *p);
+
 typedef struct srv_backend srv_backend;
 
 typedef struct srv_usage {
