@@ -12,17 +12,6 @@
 
 #define FFFD "\xEF\xBF\xBD"
 
-static slate_tokenizer *load(const char *rel) {
-    const char *path = tu_model_path(rel);
-    if (!tu_exists(path)) return NULL;
-    slate_tokenizer *tok = NULL;
-    slate_error err;
-    slate_status st = slate_tokenizer_open(path, &tok, &err);
-    if (st != SLATE_OK) fprintf(stderr, "%s: %s\n", path, err.message);
-    assert_int_equal(st, SLATE_OK);
-    return tok;
-}
-
 /* Streams ids through a detokenizer; returns the concatenated output (static buffer); each
  * pushed piece must be valid UTF-8 on its own. */
 static const char *stream(const slate_tokenizer *tok, const int32_t *ids, size_t n, size_t *len) {
@@ -56,7 +45,7 @@ static void multi_token_emoji_comes_out_whole_when_complete(void **st) {
     (void)st;
     const char *vocabs[] = {"stories260K/tok512.bin", "tokenizers/qwen3/tokenizer.json"};
     for (int v = 0; v < 2; v++) {
-        slate_tokenizer *tok = load(vocabs[v]);
+        slate_tokenizer *tok = tu_tok_load(vocabs[v]);
         if (!tok) continue;
         static const char emoji[] = "\xF0\x9F\xAB\xA8"; /* U+1FAE8: several tokens in both */
         int32_t ids[16];
@@ -91,7 +80,7 @@ static void multi_token_emoji_comes_out_whole_when_complete(void **st) {
 
 static void invalid_byte_is_replaced_at_once_and_flush_ends_dangling_sequence(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("stories260K/tok512.bin");
+    slate_tokenizer *tok = tu_tok_load("stories260K/tok512.bin");
     if (!tok) skip();
     slate_detok *d = NULL;
     assert_int_equal(slate_detok_create(tok, &d, NULL), SLATE_OK);
@@ -126,7 +115,7 @@ static void invalid_byte_is_replaced_at_once_and_flush_ends_dangling_sequence(vo
 
 static void short_buffer_consumes_nothing(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("stories260K/tok512.bin");
+    slate_tokenizer *tok = tu_tok_load("stories260K/tok512.bin");
     if (!tok) skip();
     slate_detok *d = NULL;
     assert_int_equal(slate_detok_create(tok, &d, NULL), SLATE_OK);
@@ -155,7 +144,7 @@ static void short_buffer_consumes_nothing(void **st) {
 
 static void control_tokens_produce_nothing_and_bos_does_not_block_the_strip(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("stories260K/tok512.bin");
+    slate_tokenizer *tok = tu_tok_load("stories260K/tok512.bin");
     if (!tok) skip();
     int32_t ids[] = {1, 403, 407, 2};
     size_t len;
@@ -174,7 +163,7 @@ static void streamed_text_equals_decode_for_valid_text(void **st) {
                             "tokenizers/qwen3/tokenizer.json",
                             "tokenizers/gguf-vocab/ggml-vocab-gpt-2.gguf"};
     for (int v = 0; v < 4; v++) {
-        slate_tokenizer *tok = load(vocabs[v]);
+        slate_tokenizer *tok = tu_tok_load(vocabs[v]);
         if (!tok) continue;
         int32_t ids[256];
         size_t n = 0;
@@ -191,7 +180,7 @@ static void streamed_text_equals_decode_for_valid_text(void **st) {
 
 static void random_ids_always_stream_valid_utf8(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("tokenizers/qwen3/tokenizer.json");
+    slate_tokenizer *tok = tu_tok_load("tokenizers/qwen3/tokenizer.json");
     if (!tok) skip();
     uint64_t seed = tu_seed();
     int32_t ids[200];

@@ -11,31 +11,10 @@
 
 #include <uninorm.h>
 
-static slate_tokenizer *load(const char *rel) {
-    const char *path = tu_model_path(rel);
-    if (!tu_exists(path)) return NULL;
-    slate_tokenizer *tok = NULL;
-    slate_error err;
-    slate_status st = slate_tokenizer_open(path, &tok, &err);
-    if (st != SLATE_OK) fprintf(stderr, "%s: %s\n", path, err.message);
-    assert_int_equal(st, SLATE_OK);
-    return tok;
-}
-
-static size_t enc(const slate_tokenizer *tok, const char *text, size_t len, uint32_t flags,
-                  int32_t *ids, size_t cap) {
-    size_t n = 0;
-    slate_error err;
-    slate_status st = slate_tokenizer_encode(tok, text, len, flags, ids, cap, &n, &err);
-    if (st != SLATE_OK) fprintf(stderr, "encode: %s\n", err.message);
-    assert_int_equal(st, SLATE_OK);
-    return n;
-}
-
 static void assert_round_trip(const slate_tokenizer *tok, const char *text, size_t len) {
     size_t cap = len + 8;
     int32_t *ids = malloc(cap * sizeof *ids);
-    size_t n = enc(tok, text, len, SLATE_ENCODE_ADD_BOS, ids, cap);
+    size_t n = tu_encode(tok, text, len, SLATE_ENCODE_ADD_BOS, ids, cap);
     char *back = malloc(len + 16);
     size_t blen = 0;
     assert_int_equal(slate_tokenizer_decode(tok, ids, n, false, back, len + 16, &blen, NULL),
@@ -78,7 +57,7 @@ static void gpt2_byte_alphabet_is_a_bijection(void **st) {
 
 static void qwen3_has_no_bos_and_ends_turns_with_im_end(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("tokenizers/qwen3/tokenizer.json");
+    slate_tokenizer *tok = tu_tok_load("tokenizers/qwen3/tokenizer.json");
     if (!tok) skip();
     assert_int_equal(slate__tok_kind_of(tok), SLATE__TOK_BPE);
     assert_int_equal(slate_tokenizer_n_vocab(tok), 151669);
@@ -88,19 +67,19 @@ static void qwen3_has_no_bos_and_ends_turns_with_im_end(void **st) {
     assert_true(slate_tokenizer_is_eog(tok, 151643));  /* <|endoftext|> */
     assert_false(slate_tokenizer_is_eog(tok, 151644)); /* <|im_start|> */
     int32_t ids[8];
-    assert_int_equal(enc(tok, "", 0, SLATE_ENCODE_ADD_BOS, ids, 8), 0);
-    assert_int_equal(enc(tok, "Hi", 2, SLATE_ENCODE_ADD_BOS, ids, 8), 1);
+    assert_int_equal(tu_encode(tok, "", 0, SLATE_ENCODE_ADD_BOS, ids, 8), 0);
+    assert_int_equal(tu_encode(tok, "Hi", 2, SLATE_ENCODE_ADD_BOS, ids, 8), 1);
     assert_int_equal(slate__tok_find(tok, "<|im_start|>", 12), 151644);
     slate_tokenizer_free(tok);
 }
 
 static void qwen3_chat_markup_needs_parse_special_but_think_tags_do_not(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("tokenizers/qwen3/tokenizer.json");
+    slate_tokenizer *tok = tu_tok_load("tokenizers/qwen3/tokenizer.json");
     if (!tok) skip();
     static const char chat[] = "<|im_start|>user\nHi<|im_end|>\n<think>\n";
     int32_t ids[64];
-    size_t n = enc(tok, chat, sizeof chat - 1, SLATE_ENCODE_PARSE_SPECIAL, ids, 64);
+    size_t n = tu_encode(tok, chat, sizeof chat - 1, SLATE_ENCODE_PARSE_SPECIAL, ids, 64);
     assert_int_equal(ids[0], 151644);
     bool saw_end = false, saw_think = false;
     for (size_t i = 0; i < n; i++) {
@@ -110,7 +89,7 @@ static void qwen3_chat_markup_needs_parse_special_but_think_tags_do_not(void **s
     assert_true(saw_end && saw_think);
     /* Without the flag the control markup is plain text; <think> (special: false in
      * tokenizer.json, so USER_DEFINED) is still one token, as in HF tokenizers. */
-    n = enc(tok, chat, sizeof chat - 1, 0, ids, 64);
+    n = tu_encode(tok, chat, sizeof chat - 1, 0, ids, 64);
     saw_end = saw_think = false;
     for (size_t i = 0; i < n; i++) {
         assert_true(ids[i] != 151644);
@@ -134,13 +113,13 @@ static void qwen3_chat_markup_needs_parse_special_but_think_tags_do_not(void **s
 
 static void llama3_adds_begin_of_text_and_knows_eot(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("tokenizers/llama3/tokenizer.json");
+    slate_tokenizer *tok = tu_tok_load("tokenizers/llama3/tokenizer.json");
     if (!tok) skip();
     assert_int_equal(slate_tokenizer_bos(tok), 128000);
     assert_int_equal(slate_tokenizer_eos(tok), 128001);
     assert_true(slate_tokenizer_is_eog(tok, 128009)); /* <|eot_id|> */
     int32_t ids[8];
-    assert_int_equal(enc(tok, "Hello", 5, SLATE_ENCODE_ADD_BOS, ids, 8), 2);
+    assert_int_equal(tu_encode(tok, "Hello", 5, SLATE_ENCODE_ADD_BOS, ids, 8), 2);
     assert_int_equal(ids[0], 128000);
     assert_int_equal(ids[1], 9906);
     slate_tokenizer_free(tok);
@@ -148,13 +127,13 @@ static void llama3_adds_begin_of_text_and_knows_eot(void **st) {
 
 static size_t digit_groups(const slate_tokenizer *tok, const char *digits) {
     int32_t ids[64];
-    return enc(tok, digits, strlen(digits), 0, ids, 64);
+    return tu_encode(tok, digits, strlen(digits), 0, ids, 64);
 }
 
 static void digits_split_per_pre_tokenizer(void **st) {
     (void)st;
-    slate_tokenizer *qwen = load("tokenizers/qwen3/tokenizer.json");
-    slate_tokenizer *llama = load("tokenizers/llama3/tokenizer.json");
+    slate_tokenizer *qwen = tu_tok_load("tokenizers/qwen3/tokenizer.json");
+    slate_tokenizer *llama = tu_tok_load("tokenizers/llama3/tokenizer.json");
     if (!qwen || !llama) {
         slate_tokenizer_free(qwen);
         slate_tokenizer_free(llama);
@@ -163,10 +142,10 @@ static void digits_split_per_pre_tokenizer(void **st) {
     assert_int_equal(digit_groups(qwen, "1234567"), 7);  /* \p{N}: one digit each */
     assert_int_equal(digit_groups(llama, "1234567"), 3); /* \p{N}{1,3}: 123 456 7 */
     int32_t a[8], b[8];
-    size_t na = enc(llama, "1234567", 7, 0, a, 8);
-    size_t nb = enc(llama, "123", 3, 0, b, 8);
-    nb += enc(llama, "456", 3, 0, b + nb, 8 - nb);
-    nb += enc(llama, "7", 1, 0, b + nb, 8 - nb);
+    size_t na = tu_encode(llama, "1234567", 7, 0, a, 8);
+    size_t nb = tu_encode(llama, "123", 3, 0, b, 8);
+    nb += tu_encode(llama, "456", 3, 0, b + nb, 8 - nb);
+    nb += tu_encode(llama, "7", 1, 0, b + nb, 8 - nb);
     assert_int_equal(na, nb);
     assert_memory_equal(a, b, na * sizeof *a);
     slate_tokenizer_free(qwen);
@@ -175,11 +154,11 @@ static void digits_split_per_pre_tokenizer(void **st) {
 
 static void qwen3_normalizes_to_nfc(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("tokenizers/qwen3/tokenizer.json");
+    slate_tokenizer *tok = tu_tok_load("tokenizers/qwen3/tokenizer.json");
     if (!tok) skip();
     int32_t a[16], b[16];
-    size_t na = enc(tok, "caf\xC3\xA9", 5, 0, a, 16);  /* precomposed U+00E9 */
-    size_t nb = enc(tok, "cafe\xCC\x81", 6, 0, b, 16); /* e + U+0301 */
+    size_t na = tu_encode(tok, "caf\xC3\xA9", 5, 0, a, 16);  /* precomposed U+00E9 */
+    size_t nb = tu_encode(tok, "cafe\xCC\x81", 6, 0, b, 16); /* e + U+0301 */
     assert_int_equal(na, nb);
     assert_memory_equal(a, b, na * sizeof *a);
     /* Invalid bytes inside the text keep NFC from failing and survive as themselves. */
@@ -208,7 +187,7 @@ static void texts_and_invalid_utf8_round_trip_on_every_bpe_vocab(void **st) {
         "<|endoftext|>",
     };
     for (size_t v = 0; v < sizeof k_bpe_vocabs / sizeof k_bpe_vocabs[0]; v++) {
-        slate_tokenizer *tok = load(k_bpe_vocabs[v]);
+        slate_tokenizer *tok = tu_tok_load(k_bpe_vocabs[v]);
         if (!tok) continue;
         int n_checked = 0;
         for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
@@ -226,7 +205,7 @@ static void random_bytes_round_trip(void **st) {
     uint64_t seed = tu_seed();
     char text[200];
     for (size_t v = 0; v < sizeof k_bpe_vocabs / sizeof k_bpe_vocabs[0]; v++) {
-        slate_tokenizer *tok = load(k_bpe_vocabs[v]);
+        slate_tokenizer *tok = tu_tok_load(k_bpe_vocabs[v]);
         if (!tok) continue;
         for (int iter = 0; iter < 200; iter++) {
             size_t len = tu_rand(&seed) % sizeof text;
@@ -266,16 +245,16 @@ static void long_inputs_encode_and_round_trip(void **st) {
     char *spaces = malloc(len);
     memset(spaces, ' ', len);
     for (size_t v = 0; v < sizeof k_bpe_vocabs / sizeof k_bpe_vocabs[0]; v++) {
-        slate_tokenizer *tok = load(k_bpe_vocabs[v]);
+        slate_tokenizer *tok = tu_tok_load(k_bpe_vocabs[v]);
         if (!tok) continue;
         assert_round_trip(tok, text, len);
         assert_round_trip(tok, spaces, len); /* one huge whitespace piece */
         slate_tokenizer_free(tok);
     }
-    slate_tokenizer *spm = load("llama2c-vocab/tokenizer.bin");
+    slate_tokenizer *spm = tu_tok_load("llama2c-vocab/tokenizer.bin");
     if (spm) {
         int32_t *ids = malloc((len + 8) * sizeof *ids);
-        size_t n = enc(spm, spaces, len, 0, ids, len + 8);
+        size_t n = tu_encode(spm, spaces, len, 0, ids, len + 8);
         assert_true(n > 0 && n < len);
         free(ids);
         slate_tokenizer_free(spm);
@@ -286,7 +265,7 @@ static void long_inputs_encode_and_round_trip(void **st) {
 
 static void encode_refuses_bad_arguments(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("tokenizers/gguf-vocab/ggml-vocab-gpt-2.gguf");
+    slate_tokenizer *tok = tu_tok_load("tokenizers/gguf-vocab/ggml-vocab-gpt-2.gguf");
     if (!tok) skip();
     int32_t ids[4];
     size_t n = 0;

@@ -11,17 +11,6 @@
 
 #include "tok/tok.h"
 
-static slate_tokenizer *load(const char *rel) {
-    const char *path = tu_model_path(rel);
-    if (!tu_exists(path)) return NULL;
-    slate_tokenizer *tok = NULL;
-    slate_error err;
-    slate_status st = slate_tokenizer_open(path, &tok, &err);
-    if (st != SLATE_OK) fprintf(stderr, "%s: %s\n", path, err.message);
-    assert_int_equal(st, SLATE_OK);
-    return tok;
-}
-
 static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -82,7 +71,7 @@ static void round_trip_keeps_behaviour_and_bytes(void **st) {
                             "tokenizers/llama3/tokenizer.json"};
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         long long live = slate__alloc_live_bytes();
-        slate_tokenizer *tok = load(vocabs[v]);
+        slate_tokenizer *tok = tu_tok_load(vocabs[v]);
         if (!tok) continue;
         slate__buf b = {0};
         slate__tok_serialize(tok, &b);
@@ -115,7 +104,7 @@ typedef struct blob {
 } blob;
 
 static blob tok512_blob(void) {
-    slate_tokenizer *tok = load("stories260K/tok512.bin");
+    slate_tokenizer *tok = tu_tok_load("stories260K/tok512.bin");
     blob r = {NULL, 0};
     if (!tok) return r;
     slate__buf b = {0};

@@ -12,30 +12,9 @@
 
 #include "tok/tok.h"
 
-static slate_tokenizer *load(const char *rel) {
-    const char *path = tu_model_path(rel);
-    if (!tu_exists(path)) return NULL;
-    slate_tokenizer *tok = NULL;
-    slate_error err;
-    slate_status st = slate_tokenizer_open(path, &tok, &err);
-    if (st != SLATE_OK) fprintf(stderr, "%s: %s\n", path, err.message);
-    assert_int_equal(st, SLATE_OK);
-    return tok;
-}
-
-static size_t enc(const slate_tokenizer *tok, const char *text, size_t len, uint32_t flags,
-                  int32_t *ids, size_t cap) {
-    size_t n = 0;
-    slate_error err;
-    slate_status st = slate_tokenizer_encode(tok, text, len, flags, ids, cap, &n, &err);
-    if (st != SLATE_OK) fprintf(stderr, "encode: %s\n", err.message);
-    assert_int_equal(st, SLATE_OK);
-    return n;
-}
-
 static void assert_round_trip(const slate_tokenizer *tok, const char *text, size_t len) {
     int32_t *ids = malloc((len + 8) * 2 * sizeof *ids);
-    size_t n = enc(tok, text, len, SLATE_ENCODE_ADD_BOS, ids, (len + 8) * 2);
+    size_t n = tu_encode(tok, text, len, SLATE_ENCODE_ADD_BOS, ids, (len + 8) * 2);
     char *back = malloc(len * 2 + 16);
     size_t blen = 0;
     assert_int_equal(slate_tokenizer_decode(tok, ids, n, false, back, len * 2 + 16, &blen, NULL),
@@ -69,11 +48,11 @@ static const struct {
 
 static void tok512_encodes_like_llama2c_run_c(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("stories260K/tok512.bin");
+    slate_tokenizer *tok = tu_tok_load("stories260K/tok512.bin");
     if (!tok) skip();
     for (size_t i = 0; i < sizeof k_tok512 / sizeof k_tok512[0]; i++) {
         int32_t ids[64];
-        size_t n = enc(tok, k_tok512[i].text, strlen(k_tok512[i].text), 0, ids, 64);
+        size_t n = tu_encode(tok, k_tok512[i].text, strlen(k_tok512[i].text), 0, ids, 64);
         if (n != k_tok512[i].n || memcmp(ids, k_tok512[i].ids, n * sizeof *ids) != 0)
             fprintf(stderr, "mismatch on \"%s\"\n", k_tok512[i].text);
         assert_int_equal(n, k_tok512[i].n);
@@ -85,7 +64,7 @@ static void tok512_encodes_like_llama2c_run_c(void **st) {
 
 static void llama2c_vocab_has_bos_eos_and_adds_bos(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("stories260K/tok512.bin");
+    slate_tokenizer *tok = tu_tok_load("stories260K/tok512.bin");
     if (!tok) skip();
     assert_int_equal(slate_tokenizer_n_vocab(tok), 512);
     assert_int_equal(slate_tokenizer_bos(tok), 1);
@@ -95,7 +74,7 @@ static void llama2c_vocab_has_bos_eos_and_adds_bos(void **st) {
     assert_false(slate_tokenizer_is_eog(tok, -1));
     assert_false(slate_tokenizer_is_eog(tok, 512));
     int32_t ids[8];
-    assert_int_equal(enc(tok, "Once upon a time", 16, SLATE_ENCODE_ADD_BOS, ids, 8), 5);
+    assert_int_equal(tu_encode(tok, "Once upon a time", 16, SLATE_ENCODE_ADD_BOS, ids, 8), 5);
     assert_int_equal(ids[0], 1);
     assert_int_equal(ids[1], 403);
     slate_tokenizer_free(tok);
@@ -103,12 +82,12 @@ static void llama2c_vocab_has_bos_eos_and_adds_bos(void **st) {
 
 static void empty_text_gives_no_ids_or_just_bos(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("stories260K/tok512.bin");
+    slate_tokenizer *tok = tu_tok_load("stories260K/tok512.bin");
     if (!tok) skip();
     int32_t ids[4] = {-7, -7, -7, -7};
-    assert_int_equal(enc(tok, "", 0, 0, ids, 4), 0);
-    assert_int_equal(enc(tok, NULL, 0, 0, NULL, 0), 0);
-    assert_int_equal(enc(tok, "", 0, SLATE_ENCODE_ADD_BOS, ids, 4), 1);
+    assert_int_equal(tu_encode(tok, "", 0, 0, ids, 4), 0);
+    assert_int_equal(tu_encode(tok, NULL, 0, 0, NULL, 0), 0);
+    assert_int_equal(tu_encode(tok, "", 0, SLATE_ENCODE_ADD_BOS, ids, 4), 1);
     assert_int_equal(ids[0], 1);
     size_t blen = 99;
     char buf[4];
@@ -120,7 +99,7 @@ static void empty_text_gives_no_ids_or_just_bos(void **st) {
 
 static void invalid_utf8_bytes_fall_back_to_byte_tokens_and_round_trip(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("stories260K/tok512.bin");
+    slate_tokenizer *tok = tu_tok_load("stories260K/tok512.bin");
     if (!tok) skip();
     /* A lone 0xFF, a truncated 2-byte sequence, a stray continuation byte, an overlong NUL,
      * a surrogate: each invalid byte is its own character and becomes <0xXX> = id b + 3. */
@@ -131,7 +110,7 @@ static void invalid_utf8_bytes_fall_back_to_byte_tokens_and_round_trip(void **st
                                "\xED\xA0\x80";
     size_t len = sizeof text - 1;
     int32_t ids[32];
-    size_t n = enc(tok, text, len, 0, ids, 32);
+    size_t n = tu_encode(tok, text, len, 0, ids, 32);
     bool saw_ff = false, saw_c3 = false, saw_80 = false;
     for (size_t i = 0; i < n; i++) {
         saw_ff |= ids[i] == 0xFF + 3;
@@ -164,7 +143,7 @@ static void whitespace_emoji_and_other_scripts_round_trip(void **st) {
     const char *vocabs[] = {"stories260K/tok512.bin", "llama2c-vocab/tokenizer.bin",
                             "tokenizers/gguf-vocab/ggml-vocab-llama-spm.gguf"};
     for (size_t v = 0; v < 3; v++) {
-        slate_tokenizer *tok = load(vocabs[v]);
+        slate_tokenizer *tok = tu_tok_load(vocabs[v]);
         if (!tok) continue;
         for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
             assert_round_trip(tok, texts[i], strlen(texts[i]));
@@ -182,7 +161,7 @@ static void whitespace_emoji_and_other_scripts_round_trip(void **st) {
 
 static void random_bytes_round_trip(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("stories260K/tok512.bin");
+    slate_tokenizer *tok = tu_tok_load("stories260K/tok512.bin");
     if (!tok) skip();
     uint64_t seed = tu_seed();
     char text[300];
@@ -202,7 +181,7 @@ static void random_bytes_round_trip(void **st) {
 
 static void short_buffer_reports_the_needed_count(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("stories260K/tok512.bin");
+    slate_tokenizer *tok = tu_tok_load("stories260K/tok512.bin");
     if (!tok) skip();
     int32_t ids[2];
     size_t n = 0;
@@ -215,7 +194,7 @@ static void short_buffer_reports_the_needed_count(void **st) {
     assert_int_equal(ids[0], 1); /* what fits is written */
     char buf[4];
     int32_t hello[8];
-    size_t nh = enc(tok, "Hello world", 11, 0, hello, 8);
+    size_t nh = tu_encode(tok, "Hello world", 11, 0, hello, 8);
     size_t blen = 0;
     assert_int_equal(slate_tokenizer_decode(tok, hello, nh, false, buf, sizeof buf, &blen, &err),
                      SLATE_E_BUFFER_TOO_SMALL);
@@ -225,7 +204,7 @@ static void short_buffer_reports_the_needed_count(void **st) {
 
 static void pieces_map_bytes_and_hide_control_tokens(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("stories260K/tok512.bin");
+    slate_tokenizer *tok = tu_tok_load("stories260K/tok512.bin");
     if (!tok) skip();
     char buf[16];
     size_t len = 0;
@@ -255,7 +234,7 @@ static void pieces_map_bytes_and_hide_control_tokens(void **st) {
 
 static void decode_strips_only_the_dummy_prefix_space(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("stories260K/tok512.bin");
+    slate_tokenizer *tok = tu_tok_load("stories260K/tok512.bin");
     if (!tok) skip();
     int32_t ids[] = {1, 403, 407}; /* BOS " Once" " upon" */
     char buf[32];
@@ -279,32 +258,32 @@ static void decode_strips_only_the_dummy_prefix_space(void **st) {
 
 static void special_tokens_match_only_with_parse_special(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("tokenizers/gguf-vocab/ggml-vocab-llama-spm.gguf");
+    slate_tokenizer *tok = tu_tok_load("tokenizers/gguf-vocab/ggml-vocab-llama-spm.gguf");
     if (!tok) skip();
     int32_t ids[32];
-    size_t n = enc(tok, "<s>Hello</s>", 12, SLATE_ENCODE_PARSE_SPECIAL, ids, 32);
+    size_t n = tu_encode(tok, "<s>Hello</s>", 12, SLATE_ENCODE_PARSE_SPECIAL, ids, 32);
     /* llama.cpp: a dummy prefix after each special token: "<s>", " Hello", "</s>" */
     assert_int_equal(n, 3);
     assert_int_equal(ids[0], 1);
     assert_int_equal(ids[1], 15043);
     assert_int_equal(ids[2], 2);
-    n = enc(tok, "<s>Hello</s>", 12, 0, ids, 32);
+    n = tu_encode(tok, "<s>Hello</s>", 12, 0, ids, 32);
     for (size_t i = 0; i < n; i++) assert_true(ids[i] != 1 && ids[i] != 2);
     slate_tokenizer_free(tok);
 }
 
 static void phi3_user_defined_token_is_always_matched(void **st) {
     (void)st;
-    slate_tokenizer *tok = load("tokenizers/gguf-vocab/ggml-vocab-phi-3.gguf");
+    slate_tokenizer *tok = tu_tok_load("tokenizers/gguf-vocab/ggml-vocab-phi-3.gguf");
     if (!tok) skip();
     int32_t ids[32];
     /* "</s>" is USER_DEFINED in this vocabulary (type 4): matched without PARSE_SPECIAL, as in
      * llama.cpp. "<|end|>" is CONTROL: only with PARSE_SPECIAL; it also ends generation. */
-    size_t n = enc(tok, "a</s>", 5, 0, ids, 32);
+    size_t n = tu_encode(tok, "a</s>", 5, 0, ids, 32);
     assert_int_equal(ids[n - 1], 2);
-    n = enc(tok, "a<|end|>", 8, 0, ids, 32);
+    n = tu_encode(tok, "a<|end|>", 8, 0, ids, 32);
     assert_true(ids[n - 1] != 32007);
-    n = enc(tok, "a<|end|>", 8, SLATE_ENCODE_PARSE_SPECIAL, ids, 32);
+    n = tu_encode(tok, "a<|end|>", 8, SLATE_ENCODE_PARSE_SPECIAL, ids, 32);
     assert_int_equal(ids[n - 1], 32007);
     assert_true(slate_tokenizer_is_eog(tok, 32007));
     assert_true(slate_tokenizer_is_eog(tok, 32000));
@@ -332,7 +311,7 @@ static int mrg_cmp(const void *a, const void *b) {
  * piece's score, then piece id, then the parts' ids), normalizer Prepend + Replace, byte
  * fallback. Returns false when the source is missing. */
 static bool write_llama_json(const char *src_rel, const char *out_path) {
-    slate_tokenizer *src = load(src_rel);
+    slate_tokenizer *src = tu_tok_load(src_rel);
     if (!src) return false;
     int32_t n = slate_tokenizer_n_vocab(src);
     char **text = calloc((size_t)n, sizeof *text);
@@ -445,7 +424,7 @@ static void llama2_style_tokenizer_json_encodes_like_tokenizer_bin(void **st) {
     char json_path[600];
     snprintf(json_path, sizeof json_path, "%s/tokenizer.json", dir);
     if (!write_llama_json("llama2c-vocab/tokenizer.bin", json_path)) skip();
-    slate_tokenizer *bin = load("llama2c-vocab/tokenizer.bin");
+    slate_tokenizer *bin = tu_tok_load("llama2c-vocab/tokenizer.bin");
     slate_tokenizer *hf = NULL;
     slate_error err;
     slate_status s = slate_tokenizer_open(json_path, &hf, &err);
@@ -472,8 +451,8 @@ static void llama2_style_tokenizer_json_encodes_like_tokenizer_bin(void **st) {
             const char *t = pass == 0 ? p : para;
             size_t l = pass == 0 ? tl : sizeof para - 1;
             int32_t a[2048], b[2048];
-            size_t na = enc(bin, t, l, SLATE_ENCODE_ADD_BOS, a, 2048);
-            size_t nb = enc(hf, t, l, SLATE_ENCODE_ADD_BOS, b, 2048);
+            size_t na = tu_encode(bin, t, l, SLATE_ENCODE_ADD_BOS, a, 2048);
+            size_t nb = tu_encode(hf, t, l, SLATE_ENCODE_ADD_BOS, b, 2048);
             if (na != nb || memcmp(a, b, na * sizeof *a) != 0) {
                 mismatches++;
                 fprintf(stderr, "tokenizer.json differs from tokenizer.bin on \"%.*s\"\n", (int)l,

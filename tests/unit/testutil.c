@@ -67,3 +67,24 @@ uint64_t tu_rand(uint64_t *s) {
 }
 
 float tu_randf(uint64_t *s) { return (float)((tu_rand(s) >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f; }
+
+slate_tokenizer *tu_tok_load(const char *rel) {
+    const char *path = tu_model_path(rel);
+    if (!tu_exists(path)) return NULL;
+    slate_tokenizer *tok = NULL;
+    slate_error err;
+    slate_status st = slate_tokenizer_open(path, &tok, &err);
+    if (st != SLATE_OK) fprintf(stderr, "%s: %s\n", path, err.message);
+    assert_int_equal(st, SLATE_OK);
+    return tok;
+}
+
+size_t tu_encode(const slate_tokenizer *tok, const char *text, size_t len, uint32_t flags,
+                 int32_t *ids, size_t cap) {
+    size_t n = 0;
+    slate_error err;
+    slate_status st = slate_tokenizer_encode(tok, text, len, flags, ids, cap, &n, &err);
+    if (st != SLATE_OK) fprintf(stderr, "encode: %s\n", err.message);
+    assert_int_equal(st, SLATE_OK);
+    return n;
+}

@@ -25,4 +25,11 @@ uint64_t tu_seed(void);
 uint64_t tu_rand(uint64_t *s);
 float tu_randf(uint64_t *s); /* uniform in [-1, 1) */
 
+/* Opens a tokenizer file under the shared models folder; NULL (the test skips) if the file is
+ * missing; fails the test if it does not open. */
+slate_tokenizer *tu_tok_load(const char *rel);
+/* Encodes text and fails the test on any error; returns the number of ids. */
+size_t tu_encode(const slate_tokenizer *tok, const char *text, size_t len, uint32_t flags,
+                 int32_t *ids, size_t cap);
+
 #endif
