@@ -6,18 +6,22 @@
  * exact, and f16 by vcvtph2ps, also exact.
  *
  * The structure follows avx2.c with 16-float vectors and masked loads for every tail:
- *   matmul: decode (n_rows == 1) streams four weight rows at a time with four accumulators
- *   and a software prefetch PF_BYTES ahead in each row;
+ *   matmul: decode (n_rows == 1) streams one weight row at a time, start to end, with four
+ *   accumulators (64 inputs per step) and a software prefetch PF_BYTES ahead: one sequential
+ *   stream per thread, which the memory system serves faster than four interleaved rows;
  *   prefill uses a 4x4 register tile (16 accumulators, 4 weight vectors, 1 x vector of the 32
  *   registers): each weight chunk is converted once and used for 4 rows of x. Cache blocking
  *   MC rows x KB inputs x OB outputs as in avx2.c; later K blocks add their partial sums to y.
- *   attention: blocks of 8 cache positions, 8 row dot products over head_dim in zmm, one
- *   online-softmax update per block with a vectorized exp, then the v rows with nonzero weight
- *   accumulated into registers over head_dim; for ranges too long for L2 the next block's rows
- *   are prefetched. The query heads that share a kv head (GQA) run together, up to HG per
- *   pass: each block's K/V rows come from memory once (f16 rows converted to f32 once) and the
- *   other heads read them from L1; a block whose 8 scores are all valid skips the compaction
- *   of valid rows. -inf and NaN scores are skipped exactly as in ref; all -inf gives out = 0.
+ *   attention: the query heads that share a kv head (GQA) run together, up to HG per pass,
+ *   over blocks of 16 cache positions: each block's K and V rows come from memory once and
+ *   are converted to f32 (exact) into L1; 16 scores per head come from 16 dot products and one
+ *   cross-lane sum tree (hsum16), then one online-softmax step with a vectorized exp, then P
+ *   (heads x 16) times V (16 x head_dim) in register tiles. Rows 32 positions ahead are
+ *   prefetched a row at a time. -inf and NaN scores are skipped exactly as in ref; all -inf
+ *   gives out = 0. Measured against the previous design (blocks of 8, per-head row dots with
+ *   hadd reductions, prefetches bunched per block), one thread, 22 layers x 4 kv heads x 8
+ *   heads x head_dim 64, f16: 34 -> 25 ns per position and kv head with the cache in L3, and
+ *   38-40 -> 25 ns from DRAM (bunched prefetches of 16 rows: 50 ns; none: 67 ns).
  * Masked loads never touch memory past the arrays, so nothing is read outside them.
  */
 #include "kernels/kernels.h"
@@ -53,11 +57,13 @@ INLINE __m512 load_w16_mask(slate_dtype dt, const void *w, int64_t i, __mmask16 
 
 /* ---- matmul ------------------------------------------------------------------------------ */
 
-/* Decode reads each weight row once from DRAM; hardware prefetch alone left a single core at
- * ~25 GB/s on an 8192 x 8192 f16 matrix, a software prefetch 2 KiB ahead in each of the four
- * streams gave ~30 GB/s (Zen 5, 1 KiB to 3 KiB all similar). Not used in prefill, where the
- * weight block is already in L1. */
-enum { PF_BYTES = 2048 };
+/* Decode reads each weight row once from DRAM. Measured on the Zen 5 VM, 2 threads, f16
+ * 5632 x 2048 matrices (1 GB in all, so from DRAM), plain read of the same bytes 45-47 GB/s:
+ * four rows at a time (a 1x4 tile, four interleaved streams) 32-36 GB/s whatever the prefetch
+ * (none, 1-64 KiB ahead, T0/T1/NTA); one row at a time with four accumulators 43 GB/s, with a
+ * prefetch 1 KiB ahead 42-46 GB/s (512 B: 43.5, 2 KiB: 45.5, 4 KiB+: ~40). So decode streams
+ * one row at a time; the prefetch is not used in prefill, where the weight block is in L1. */
+enum { PF_BYTES = 1024 };
 
 /* acc[r][c] += W[c][i..i+16) * x[r][i..i+16) */
 INLINE void step(slate_dtype dt, int R, int O, __m512 acc[4][4], const float *const xr[4],
@@ -74,7 +80,7 @@ INLINE void step(slate_dtype dt, int R, int O, __m512 acc[4][4], const float *co
  * blocks add their partial sums. R, O and dt are compile-time constants at every call site. */
 INLINE void tile(slate_dtype dt, int R, int O, float *y, const float *x, const void *w,
                  const float *bias, int64_t n_in, int64_t n_out, int64_t r0, int64_t o, int64_t k0,
-                 int64_t k1, bool first, bool pf) {
+                 int64_t k1, bool first) {
     __m512 acc[4][4];
     const float *xr[4];
     const void *wr[4];
@@ -87,18 +93,6 @@ INLINE void tile(slate_dtype dt, int R, int O, float *y, const float *x, const v
         UNROLL for (int c = 0; c < O; c++) acc[r][c] = _mm512_setzero_ps();
     }
     int64_t i = k0;
-    if (pf) {
-        /* One prefetch per 64-byte line of each weight row, PF_BYTES ahead, then that line's
-         * chunks. Prefetches never fault, so running past the end of W is harmless. */
-        const int64_t line = dt == SLATE_DTYPE_F32 ? 16 : 32, es = dt == SLATE_DTYPE_F32 ? 4 : 2;
-        for (; i + line <= k1; i += line) {
-            UNROLL for (int c = 0; c < O; c++) {
-                uintptr_t ahead = (uintptr_t)wr[c] + (uintptr_t)(i * es + PF_BYTES);
-                _mm_prefetch((const char *)ahead, _MM_HINT_T0);
-            }
-            UNROLL for (int64_t u = 0; u < line; u += 16) step(dt, R, O, acc, xr, wr, i + u);
-        }
-    }
     for (; i + 16 <= k1; i += 16) step(dt, R, O, acc, xr, wr, i);
     if (i < k1) {
         __mmask16 m = tail16(k1 - i);
@@ -126,18 +120,44 @@ enum { MC = 128, KB = 512, OB = 16 };
 #define TILE_ROW(R)                                                                                \
     do {                                                                                           \
         for (; o + 4 <= oe; o += 4)                                                                \
-            tile(dt, R, 4, y, x, w, bias, n_in, n_out, r, o, kb, ke, first, false);                \
+            tile(dt, R, 4, y, x, w, bias, n_in, n_out, r, o, kb, ke, first);                \
         for (; o < oe; o++)                                                                        \
-            tile(dt, R, 1, y, x, w, bias, n_in, n_out, r, o, kb, ke, first, false);                \
+            tile(dt, R, 1, y, x, w, bias, n_in, n_out, r, o, kb, ke, first);                \
     } while (0)
+
+/* Decode: y[o] = W[o] . x (+ bias[o]) for o in [o0, o1), each row read once from start to end
+ * (see PF_BYTES). Four accumulators of 16 inputs each hide the FMA latency. */
+INLINE void decode_rows(slate_dtype dt, float *y, const float *x, const void *w, const float *bias,
+                        int64_t n_in, int64_t o0, int64_t o1) {
+    const int64_t es = dt == SLATE_DTYPE_F32 ? 4 : 2;
+    for (int64_t o = o0; o < o1; o++) {
+        const void *wr = (const char *)w + o * n_in * es;
+        const char *pf = (const char *)wr + PF_BYTES;
+        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                         _mm512_setzero_ps()};
+        int64_t i = 0;
+        for (; i + 64 <= n_in; i += 64) {
+            /* 64 inputs are 128 bytes (f16, bf16) or 256 (f32): one prefetch per line. Past the
+             * end of W the prefetches are harmless (they never fault). */
+            UNROLL for (int64_t b = 0; b < 64 * es; b += 64) _mm_prefetch(pf + i * es + b, _MM_HINT_T0);
+            UNROLL for (int u = 0; u < 4; u++)
+                acc[u] = _mm512_fmadd_ps(load_w16(dt, wr, i + 16 * u), _mm512_loadu_ps(x + i + 16 * u),
+                                         acc[u]);
+        }
+        for (int u = 0; i < n_in; i += 16, u++) {
+            __mmask16 m = n_in - i >= 16 ? (__mmask16)0xffff : tail16(n_in - i);
+            acc[u] = _mm512_fmadd_ps(load_w16_mask(dt, wr, i, m), _mm512_maskz_loadu_ps(m, x + i),
+                                     acc[u]);
+        }
+        __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+        y[o] = (bias ? bias[o] : 0.0f) + _mm512_reduce_add_ps(s);
+    }
+}
 
 INLINE void matmul_any(slate_dtype dt, float *y, const float *x, const void *w, const float *bias,
                        int64_t n_rows, int64_t n_in, int64_t n_out, int64_t o0, int64_t o1) {
     if (n_rows == 1) {
-        int64_t o = o0;
-        for (; o + 4 <= o1; o += 4)
-            tile(dt, 1, 4, y, x, w, bias, n_in, n_out, 0, o, 0, n_in, true, true);
-        for (; o < o1; o++) tile(dt, 1, 1, y, x, w, bias, n_in, n_out, 0, o, 0, n_in, true, true);
+        decode_rows(dt, y, x, w, bias, n_in, o0, o1);
         return;
     }
     for (int64_t rb = 0; rb < n_rows; rb += MC) {
@@ -193,53 +213,44 @@ static void to_f32_bf16(float *d, const void *s, int64_t n) {
 
 /* ---- attention --------------------------------------------------------------------------- */
 
-/* e^x for x <= 0, as exp8 in avx2.c (Cephes expf, about 2 ulp; below -87.3 gives ~1e-38). */
-INLINE __m256 exp8(__m256 x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.33654f));
-    x = _mm256_min_ps(x, _mm256_set1_ps(88.37626f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+/* e^x for x <= 0 (Cephes expf as exp8 in avx2.c, about 2 ulp; below -87.3 gives ~1e-38). */
+INLINE __m512 exp16(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.33654f));
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.37626f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512i e =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
 }
 
-INLINE __m256 zmm_fold(__m512 a) {
-    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-}
+/* Lane l of hsum16's result is the sum of the lanes of a[HS_MAP[l]]; the map is its own
+ * inverse, so a caller that puts row HS_MAP[i]'s products in a[i] gets row l's sum in lane l. */
+static const int HS_MAP[16] = {0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15};
 
-/* q . row[t] for 8 cache rows of dtype dt, as [dot_0, ..., dot_7]. */
-INLINE __m256 dot8(slate_dtype dt, const float *q, const void *const row[8], int64_t hd) {
-    __m512 a[8];
-    UNROLL for (int t = 0; t < 8; t++) a[t] = _mm512_setzero_ps();
-    int64_t d = 0;
-    for (; d + 16 <= hd; d += 16) {
-        __m512 qv = _mm512_loadu_ps(q + d);
-        UNROLL for (int t = 0; t < 8; t++) a[t] =
-            _mm512_fmadd_ps(qv, load_w16(dt, row[t], d), a[t]);
-    }
-    if (d < hd) {
-        __mmask16 m = tail16(hd - d);
-        __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
-        UNROLL for (int t = 0; t < 8; t++) a[t] =
-            _mm512_fmadd_ps(qv, load_w16_mask(dt, row[t], d, m), a[t]);
-    }
-    __m256 h0 = _mm256_hadd_ps(zmm_fold(a[0]), zmm_fold(a[1]));
-    __m256 h1 = _mm256_hadd_ps(zmm_fold(a[2]), zmm_fold(a[3]));
-    __m256 h2 = _mm256_hadd_ps(zmm_fold(a[4]), zmm_fold(a[5]));
-    __m256 h3 = _mm256_hadd_ps(zmm_fold(a[6]), zmm_fold(a[7]));
-    __m256 g0 = _mm256_hadd_ps(h0, h1), g1 = _mm256_hadd_ps(h2, h3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20),
-                         _mm256_permute2f128_ps(g0, g1, 0x31));
+/* Sixteen vectors -> one vector of their lane sums (in the order of HS_MAP): halves of 256
+ * bits, then 128-bit lanes, then pairs; 15 adds and 30 shuffles for 16 dot products. */
+INLINE __m512 hsum16(const __m512 a[16]) {
+    __m512 b[8], c[4], d[2];
+    UNROLL for (int i = 0; i < 8; i++)
+        b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[i], a[i + 8], 0x44),
+                             _mm512_shuffle_f32x4(a[i], a[i + 8], 0xEE));
+    UNROLL for (int i = 0; i < 4; i++)
+        c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[i], b[i + 4], 0x88),
+                             _mm512_shuffle_f32x4(b[i], b[i + 4], 0xDD));
+    UNROLL for (int i = 0; i < 2; i++)
+        d[i] = _mm512_add_ps(_mm512_unpacklo_ps(c[i], c[i + 2]),
+                             _mm512_unpackhi_ps(c[i], c[i + 2]));
+    return _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], 0x44), _mm512_shuffle_ps(d[0], d[1], 0xEE));
 }
 
 INLINE const void *kv_row(slate_dtype dt, const void *base, int64_t j, int64_t stride) {
@@ -247,156 +258,159 @@ INLINE const void *kv_row(slate_dtype dt, const void *base, int64_t j, int64_t s
                                  : (const void *)((const uint16_t *)base + j * stride);
 }
 
-/* K and V rows [ja, jb) into L1. When the rows come from DRAM (long ranges), fetching the next
- * block's rows while this one is computed gave 10-35% more (8 kv heads x 8192 positions x 128
- * f16, rows 2 KiB apart: ~10 -> 11-14 GB/s on Zen 5, one core, noisy); when K and V fit in L2
- * it cost ~12%, so it was used only for ranges whose K and V together exceed PF_ATTN_BYTES.
- * With the heads of a kv head grouped (more work per block) and fetching PF_ATTN_AHEAD rows
- * ahead instead of the next 8, it costs nothing measurable in L2 (60.2-61.0 us for 4 kv heads x
- * 8 heads x 512 f16 positions, head_dim 64, either way) and gains 5-15% from DRAM (decode: the
- * cache of a layer was evicted by the weights since the last token; 100-105 -> 86-95 us). */
-enum { PF_ATTN_BYTES = 0, PF_ATTN_AHEAD = 32 };
+/* Positions per block and query heads per pass (see attention_any). */
+enum { BJ = 16, HG = 8, PF_ATTN_AHEAD = 32 };
+#define PF_HINT _MM_HINT_T0
 
-INLINE void prefetch_rows(slate_dtype dt, const void *k, const void *v, int64_t stride, int64_t ja,
-                          int64_t jb, int64_t hd) {
-    int64_t n_bytes = hd * (dt == SLATE_DTYPE_F32 ? 4 : 2);
-    for (int64_t j = ja; j < jb; j++) {
-        const char *pk = kv_row(dt, k, j, stride), *pv = kv_row(dt, v, j, stride);
-        for (int64_t b = 0; b < n_bytes; b += 64) {
-            _mm_prefetch(pk + b, _MM_HINT_T0);
-            _mm_prefetch(pv + b, _MM_HINT_T0);
+/* The running softmax state of HG query heads and one block's scratch, 64-byte aligned rows of
+ * HDP = head_dim rounded up to 16 floats (zero past head_dim, so whole vectors are exact). */
+typedef struct attn_ws {
+    int64_t hdp;                           /* the row stride (packed, for L1) */
+    float q[HG * SLATE__MAX_HEAD_DIM] __attribute__((aligned(64)));     /* the pass's query rows */
+    float acc[HG * SLATE__MAX_HEAD_DIM] __attribute__((aligned(64)));   /* sum_j p_j v_j, scaled to the running max */
+    float kf[BJ * SLATE__MAX_HEAD_DIM] __attribute__((aligned(64)));    /* the block's K rows as f32 */
+    float vf[BJ * SLATE__MAX_HEAD_DIM] __attribute__((aligned(64)));    /* the block's V rows as f32 (0 for skipped rows) */
+    float p[HG][BJ] __attribute__((aligned(64)));                       /* the block's softmax weights per head */
+    float m[HG], l[HG], corr[HG];          /* running max, running sum, this block's rescale */
+} attn_ws;
+
+/* acc[h] = acc[h] * corr[h] + sum_t p[h][t] * vf[t] for heads [h0, h0 + NH) and vectors
+ * [c0, c0 + NC) of 16 floats: a register tile of NH x NC accumulators over the block's rows. */
+INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0) {
+    __m512 a[4][4];
+    UNROLL for (int h = 0; h < NH; h++) {
+        __m512 cv = _mm512_set1_ps(ws->corr[h0 + h]);
+        UNROLL for (int c = 0; c < NC; c++)
+            a[h][c] = _mm512_mul_ps(_mm512_load_ps(&ws->acc[(h0 + h) * ws->hdp + (c0 + c) * 16]), cv);
+    }
+    for (int t = 0; t < BJ; t++) {
+        __m512 vv[4];
+        UNROLL for (int c = 0; c < NC; c++) vv[c] = _mm512_load_ps(&ws->vf[(t) * ws->hdp + (c0 + c) * 16]);
+        UNROLL for (int h = 0; h < NH; h++) {
+            __m512 pb = _mm512_set1_ps(ws->p[h0 + h][t]);
+            UNROLL for (int c = 0; c < NC; c++) a[h][c] = _mm512_fmadd_ps(pb, vv[c], a[h][c]);
         }
     }
+    UNROLL for (int h = 0; h < NH; h++)
+        UNROLL for (int c = 0; c < NC; c++) _mm512_store_ps(&ws->acc[(h0 + h) * ws->hdp + (c0 + c) * 16], a[h][c]);
 }
 
-/* The running softmax state of one query head: max m, sum l, weighted sum of v rows acc. */
-typedef struct head_acc {
-    float acc[SLATE__MAX_HEAD_DIM] __attribute__((aligned(64)));
-    float m, l;
-} head_acc;
+#define PV_HEADS(NC)                                                                               \
+    do {                                                                                           \
+        int h = 0;                                                                                 \
+        for (; h + 4 <= nh; h += 4) attn_pv_tile(ws, 4, NC, h, c0);                                \
+        switch (nh - h) {                                                                          \
+        case 3: attn_pv_tile(ws, 3, NC, h, c0); break;                                             \
+        case 2: attn_pv_tile(ws, 2, NC, h, c0); break;                                             \
+        case 1: attn_pv_tile(ws, 1, NC, h, c0); break;                                             \
+        default: break;                                                                            \
+        }                                                                                          \
+    } while (0)
 
-/* Query heads per pass over the cache: their states (8 x 2 KiB) stay in L1 next to the block's
- * K and V rows, which each head of the pass reads again from L1 instead of memory. */
-enum { HG = 8 };
-
-/* One block of up to 8 cache positions [jb, jb + n) for one head; kr/vr: the block's K and V
- * rows (dtype dt). */
-INLINE void attn_block(slate_dtype dt, head_acc *h, const float *q, const void *const kr[8],
-                       const void *const vrow[8], int64_t jb, int n, int64_t hd, float scale,
-                       const float *mask) {
-    int64_t hd16 = hd & ~(int64_t)15;
-    __mmask16 hm = tail16(hd - hd16);
-    __m256 sv = _mm256_mul_ps(dot8(dt, q, kr, hd), _mm256_set1_ps(scale));
-    __mmask8 live = (__mmask8)((1u << n) - 1u);
-    if (mask) sv = _mm256_add_ps(sv, _mm256_maskz_loadu_ps(live, mask + jb));
-    sv = _mm256_mask_blend_ps(live, _mm256_set1_ps(-INFINITY), sv);
-    /* Ordered compare: false for -inf and NaN, the scores ref skips. */
-    __mmask8 valid = _mm256_cmp_ps_mask(sv, _mm256_set1_ps(-INFINITY), _CMP_GT_OQ);
-    if (!valid) return;
-    __m256 mx = _mm256_mask_blend_ps(valid, _mm256_set1_ps(-INFINITY), sv);
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    float bm = _mm_cvtss_f32(m4);
-    float *acc = h->acc;
-    if (bm > h->m) {
-        __m512 cv = _mm512_set1_ps(expf(h->m - bm)); /* m = -inf on the first valid block: 0 */
-        for (int64_t d = 0; d < hd; d += 16)
-            _mm512_store_ps(acc + d, _mm512_mul_ps(_mm512_load_ps(acc + d), cv));
-        h->l *= _mm512_cvtss_f32(cv);
-        h->m = bm;
-    }
-    __m256 p = _mm256_maskz_mov_ps(valid, exp8(_mm256_sub_ps(sv, _mm256_set1_ps(h->m))));
-    __m128 p4 = _mm_add_ps(_mm256_castps256_ps128(p), _mm256_extractf128_ps(p, 1));
-    p4 = _mm_add_ps(p4, _mm_movehl_ps(p4, p4));
-    h->l += _mm_cvtss_f32(_mm_add_ss(p4, _mm_movehdup_ps(p4)));
-    float pw[8] __attribute__((aligned(32)));
-    _mm256_store_ps(pw, p);
-    /* The valid rows, compacted, so the v pass skips what ref skips. */
-    __m512 pb[8];
-    const void *vr[8];
-    int nv = 0;
-    if (valid == 0xff) { /* the common case: a full block, every score finite */
-        UNROLL for (int t = 0; t < 8; t++) {
-            pb[t] = _mm512_set1_ps(pw[t]);
-            vr[t] = vrow[t];
-        }
-        for (int64_t d = 0; d < hd16; d += 16) {
-            __m512 a = _mm512_load_ps(acc + d);
-            UNROLL for (int t = 0; t < 8; t++) a = _mm512_fmadd_ps(pb[t], load_w16(dt, vr[t], d), a);
-            _mm512_store_ps(acc + d, a);
-        }
-        nv = 8;
-    } else {
-        for (int t = 0; t < n; t++) {
-            if (!(valid >> t & 1)) continue;
-            pb[nv] = _mm512_set1_ps(pw[t]);
-            vr[nv++] = vrow[t];
-        }
-    }
-    for (int64_t d = 0; d < hd16 && nv < 8; d += 16) {
-        __m512 a = _mm512_load_ps(acc + d);
-        for (int t = 0; t < nv; t++) a = _mm512_fmadd_ps(pb[t], load_w16(dt, vr[t], d), a);
-        _mm512_store_ps(acc + d, a);
-    }
-    if (hm) {
-        __m512 a = _mm512_load_ps(acc + hd16);
-        for (int t = 0; t < nv; t++)
-            a = _mm512_fmadd_ps(pb[t], load_w16_mask(dt, vr[t], hd16, hm), a);
-        _mm512_store_ps(acc + hd16, a);
-    }
-}
-
+/* The whole kernel: for each pass of up to HG query heads, blocks of BJ = 16 positions. Per
+ * block the K and V rows are converted to f32 once (f16: exact) into L1; each head's 16 scores
+ * are 16 dot products summed across lanes by one hsum16 (lane t = position jb + t), then one
+ * online-softmax step in registers (masked max, vector exp, the rescale of the old state kept
+ * as a factor corr applied when the accumulators are next loaded); then P (heads x 16) times V
+ * (16 x head_dim) as small register tiles. -inf and NaN scores get weight 0 and their V rows
+ * are zeroed, so they are skipped exactly as in ref; all -inf gives out = 0. The next blocks'
+ * rows are prefetched (the cache of a layer has left the caches since the last token). */
 INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
                           float scale, const float *mask) {
-    head_acc hs[HG];
-    float cvt[2][8][SLATE__MAX_HEAD_DIM] __attribute__((aligned(64))); /* f16 blocks as f32 */
-    bool pf = (j1 - j0) * hd * (dt == SLATE_DTYPE_F32 ? 4 : 2) * 2 > PF_ATTN_BYTES;
-    int64_t hd16 = hd & ~(int64_t)15;
-    __mmask16 hm = tail16(hd - hd16);
+    attn_ws wsb __attribute__((aligned(64)));
+    attn_ws *ws = &wsb;
+    const int64_t nc = (hd + 15) / 16; /* vectors per row */
+    ws->hdp = nc * 16;
+    const __mmask16 hm = tail16(hd - (nc - 1) * 16) ? tail16(hd - (nc - 1) * 16) : (__mmask16)0xffff;
+    const int64_t row_bytes = hd * (dt == SLATE_DTYPE_F32 ? 4 : 2);
     for (int64_t h0 = 0; h0 < n_heads; h0 += HG) {
         int nh = n_heads - h0 < HG ? (int)(n_heads - h0) : HG;
         for (int h = 0; h < nh; h++) {
-            hs[h].m = -INFINITY;
-            hs[h].l = 0.0f;
-            /* Whole vectors are loaded and stored: zero up to the next multiple of 16. */
-            for (int64_t d = 0; d < hd; d += 16) _mm512_store_ps(hs[h].acc + d, _mm512_setzero_ps());
-        }
-        for (int64_t jb = j0; jb < j1; jb += 8) {
-            int n = j1 - jb < 8 ? (int)(j1 - jb) : 8;
-            const void *kr[8], *vr[8];
-            /* Lanes past the range reuse row jb (valid memory); their scores become -inf. */
-            for (int t = 0; t < 8; t++) {
-                kr[t] = kv_row(dt, k, jb + (t < n ? t : 0), stride);
-                vr[t] = kv_row(dt, v, jb + (t < n ? t : 0), stride);
+            for (int64_t c = 0; c < nc; c++) {
+                __mmask16 m = c == nc - 1 ? hm : (__mmask16)0xffff;
+                _mm512_store_ps(&ws->q[(h) * ws->hdp + c * 16], _mm512_maskz_loadu_ps(m, q + (h0 + h) * hd + c * 16));
+                _mm512_store_ps(&ws->acc[(h) * ws->hdp + c * 16], _mm512_setzero_ps());
             }
-            if (pf)
-                prefetch_rows(dt, k, v, stride, jb + PF_ATTN_AHEAD,
-                              j1 < jb + PF_ATTN_AHEAD + 8 ? j1 : jb + PF_ATTN_AHEAD + 8, hd);
-            if (dt == SLATE_DTYPE_F16 && nh > 1) {
-                /* Several heads read these rows: convert them to f32 once (exact). */
-                const void *kf[8], *vf[8];
-                for (int t = 0; t < 8; t++) {
-                    to_f32_any(SLATE_DTYPE_F16, cvt[0][t], kr[t], hd);
-                    to_f32_any(SLATE_DTYPE_F16, cvt[1][t], vr[t], hd);
-                    kf[t] = cvt[0][t];
-                    vf[t] = cvt[1][t];
+            ws->m[h] = -INFINITY;
+            ws->l[h] = 0.0f;
+        }
+        for (int64_t jb = j0; jb < j1; jb += BJ) {
+            int n = j1 - jb < BJ ? (int)(j1 - jb) : BJ;
+            /* Rows past the range reuse row jb (valid memory); their scores become -inf. */
+            for (int t = 0; t < BJ; t++) {
+                if (jb + PF_ATTN_AHEAD + t < j1) {
+                    const char *pk = kv_row(dt, k, jb + PF_ATTN_AHEAD + t, stride);
+                    const char *pv = kv_row(dt, v, jb + PF_ATTN_AHEAD + t, stride);
+                    for (int64_t b = 0; b < row_bytes; b += 64) {
+                        _mm_prefetch(pk + b, PF_HINT);
+                        _mm_prefetch(pv + b, PF_HINT);
+                    }
                 }
-                for (int h = 0; h < nh; h++)
-                    attn_block(SLATE_DTYPE_F32, &hs[h], q + (h0 + h) * hd, kf, vf, jb, n, hd,
-                               scale, mask);
-            } else {
-                for (int h = 0; h < nh; h++)
-                    attn_block(dt, &hs[h], q + (h0 + h) * hd, kr, vr, jb, n, hd, scale, mask);
+                const void *kr = kv_row(dt, k, jb + (t < n ? t : 0), stride);
+                const void *vr = kv_row(dt, v, jb + (t < n ? t : 0), stride);
+                for (int64_t c = 0; c < nc; c++) {
+                    __mmask16 m = c == nc - 1 ? hm : (__mmask16)0xffff;
+                    _mm512_store_ps(&ws->kf[(t) * ws->hdp + c * 16], load_w16_mask(dt, kr, c * 16, m));
+                    _mm512_store_ps(&ws->vf[(t) * ws->hdp + c * 16], load_w16_mask(dt, vr, c * 16, m));
+                }
+            }
+            __mmask16 live = (__mmask16)((1u << n) - 1u), any_skipped = 0;
+            __m512 mk = mask ? _mm512_maskz_loadu_ps(live, mask + jb) : _mm512_setzero_ps();
+            for (int h = 0; h < nh; h++) {
+                __m512 a[16];
+                UNROLL for (int i = 0; i < 16; i++) a[i] = _mm512_setzero_ps();
+                for (int64_t c = 0; c < nc; c++) {
+                    __m512 qv = _mm512_load_ps(&ws->q[(h) * ws->hdp + c * 16]);
+                    UNROLL for (int i = 0; i < 16; i++)
+                        a[i] = _mm512_fmadd_ps(qv, _mm512_load_ps(&ws->kf[HS_MAP[i] * ws->hdp + c * 16]), a[i]);
+                }
+                __m512 s = _mm512_add_ps(_mm512_mul_ps(hsum16(a), _mm512_set1_ps(scale)), mk);
+                /* Ordered compare: false for -inf and NaN (the scores ref skips) and dead lanes. */
+                __mmask16 valid = _mm512_mask_cmp_ps_mask(live, s, _mm512_set1_ps(-INFINITY), _CMP_GT_OQ);
+                any_skipped |= (__mmask16)(live & ~valid);
+                ws->corr[h] = 1.0f;
+                if (!valid) {
+                    _mm512_store_ps(ws->p[h], _mm512_setzero_ps());
+                    continue;
+                }
+                float bm = _mm512_mask_reduce_max_ps(valid, s);
+                if (bm > ws->m[h]) {
+                    /* m = -inf before the first valid block: the state is 0 and so is corr. */
+                    ws->corr[h] = expf(ws->m[h] - bm);
+                    ws->l[h] *= ws->corr[h];
+                    ws->m[h] = bm;
+                }
+                __m512 p = _mm512_maskz_mov_ps(valid, exp16(_mm512_sub_ps(s, _mm512_set1_ps(ws->m[h]))));
+                ws->l[h] += _mm512_reduce_add_ps(p);
+                _mm512_store_ps(ws->p[h], p);
+            }
+            /* Rows that no head may use (dead lanes, -inf or NaN scores for every head) must not
+             * reach the accumulators even as 0 * v: zero their V. */
+            if ((__mmask16)~live | any_skipped) {
+                for (int t = 0; t < BJ; t++) {
+                    bool used = false;
+                    for (int h = 0; h < nh && !used; h++) used = ws->p[h][t] != 0.0f;
+                    if (!used)
+                        for (int64_t c = 0; c < nc; c++) _mm512_store_ps(&ws->vf[(t) * ws->hdp + c * 16], _mm512_setzero_ps());
+                }
+            }
+            int64_t c0 = 0;
+            for (; c0 + 4 <= nc; c0 += 4) PV_HEADS(4);
+            switch (nc - c0) {
+            case 3: PV_HEADS(3); break;
+            case 2: PV_HEADS(2); break;
+            case 1: PV_HEADS(1); break;
+            default: break;
             }
         }
         for (int h = 0; h < nh; h++) {
             float *o = out + (h0 + h) * hd;
-            __m512 iv = _mm512_set1_ps(hs[h].l > 0.0f ? 1.0f / hs[h].l : 0.0f);
-            for (int64_t d = 0; d < hd16; d += 16)
-                _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_load_ps(hs[h].acc + d), iv));
-            if (hm) _mm512_mask_storeu_ps(o + hd16, hm, _mm512_mul_ps(_mm512_load_ps(hs[h].acc + hd16), iv));
+            __m512 iv = _mm512_set1_ps(ws->l[h] > 0.0f ? 1.0f / ws->l[h] : 0.0f);
+            for (int64_t c = 0; c < nc; c++) {
+                __mmask16 m = c == nc - 1 ? hm : (__mmask16)0xffff;
+                _mm512_mask_storeu_ps(o + c * 16, m, _mm512_mul_ps(_mm512_load_ps(&ws->acc[(h) * ws->hdp + c * 16]), iv));
+            }
         }
     }
 }
