@@ -4,10 +4,9 @@
  * -mf16c, and dispatch.c installs it only when the CPU has all three).
  *
  * matmul: y[r][o] = W[o] . x[r] + b[o], as dot products of 8-float vectors.
- *   - Decode (n_rows == 1) is bound by weight bandwidth: a 1x4 tile streams four consecutive
- *     weight rows (one contiguous region) once, from start to end, with four independent
- *     accumulators so the FMA latency never limits the stream, and a software prefetch
- *     PF_BYTES ahead in each row.
+ *   - Decode (n_rows == 1) is bound by weight bandwidth: each weight row is streamed once,
+ *     one row at a time from start to end, with four independent accumulators so the FMA
+ *     latency never limits the stream, and a software prefetch PF_BYTES ahead.
  *   - Prefill (n_rows > 1) uses a 4x2 register tile: each weight chunk is converted to f32
  *     once and used for 4 rows of x, each x chunk for 2 weight rows (8 accumulators, 2 weight
  *     and 1 x register). Around the tile, cache blocking: MC rows of x, KB inputs, OB outputs,
@@ -73,11 +72,10 @@ INLINE float hsum8(__m256 v) {
 
 /* ---- matmul ------------------------------------------------------------------------------ */
 
-/* Decode reads each weight row once from DRAM; hardware prefetch alone left a single core at
- * ~25 GB/s on an 8192 x 8192 f16 matrix, a software prefetch 2 KiB ahead in each of the four
- * streams gave ~30 GB/s (Zen 5, 1 KiB to 3 KiB all similar). Not used in prefill, where the
- * weight block is already in L1. */
-enum { PF_BYTES = 2048 };
+/* Decode reads each weight row once from DRAM, one row at a time (one sequential stream per
+ * thread; four interleaved rows were ~25 % slower, see PF_BYTES in avx512.c), with a software
+ * prefetch PF_BYTES ahead. Not used in prefill, where the weight block is already in L1. */
+enum { PF_BYTES = 1024 };
 
 /* acc[r][c] += W[c][i..i+8) * x[r][i..i+8) */
 INLINE void step(slate_dtype dt, int R, int O, __m256 acc[4][4], const float *const xr[4],
@@ -95,7 +93,7 @@ INLINE void step(slate_dtype dt, int R, int O, __m256 acc[4][4], const float *co
  * the unrolled accumulator arrays live in registers. */
 INLINE void tile(slate_dtype dt, int R, int O, float *y, const float *x, const void *w,
                  const float *bias, int64_t n_in, int64_t n_out, int64_t r0, int64_t o, int64_t k0,
-                 int64_t k1, bool first, bool pf) {
+                 int64_t k1, bool first) {
     __m256 acc[4][4];
     const float *xr[4];
     const void *wr[4];
@@ -108,18 +106,6 @@ INLINE void tile(slate_dtype dt, int R, int O, float *y, const float *x, const v
         UNROLL for (int c = 0; c < O; c++) acc[r][c] = _mm256_setzero_ps();
     }
     int64_t i = k0;
-    if (pf) {
-        /* One prefetch per 64-byte line of each weight row, PF_BYTES ahead, then that line's
-         * chunks. Prefetches never fault, so running past the end of W is harmless. */
-        const int64_t line = dt == SLATE_DTYPE_F32 ? 16 : 32, es = dt == SLATE_DTYPE_F32 ? 4 : 2;
-        for (; i + line <= k1; i += line) {
-            UNROLL for (int c = 0; c < O; c++) {
-                uintptr_t ahead = (uintptr_t)wr[c] + (uintptr_t)(i * es + PF_BYTES);
-                _mm_prefetch((const char *)ahead, _MM_HINT_T0);
-            }
-            UNROLL for (int64_t u = 0; u < line; u += 8) step(dt, R, O, acc, xr, wr, i + u);
-        }
-    }
     for (; i + 8 <= k1; i += 8) step(dt, R, O, acc, xr, wr, i);
     if (i < k1) {
         __m256 wv[4];
@@ -147,17 +133,42 @@ enum { MC = 128, KB = 512, OB = 16 };
 #define TILE_ROW(R)                                                                                \
     do {                                                                                           \
         for (; o + 2 <= oe; o += 2)                                                                \
-            tile(dt, R, 2, y, x, w, bias, n_in, n_out, r, o, kb, ke, first, false);                \
-        if (o < oe) tile(dt, R, 1, y, x, w, bias, n_in, n_out, r, o, kb, ke, first, false);        \
+            tile(dt, R, 2, y, x, w, bias, n_in, n_out, r, o, kb, ke, first);                \
+        if (o < oe) tile(dt, R, 1, y, x, w, bias, n_in, n_out, r, o, kb, ke, first);        \
     } while (0)
+
+/* Decode: y[o] = W[o] . x (+ bias[o]) for o in [o0, o1), each row read once from start to end;
+ * four accumulators of 8 inputs hide the FMA latency. */
+INLINE void decode_rows(slate_dtype dt, float *y, const float *x, const void *w, const float *bias,
+                        int64_t n_in, int64_t o0, int64_t o1) {
+    const int64_t es = dt == SLATE_DTYPE_F32 ? 4 : 2;
+    for (int64_t o = o0; o < o1; o++) {
+        const void *wr = (const char *)w + o * n_in * es;
+        const char *pf = (const char *)wr + PF_BYTES;
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                         _mm256_setzero_ps()};
+        int64_t i = 0;
+        for (; i + 32 <= n_in; i += 32) {
+            /* 32 inputs are 64 bytes (f16, bf16) or 128 (f32); prefetches never fault. */
+            UNROLL for (int64_t b = 0; b < 32 * es; b += 64) _mm_prefetch(pf + i * es + b, _MM_HINT_T0);
+            UNROLL for (int u = 0; u < 4; u++)
+                acc[u] = _mm256_fmadd_ps(load_w8(dt, wr, i + 8 * u), _mm256_loadu_ps(x + i + 8 * u),
+                                         acc[u]);
+        }
+        for (; i + 8 <= n_in; i += 8)
+            acc[0] = _mm256_fmadd_ps(load_w8(dt, wr, i), _mm256_loadu_ps(x + i), acc[0]);
+        if (i < n_in)
+            acc[1] = _mm256_fmadd_ps(load_w8_tail(dt, wr, i, n_in - i),
+                                     _mm256_maskload_ps(x + i, tail_mask(n_in - i)), acc[1]);
+        __m256 s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        y[o] = (bias ? bias[o] : 0.0f) + hsum8(s);
+    }
+}
 
 INLINE void matmul_any(slate_dtype dt, float *y, const float *x, const void *w, const float *bias,
                        int64_t n_rows, int64_t n_in, int64_t n_out, int64_t o0, int64_t o1) {
     if (n_rows == 1) {
-        int64_t o = o0;
-        for (; o + 4 <= o1; o += 4)
-            tile(dt, 1, 4, y, x, w, bias, n_in, n_out, 0, o, 0, n_in, true, true);
-        for (; o < o1; o++) tile(dt, 1, 1, y, x, w, bias, n_in, n_out, 0, o, 0, n_in, true, true);
+        decode_rows(dt, y, x, w, bias, n_in, o0, o1);
         return;
     }
     for (int64_t rb = 0; rb < n_rows; rb += MC) {
