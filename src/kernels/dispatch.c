@@ -1,6 +1,7 @@
 /*
  * dispatch.c - picks the kernel table once per process from the CPU's features (cpuid via the
- * compiler's builtins). SLATE_KERNELS=ref|avx2|avx512|avx512_vnni forces a path; asking for one
+ * compiler's builtins on x86-64; on AArch64 NEON is part of the base architecture, so "neon" is
+ * always there). SLATE_KERNELS=ref|avx2|avx512|avx512_vnni|neon forces a path; asking for one
  * the CPU lacks keeps the best available one, and slate_kernels_name() says which.
  * The tables are filled once under pthread_once and never change afterwards.
  */
@@ -13,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static slate__kernels g_ref, g_avx2, g_avx512, g_avx512_vnni;
-static bool g_has_avx2, g_has_avx512, g_has_avx512_vnni;
+static slate__kernels g_ref, g_avx2, g_avx512, g_avx512_vnni, g_neon;
+static bool g_has_avx2, g_has_avx512, g_has_avx512_vnni, g_has_neon;
 static const slate__kernels *g_best;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -62,12 +63,19 @@ static void init(void) {
     }
 #endif
 #endif
+#if defined(__aarch64__) && defined(SLATE_HAVE_neon)
+    g_has_neon = true; /* Advanced SIMD is mandatory in AArch64 */
+    g_neon = g_ref;
+    slate__neon_fill(&g_neon);
+    g_best = &g_neon;
+#endif
     const char *force = getenv("SLATE_KERNELS");
     if (force) {
         if (strcmp(force, "ref") == 0) g_best = &g_ref;
         else if (strcmp(force, "avx2") == 0 && g_has_avx2) g_best = &g_avx2;
         else if (strcmp(force, "avx512") == 0 && g_has_avx512) g_best = &g_avx512;
         else if (strcmp(force, "avx512_vnni") == 0 && g_has_avx512_vnni) g_best = &g_avx512_vnni;
+        else if (strcmp(force, "neon") == 0 && g_has_neon) g_best = &g_neon;
     }
 }
 
@@ -82,6 +90,7 @@ const slate__kernels *slate__kernels_by_name(const char *name) {
     if (strcmp(name, "avx2") == 0) return g_has_avx2 ? &g_avx2 : NULL;
     if (strcmp(name, "avx512") == 0) return g_has_avx512 ? &g_avx512 : NULL;
     if (strcmp(name, "avx512_vnni") == 0) return g_has_avx512_vnni ? &g_avx512_vnni : NULL;
+    if (strcmp(name, "neon") == 0) return g_has_neon ? &g_neon : NULL;
     return NULL;
 }
 

@@ -351,7 +351,8 @@ static void rms_norm_matches_ref(void **st) {
 /* One test per table, named "<test>/<table>". */
 #define FOR_TABLE(f, name)                                                                         \
     { #f "/" name, f, NULL, NULL, (void *)name }
-#define FOR_TABLES(f) FOR_TABLE(f, "avx2"), FOR_TABLE(f, "avx512"), FOR_TABLE(f, "avx512_vnni")
+#define FOR_TABLES(f)                                                                              \
+    FOR_TABLE(f, "avx2"), FOR_TABLE(f, "avx512"), FOR_TABLE(f, "avx512_vnni"), FOR_TABLE(f, "neon")
 
 int main(void) {
     tu_seed();
