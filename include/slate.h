@@ -1058,7 +1058,7 @@ typedef struct slate_op_profile {
     slate_dtype weight_dtype;  /* dtype of weight_name (F32 when weight_name is NULL) */
     const char *kernel;        /* static: the kernel set the op's function comes from ("avx512",
                                   "avx2", "ref"), or "c" for ops the interpreter runs as plain C
-                                  loops (add, mul, silu, swiglu, rope, kv_write, last_rows) */
+                                  loops (add, mul, silu, kv_write, last_rows) */
     bool scalar_fallback;      /* the active kernel set is not "ref", yet this op ran the scalar
                                   reference (no variant for its dtype) */
     uint64_t n_calls;          /* predict calls that ran the op */

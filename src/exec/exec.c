@@ -185,19 +185,8 @@ static void rope(const slate_state *st, const slate__op *op) {
             c[i] = cosf(a);
             s[i] = sinf(a);
         }
-        for (int32_t h = 0; h < op->n_heads; h++) {
-            const float *xi = x + r * w + (int64_t)h * hd;
-            float *yo = y + r * w + (int64_t)h * hd;
-            for (int32_t i = 0; i < half; i++) {
-                int32_t a = op->rope_mode == SLATE__ROPE_HALF ? i : 2 * i;
-                int32_t b = op->rope_mode == SLATE__ROPE_HALF ? i + half : 2 * i + 1;
-                float x0 = xi[a], x1 = xi[b];
-                yo[a] = x0 * c[i] - x1 * s[i];
-                yo[b] = x0 * s[i] + x1 * c[i];
-            }
-            if (yo != xi)
-                for (int32_t d = op->rope_dim; d < hd; d++) yo[d] = xi[d];
-        }
+        st->model->k->rope(y + r * w, x + r * w, c, s, op->n_heads, hd, op->rope_dim,
+                           op->rope_mode == SLATE__ROPE_HALF);
     }
 }
 
@@ -294,7 +283,8 @@ void slate__exec_op_kernel(const slate_state *st, int32_t oi, const char **kerne
     *kernel = "c";
     *scalar_fallback = false;
     if (op->kind != SLATE__OP_MATMUL && op->kind != SLATE__OP_EMBEDDING &&
-        op->kind != SLATE__OP_RMS_NORM && op->kind != SLATE__OP_ATTENTION)
+        op->kind != SLATE__OP_RMS_NORM && op->kind != SLATE__OP_ATTENTION &&
+        op->kind != SLATE__OP_ROPE && op->kind != SLATE__OP_SWIGLU)
         return;
     slate_dtype d = op->kind == SLATE__OP_MATMUL      ? p->tensors[op->in[1]].dtype
                     : op->kind == SLATE__OP_EMBEDDING ? p->tensors[op->in[0]].dtype
@@ -316,6 +306,8 @@ void slate__exec_op_kernel(const slate_state *st, int32_t oi, const char **kerne
                                          : t->row_to_f32[d] == k->row_to_f32[d];
             break;
         case SLATE__OP_RMS_NORM: same = t->rms_norm == k->rms_norm; break;
+        case SLATE__OP_ROPE: same = t->rope == k->rope; break;
+        case SLATE__OP_SWIGLU: same = t->swiglu == k->swiglu; break;
         default:
             same = i8_cache ? t->attention_i8 == k->attention_i8 : t->attention == k->attention;
             break;
@@ -401,7 +393,7 @@ void slate__exec_run(slate_state *st) {
         case SLATE__OP_SWIGLU: {
             const float *a = act(st, op->in[0]), *b = act(st, op->in[1]);
             float *y = act(st, op->out);
-            for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + expf(-a[i])) * b[i];
+            k->swiglu(y, a, b, n);
             break;
         }
         case SLATE__OP_LAST_ROWS: {

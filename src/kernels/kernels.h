@@ -82,6 +82,14 @@ typedef struct slate__kernels {
     slate__attn_i8_fn attention_i8;    /* reference only so far (variants inherit it) */
     /* y[0..n) = x / sqrt(mean(x^2) + eps) * w */
     void (*rms_norm)(float *y, const float *x, const float *w, int64_t n, float eps);
+    /* y[0..n) = silu(a) * b = a / (1 + e^-a) * b (the SwiGLU gate); y may be a or b. */
+    void (*swiglu)(float *y, const float *a, const float *b, int64_t n);
+    /* Rotary embedding of one token's n_heads heads (head h at x + h * head_dim): pair i <
+     * rope_dim / 2 of each head, (u, v) = (x[i], x[i + rope_dim / 2]) when half (NeoX) or
+     * (x[2i], x[2i + 1]) otherwise, becomes (u c[i] - v s[i], u s[i] + v c[i]); dims from
+     * rope_dim to head_dim are copied. y may be x. */
+    void (*rope)(float *y, const float *x, const float *c, const float *s, int64_t n_heads,
+                 int64_t head_dim, int64_t rope_dim, bool half);
 } slate__kernels;
 
 /* The table for this CPU (detected once, thread-safe). */

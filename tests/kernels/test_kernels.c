@@ -346,6 +346,93 @@ static void rms_norm_matches_ref(void **st) {
     }
 }
 
+/* silu(a) * b. Tolerance 1e-6 relative per element (mag = |a b| + 1e-30): the variants' exp
+ * polynomial is within ~2 ulp of expf and a division and a product follow, so a few u
+ * (6e-8). Inputs span [-100, 100] so exp's clamping at both ends is exercised; y aliasing a is
+ * allowed (the in-place case). */
+static void swiglu_matches_ref(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x7377676cull;
+    static const int64_t ns[] = {1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 257, 5632};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
+        int64_t n = ns[c];
+        float *a = xmalloc((size_t)n * sizeof(float)), *b = xmalloc((size_t)n * sizeof(float));
+        float *got = xmalloc((size_t)(n + 1) * sizeof(float)),
+              *want = xmalloc((size_t)(n + 1) * sizeof(float));
+        double *mag = xmalloc((size_t)n * sizeof(double));
+        fill_rand(a, n, &rng);
+        fill_rand(b, n, &rng);
+        for (int64_t i = 0; i < n; i++) a[i] *= i % 5 == 0 ? 100.0f : 8.0f;
+        got[n] = want[n] = 777.0f;
+        memcpy(got, a, (size_t)n * sizeof(float));
+        k->swiglu(got, got, b, n); /* in place */
+        ref->swiglu(want, a, b, n);
+        char what[100];
+        snprintf(what, sizeof what, "%s swiglu n=%lld", k->name, (long long)n);
+        if (got[n] != 777.0f) fail_msg("%s: wrote past n", what);
+        for (int64_t i = 0; i < n; i++) mag[i] = fabs((double)a[i] * b[i]) + 1e-30;
+        check_close(what, got, want, mag, n, 1e-6);
+        free(a);
+        free(b);
+        free(got);
+        free(want);
+        free(mag);
+    }
+}
+
+/* Rotary embedding of n_heads heads, both pair layouts, partial rotation (rope_dim < head_dim:
+ * the rest copied), in place and out of place. Tolerance 1e-6 per element against mag =
+ * |u| + |v| of the pair: one rounded product and one fused or rounded sum. */
+static void rope_matches_ref(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x726f7065ull;
+    static const int64_t dims[][2] = {{2, 2},   {4, 4},   {6, 6},    {16, 16},  {18, 18}, {32, 32},
+                                      {34, 34}, {64, 64}, {64, 32},  {80, 80},  {96, 64}, {128, 128},
+                                      {128, 64}, {256, 256}, {30, 14}, {10, 2}};
+    for (size_t c = 0; c < sizeof dims / sizeof *dims; c++) {
+        for (int mode = 0; mode < 4; mode++) {
+            bool half = mode & 1, in_place = mode & 2;
+            int64_t hd = dims[c][0], rd = dims[c][1], nh = 1 + (int64_t)(tu_rand(&rng) % 5);
+            int64_t n = nh * hd;
+            float *x = xmalloc((size_t)n * sizeof(float));
+            float cs[SLATE__MAX_HEAD_DIM / 2], sn[SLATE__MAX_HEAD_DIM / 2];
+            float *got = xmalloc((size_t)(n + 1) * sizeof(float)),
+                  *want = xmalloc((size_t)(n + 1) * sizeof(float));
+            double *mag = xmalloc((size_t)n * sizeof(double));
+            fill_rand(x, n, &rng);
+            for (int64_t i = 0; i < rd / 2; i++) {
+                float ang = 37.0f * tu_randf(&rng);
+                cs[i] = cosf(ang);
+                sn[i] = sinf(ang);
+            }
+            got[n] = want[n] = 777.0f;
+            if (in_place) {
+                memcpy(got, x, (size_t)n * sizeof(float));
+                k->rope(got, got, cs, sn, nh, hd, rd, half);
+            } else {
+                k->rope(got, x, cs, sn, nh, hd, rd, half);
+            }
+            ref->rope(want, x, cs, sn, nh, hd, rd, half);
+            char what[120];
+            snprintf(what, sizeof what, "%s rope heads=%lld hd=%lld rope_dim=%lld half=%d in_place=%d",
+                     k->name, (long long)nh, (long long)hd, (long long)rd, half, in_place);
+            if (got[n] != 777.0f) fail_msg("%s: wrote past the last head", what);
+            for (int64_t h = 0; h < nh; h++)
+                for (int64_t d = 0; d < hd; d++) {
+                    int64_t i = h * hd + d, p = d;
+                    if (d < rd) /* the pair partner of d */
+                        p = half ? (d < rd / 2 ? d + rd / 2 : d - rd / 2) : (d ^ 1);
+                    mag[i] = fabs((double)x[i]) + fabs((double)x[h * hd + p]) + 1e-30;
+                }
+            check_close(what, got, want, mag, n, 1e-6);
+            free(x);
+            free(got);
+            free(want);
+            free(mag);
+        }
+    }
+}
+
 /* ---- main -------------------------------------------------------------------------------- */
 
 /* One test per table, named "<test>/<table>". */
@@ -363,6 +450,8 @@ int main(void) {
         FOR_TABLES(attention_matches_ref_for_every_head_dim_and_range),
         FOR_TABLES(attention_with_every_score_masked_is_zero),
         FOR_TABLES(rms_norm_matches_ref),
+        FOR_TABLES(swiglu_matches_ref),
+        FOR_TABLES(rope_matches_ref),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -162,7 +162,8 @@ static void each_op_names_the_kernel_set_it_runs(void **state) {
         const slate_op_profile *r = &f->prof[i];
         assert_non_null(r->kernel);
         if (strcmp(r->op_name, "matmul") == 0 || strcmp(r->op_name, "attention") == 0 ||
-            strcmp(r->op_name, "rms_norm") == 0 || strcmp(r->op_name, "embedding") == 0) {
+            strcmp(r->op_name, "rms_norm") == 0 || strcmp(r->op_name, "embedding") == 0 ||
+            strcmp(r->op_name, "rope") == 0 || strcmp(r->op_name, "swiglu") == 0) {
             /* A SIMD set or the reference; a fallback only when the active set is not "ref". */
             assert_string_not_equal(r->kernel, "c");
             if (r->scalar_fallback) {

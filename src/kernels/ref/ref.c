@@ -150,6 +150,27 @@ static void rms_norm(float *y, const float *x, const float *w, int64_t n, float 
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * r * w[i];
 }
 
+static void swiglu(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + expf(-a[i])) * b[i];
+}
+
+static void rope(float *y, const float *x, const float *c, const float *s, int64_t n_heads,
+                 int64_t head_dim, int64_t rope_dim, bool half) {
+    int64_t nh = rope_dim / 2;
+    for (int64_t h = 0; h < n_heads; h++) {
+        const float *xi = x + h * head_dim;
+        float *yo = y + h * head_dim;
+        for (int64_t i = 0; i < nh; i++) {
+            int64_t a = half ? i : 2 * i, b = half ? i + nh : 2 * i + 1;
+            float u = xi[a], v = xi[b];
+            yo[a] = u * c[i] - v * s[i];
+            yo[b] = u * s[i] + v * c[i];
+        }
+        if (yo != xi)
+            for (int64_t d = rope_dim; d < head_dim; d++) yo[d] = xi[d];
+    }
+}
+
 void slate__ref_fill(slate__kernels *k) {
     k->name = "ref";
     k->matmul[SLATE_DTYPE_F32] = matmul_f32;
@@ -161,5 +182,7 @@ void slate__ref_fill(slate__kernels *k) {
     k->attention = attention;
     k->attention_i8 = attention_i8;
     k->rms_norm = rms_norm;
+    k->swiglu = swiglu;
+    k->rope = rope;
     slate__ref_quant_fill(k); /* row_to_f32 of every weight dtype, matmul of the quantized ones */
 }

@@ -584,6 +584,63 @@ static void row_to_f32_q(float *dst, const slate__wmat *w, int64_t o) {
         dst[i] = w->scales[o] * (float)(int8_t)row[i];
 }
 
+/* ---- swiglu, rope ------------------------------------------------------------------------ */
+
+/* silu(a) * b; exp8 clamps its input, so silu(a) -> 0 or a at the extremes. Tails go through
+ * a zero-padded copy. */
+static void swiglu(float *y, const float *a, const float *b, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 av = _mm256_loadu_ps(a + i);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), av));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(av, _mm256_add_ps(one, e)),
+                                              _mm256_loadu_ps(b + i)));
+    }
+    if (i < n) {
+        __m256i m = tail_mask(n - i);
+        __m256 av = _mm256_maskload_ps(a + i, m);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), av));
+        _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(_mm256_div_ps(av, _mm256_add_ps(one, e)),
+                                                    _mm256_maskload_ps(b + i, m)));
+    }
+}
+
+/* As ref, 8 lanes: NeoX pairs as contiguous u and v vectors; adjacent pairs 4 to a vector with
+ * c and s spread over both lanes of a pair. */
+static void rope(float *y, const float *x, const float *c, const float *s, int64_t n_heads,
+                 int64_t head_dim, int64_t rope_dim, bool half) {
+    const int64_t nh = rope_dim / 2;
+    const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    const __m256 sign = _mm256_setr_ps(-1, 1, -1, 1, -1, 1, -1, 1);
+    for (int64_t h = 0; h < n_heads; h++) {
+        const float *xi = x + h * head_dim;
+        float *yo = y + h * head_dim;
+        if (half) {
+            for (int64_t i = 0; i < nh; i += 8) {
+                __m256i m = tail_mask(nh - i >= 8 ? 8 : nh - i);
+                __m256 u = _mm256_maskload_ps(xi + i, m), v = _mm256_maskload_ps(xi + nh + i, m);
+                __m256 cv = _mm256_maskload_ps(c + i, m), sv = _mm256_maskload_ps(s + i, m);
+                _mm256_maskstore_ps(yo + i, m, _mm256_fmsub_ps(u, cv, _mm256_mul_ps(v, sv)));
+                _mm256_maskstore_ps(yo + nh + i, m, _mm256_fmadd_ps(u, sv, _mm256_mul_ps(v, cv)));
+            }
+        } else {
+            for (int64_t i = 0; i < nh; i += 4) { /* pairs i .. i+3 = floats 2i .. 2i+7 */
+                int64_t np = nh - i >= 4 ? 4 : nh - i;
+                __m256i m = tail_mask(2 * np), mh = tail_mask(np);
+                __m256 xv = _mm256_maskload_ps(xi + 2 * i, m);
+                __m256 cv = _mm256_permutevar8x32_ps(_mm256_maskload_ps(c + i, mh), dup);
+                __m256 sv = _mm256_permutevar8x32_ps(_mm256_maskload_ps(s + i, mh), dup);
+                __m256 sw = _mm256_permute_ps(xv, 0xB1); /* (v, u) in each pair */
+                __m256 r = _mm256_fmadd_ps(_mm256_mul_ps(sw, sign), sv, _mm256_mul_ps(xv, cv));
+                _mm256_maskstore_ps(yo + 2 * i, m, r);
+            }
+        }
+        if (yo != xi)
+            for (int64_t d = rope_dim; d < head_dim; d++) yo[d] = xi[d];
+    }
+}
+
 void slate__avx2_fill(slate__kernels *k) {
     k->name = "avx2";
     k->matmul[SLATE_DTYPE_F32] = matmul_f32;
@@ -599,4 +656,6 @@ void slate__avx2_fill(slate__kernels *k) {
     k->to_f32[SLATE_DTYPE_BF16] = to_f32_bf16;
     k->attention = attention;
     k->rms_norm = rms_norm;
+    k->swiglu = swiglu;
+    k->rope = rope;
 }

@@ -452,6 +452,55 @@ static void rms_norm(float *y, const float *x, const float *w, int64_t n, float 
     }
 }
 
+/* ---- swiglu, rope ------------------------------------------------------------------------ */
+
+/* e^x for any x: exp16 clamps to [-87.3, 88.4], so silu(a) -> 0 or a at the extremes. */
+static void swiglu(float *y, const float *a, const float *b, int64_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : tail16(n - i);
+        __m512 av = _mm512_maskz_loadu_ps(m, a + i), bv = _mm512_maskz_loadu_ps(m, b + i);
+        __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), av));
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_div_ps(av, _mm512_add_ps(one, e)), bv));
+    }
+}
+
+/* As ref: NeoX pairs are 16 contiguous u's and the 16 v's half a rotation later; adjacent pairs
+ * are 8 (u, v) in one vector, c and s spread to both lanes of a pair and v/u swapped in place. */
+static void rope(float *y, const float *x, const float *c, const float *s, int64_t n_heads,
+                 int64_t head_dim, int64_t rope_dim, bool half) {
+    const int64_t nh = rope_dim / 2;
+    const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512 sign = _mm512_setr_ps(-1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1);
+    for (int64_t h = 0; h < n_heads; h++) {
+        const float *xi = x + h * head_dim;
+        float *yo = y + h * head_dim;
+        if (half) {
+            for (int64_t i = 0; i < nh; i += 16) {
+                __mmask16 m = nh - i >= 16 ? (__mmask16)0xffff : tail16(nh - i);
+                __m512 u = _mm512_maskz_loadu_ps(m, xi + i), v = _mm512_maskz_loadu_ps(m, xi + nh + i);
+                __m512 cv = _mm512_maskz_loadu_ps(m, c + i), sv = _mm512_maskz_loadu_ps(m, s + i);
+                _mm512_mask_storeu_ps(yo + i, m, _mm512_fmsub_ps(u, cv, _mm512_mul_ps(v, sv)));
+                _mm512_mask_storeu_ps(yo + nh + i, m, _mm512_fmadd_ps(u, sv, _mm512_mul_ps(v, cv)));
+            }
+        } else {
+            for (int64_t i = 0; i < nh; i += 8) { /* pairs i .. i+7 = floats 2i .. 2i+15 */
+                int64_t np = nh - i >= 8 ? 8 : nh - i;
+                __mmask16 m = (__mmask16)((1u << (2 * np)) - 1u), mh = (__mmask16)((1u << np) - 1u);
+                __m512 xv = _mm512_maskz_loadu_ps(m, xi + 2 * i);
+                __m512 cv = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(mh, c + i));
+                __m512 sv = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(mh, s + i));
+                __m512 sw = _mm512_permute_ps(xv, 0xB1); /* (v, u) in each pair */
+                /* lane u: u c - v s; lane v: v c + u s */
+                __m512 r = _mm512_fmadd_ps(_mm512_mul_ps(sw, sign), sv, _mm512_mul_ps(xv, cv));
+                _mm512_mask_storeu_ps(yo + 2 * i, m, r);
+            }
+        }
+        if (yo != xi)
+            for (int64_t d = rope_dim; d < head_dim; d++) yo[d] = xi[d];
+    }
+}
+
 void slate__avx512_fill(slate__kernels *k) {
     k->name = "avx512";
     k->matmul[SLATE_DTYPE_F32] = matmul_f32;
@@ -461,4 +510,6 @@ void slate__avx512_fill(slate__kernels *k) {
     k->to_f32[SLATE_DTYPE_BF16] = to_f32_bf16;
     k->attention = attention;
     k->rms_norm = rms_norm;
+    k->swiglu = swiglu;
+    k->rope = rope;
 }
