@@ -15,6 +15,7 @@
 #                    A format the converter refuses is skipped and listed as such.
 #   MODE_FORMATS     formats for the mode table (default "int4-b32 fp16"; missing ones skipped)
 #   MODE_PROMPT, MODE_N  prompt tokens and decoded tokens of the mode table (default 128, 16)
+#   CTX              the context every package declares (default 4096, room for depth 2048)
 #   REBUILD=1        convert the packages again even if they exist
 # Takes several minutes (synthesis ~1 min, each conversion ~1 min, each bench ~1-2 min).
 set -euo pipefail
@@ -22,6 +23,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SLATE=${SLATE:-$ROOT/build/slate}
 DIR=${SLATE_BENCH_DIR:-/tmp/slate-bench}
 THREADS=${THREADS:-2}
+# Every package declares a context of 4096 (the shape's own 2048 leaves no room for decode at
+# depth 2048); the synthetic weights make the positions past 2048 no less meaningful.
+CTX=${CTX:-4096}
 FORMATS=${FORMATS:-"fp16=--dtype,fp16 int8=--dtype,int8 int4-b32=--dtype,int4-b32 pal4=--palettize,4"}
 MODE_FORMATS=${MODE_FORMATS:-"int4-b32 fp16"}
 MODE_PROMPT=${MODE_PROMPT:-128}
@@ -53,8 +57,8 @@ have=()
 for spec in $FORMATS; do
   name=${spec%%=*}
   args=${spec#*=}
-  args=${args//,/ }
-  pkg=$DIR/tinyllama-$name.slate
+  args="${args//,/ } --context $CTX"
+  pkg=$DIR/tinyllama-$name-ctx$CTX.slate
   if [ -s "$pkg" ] && [ "${REBUILD:-0}" != 1 ]; then
     log "slate convert $MODEL -o $pkg $args   # (made earlier, reused)"
   else
@@ -81,7 +85,7 @@ for name in $MODE_FORMATS; do
     echo "mode table for $name: no $name package (see above)" >>"$OUT/skipped.txt"
     continue
   fi
-  pkg=$DIR/tinyllama-$name.slate
+  pkg=$DIR/tinyllama-$name-ctx$CTX.slate
   log "slate bench $pkg --mode all -t $THREADS --prompt $MODE_PROMPT -n $MODE_N --json > modes-$name.json"
   if ! "$SLATE" bench "$pkg" --mode all -t "$THREADS" --prompt "$MODE_PROMPT" -n "$MODE_N" --json \
       >"$OUT/modes-$name.json"; then
