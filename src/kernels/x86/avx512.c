@@ -271,7 +271,8 @@ typedef struct attn_ws {
     float kf[BJ * SLATE__MAX_HEAD_DIM] __attribute__((aligned(64)));    /* the block's K rows as f32 */
     float vf[BJ * SLATE__MAX_HEAD_DIM] __attribute__((aligned(64)));    /* the block's V rows as f32 (0 for skipped rows) */
     float p[HG][BJ] __attribute__((aligned(64)));                       /* the block's softmax weights per head */
-    float m[HG], l[HG], corr[HG];          /* running max, running sum, this block's rescale */
+    float l[HG][16] __attribute__((aligned(64))); /* running sums, per lane */
+    float m[HG], corr[HG];                 /* running max, this block's rescale */
 } attn_ws;
 
 /* acc[h] = acc[h] * corr[h] + sum_t p[h][t] * vf[t] for heads [h0, h0 + NH) and vectors
@@ -333,7 +334,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                 _mm512_store_ps(&ws->acc[(h) * ws->hdp + c * 16], _mm512_setzero_ps());
             }
             ws->m[h] = -INFINITY;
-            ws->l[h] = 0.0f;
+            _mm512_store_ps(ws->l[h], _mm512_setzero_ps());
         }
         for (int64_t jb = j0; jb < j1; jb += BJ) {
             int n = j1 - jb < BJ ? (int)(j1 - jb) : BJ;
@@ -374,15 +375,18 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                     _mm512_store_ps(ws->p[h], _mm512_setzero_ps());
                     continue;
                 }
-                float bm = _mm512_mask_reduce_max_ps(valid, s);
-                if (bm > ws->m[h]) {
+                __m512 lv = _mm512_load_ps(ws->l[h]);
+                /* The running max moves only while the scores still grow: most blocks skip the
+                 * cross-lane max. */
+                if (_mm512_mask_cmp_ps_mask(valid, s, _mm512_set1_ps(ws->m[h]), _CMP_GT_OQ)) {
+                    float bm = _mm512_mask_reduce_max_ps(valid, s);
                     /* m = -inf before the first valid block: the state is 0 and so is corr. */
                     ws->corr[h] = expf(ws->m[h] - bm);
-                    ws->l[h] *= ws->corr[h];
+                    lv = _mm512_mul_ps(lv, _mm512_set1_ps(ws->corr[h]));
                     ws->m[h] = bm;
                 }
                 __m512 p = _mm512_maskz_mov_ps(valid, exp16(_mm512_sub_ps(s, _mm512_set1_ps(ws->m[h]))));
-                ws->l[h] += _mm512_reduce_add_ps(p);
+                _mm512_store_ps(ws->l[h], _mm512_add_ps(lv, p));
                 _mm512_store_ps(ws->p[h], p);
             }
             /* Rows that no head may use (dead lanes, -inf or NaN scores for every head) must not
@@ -406,7 +410,8 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
         }
         for (int h = 0; h < nh; h++) {
             float *o = out + (h0 + h) * hd;
-            __m512 iv = _mm512_set1_ps(ws->l[h] > 0.0f ? 1.0f / ws->l[h] : 0.0f);
+            float l = _mm512_reduce_add_ps(_mm512_load_ps(ws->l[h]));
+            __m512 iv = _mm512_set1_ps(l > 0.0f ? 1.0f / l : 0.0f);
             for (int64_t c = 0; c < nc; c++) {
                 __mmask16 m = c == nc - 1 ? hm : (__mmask16)0xffff;
                 _mm512_mask_storeu_ps(o + c * 16, m, _mm512_mul_ps(_mm512_load_ps(&ws->acc[(h) * ws->hdp + c * 16]), iv));
