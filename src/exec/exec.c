@@ -131,8 +131,8 @@ static void run_attention(void *ctx, int ith, int nth) {
      * are n_kv_heads blocks of {scale, head_dim values} (slate__kv_row_bytes). */
     size_t head_bytes = st->kv_row_bytes[slot] / (size_t)op->n_kv_heads;
     int32_t hd = op->head_dim, group = op->n_heads / op->n_kv_heads;
-    /* Work items are (row, kv head, part of its query heads): the f32/f16 kernel takes all the
-     * query heads of a kv head at once and reads each K/V row once for them. The heads of a
+    /* Work items are (row, kv head, part of its query heads): the kernels take all the query
+     * heads of a kv head at once and read each K/V row once for them. The heads of a
      * group are split into parts only when rows x kv heads are too few to feed every thread. */
     int64_t items = (int64_t)st->n_q * op->n_kv_heads;
     int64_t parts = items >= 2 * nth ? 1 : (2 * nth + items - 1) / items;
@@ -158,12 +158,11 @@ static void run_attention(void *ctx, int ith, int nth) {
             j0 = pos + 1 - op->window;
         }
         if (kvt == SLATE_DTYPE_I8)
-            for (int64_t h = h_lo; h < h_hi; h++)
-                st->model->k->attention_i8(out + r * qw + h * hd, q + r * qw + h * hd,
-                                           kbase + (size_t)g * head_bytes,
-                                           vbase + (size_t)g * head_bytes,
-                                           (int64_t)st->kv_row_bytes[slot], j0, j1, hd,
-                                           op->scale, mask);
+            st->model->k->attention_i8(out + r * qw + h_lo * hd, q + r * qw + h_lo * hd,
+                                       kbase + (size_t)g * head_bytes,
+                                       vbase + (size_t)g * head_bytes,
+                                       (int64_t)st->kv_row_bytes[slot], j0, j1, hd, h_hi - h_lo,
+                                       op->scale, mask);
         else
             st->model->k->attention(out + r * qw + h_lo * hd, q + r * qw + h_lo * hd,
                                     kbase + (size_t)g * head_bytes, vbase + (size_t)g * head_bytes,

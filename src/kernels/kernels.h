@@ -58,11 +58,12 @@ typedef void (*slate__attn_fn)(float *out, const float *q, const void *k, const 
                                slate_dtype kv_dtype, int64_t stride, int64_t j0, int64_t j1,
                                int64_t head_dim, int64_t n_heads, float scale, const float *mask);
 
-/* The same over an int8 cache (slate state kv_dtype I8): row j of this kv head is the block at
- * k + j * stride bytes: an f32 scale, then head_dim int8 values (value = scale * q). */
+/* The same over an int8 cache (slate state kv_dtype I8), for the n_heads query heads of one kv
+ * head: row j of this kv head is the block at k + j * stride bytes: an f32 scale, then
+ * head_dim int8 values (value = scale * q). */
 typedef void (*slate__attn_i8_fn)(float *out, const float *q, const uint8_t *k, const uint8_t *v,
                                   int64_t stride, int64_t j0, int64_t j1, int64_t head_dim,
-                                  float scale, const float *mask);
+                                  int64_t n_heads, float scale, const float *mask);
 
 /* Quantizes x[0..width) into one int8 cache row: per group of `group` elements a block of {f32
  * scale = max|x| / 127, group int8 values round(x / scale), padded to 4 bytes}. */
@@ -79,7 +80,7 @@ typedef struct slate__kernels {
     slate__row_fn row_to_f32[SLATE__N_WDTYPES];
     slate__to_f32_fn to_f32[3];        /* F32 / F16 / BF16 rows (half-precision caches) */
     slate__attn_fn attention;
-    slate__attn_i8_fn attention_i8;    /* reference only so far (variants inherit it) */
+    slate__attn_i8_fn attention_i8;
     /* y[0..n) = x / sqrt(mean(x^2) + eps) * w */
     void (*rms_norm)(float *y, const float *x, const float *w, int64_t n, float eps);
     /* y[0..n) = silu(a) * b = a / (1 + e^-a) * b (the SwiGLU gate); y may be a or b. */

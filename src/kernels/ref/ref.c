@@ -89,9 +89,9 @@ static void attention(float *out, const float *q, const void *k, const void *v, 
 
 /* int8 cache: the same online softmax; each row's scale multiplies its dot product (k) or its
  * weight (v), so dequantization costs one multiply per row, not per element. */
-static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
-                         int64_t stride, int64_t j0, int64_t j1, int64_t hd, float scale,
-                         const float *mask) {
+static void attention_i8_head(float *out, const float *q, const uint8_t *k, const uint8_t *v,
+                              int64_t stride, int64_t j0, int64_t j1, int64_t hd, float scale,
+                              const float *mask) {
     float acc[SLATE__MAX_HEAD_DIM];
     float m = -INFINITY, l = 0.0f;
     for (int64_t d = 0; d < hd; d++) acc[d] = 0.0f;
@@ -119,6 +119,13 @@ static void attention_i8(float *out, const float *q, const uint8_t *k, const uin
     }
     float inv = l > 0.0f ? 1.0f / l : 0.0f;
     for (int64_t d = 0; d < hd; d++) out[d] = acc[d] * inv;
+}
+
+static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
+                         int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
+                         float scale, const float *mask) {
+    for (int64_t h = 0; h < n_heads; h++)
+        attention_i8_head(out + h * hd, q + h * hd, k, v, stride, j0, j1, hd, scale, mask);
 }
 
 /* Symmetric per-group quantization: scale = max|x| / 127 keeps the largest element exact (up to

@@ -28,6 +28,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
@@ -253,9 +254,21 @@ INLINE __m512 hsum16(const __m512 a[16]) {
     return _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], 0x44), _mm512_shuffle_ps(d[0], d[1], 0xEE));
 }
 
+/* Row j of a cache: F32/F16 rows are `stride` elements apart; I8 rows (int8 KV) `stride` bytes
+ * apart, each an f32 scale followed by the int8 values. */
 INLINE const void *kv_row(slate_dtype dt, const void *base, int64_t j, int64_t stride) {
-    return dt == SLATE_DTYPE_F32 ? (const void *)((const float *)base + j * stride)
-                                 : (const void *)((const uint16_t *)base + j * stride);
+    return dt == SLATE_DTYPE_F32   ? (const void *)((const float *)base + j * stride)
+           : dt == SLATE_DTYPE_I8 ? (const void *)((const uint8_t *)base + j * stride)
+                                  : (const void *)((const uint16_t *)base + j * stride);
+}
+
+/* The lanes of m of the 16 cache values at element i of a row, as f32 (I8: scale * q). */
+INLINE __m512 load_kv16(slate_dtype dt, const void *row, int64_t i, __mmask16 m) {
+    if (dt != SLATE_DTYPE_I8) return load_w16_mask(dt, row, i, m);
+    float sc;
+    memcpy(&sc, row, 4);
+    __m128i q = _mm_maskz_loadu_epi8(m, (const int8_t *)row + 4 + i);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(sc));
 }
 
 /* Positions per block and query heads per pass (see attention_any). */
@@ -324,7 +337,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
     const int64_t nc = (hd + 15) / 16; /* vectors per row */
     ws->hdp = nc * 16;
     const __mmask16 hm = tail16(hd - (nc - 1) * 16) ? tail16(hd - (nc - 1) * 16) : (__mmask16)0xffff;
-    const int64_t row_bytes = hd * (dt == SLATE_DTYPE_F32 ? 4 : 2);
+    const int64_t row_bytes = dt == SLATE_DTYPE_I8 ? 4 + hd : hd * (dt == SLATE_DTYPE_F32 ? 4 : 2);
     for (int64_t h0 = 0; h0 < n_heads; h0 += HG) {
         int nh = n_heads - h0 < HG ? (int)(n_heads - h0) : HG;
         for (int h = 0; h < nh; h++) {
@@ -352,8 +365,8 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                 const void *vr = kv_row(dt, v, jb + (t < n ? t : 0), stride);
                 for (int64_t c = 0; c < nc; c++) {
                     __mmask16 m = c == nc - 1 ? hm : (__mmask16)0xffff;
-                    _mm512_store_ps(&ws->kf[(t) * ws->hdp + c * 16], load_w16_mask(dt, kr, c * 16, m));
-                    _mm512_store_ps(&ws->vf[(t) * ws->hdp + c * 16], load_w16_mask(dt, vr, c * 16, m));
+                    _mm512_store_ps(&ws->kf[(t) * ws->hdp + c * 16], load_kv16(dt, kr, c * 16, m));
+                    _mm512_store_ps(&ws->vf[(t) * ws->hdp + c * 16], load_kv16(dt, vr, c * 16, m));
                 }
             }
             __mmask16 live = (__mmask16)((1u << n) - 1u), any_skipped = 0;
@@ -427,6 +440,14 @@ static void attention(float *out, const float *q, const void *k, const void *v, 
         attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
     else
         attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
+}
+
+/* int8 cache (rows of {f32 scale, head_dim int8}): the same kernel, rows dequantized to f32 as
+ * they are converted into the block. */
+static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
+                         int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
+                         float scale, const float *mask) {
+    attention_any(SLATE_DTYPE_I8, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
 }
 
 /* ---- rms_norm ---------------------------------------------------------------------------- */
@@ -514,6 +535,7 @@ void slate__avx512_fill(slate__kernels *k) {
     k->to_f32[SLATE_DTYPE_F16] = to_f32_f16;
     k->to_f32[SLATE_DTYPE_BF16] = to_f32_bf16;
     k->attention = attention;
+    k->attention_i8 = attention_i8;
     k->rms_norm = rms_norm;
     k->swiglu = swiglu;
     k->rope = rope;
