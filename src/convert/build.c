@@ -30,6 +30,7 @@ size_t slate__src_nbytes(slate__src_type type, uint64_t n, bool *ok) {
     case SLATE__SRC_BF16: return n > SIZE_MAX / 2 ? (*ok = false, 0) : (size_t)n * 2;
     case SLATE__SRC_Q8_0: return n % 32 ? (*ok = false, 0) : (size_t)(n / 32) * 34;
     case SLATE__SRC_Q4_0: return n % 32 ? (*ok = false, 0) : (size_t)(n / 32) * 18;
+    case SLATE__SRC_Q4_1: return n % 32 ? (*ok = false, 0) : (size_t)(n / 32) * 20;
     }
     *ok = false;
     return 0;
@@ -72,6 +73,19 @@ void slate__src_to_f32(slate__src_type type, const uint8_t *src, float *dst, int
             for (int j = 0; j < 16; j++) {
                 dst[b * 32 + j] = d * (float)((blk[2 + j] & 0x0f) - 8);
                 dst[b * 32 + j + 16] = d * (float)((blk[2 + j] >> 4) - 8);
+            }
+        }
+        break;
+    case SLATE__SRC_Q4_1:
+        for (int64_t b = 0; b < n / 32; b++) {
+            const uint8_t *blk = src + b * 20;
+            uint16_t h, hm;
+            memcpy(&h, blk, 2);
+            memcpy(&hm, blk + 2, 2);
+            float d = slate__f16_to_f32(h), m = slate__f16_to_f32(hm);
+            for (int j = 0; j < 16; j++) {
+                dst[b * 32 + j] = d * (float)(blk[4 + j] & 0x0f) + m;
+                dst[b * 32 + j + 16] = d * (float)(blk[4 + j] >> 4) + m;
             }
         }
         break;
@@ -172,10 +186,12 @@ typedef struct builder {
     slate_error *err;
 } builder;
 
-/* The source format as a slate layout, if it is one (GGUF Q8_0 and Q4_0 bytes are slate's). */
-static bool src_layout(slate__src_type t, slate_dtype *dt, int32_t *block) {
+/* The source format as a slate layout, if it is one (GGUF Q8_0, Q4_0 and Q4_1 bytes are
+ * slate's Q8_0, Q4 block 32 and asymmetric Q4 block 32). */
+static bool src_layout(slate__src_type t, slate_dtype *dt, int32_t *block, bool *asym) {
+    *asym = t == SLATE__SRC_Q4_1;
     if (t == SLATE__SRC_Q8_0) *dt = SLATE_DTYPE_Q8_0;
-    else if (t == SLATE__SRC_Q4_0) *dt = SLATE_DTYPE_Q4;
+    else if (t == SLATE__SRC_Q4_0 || t == SLATE__SRC_Q4_1) *dt = SLATE_DTYPE_Q4;
     else return false;
     *block = 32;
     return true;
@@ -198,11 +214,12 @@ static void choose_matrix(builder *b, const slate__src_tensor *t, producer *p) {
     const slate_convert_params *cp = b->cp;
     slate_dtype sdt = SLATE_DTYPE_F32, dt = cp->dtype;
     int32_t sblock = 0;
-    bool src_q = src_layout(t->type, &sdt, &sblock);
+    bool sasym = false;
+    bool src_q = src_layout(t->type, &sdt, &sblock, &sasym);
     bool asym = cp->asym;
     if (src_q && !cp->convert_quantized) {
         dt = sdt;
-        asym = false;
+        asym = sasym;
     } else if (slate__wdtype_quantized(cp->dtype) &&
                (strcmp(t->name, "token_embd.weight") == 0 || strcmp(t->name, "output.weight") == 0)) {
         dt = SLATE_DTYPE_Q8_0;
@@ -225,7 +242,7 @@ static void choose_matrix(builder *b, const slate__src_tensor *t, producer *p) {
         asym = false;
     }
     p->dst = dt;
-    p->copy = src_q && dt == sdt && block == sblock && !asym;
+    p->copy = src_q && dt == sdt && block == sblock && asym == sasym;
     p->q.src = t;
     p->q.dtype = dt;
     p->q.block = block;

@@ -17,6 +17,8 @@ typedef enum slate__src_type {
     SLATE__SRC_BF16,
     SLATE__SRC_Q8_0, /* ggml: blocks of 32: f16 scale + 32 int8 */
     SLATE__SRC_Q4_0, /* ggml: blocks of 32: f16 scale + 16 bytes of nibbles, value q - 8 */
+    SLATE__SRC_Q4_1, /* ggml: blocks of 32: f16 scale d, f16 offset m, 16 bytes of nibbles,
+                        value d * q + m */
 } slate__src_type;
 
 typedef struct slate__src_tensor {

@@ -172,6 +172,7 @@ const char *slate__ggml_type_name(uint32_t type) {
     case SLATE__GGML_F32: return "F32";
     case SLATE__GGML_F16: return "F16";
     case SLATE__GGML_Q4_0: return "Q4_0";
+    case SLATE__GGML_Q4_1: return "Q4_1";
     case SLATE__GGML_Q8_0: return "Q8_0";
     case SLATE__GGML_BF16: return "BF16";
     }
@@ -453,17 +454,18 @@ static slate_status read_alignment(parser *p) {
 
 static bool known_type(uint32_t t) {
     return t == SLATE__GGML_F32 || t == SLATE__GGML_F16 || t == SLATE__GGML_Q4_0 ||
-           t == SLATE__GGML_Q8_0 || t == SLATE__GGML_BF16;
+           t == SLATE__GGML_Q4_1 || t == SLATE__GGML_Q8_0 || t == SLATE__GGML_BF16;
 }
 
 /* Bytes of n elements of a known type (n is a multiple of 32 for the block types); false on
- * overflow. Blocks of 32 elements: Q4_0 = f16 scale + 16 bytes of nibbles, Q8_0 = f16 scale +
- * 32 int8. */
+ * overflow. Blocks of 32 elements: Q4_0 = f16 scale + 16 bytes of nibbles, Q4_1 = f16 scale +
+ * f16 offset + 16 bytes of nibbles, Q8_0 = f16 scale + 32 int8. */
 static bool tensor_nbytes(uint32_t t, uint64_t n, uint64_t *out) {
     uint64_t num = 4, den = 1; /* bytes per den elements */
     switch (t) {
     case SLATE__GGML_F16: case SLATE__GGML_BF16: num = 2; break;
     case SLATE__GGML_Q4_0: num = 18, den = 32; break;
+    case SLATE__GGML_Q4_1: num = 20, den = 32; break;
     case SLATE__GGML_Q8_0: num = 34, den = 32; break;
     }
     if (n / den > UINT64_MAX / num) return false;
@@ -519,9 +521,10 @@ static slate_status parse_tensors(parser *p) {
         if (!known_type(t->type))
             return slate__fail_at(p->err, SLATE_E_UNSUPPORTED, type_at,
                                   "tensor '%s': ggml type %u is not supported (slate reads "
-                                  "F32=0, F16=1, Q4_0=2, Q8_0=8, BF16=30)",
+                                  "F32=0, F16=1, Q4_0=2, Q4_1=3, Q8_0=8, BF16=30)",
                                   q, t->type);
-        if ((t->type == SLATE__GGML_Q4_0 || t->type == SLATE__GGML_Q8_0) && t->ne[0] % 32 != 0)
+        if ((t->type == SLATE__GGML_Q4_0 || t->type == SLATE__GGML_Q4_1 ||
+             t->type == SLATE__GGML_Q8_0) && t->ne[0] % 32 != 0)
             return slate__fail_at(p->err, SLATE_E_FORMAT, dims_at + 4,
                                   "tensor '%s': %s needs ne[0] to be a multiple of 32, found %llu",
                                   q, slate__ggml_type_name(t->type),

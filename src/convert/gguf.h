@@ -21,8 +21,8 @@ typedef enum slate__gguf_vtype { /* GGUF metadata value types */
 
 /* ggml tensor types that slate reads. Others are listed by number in the error message. */
 typedef enum slate__ggml_type {
-    SLATE__GGML_F32 = 0, SLATE__GGML_F16 = 1, SLATE__GGML_Q4_0 = 2, SLATE__GGML_Q8_0 = 8,
-    SLATE__GGML_BF16 = 30,
+    SLATE__GGML_F32 = 0, SLATE__GGML_F16 = 1, SLATE__GGML_Q4_0 = 2, SLATE__GGML_Q4_1 = 3,
+    SLATE__GGML_Q8_0 = 8, SLATE__GGML_BF16 = 30,
 } slate__ggml_type;
 
 typedef struct slate__gguf slate__gguf;
@@ -81,7 +81,7 @@ int64_t slate__gguf_n_tensors(const slate__gguf *g);
 const slate__gguf_tensor *slate__gguf_tensor_at(const slate__gguf *g, int64_t i);
 const slate__gguf_tensor *slate__gguf_find_tensor(const slate__gguf *g, const char *name);
 
-/* Static name of a ggml type ("F32", "F16", "Q4_0", "Q8_0", "BF16"), "?" for others. */
+/* Static name of a ggml type ("F32", "F16", "Q4_0", "Q4_1", "Q8_0", "BF16"), "?" for others. */
 const char *slate__ggml_type_name(uint32_t type);
 
 /* Builds a tokenizer from tokenizer.ggml.* keys (model "llama" -> SPM, "gpt2" -> BPE, with the

@@ -111,9 +111,11 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
         case SLATE__GGML_BF16: st2.type = SLATE__SRC_BF16; break;
         case SLATE__GGML_Q8_0: st2.type = SLATE__SRC_Q8_0; break;
         case SLATE__GGML_Q4_0: st2.type = SLATE__SRC_Q4_0; break;
+        case SLATE__GGML_Q4_1: st2.type = SLATE__SRC_Q4_1; break;
         default:
             s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': tensor '%s' has ggml type %u, not "
-                            "supported (F32, F16, BF16, Q8_0, Q4_0)", path, t->name, t->type);
+                            "supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1)", path, t->name,
+                            t->type);
             goto fail;
         }
         if (t->n_dims > 2) {

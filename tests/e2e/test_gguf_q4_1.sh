@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# GGUF Q4_1 import: no GGUF with Q4_1 tensors ships in ../shared/models, so tests/tools/
+# gguf_requant.py writes one from stories260K-f16.gguf (ggml's Q4_1 layout and rounding). Every
+# Q4_1 tensor must land in the package as slate's asymmetric Q4 with blocks of 32 and exactly the
+# GGUF's bytes, the package must generate, its next-token distributions must stay close to the
+# f16 package's about as closely as slate's own asymmetric int4 quantizer's (a misread nibble or
+# offset would be far off).
+source "$(dirname "$0")/lib.sh"
+need_models
+SRC=$SLATE_MODELS_DIR/stories260K/stories260K-f16.gguf
+$PY "$TOOLS/gguf_requant.py" "$SRC" "$WORK/q41.gguf"
+check "a Q4_1 GGUF converts" "$SLATE" convert "$WORK/q41.gguf" -o "$WORK/q41.slate"
+"$SLATE" convert "$SRC" -o "$WORK/f16.slate" 2>/dev/null
+"$SLATE" convert "$SRC" -o "$WORK/own.slate" --quantize int4 --asym --block-size 32 \
+  --keep int4:token_embd.weight --keep int4:output.weight 2>/dev/null
+
+# Tensor bytes of a package, by name (container and META as docs/format.md describes them).
+cat >"$WORK/cmp.py" <<'PY'
+import json, struct, sys
+def package(path):
+    b = open(path, "rb").read()
+    n = struct.unpack_from("<I", b, 12)[0]
+    sec = {}
+    for i in range(n):
+        kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
+        sec[kind] = (off, size)
+    meta = json.loads(b[sec[1][0]:sec[1][0] + sec[1][1]])
+    d0 = sec[3][0]
+    return {t["name"]: (t, b[d0 + t["offset"]:d0 + t["offset"] + t["size"]]) for t in meta["tensors"]}
+def gguf_q41(path):
+    # name -> bytes of every Q4_1 tensor, via the same parser the requant tool uses
+    sys.path.insert(0, sys.argv[4])
+    import gguf_requant as g
+    b = open(path, "rb").read()
+    _, _, nt, nkv = struct.unpack_from("<IIQQ", b, 0)
+    pos, align = 24, 32
+    for _ in range(nkv):
+        klen = struct.unpack_from("<Q", b, pos)[0]
+        key = b[pos + 8:pos + 8 + klen].decode()
+        vtype = struct.unpack_from("<I", b, pos + 8 + klen)[0]
+        if key == "general.alignment":
+            align = struct.unpack_from("<I", b, pos + 12 + klen)[0]
+        pos = g.skip_value(b, pos + 12 + klen, vtype)
+    infos = []
+    for _ in range(nt):
+        nlen = struct.unpack_from("<Q", b, pos)[0]
+        name = b[pos + 8:pos + 8 + nlen].decode(); pos += 8 + nlen
+        nd = struct.unpack_from("<I", b, pos)[0]
+        ne = struct.unpack_from("<%dQ" % nd, b, pos + 4); pos += 4 + 8 * nd
+        tt, off = struct.unpack_from("<IQ", b, pos); pos += 12
+        infos.append((name, ne, tt, off))
+    d0 = (pos + align - 1) // align * align
+    out = {}
+    for name, ne, tt, off in infos:
+        if tt == 3:
+            n = 1
+            for x in ne: n *= x
+            out[name] = b[d0 + off:d0 + off + n // 32 * 20]
+    return out
+pa = package(sys.argv[2])
+ref = gguf_q41(sys.argv[3])
+bad = [n for n, blob in ref.items()
+       if n not in pa or pa[n][0]["dtype"] != "q4" or pa[n][0].get("block") != 32
+       or not pa[n][0].get("asym") or pa[n][1] != blob]
+print("%d Q4_1 tensors, %d differ: %s" % (len(ref), len(bad), bad[:3]))
+sys.exit(1 if bad or len(ref) < 30 else 0)
+PY
+check "every Q4_1 tensor is asymmetric q4 (block 32) with the GGUF's exact bytes" \
+  $PY "$WORK/cmp.py" gguf "$WORK/q41.slate" "$WORK/q41.gguf" "$TOOLS"
+out=$("$SLATE" run "$WORK/q41.slate" -p "Once upon a time" -n 20 --temp 0 2>/dev/null)
+check "the Q4_1 package generates text" test "${#out}" -gt 20
+for p in q41 own; do
+  "$SLATE" eval "$WORK/$p.slate" --ref "$WORK/f16.slate" \
+    --text "$SLATE_SOURCE_DIR/bench/eval_text.txt" --json >"$WORK/eval-$p.json"
+done
+check "next-token distributions stay close to f16, as close as slate's own asym int4" \
+  $PY -c '
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+print("Q4_1 import: KL %.4f top-1 %.3f; slate int4 --asym: KL %.4f top-1 %.3f"
+      % (a["kl_mean"], a["top1_agreement"], b["kl_mean"], b["top1_agreement"]))
+sys.exit(0 if a["kl_mean"] < 0.2 and a["top1_agreement"] >= 0.7
+         and a["kl_mean"] < 2 * b["kl_mean"] + 0.01 else 1)' "$WORK/eval-q41.json" "$WORK/eval-own.json"
+finish
