@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cross-checks the NEON kernels (src/kernels/arm/neon.c) on any Linux host: builds
-# tests/kernels/neon_check.c with the kernel sources for AArch64 (static, so no ARM sysroot is
-# needed at run time) and runs it under qemu user-mode emulation against the scalar reference.
+# tests/kernels/neon_check.c and the checks it shares with test_kernels.c (kcheck.c) with the
+# kernel sources for AArch64 (static, so no ARM sysroot is needed at run time) and runs it
+# under qemu user-mode emulation against the scalar reference.
 # Only the kernels and two small core files are compiled (half-precision conversion in
 # core/num.c, slate_dtype_name in core/error.c): the kernels need nothing else of the library.
 # Usage: scripts/check_neon.sh      Exit: 0 all passed, 1 a build error or a failed case,
@@ -27,7 +28,7 @@ fi
 # The project's warning flags (CMakeLists.txt SLATE_WARN) with -Werror, as CI builds.
 flags=(-std=c11 -O2 -static -pthread -Wall -Wextra -Wshadow -Wstrict-prototypes
        -Wno-unused-parameter -Werror -DSLATE_HAVE_neon -Iinclude -Isrc)
-srcs=(tests/kernels/neon_check.c src/kernels/dispatch.c src/kernels/quant.c
+srcs=(tests/kernels/neon_check.c tests/kernels/kcheck.c src/kernels/dispatch.c src/kernels/quant.c
       src/kernels/ref/*.c src/kernels/arm/neon.c src/core/num.c src/core/error.c)
 mkdir -p "$dir"
 start=$(date +%s)

@@ -1,0 +1,405 @@
+/* kcheck.c - one case of a kernel table against ref (see kcheck.h): random inputs, both tables
+ * run on the same inputs, outputs compared element by element within a tolerance, and sentinels
+ * around the outputs to catch writes outside them. The tolerances sit next to their cases with
+ * their reasons: results differ from ref only by rounding (accumulation order, FMA, exp
+ * polynomials), and each bound is set well above the worst seen and well below what a dropped
+ * or doubled term, a wrong lane or a wrong tail would cause. The "worst seen" figures are for
+ * the x86 tables over 100 seeds; the NEON table (4 lanes) stays below them.
+ */
+#include "kcheck.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+uint64_t kc_rand(uint64_t *s) {
+    uint64_t x = *s ? *s : 0x9e3779b97f4a7c15ull;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *s = x;
+    return x;
+}
+
+float kc_randf(uint64_t *s) {
+    return (float)((kc_rand(s) >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "kcheck: out of memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    return p;
+}
+
+static void fill_rand(float *a, int64_t n, uint64_t *rng) {
+    for (int64_t i = 0; i < n; i++) a[i] = kc_randf(rng);
+}
+
+/* Random weights of dtype dt, and the same values as f32 (for the magnitude bound). */
+static void *make_weights(slate_dtype dt, int64_t n, float *as_f32, uint64_t *rng) {
+    size_t es = dt == SLATE_DTYPE_F32 ? 4 : 2;
+    void *w = xmalloc((size_t)n * es);
+    for (int64_t i = 0; i < n; i++) {
+        float f = kc_randf(rng);
+        if (dt == SLATE_DTYPE_F32) {
+            ((float *)w)[i] = f;
+        } else if (dt == SLATE_DTYPE_F16) {
+            uint16_t h = slate__f32_to_f16(f);
+            ((uint16_t *)w)[i] = h;
+            f = slate__f16_to_f32(h);
+        } else {
+            uint16_t h = slate__f32_to_bf16(f);
+            ((uint16_t *)w)[i] = h;
+            f = slate__bf16_to_f32(h);
+        }
+        as_f32[i] = f;
+    }
+    return w;
+}
+
+/* The verdict of a case: true when detail is empty, else "what: detail" into problem. */
+static bool verdict(const char *what, const char *detail, char *problem, size_t cap) {
+    if (!detail[0]) return true;
+    snprintf(problem, cap, "%s: %s", what, detail);
+    return false;
+}
+
+/* got vs want (ref) for n results with magnitudes mag (a scale no result can exceed and that
+ * does not cancel, e.g. sum |w_i||x_i|): per element |got - want| <= tol * mag, and over the
+ * case the normalized error ||got - want|| / ||want|| <= tol. The normalized error needs at
+ * least 16 results and ||want|| >= 1e-3 ||mag||: one or two outputs that happen to cancel to
+ * almost 0 make it meaningless (seen: 3.5e-5 on a single output), while the per-element bound
+ * still holds there. Writes the first problem into detail[0..cap) unless detail already holds
+ * one (the first problem of a case wins). */
+static void check_close(char *detail, size_t cap, const float *got, const float *want,
+                        const double *mag, int64_t n, double tol) {
+    if (detail[0]) return;
+    double d2 = 0.0, w2 = 0.0, m2 = 0.0;
+    int64_t n_bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (!(d <= tol * mag[i]) && n_bad++ == 0)
+            snprintf(detail, cap, "element %lld: got %.9g, want %.9g, |diff| %.3g > %g * mag %.3g",
+                     (long long)i, got[i], want[i], d, tol, mag[i]);
+        d2 += d * d;
+        w2 += (double)want[i] * want[i];
+        m2 += mag[i] * mag[i];
+    }
+    if (n_bad > 1) {
+        size_t len = strlen(detail);
+        snprintf(detail + len, cap - len, " (%lld elements off)", (long long)n_bad);
+    }
+    if (!n_bad && n >= 16 && w2 >= 1e-6 * m2 && !(sqrt(d2 / w2) <= tol))
+        snprintf(detail, cap, "normalized error %.3g > %g", sqrt(d2 / w2), tol);
+}
+
+/* The outputs of a case with one result vector: got (the table) and want (ref), n results each
+ * plus one past them, all preset to SENTINEL (a value no case computes) so a write past the end
+ * shows; and mag, the scale of each result for check_close. */
+typedef struct outputs {
+    float *got, *want;
+    double *mag;
+    int64_t n;
+} outputs;
+
+#define SENTINEL 777.0f
+
+static outputs outputs_alloc(int64_t n) {
+    outputs o = {xmalloc((size_t)(n + 1) * sizeof(float)), xmalloc((size_t)(n + 1) * sizeof(float)),
+                 xmalloc((size_t)n * sizeof(double)), n};
+    for (int64_t i = 0; i <= n; i++) o.got[i] = o.want[i] = SENTINEL;
+    return o;
+}
+
+/* "wrote past <end>" when the table overwrote its sentinel, then check_close. */
+static void outputs_check(const outputs *o, const char *end, double tol, char *detail,
+                          size_t cap) {
+    if (o->got[o->n] != SENTINEL && !detail[0]) snprintf(detail, cap, "wrote past %s", end);
+    check_close(detail, cap, o->got, o->want, o->mag, o->n, tol);
+}
+
+static void outputs_free(outputs *o) {
+    free(o->got);
+    free(o->want);
+    free(o->mag);
+}
+
+/* ---- matmul ------------------------------------------------------------------------------ */
+
+/* Tolerance 1e-5 (per element against mag = sum |w_i||x_i| + |bias|, and normalized): ref
+ * sums sequentially, the variants in 4/8/16 lanes, in K blocks, with FMA, so results differ by
+ * rounding of order u sqrt(n) (u = 6e-8) of the partial sums. Worst seen over 100 seeds:
+ * 3.2e-7 per element, 2.7e-6 normalized (n_in = 4099). A dropped or doubled term of typical
+ * size is far above either bound. */
+#define MATMUL_TOL 1e-5
+
+bool kc_matmul(const slate__kernels *k, const slate__kernels *ref, slate_dtype dt, int64_t n_rows,
+               int64_t n_in, int64_t n_out, int64_t o0, int64_t o1, bool with_bias,
+               uint64_t *rng, char *problem, size_t cap) {
+    float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
+    float *wf = xmalloc((size_t)(n_out * n_in) * sizeof(float));
+    float *bias = xmalloc((size_t)n_out * sizeof(float));
+    float *got = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
+    float *want = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
+    double *mag = xmalloc((size_t)(n_rows * n_out) * sizeof(double));
+    fill_rand(x, n_rows * n_in, rng);
+    fill_rand(bias, n_out, rng);
+    void *w = make_weights(dt, n_out * n_in, wf, rng);
+    const float sentinel = 12345.0f;
+    for (int64_t i = 0; i < n_rows * n_out; i++) got[i] = want[i] = sentinel;
+
+    slate__wmat wm;
+    slate__wmat_init(&wm, w, dt, 0, false, n_out, n_in);
+    k->matmul[dt](got, x, NULL, &wm, with_bias ? bias : NULL, n_rows, o0, o1);
+    ref->matmul[dt](want, x, NULL, &wm, with_bias ? bias : NULL, n_rows, o0, o1);
+
+    char what[200], detail[300] = "";
+    snprintf(what, sizeof what, "%s matmul %s rows=%lld n_in=%lld n_out=%lld o=[%lld,%lld) bias=%d",
+             k->name, slate_dtype_name(dt), (long long)n_rows, (long long)n_in,
+             (long long)n_out, (long long)o0, (long long)o1, (int)with_bias);
+    /* Compact the written columns to the front (in place: index n only grows; element e is
+     * y[e / (o1 - o0)][o0 + e % (o1 - o0)]) and check that the others were left alone. */
+    int64_t n = 0;
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t o = 0; o < n_out; o++) {
+            if (o < o0 || o >= o1) {
+                if (got[r * n_out + o] != sentinel && !detail[0])
+                    snprintf(detail, sizeof detail, "wrote y[%lld][%lld] outside the range",
+                             (long long)r, (long long)o);
+                continue;
+            }
+            double s = with_bias ? fabs(bias[o]) : 0.0;
+            for (int64_t i = 0; i < n_in; i++)
+                s += fabs((double)wf[o * n_in + i] * x[r * n_in + i]);
+            got[n] = got[r * n_out + o];
+            want[n] = want[r * n_out + o];
+            mag[n++] = s;
+        }
+    check_close(detail, sizeof detail, got, want, mag, n, MATMUL_TOL);
+    free(x);
+    free(wf);
+    free(bias);
+    free(got);
+    free(want);
+    free(mag);
+    free(w);
+    return verdict(what, detail, problem, cap);
+}
+
+/* ---- to_f32 ------------------------------------------------------------------------------ */
+
+/* Exact: f16 and bf16 are subsets of f32, so every bit pattern must give ref's bits (NaNs only
+ * need to stay NaN: a hardware conversion may quiet signalling NaNs). The whole output buffer is
+ * compared, so anything written past n shows as a changed 0x55555555 filler. */
+bool kc_to_f32(const slate__kernels *k, const slate__kernels *ref, slate_dtype dt, int64_t n,
+               char *problem, size_t cap) {
+    enum { N = 65536 };
+    uint16_t *h = xmalloc(N * sizeof(uint16_t));
+    float *got = xmalloc(N * sizeof(float)), *want = xmalloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) h[i] = (uint16_t)i;
+    int64_t off = N - n; /* tails end at the last value, 0xffff */
+    memset(got, 0x55, N * sizeof(float));
+    memset(want, 0x55, N * sizeof(float));
+    k->to_f32[dt](got, h + off, n);
+    ref->to_f32[dt](want, h + off, n);
+
+    char what[100], detail[200] = "";
+    snprintf(what, sizeof what, "%s to_f32 %s n=%lld", k->name, slate_dtype_name(dt),
+             (long long)n);
+    for (int64_t i = 0; i < N && !detail[0]; i++) {
+        if (isnan(got[i]) && isnan(want[i]) && i < n) continue;
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0)
+            snprintf(detail, sizeof detail, "element %lld (0x%04x): got %.9g, want %.9g",
+                     (long long)i, (unsigned)h[off + (i < n ? i : 0)], got[i], want[i]);
+    }
+    free(h);
+    free(got);
+    free(want);
+    return verdict(what, detail, problem, cap);
+}
+
+/* ---- attention --------------------------------------------------------------------------- */
+
+/* Tolerance 3e-5 of max |v| (1 here) per element, and normalized. The output is a convex
+ * combination of v rows. Scores are dot products of up to 512 terms; ref sums them in order,
+ * which carries an absolute error of ~u sqrt(hd) times the partial sums (a few 1e-6 at hd =
+ * 512), and each softmax weight moves by that much relative; exp differs from libm by ~2 ulp.
+ * Worst seen over 100 seeds: 4.2e-6 per element, 6.2e-6 normalized (hd = 512, 333 positions).
+ * Dropping one of 333 positions moves the output by ~3e-3, a hundred times the bound. */
+#define ATTN_TOL 3e-5
+
+static const char *mask_name(kc_mask mk) {
+    static const char *const names[] = {"none", "some_inf", "nan", "all_inf"};
+    return names[mk];
+}
+
+bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtype kvt, int64_t hd,
+                  int64_t n_heads, int64_t stride, int64_t j0, int64_t j1, float scale, kc_mask mk,
+                  uint64_t *rng, char *problem, size_t cap) {
+    int64_t n_elem = (j1 > 0 ? j1 : 1) * stride + hd; /* rows beyond j1 exist but are unused */
+    size_t es = kvt == SLATE_DTYPE_F32 ? 4 : 2;
+    float *kf = xmalloc((size_t)n_elem * sizeof(float)),
+          *vf = xmalloc((size_t)n_elem * sizeof(float));
+    void *kc = make_weights(kvt, n_elem, kf, rng), *vc = make_weights(kvt, n_elem, vf, rng);
+    int64_t nq = n_heads * hd;
+    float *q = xmalloc((size_t)nq * sizeof(float));
+    float *mask = xmalloc((size_t)(j1 + 1) * sizeof(float));
+    outputs o = outputs_alloc(nq);
+    fill_rand(q, nq, rng);
+    for (int64_t j = 0; j <= j1; j++) {
+        float r = kc_randf(rng);
+        mask[j] = mk == KC_MASK_ALL_INF            ? -INFINITY
+                  : r < -0.4f                      ? -INFINITY
+                  : mk == KC_MASK_NAN && r > 0.7f  ? NAN
+                                                   : r * 3.0f;
+    }
+    /* Offset the cache base so rows are not vector-aligned. */
+    const void *kb = (const char *)kc + es, *vb = (const char *)vc + es;
+    const float *mp = mk == KC_MASK_NONE ? NULL : mask;
+    k->attention(o.got, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, scale, mp);
+    ref->attention(o.want, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, scale, mp);
+
+    char what[200], detail[300] = "";
+    snprintf(what, sizeof what,
+             "%s attention %s hd=%lld heads=%lld j=[%lld,%lld) stride=%lld scale=%g mask=%s",
+             k->name, slate_dtype_name(kvt), (long long)hd, (long long)n_heads, (long long)j0,
+             (long long)j1, (long long)stride, scale, mask_name(mk));
+    if (o.got[nq] != SENTINEL) snprintf(detail, sizeof detail, "wrote past the last head");
+    bool empty = j1 <= j0 || mk == KC_MASK_ALL_INF;
+    for (int64_t d = 0; d < nq; d++) {
+        o.mag[d] = 1.0; /* max |v| */
+        if (empty && o.got[d] != 0.0f && !detail[0])
+            snprintf(detail, sizeof detail, "out[%lld] = %g, want 0 (no valid score)",
+                     (long long)d, o.got[d]);
+    }
+    for (int64_t h = 0; h < n_heads && !detail[0]; h++) {
+        check_close(detail, sizeof detail, o.got + h * hd, o.want + h * hd, o.mag, hd, ATTN_TOL);
+        if (detail[0]) {
+            size_t len = strlen(detail);
+            snprintf(detail + len, sizeof detail - len, " in head %lld", (long long)h);
+        }
+    }
+    free(kf);
+    free(vf);
+    free(kc);
+    free(vc);
+    free(q);
+    free(mask);
+    outputs_free(&o);
+    return verdict(what, detail, problem, cap);
+}
+
+/* ---- rms_norm ---------------------------------------------------------------------------- */
+
+/* y = x * r * w with r = 1/sqrt(mean(x^2) + eps). Tolerance 1e-5 relative per element (mag =
+ * |want|): the sum of squares has only positive terms, so both summation orders are within
+ * ~sqrt(n) u relative of the exact value and r within half of that; then two rounded products.
+ * Worst seen over 100 seeds: 1.8e-6 (n = 4099). */
+#define RMS_NORM_TOL 1e-5
+
+bool kc_rms_norm(const slate__kernels *k, const slate__kernels *ref, int64_t n, float eps,
+                 uint64_t *rng, char *problem, size_t cap) {
+    float *x = xmalloc((size_t)n * sizeof(float)), *w = xmalloc((size_t)n * sizeof(float));
+    outputs o = outputs_alloc(n);
+    fill_rand(x, n, rng);
+    fill_rand(w, n, rng);
+    k->rms_norm(o.got, x, w, n, eps);
+    ref->rms_norm(o.want, x, w, n, eps);
+
+    char what[100], detail[300] = "";
+    snprintf(what, sizeof what, "%s rms_norm n=%lld eps=%g", k->name, (long long)n, eps);
+    for (int64_t i = 0; i < n; i++) o.mag[i] = fabs((double)o.want[i]);
+    outputs_check(&o, "n", RMS_NORM_TOL, detail, sizeof detail);
+    free(x);
+    free(w);
+    outputs_free(&o);
+    return verdict(what, detail, problem, cap);
+}
+
+/* ---- swiglu ------------------------------------------------------------------------------ */
+
+/* silu(a) * b. Tolerance 1e-6 relative per element (mag = |a b| + 1e-30): the variants' exp
+ * polynomial is within ~2 ulp of expf and a division and a product follow, so a few u
+ * (6e-8). Inputs span [-100, 100] so exp's clamping at both ends is exercised; y aliasing a is
+ * allowed (the in-place case). */
+#define SWIGLU_TOL 1e-6
+
+bool kc_swiglu(const slate__kernels *k, const slate__kernels *ref, int64_t n, uint64_t *rng,
+               char *problem, size_t cap) {
+    float *a = xmalloc((size_t)n * sizeof(float)), *b = xmalloc((size_t)n * sizeof(float));
+    outputs o = outputs_alloc(n);
+    fill_rand(a, n, rng);
+    fill_rand(b, n, rng);
+    for (int64_t i = 0; i < n; i++) a[i] *= i % 5 == 0 ? 100.0f : 8.0f;
+    memcpy(o.got, a, (size_t)n * sizeof(float));
+    k->swiglu(o.got, o.got, b, n); /* in place */
+    ref->swiglu(o.want, a, b, n);
+
+    char what[100], detail[300] = "";
+    snprintf(what, sizeof what, "%s swiglu n=%lld", k->name, (long long)n);
+    for (int64_t i = 0; i < n; i++) o.mag[i] = fabs((double)a[i] * b[i]) + 1e-30;
+    outputs_check(&o, "n", SWIGLU_TOL, detail, sizeof detail);
+    free(a);
+    free(b);
+    outputs_free(&o);
+    return verdict(what, detail, problem, cap);
+}
+
+/* ---- rope -------------------------------------------------------------------------------- */
+
+const int64_t kc_rope_dims[KC_N_ROPE_DIMS][2] = {
+    {2, 2},   {4, 4},   {6, 6},   {16, 16},   {18, 18},  {32, 32},   {34, 34}, {64, 64},
+    {64, 32}, {80, 80}, {96, 64}, {128, 128}, {128, 64}, {256, 256}, {30, 14}, {10, 2}};
+
+/* Tolerance 1e-6 per element against mag = |u| + |v| of the pair: one rounded product and one
+ * fused or rounded sum. Dims from rope_dim on are copied (there mag = 2 |x|). */
+#define ROPE_TOL 1e-6
+
+bool kc_rope(const slate__kernels *k, const slate__kernels *ref, int64_t n_heads, int64_t hd,
+             int64_t rope_dim, bool half, bool in_place, uint64_t *rng, char *problem,
+             size_t cap) {
+    char what[120], detail[300] = "";
+    snprintf(what, sizeof what, "%s rope heads=%lld hd=%lld rope_dim=%lld half=%d in_place=%d",
+             k->name, (long long)n_heads, (long long)hd, (long long)rope_dim, (int)half,
+             (int)in_place);
+    if (rope_dim < 2 || rope_dim % 2 || rope_dim > hd || hd > SLATE__MAX_HEAD_DIM)
+        return verdict(what, "not a valid case: needs an even rope_dim, 2 <= rope_dim <= hd <= "
+                             "SLATE__MAX_HEAD_DIM", problem, cap);
+    int64_t n = n_heads * hd, rd = rope_dim;
+    float *x = xmalloc((size_t)n * sizeof(float));
+    float cs[SLATE__MAX_HEAD_DIM / 2], sn[SLATE__MAX_HEAD_DIM / 2];
+    outputs o = outputs_alloc(n);
+    fill_rand(x, n, rng);
+    for (int64_t i = 0; i < rd / 2; i++) {
+        float ang = 37.0f * kc_randf(rng);
+        cs[i] = cosf(ang);
+        sn[i] = sinf(ang);
+    }
+    if (in_place) {
+        memcpy(o.got, x, (size_t)n * sizeof(float));
+        k->rope(o.got, o.got, cs, sn, n_heads, hd, rd, half);
+    } else {
+        k->rope(o.got, x, cs, sn, n_heads, hd, rd, half);
+    }
+    ref->rope(o.want, x, cs, sn, n_heads, hd, rd, half);
+
+    for (int64_t h = 0; h < n_heads; h++)
+        for (int64_t d = 0; d < hd; d++) {
+            int64_t i = h * hd + d, p = d;
+            if (d < rd) /* the pair partner of d */
+                p = half ? (d < rd / 2 ? d + rd / 2 : d - rd / 2) : (d ^ 1);
+            o.mag[i] = fabs((double)x[i]) + fabs((double)x[h * hd + p]) + 1e-30;
+        }
+    outputs_check(&o, "the last head", ROPE_TOL, detail, sizeof detail);
+    free(x);
+    outputs_free(&o);
+    return verdict(what, detail, problem, cap);
+}

@@ -1,0 +1,75 @@
+/* kcheck.h - one case of a kernel table against the scalar reference ("ref"), on random data,
+ * shared by the cmocka tests (tests/kernels/test_kernels.c) and the standalone AArch64 check
+ * (tests/kernels/neon_check.c, cross-compiled and run under qemu by scripts/check_neon.sh).
+ * Plain C11 without cmocka: it needs only the kernel sources (src/kernels/, core/num.c,
+ * core/error.c). The callers pick the shapes and own the seed.
+ *
+ * Each kc_<kernel> runs one case and returns true when the table agrees with ref within the
+ * kernel's tolerance (kcheck.c gives each with its reason) and wrote nothing outside its output.
+ * Otherwise it returns false and writes the first problem into problem[0..cap), NUL-terminated:
+ * the table, kernel, dtype and shape, then the first bad element with got and want, e.g.
+ * "avx2 matmul f16 rows=3 n_in=17 n_out=9 o=[2,7) bias=1: element 4: got 1.5, want 1.25, ...".
+ * rng is the caller's xorshift state (kc_rand); a case draws its data from it.
+ * Allocation failure prints a message and exits: these are test programs.
+ */
+#ifndef SLATE_KCHECK_H
+#define SLATE_KCHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+/* xorshift64, the same sequence as tu_rand in tests/unit/testutil.c (which needs cmocka). */
+uint64_t kc_rand(uint64_t *s);
+float kc_randf(uint64_t *s); /* uniform in [-1, 1) */
+
+/* y columns [o0, o1) of an [n_rows][n_out] x [n_out][n_in] product with weights of dtype dt
+ * (F32, F16, BF16), bias when with_bias; columns outside [o0, o1) must stay untouched.
+ * 0 <= o0 < o1 <= n_out. */
+bool kc_matmul(const slate__kernels *k, const slate__kernels *ref, slate_dtype dt, int64_t n_rows,
+               int64_t n_in, int64_t n_out, int64_t o0, int64_t o1, bool with_bias,
+               uint64_t *rng, char *problem, size_t cap);
+
+/* to_f32 of dt (F16 or BF16) on the last n (1..65536) of all 65536 bit patterns: bit-exact
+ * (NaN stays NaN), nothing written past n. Uses no random data. */
+bool kc_to_f32(const slate__kernels *k, const slate__kernels *ref, slate_dtype dt, int64_t n,
+               char *problem, size_t cap);
+
+/* The attention mask of a case. */
+typedef enum kc_mask {
+    KC_MASK_NONE,     /* mask == NULL */
+    KC_MASK_SOME_INF, /* about 30% of the positions -inf, the rest finite */
+    KC_MASK_NAN,      /* as SOME_INF, and about 15% NaN (a NaN score is skipped like -inf) */
+    KC_MASK_ALL_INF,  /* every score masked: the output must be 0 */
+} kc_mask;
+
+/* n_heads query heads of head_dim hd sharing one kv head of dtype kvt (F32 or F16), over
+ * cache rows [j0, j1) that lie stride (>= hd) elements apart, from a base that is not
+ * vector-aligned; each head's output is checked on its own, an empty range (j1 <= j0) or a
+ * KC_MASK_ALL_INF mask must give 0, and nothing may be written past the last head. */
+bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtype kvt, int64_t hd,
+                  int64_t n_heads, int64_t stride, int64_t j0, int64_t j1, float scale, kc_mask mk,
+                  uint64_t *rng, char *problem, size_t cap);
+
+/* rms_norm of n elements with eps; nothing written past n. */
+bool kc_rms_norm(const slate__kernels *k, const slate__kernels *ref, int64_t n, float eps,
+                 uint64_t *rng, char *problem, size_t cap);
+
+/* swiglu of n elements in place (y == a) against ref out of place, inputs in [-100, 100] (exp
+ * clamps at both ends); nothing written past n. */
+bool kc_swiglu(const slate__kernels *k, const slate__kernels *ref, int64_t n, uint64_t *rng,
+               char *problem, size_t cap);
+
+/* rope of n_heads heads of head_dim hd, the first rope_dim rotated (even, <= hd, <=
+ * SLATE__MAX_HEAD_DIM), in the half (NeoX) or interleaved pair layout, in place or not, at
+ * random angles; nothing written past the last head. */
+bool kc_rope(const slate__kernels *k, const slate__kernels *ref, int64_t n_heads, int64_t hd,
+             int64_t rope_dim, bool half, bool in_place, uint64_t *rng, char *problem, size_t cap);
+/* {head_dim, rope_dim} of the rope cases: tails of every length for 4, 8 and 16 lanes, common
+ * head dims, partial rotation (rope_dim < head_dim). */
+#define KC_N_ROPE_DIMS 16
+extern const int64_t kc_rope_dims[KC_N_ROPE_DIMS][2];
+
+#endif /* SLATE_KCHECK_H */
