@@ -7,6 +7,7 @@
  * the x86 tables over 100 seeds; the NEON table (4 lanes) stays below them.
  */
 #include "kcheck.h"
+#include "../rng.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,18 +18,9 @@
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
-uint64_t kc_rand(uint64_t *s) {
-    uint64_t x = *s ? *s : 0x9e3779b97f4a7c15ull;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    return x;
-}
+uint64_t kc_rand(uint64_t *s) { return slate_test_rand(s); }
 
-float kc_randf(uint64_t *s) {
-    return (float)((kc_rand(s) >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
-}
+float kc_randf(uint64_t *s) { return slate_test_randf(s); }
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);

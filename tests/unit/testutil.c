@@ -1,6 +1,7 @@
 /* testutil.c - see testutil.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
+#include "../rng.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,16 +58,9 @@ uint64_t tu_seed(void) {
     return seed;
 }
 
-uint64_t tu_rand(uint64_t *s) {
-    uint64_t x = *s ? *s : 0x9e3779b97f4a7c15ull;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    return x;
-}
+uint64_t tu_rand(uint64_t *s) { return slate_test_rand(s); }
 
-float tu_randf(uint64_t *s) { return (float)((tu_rand(s) >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f; }
+float tu_randf(uint64_t *s) { return slate_test_randf(s); }
 
 slate_tokenizer *tu_tok_load(const char *rel) {
     const char *path = tu_model_path(rel);
