@@ -118,6 +118,11 @@ void slate__avx512_vnni_fill(slate__kernels *k);
 /* The palettized (PAL) matmul of the avx512 table (x86/avx512_pal.c). */
 void slate__avx512_pal_fill(slate__kernels *k);
 #endif
+#ifdef SLATE_HAVE_avx512_vbmi
+/* The palettized (PAL) matmul and its activation quantizer (int8 x, u8 tables, vpermb +
+ * vpdpbusd) of the avx512_vnni table on CPUs with AVX-512 VBMI (x86/avx512_vbmi.c). */
+void slate__avx512_vbmi_fill(slate__kernels *k);
+#endif
 #ifdef SLATE_HAVE_neon
 /* AArch64 Advanced SIMD (kernels/arm/neon.c): f32/f16/bf16 matmul, to_f32, rms_norm, attention
  * over f32/f16 caches; the rest stays ref. */

@@ -13,6 +13,10 @@
  * (slate__ref_dequant), then dot with AVX-512 (issue 3: SIMD decode for them is not done).
  * Several query rows (prefill): each weight row is decoded once per 256-element chunk and
  * used for every row of x. Row tails that are not a whole 16 use the scalar decode.
+ *
+ * On CPUs with AVX-512 VBMI and VNNI the avx512_vnni table runs x86/avx512_vbmi.c instead
+ * (u8 tables, int8 x, every bit width in SIMD, prefill as register tiles); this file stays the
+ * avx512 table's and the path of AVX-512 CPUs without VBMI.
  */
 #include "core/core.h"
 #include "kernels/kernels.h"
