@@ -6,13 +6,16 @@
  * read-only (use_mmap). A model is immutable afterwards.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
 #include "plan/model.h"
 #include "pkg/pkg.h"
 #include "tok/tok.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -49,6 +52,15 @@ static slate_status read_weights(slate__pkg *pkg, const char *path, slate_model 
     m->weights_heap = slate__malloc_aligned(size ? size : 1);
     if (!m->weights_heap)
         return slate__fail(err, SLATE_E_NOMEM, "out of memory: %zu bytes for the weights", size);
+#ifdef MADV_HUGEPAGE
+    if (!getenv("SLATE_NO_HUGEPAGES")) {
+        /* Transparent huge pages for the whole 2 MiB pages inside the buffer (the kernel's
+         * default mode here is "madvise"), asked before the pages are first touched. */
+        uintptr_t a = ((uintptr_t)m->weights_heap + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1);
+        uintptr_t e = ((uintptr_t)m->weights_heap + size) & ~(uintptr_t)((2u << 20) - 1);
+        if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
+    }
+#endif
     size_t done = 0;
     while (done < size) {
         ssize_t n = pread(pkg->fd, m->weights_heap + done, size - done,
