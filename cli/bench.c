@@ -1,6 +1,6 @@
 /*
  * bench.c - `slate bench MODEL.slate [-t N] [--json] [--mode recompute|kv-io|state|all]
- * [--profile] [--mmap] [-n N] [--prompt N] [--bw-mib N] [--seed S]`.
+ * [--profile] [--mmap] [-n N] [--prompt N] [--bw-mib N] [--seed S] [--kv-dtype fp16|fp32|int8]`.
  *
  * The default run measures, on synthetic token ids (seeded; no tokenizer needed):
  *   - load time: first open (after asking the kernel to drop the file's page cache with
@@ -85,6 +85,8 @@ typedef struct bench {
     int32_t n_decode, n_prompt;
     int32_t mode_ctx;  /* --ctx: the modes' state context (0: min(package, max(2048, needed))) */
     bool kvio_live;    /* --kv-io live: import only the live rows (default: all n_ctx rows) */
+    bool kv_set;       /* --kv-dtype given: every state's cache dtype is kv */
+    slate_dtype kv;
     size_t bw_bytes;
     uint64_t seed;
     /* open model */
@@ -563,6 +565,8 @@ static int run_default(bench *b) {
 
     int32_t need = 2048 + DECODE_WARMUP + b->n_decode;
     slate_state_params sp = slate_state_default_params();
+    sp.kv_dtype_set = b->kv_set;
+    sp.kv_dtype = b->kv;
     sp.n_ctx = need < b->info.n_ctx ? need : b->info.n_ctx;
     b->ids_cap = sp.n_ctx;
     b->ids = malloc((size_t)b->ids_cap * sizeof *b->ids);
@@ -613,11 +617,12 @@ static int run_default(bench *b) {
         json_str(b->info.arch);
         printf(", \"n_layers\": %d, \"n_vocab\": %d, \"n_ctx\": %d, \"max_query\": %d, "
                "\"state_n_ctx\": %d, \"kernels\": \"%s\", \"threads\": %d, \"mmap\": %s, "
-               "\"weights_bytes\": %zu, \"weight_bytes_per_token\": %.0f, "
+               "\"kv_dtype\": \"%s\", \"weights_bytes\": %zu, \"weight_bytes_per_token\": %.0f, "
                "\"load_average_before\": %.2f,\n",
                b->info.n_layers, b->info.n_vocab, b->info.n_ctx, b->info.max_query, sp.n_ctx,
                slate_kernels_name(), b->info.n_threads, b->mp.use_mmap ? "true" : "false",
-               b->info.weights_bytes, bytes_tok, load_before);
+               b->kv_set ? slate_dtype_name(b->kv) : "package", b->info.weights_bytes, bytes_tok,
+               load_before);
         printf(" \"load_ms\": {\"first\": %.3f, \"second\": %.3f, \"first_page_cache_dropped\": "
                "%s},\n", load_first, load_second, dropped ? "true" : "false");
         printf(" \"prefill\": [");
@@ -652,9 +657,10 @@ static int run_default(bench *b) {
         printf("model      %s (%.3f GB package; %s, %d layers, vocab %d, context %d, max query "
                "%d)\n", b->path, (double)package_bytes / 1e9, b->info.arch, b->info.n_layers,
                b->info.n_vocab, b->info.n_ctx, b->info.max_query);
-        printf("setup      kernels %s, %d threads, weights %s; state context %d; synthetic ids, "
-               "seed %llu; load average %.2f before\n", slate_kernels_name(), b->info.n_threads,
-               b->mp.use_mmap ? "mapped (--mmap)" : "read into memory", sp.n_ctx,
+        printf("setup      kernels %s, %d threads, weights %s; state context %d, cache %s; "
+               "synthetic ids, seed %llu; load average %.2f before\n", slate_kernels_name(),
+               b->info.n_threads, b->mp.use_mmap ? "mapped (--mmap)" : "read into memory",
+               sp.n_ctx, b->kv_set ? slate_dtype_name(b->kv) : "as the package declares",
                (unsigned long long)b->seed, load_before);
         printf("weights    %.3f GB; one decode step reads %.3f GB\n",
                (double)b->info.weights_bytes / 1e9, bytes_tok / 1e9);
@@ -830,6 +836,8 @@ static int run_modes(bench *b) {
     }
     /* The state's context is the size of kv-io's fixed-shape cache. */
     slate_state_params sp = slate_state_default_params();
+    sp.kv_dtype_set = b->kv_set;
+    sp.kv_dtype = b->kv;
     sp.n_ctx = b->mode_ctx ? b->mode_ctx : total > 2048 ? total : 2048;
     if (sp.n_ctx > b->info.n_ctx) sp.n_ctx = b->mode_ctx ? sp.n_ctx : b->info.n_ctx;
     if (sp.n_ctx < total || sp.n_ctx > b->info.n_ctx) {
@@ -983,7 +991,7 @@ out:
 
 static void usage(FILE *f) {
     fprintf(f, "usage: slate bench MODEL.slate [-t N] [--json] [--mmap] [--profile] [-n N]\n"
-               "                   [--bw-mib N] [--seed S]\n"
+               "                   [--bw-mib N] [--seed S] [--kv-dtype fp16|fp32|int8]\n"
                "       slate bench MODEL.slate --mode recompute|kv-io|state|all[,...] [-t N]\n"
                "                   [--json] [--prompt N] [-n N] [--ctx N] [--kv-io ctx|live]\n"
                "  -n N        decode tokens per measurement (default 32)\n"
@@ -991,7 +999,8 @@ static void usage(FILE *f) {
                "  --ctx N     --mode: the state's context = kv-io's fixed cache shape (default\n"
                "              min(package context, max(2048, prompt + n + 1)))\n"
                "  --kv-io ctx|live  kv-io imports all ctx rows (default) or only the live ones\n"
-               "  --bw-mib N  buffer of the read-bandwidth test (default 1024)\n");
+               "  --bw-mib N  buffer of the read-bandwidth test (default 1024)\n"
+               "  --kv-dtype  the states' cache dtype (default: the package's)\n");
 }
 
 int slate_cli_bench(int argc, char **argv) {
@@ -1029,6 +1038,14 @@ int slate_cli_bench(int argc, char **argv) {
         } else if (strcmp(a, "--kv-io") == 0) {
             NEED(v && (strcmp(v, "ctx") == 0 || strcmp(v, "live") == 0), "ctx or live");
             b.kvio_live = strcmp(v, "live") == 0;
+        } else if (strcmp(a, "--kv-dtype") == 0) {
+            NEED(v && (!strcmp(v, "fp32") || !strcmp(v, "f32") || !strcmp(v, "fp16") ||
+                       !strcmp(v, "f16") || !strcmp(v, "int8") || !strcmp(v, "i8")),
+                 "fp16, fp32 or int8");
+            b.kv_set = true;
+            b.kv = v[1] == '8' || v[0] == 'i' ? SLATE_DTYPE_I8
+                   : strstr(v, "16")          ? SLATE_DTYPE_F16
+                                              : SLATE_DTYPE_F32;
         } else if (strcmp(a, "--bw-mib") == 0) {
             NEED(cli_parse_int(v, 1, 1 << 20, &n), "an integer in 1..1048576");
             b.bw_bytes = (size_t)n << 20;

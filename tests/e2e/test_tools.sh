@@ -51,6 +51,15 @@ assert not bad, bad
 
 # A context too small for the longer measurements: they are skipped and say why.
 "$SLATE" convert "$d" -o "$WORK/short.slate" --context 256 --max-query 64 2>/dev/null
+# --kv-dtype: the states' cache dtype is the one asked for, and it says so.
+"$SLATE" bench "$WORK/tiny.slate" -t 2 --json -n 4 --bw-mib 16 --kv-dtype int8 >"$WORK/kv8.json" 2>/dev/null || true
+check "bench --kv-dtype int8 runs with an int8 cache" $PY -c '
+import json, sys
+b = json.load(open(sys.argv[1]))
+assert b["kv_dtype"] == "i8", b["kv_dtype"]
+assert all(d["tok_s"] > 0 for d in b["decode"] if "skipped" not in d)' "$WORK/kv8.json"
+expect_fail "bench --kv-dtype rejects an unknown dtype" "" "fp16, fp32 or int8" \
+  "$SLATE" bench "$WORK/tiny.slate" --kv-dtype int4
 "$SLATE" bench "$WORK/short.slate" --json -n 8 --bw-mib 16 >"$WORK/short.json" 2>/dev/null
 check "bench skips what does not fit the context and chunks by max query" $PY -c '
 import json, sys
