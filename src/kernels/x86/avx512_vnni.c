@@ -15,11 +15,13 @@
  * nothing in the kernels: it is the initial value of the integer accumulator.
  *
  * Decode (n_rows < PREFILL_MIN_ROWS), bound by weight bandwidth: each weight row streams once,
- * four rows at a time (one contiguous region), with a software prefetch of the same place two
- * such blocks ahead (measured, 2 threads, 2048 x 5632 q4, on the busy VM: no prefetch 5.6 GB/s,
- * 2 KiB ahead within the row (as avx512.c) 7-9, one block ahead 18, two 19-24, four or more
- * less again; the weights of the block being read are then already on their way when the
- * hardware prefetcher has not yet caught the stream). Per group of 128 weights of a Q4
+ * one row at a time for one x row (a single sequential stream per thread), with a software
+ * prefetch two rows ahead. Measured, 2 threads, 1 GB of TinyLlama-shaped q4/q8_c matrices from
+ * DRAM, alternating in one window: four interleaved rows 34-38 GB/s, one row 45-48 GB/s (q4
+ * 5632x2048, 2048x5632, 2048x2048; q8_c likewise +20-35 %), after whole groups got
+ * compile-time load masks (that alone: q4 +5 % from DRAM, +4 % from L3). (Earlier, four rows:
+ * no prefetch 5.6 GB/s, 2 KiB ahead within the row 7-9, one block ahead 18, two 19-24.) Per
+ * group of 128 weights of a Q4
  * row (128/B blocks, 66..96 bytes) two loads and a word permute (vpermt2w) pull out the 64
  * nibble bytes and the scales, one mask/shift splits low and high nibbles, two vpdpbusd take
  * them against x, stored by the quantizer in the matching order (for each block its low-nibble
@@ -257,6 +259,44 @@ INLINE q4idx q4_index(int B, bool asym) {
 
 INLINE float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 
+/* One group g (nb bytes of each weight row: the whole group, or the last, partial one) of R rows
+ * of x against weight rows wr[0..O), added into acc. nb is a compile-time constant for whole
+ * groups, so their load masks fold away. */
+INLINE void dec_q4_group(int B, bool asym, int R, int O, __m512 acc[3][4], const uint8_t *xq,
+                         const xgeom *xg, const uint8_t *const wr[4], int64_t g, int64_t gb,
+                         int64_t nb, size_t pf, const q4idx *ix) {
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    __mmask64 m1 = mask64(nb), m2 = mask64(nb - 64);
+    __m512i lo[4], hi[4];
+    __m512 sv[4], mv[4];
+    UNROLL for (int c = 0; c < O; c++) {
+        const uint8_t *p = wr[c] + g * gb;
+        _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
+        _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
+        __m512i z1 = _mm512_maskz_loadu_epi8(m1, p), z2 = _mm512_maskz_loadu_epi8(m2, p + 64);
+        __m512i qs = _mm512_permutex2var_epi16(z1, ix->qs, z2);
+        lo[c] = _mm512_and_si512(qs, lo4);
+        hi[c] = _mm512_and_si512(_mm512_srli_epi16(qs, 4), lo4);
+        sv[c] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(z1, ix->d, z2)));
+        if (asym)
+            mv[c] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(z1, ix->m, z2)));
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+        const uint8_t *xr = xq + (size_t)r * xg->stride;
+        __m512i xlo = _mm512_loadu_si512((const void *)(xr + g * GROUP));
+        __m512i xhi = _mm512_loadu_si512((const void *)(xr + g * GROUP + 64));
+        __m512i init = asym ? _mm512_setzero_si512()
+                            : _mm512_loadu_si512((const void *)(xr + xg->off_c + 64 * g));
+        __m512 cf = asym ? _mm512_loadu_ps((const void *)(xr + xg->off_c + 64 * g)) : _mm512_setzero_ps();
+        __m512 dx = _mm512_set1_ps(((const float *)(xr + xg->off_d))[g]);
+        UNROLL for (int c = 0; c < O; c++) {
+            __m512i a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, lo[c], xlo), hi[c], xhi);
+            acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(sv[c], dx), acc[r][c]);
+            if (asym) acc[r][c] = _mm512_fmadd_ps(mv[c], cf, acc[r][c]);
+        }
+    }
+}
+
 /* R rows of x against weight rows o..o+O-1, Q4 with block B. */
 INLINE void dec_q4(int B, bool asym, int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
                    const slate__wmat *w, const float *bias, int64_t o, const q4idx *ix) {
@@ -264,43 +304,12 @@ INLINE void dec_q4(int B, bool asym, int R, int O, float *y, const uint8_t *xq, 
     const int64_t n_full = w->n_in / GROUP, ng = xg->ng;
     const int64_t tail = (w->n_in % GROUP) / B * bb; /* bytes of the last, partial group */
     const size_t pf = PF_BLOCKS * (size_t)O * w->row_bytes; /* see PF_BLOCKS */
-    const __m512i lo4 = _mm512_set1_epi8(15);
     const uint8_t *wr[4];
     UNROLL for (int c = 0; c < O; c++) wr[c] = (const uint8_t *)w->data + (size_t)(o + c) * w->row_bytes;
     __m512 acc[3][4];
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++) acc[r][c] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < ng; g++) {
-        int64_t nb = g < n_full ? gb : tail;
-        __mmask64 m1 = mask64(nb), m2 = mask64(nb - 64);
-        __m512i lo[4], hi[4];
-        __m512 sv[4], mv[4];
-        UNROLL for (int c = 0; c < O; c++) {
-            const uint8_t *p = wr[c] + g * gb;
-            _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
-            _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
-            __m512i z1 = _mm512_maskz_loadu_epi8(m1, p), z2 = _mm512_maskz_loadu_epi8(m2, p + 64);
-            __m512i qs = _mm512_permutex2var_epi16(z1, ix->qs, z2);
-            lo[c] = _mm512_and_si512(qs, lo4);
-            hi[c] = _mm512_and_si512(_mm512_srli_epi16(qs, 4), lo4);
-            sv[c] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(z1, ix->d, z2)));
-            if (asym)
-                mv[c] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(z1, ix->m, z2)));
-        }
-        UNROLL for (int r = 0; r < R; r++) {
-            const uint8_t *xr = xq + (size_t)r * xg->stride;
-            __m512i xlo = _mm512_loadu_si512((const void *)(xr + g * GROUP));
-            __m512i xhi = _mm512_loadu_si512((const void *)(xr + g * GROUP + 64));
-            __m512i init = asym ? _mm512_setzero_si512()
-                                : _mm512_loadu_si512((const void *)(xr + xg->off_c + 64 * g));
-            __m512 cf = asym ? _mm512_loadu_ps((const void *)(xr + xg->off_c + 64 * g)) : _mm512_setzero_ps();
-            __m512 dx = _mm512_set1_ps(((const float *)(xr + xg->off_d))[g]);
-            UNROLL for (int c = 0; c < O; c++) {
-                __m512i a = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, lo[c], xlo), hi[c], xhi);
-                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(sv[c], dx), acc[r][c]);
-                if (asym) acc[r][c] = _mm512_fmadd_ps(mv[c], cf, acc[r][c]);
-            }
-        }
-    }
+    for (int64_t g = 0; g < n_full; g++) dec_q4_group(B, asym, R, O, acc, xq, xg, wr, g, gb, gb, pf, ix);
+    if (n_full < ng) dec_q4_group(B, asym, R, O, acc, xq, xg, wr, n_full, gb, tail, pf, ix);
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++)
         y[r * w->n_out + o + c] = hsum(acc[r][c]) + (bias ? bias[o + c] : 0.0f);
 }
@@ -385,22 +394,21 @@ INLINE void q8_index(__m512i *iq, __m512i *id) {
     *id = _mm512_loadu_si512((const void *)d);
 }
 
-/* All of [o0, o1) for R rows: O = 4 weight rows at a time for one x row (registers allow it),
- * 2 for more; then single rows. */
-#define DEC_RANGE(CALL4, CALL2, CALL1)                                                             \
+/* All of [o0, o1) for R rows. One x row (decode proper): one weight row at a time, a single
+ * sequential stream per thread (see "Decode" above); 2 or 3 x rows: two weight rows at a time,
+ * so each x chunk serves both, then single rows. */
+#define DEC_RANGE(CALL2, CALL1)                                                                    \
     do {                                                                                           \
         int64_t o = o0;                                                                            \
-        if (R == 1)                                                                                \
-            for (; o + 4 <= o1; o += 4) CALL4;                                                     \
-        for (; o + 2 <= o1; o += 2) CALL2;                                                         \
+        if (R > 1)                                                                                 \
+            for (; o + 2 <= o1; o += 2) CALL2;                                                     \
         for (; o < o1; o++) CALL1;                                                                 \
     } while (0)
 
 INLINE void decode_q4(int B, bool asym, int R, float *y, const uint8_t *xq, const xgeom *xg,
                       const slate__wmat *w, const float *bias, int64_t o0, int64_t o1) {
     q4idx ix = q4_index(B, asym);
-    DEC_RANGE(dec_q4(B, asym, R, 4, y, xq, xg, w, bias, o, &ix),
-              dec_q4(B, asym, R, 2, y, xq, xg, w, bias, o, &ix),
+    DEC_RANGE(dec_q4(B, asym, R, 2, y, xq, xg, w, bias, o, &ix),
               dec_q4(B, asym, R, 1, y, xq, xg, w, bias, o, &ix));
 }
 
@@ -408,8 +416,7 @@ INLINE void decode_q8(bool q8c, int R, float *y, const uint8_t *xq, const xgeom 
                       const slate__wmat *w, const float *bias, int64_t o0, int64_t o1) {
     __m512i iq, id;
     q8_index(&iq, &id);
-    DEC_RANGE(dec_q8(q8c, R, 4, y, xq, xg, w, bias, o, iq, id),
-              dec_q8(q8c, R, 2, y, xq, xg, w, bias, o, iq, id),
+    DEC_RANGE(dec_q8(q8c, R, 2, y, xq, xg, w, bias, o, iq, id),
               dec_q8(q8c, R, 1, y, xq, xg, w, bias, o, iq, id));
 }
 
