@@ -271,9 +271,9 @@ INLINE __m512 load_kv16(slate_dtype dt, const void *row, int64_t i, __mmask16 m)
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(sc));
 }
 
-/* Positions per block and query heads per pass (see attention_any). */
+/* Positions per block, query heads per pass, and how many positions ahead each row is
+ * prefetched into L1 (16-48 measured alike; into L2 instead: ~10 % slower). */
 enum { BJ = 16, HG = 8, PF_ATTN_AHEAD = 32 };
-#define PF_HINT _MM_HINT_T0
 
 /* The running softmax state of HG query heads and one block's scratch, 64-byte aligned rows of
  * HDP = head_dim rounded up to 16 floats (zero past head_dim, so whole vectors are exact). */
@@ -357,8 +357,8 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                     const char *pk = kv_row(dt, k, jb + PF_ATTN_AHEAD + t, stride);
                     const char *pv = kv_row(dt, v, jb + PF_ATTN_AHEAD + t, stride);
                     for (int64_t b = 0; b < row_bytes; b += 64) {
-                        _mm_prefetch(pk + b, PF_HINT);
-                        _mm_prefetch(pv + b, PF_HINT);
+                        _mm_prefetch(pk + b, _MM_HINT_T0);
+                        _mm_prefetch(pv + b, _MM_HINT_T0);
                     }
                 }
                 const void *kr = kv_row(dt, k, jb + (t < n ? t : 0), stride);
