@@ -25,14 +25,26 @@ static int32_t rows_of(const slate_state *st, int32_t i) {
     return st->model->prog.tensors[i].out_rows ? st->n_out : st->n_q;
 }
 
+/* Consecutive matmuls of one x with weights of one format (q, k and v; gate and up) run as one
+ * pool job: their column chunks are taken from one counter, so the threads go from one weight
+ * to the next without waiting for each other in between, and x is quantized once. */
+enum { GROUP_MAX = 4 };
+typedef struct mm_group {
+    int n;
+    const slate__op *op[GROUP_MAX];
+    slate__wmat wm[GROUP_MAX];
+    int64_t chunk[GROUP_MAX];      /* columns per chunk of each matmul, a multiple of 32 */
+    int64_t first[GROUP_MAX + 1];  /* index of each matmul's first chunk; first[n]: all chunks */
+} mm_group;
+
 typedef struct job {
     const slate_state *st;
     const slate__op *op;
-    const slate__wmat *wm; /* matmul: the weight as the kernels see it */
+    const slate__wmat *wm; /* matmul: the weight as the kernels see it (the group's first) */
+    const mm_group *grp;   /* matmul: all the matmuls of this job */
     const void *xq;        /* matmul: quantized x, or NULL */
     int64_t row_align;     /* quantize: row ranges start at multiples of this */
     atomic_llong *next;    /* matmul, attention: the next chunk / item to take */
-    int64_t chunk;         /* matmul: columns per chunk, a multiple of 32 */
 } job;
 
 static void split(int64_t n, int ith, int nth, int64_t *a, int64_t *b) {
@@ -40,19 +52,22 @@ static void split(int64_t n, int ith, int nth, int64_t *a, int64_t *b) {
     *b = n * (ith + 1) / nth;
 }
 
-static void run_matmul(void *ctx, int ith, int nth) {
-    const job *j = ctx;
+/* Columns [o0, o1) of matmul i of the group. */
+static void matmul_cols(const job *j, int i, int64_t o0, int64_t o1) {
     const slate_state *st = j->st;
     const slate__program *p = &st->model->prog;
-    const slate__op *op = j->op;
-    const slate__wmat *w = j->wm;
-    int64_t n_out = w->n_out;
+    const slate__op *op = j->grp->op[i];
+    const slate__wmat *w = &j->grp->wm[i];
     const float *bias = op->n_in == 3 ? (const float *)p->tensors[op->in[2]].data : NULL;
-    float *y = act(st, op->out);
-    const float *x = act(st, op->in[0]);
-    int64_t n_rows = rows_of(st, op->in[0]);
+    st->model->k->matmul[w->dtype](act(st, op->out), act(st, op->in[0]), j->xq, w, bias,
+                                   rows_of(st, op->in[0]), o0, o1);
+}
+
+static void run_matmul(void *ctx, int ith, int nth) {
+    const job *j = ctx;
+    const mm_group *g = j->grp;
     if (nth == 1) {
-        st->model->k->matmul[w->dtype](y, x, j->xq, w, bias, n_rows, 0, n_out);
+        for (int i = 0; i < g->n; i++) matmul_cols(j, i, 0, g->wm[i].n_out);
         return;
     }
     /* Column chunks (multiples of 32, so SIMD kernels see whole blocks and tiles) are taken
@@ -61,11 +76,13 @@ static void run_matmul(void *ctx, int ith, int nth) {
      * taking chunks instead of waiting with its half done. Measured on TinyLlama int4 decode,
      * 2 threads, same run: 45.5 -> 58.1 tok/s. */
     (void)ith;
+    int i = 0;
     for (;;) {
-        int64_t o0 = atomic_fetch_add(j->next, 1) * j->chunk;
-        if (o0 >= n_out) return;
-        int64_t o1 = o0 + j->chunk < n_out ? o0 + j->chunk : n_out;
-        st->model->k->matmul[w->dtype](y, x, j->xq, w, bias, n_rows, o0, o1);
+        int64_t c = atomic_fetch_add(j->next, 1);
+        if (c >= g->first[g->n]) return;
+        while (c >= g->first[i + 1]) i++; /* chunks are taken in increasing order */
+        int64_t o0 = (c - g->first[i]) * g->chunk[i], n_out = g->wm[i].n_out;
+        matmul_cols(j, i, o0, o0 + g->chunk[i] < n_out ? o0 + g->chunk[i] : n_out);
     }
 }
 
@@ -82,25 +99,56 @@ static void run_quantize(void *ctx, int ith, int nth) {
                                            u0 * a, r1);
 }
 
-/* A matmul: x is quantized first when the kernel wants it (xq_plan), unless xq already holds x
- * in that layout: *xq_src (the activation quantized last, -1 for none) and *xq_layout say what
- * the scratch holds; any op that writes that activation resets *xq_src. */
-static void matmul_op(slate_state *st, const slate__op *op, int32_t *xq_src, uint32_t *xq_layout) {
+/* Whether matmul b can join a group that starts with matmul a: the same x, a weight of the
+ * same format and input width (so one quantized x serves both), and x not written by a. */
+static bool groupable(const slate__program *p, const slate__op *a, const slate__op *b) {
+    if (b->kind != SLATE__OP_MATMUL || b->in[0] != a->in[0] || a->out == a->in[0] ||
+        b->out == b->in[0])
+        return false;
+    const slate__tensor *ta = &p->tensors[a->in[1]], *tb = &p->tensors[b->in[1]];
+    return ta->dtype == tb->dtype && ta->block == tb->block && ta->asym == tb->asym &&
+           ta->dims[1] == tb->dims[1]; /* dims: [n_out, n_in] */
+}
+
+/* The matmul at ops[oi] and the ones after it that can share its job; returns how many. */
+static int matmul_group(const slate_state *st, int32_t oi, mm_group *g) {
+    const slate__program *p = &st->model->prog;
+    const slate__op *a = &p->ops[oi];
+    int nth = slate__pool_size(st->pool);
+    g->n = 0;
+    g->first[0] = 0;
+    for (int32_t k = oi; k < p->n_ops && g->n < GROUP_MAX; k++) {
+        const slate__op *op = &p->ops[k];
+        if (k > oi && !groupable(p, a, op)) break;
+        bool clash = false; /* two matmuls of one job never write one tensor */
+        for (int i = 0; i < g->n; i++) clash |= g->op[i]->out == op->out;
+        if (clash) break;
+        const slate__tensor *t = &p->tensors[op->in[1]];
+        int i = g->n++;
+        g->op[i] = op;
+        slate__wmat_init(&g->wm[i], t->data, t->dtype, t->block, t->asym, t->dims[0], t->dims[1]);
+        /* About 8 chunks per thread: balance without many restarts of a kernel's streams. */
+        int64_t chunk = (g->wm[i].n_out + 8 * nth - 1) / (8 * nth);
+        g->chunk[i] = chunk < 32 ? 32 : (chunk + 31) / 32 * 32;
+        g->first[i + 1] = g->first[i] + (g->wm[i].n_out + g->chunk[i] - 1) / g->chunk[i];
+    }
+    return g->n;
+}
+
+/* A group of matmuls: x is quantized first when the kernel wants it (xq_plan), unless xq
+ * already holds x in that layout: *xq_src (the activation quantized last, -1 for none) and
+ * *xq_layout say what the scratch holds; any op that writes that activation resets *xq_src. */
+static void matmul_op(slate_state *st, const mm_group *g, int32_t *xq_src, uint32_t *xq_layout) {
     const slate__program *p = &st->model->prog;
     const slate__kernels *k = st->model->k;
-    const slate__tensor *t = &p->tensors[op->in[1]];
-    slate__wmat wm;
-    slate__wmat_init(&wm, t->data, t->dtype, t->block, t->asym, t->dims[0], t->dims[1]);
+    const slate__op *op = g->op[0];
+    const slate__wmat *wm = &g->wm[0];
     atomic_llong next;
     atomic_init(&next, 0);
-    /* About 8 chunks per thread: balance without many restarts of a kernel's streams. */
-    int nth = slate__pool_size(st->pool);
-    int64_t chunk = (wm.n_out + 8 * nth - 1) / (8 * nth);
-    chunk = chunk < 32 ? 32 : (chunk + 31) / 32 * 32;
-    job jb = {st, op, &wm, NULL, 1, &next, chunk};
-    if (k->xq_plan[wm.dtype]) {
+    job jb = {st, op, wm, g, NULL, 1, &next};
+    if (k->xq_plan[wm->dtype]) {
         int64_t n_rows = rows_of(st, op->in[0]);
-        slate__xq_plan pl = k->xq_plan[wm.dtype](&wm, n_rows);
+        slate__xq_plan pl = k->xq_plan[wm->dtype](wm, n_rows);
         if (pl.bytes) {
             jb.xq = st->scratch + p->xq_offset;
             jb.row_align = pl.row_align;
@@ -217,11 +265,9 @@ static void kv_write(const slate_state *st, const slate__op *op) {
  * it moves and its flops (estimates from the shapes of this call, formulas below). When off the
  * interpreter pays one branch per op. */
 
-static void profile_op(slate_state *st, int32_t oi, double *t_prev) {
-    double now = slate__now_ms();
+static void op_cost(const slate_state *st, int32_t oi, uint64_t *bytes_out, uint64_t *flops_out) {
     const slate__program *p = &st->model->prog;
     const slate__op *op = &p->ops[oi];
-    slate__op_stat *ps = &st->prof[oi];
     uint64_t rows = op->out >= 0 ? (uint64_t)rows_of(st, op->out) : (uint64_t)st->n_q;
     uint64_t n = op->out >= 0 ? rows * (uint64_t)p->tensors[op->out].width : 0;
     uint64_t bytes = 0, flops = 0;
@@ -267,10 +313,27 @@ static void profile_op(slate_state *st, int32_t oi, double *t_prev) {
     case SLATE__OP_SWIGLU: flops = 5 * n; break;
     default: break;
     }
-    ps->n_calls++;
-    ps->total_ns += now > *t_prev ? (uint64_t)((now - *t_prev) * 1e6 + 0.5) : 0;
-    ps->bytes += bytes;
-    ps->flops += flops;
+    *bytes_out = bytes;
+    *flops_out = flops;
+}
+
+/* Charges ops [oi, oi + n) (one op, or a group of matmuls run as one job, whose time is shared
+ * out by the bytes each streams). */
+static void profile_ops(slate_state *st, int32_t oi, int n, double *t_prev) {
+    double now = slate__now_ms(), ns = now > *t_prev ? (now - *t_prev) * 1e6 : 0;
+    uint64_t bytes[GROUP_MAX], flops[GROUP_MAX], sum = 0;
+    for (int i = 0; i < n; i++) {
+        op_cost(st, oi + i, &bytes[i], &flops[i]);
+        sum += bytes[i];
+    }
+    for (int i = 0; i < n; i++) {
+        slate__op_stat *ps = &st->prof[oi + i];
+        double share = n == 1 ? 1.0 : sum ? (double)bytes[i] / (double)sum : 1.0 / n;
+        ps->n_calls++;
+        ps->total_ns += (uint64_t)(ns * share + 0.5);
+        ps->bytes += bytes[i];
+        ps->flops += flops[i];
+    }
     *t_prev = now;
 }
 
@@ -328,7 +391,8 @@ void slate__exec_run(slate_state *st) {
     uint32_t xq_layout = 0;
     for (int32_t oi = 0; oi < p->n_ops; oi++) {
         const slate__op *op = &p->ops[oi];
-        job jb = {st, op, NULL, NULL, 1, NULL, 0};
+        job jb = {st, op, NULL, NULL, NULL, 1, NULL};
+        int n_ops = 1; /* ops this step ran: more than one for a group of matmuls */
         const slate__tensor *o = op->out >= 0 ? &p->tensors[op->out] : NULL;
         int64_t width = o ? o->width : 0;
         int64_t n = o ? (int64_t)rows_of(st, op->out) * width : 0;
@@ -355,9 +419,12 @@ void slate__exec_run(slate_state *st) {
             for (int64_t i = 0; i < n; i += g) k->rms_norm(y + i, x + i, w, g, op->eps);
             break;
         }
-        case SLATE__OP_MATMUL:
-            matmul_op(st, op, &xq_src, &xq_layout);
+        case SLATE__OP_MATMUL: {
+            mm_group g;
+            n_ops = matmul_group(st, oi, &g);
+            matmul_op(st, &g, &xq_src, &xq_layout);
             break;
+        }
         case SLATE__OP_ROPE:
             rope(st, op);
             break;
@@ -404,7 +471,9 @@ void slate__exec_run(slate_state *st) {
         case SLATE__OP_COUNT:
             break;
         }
-        if (op->out >= 0 && op->out == xq_src) xq_src = -1; /* xq no longer holds x */
-        if (st->profiling) profile_op(st, oi, &t_prev);
+        for (int i = 0; i < n_ops; i++) /* xq no longer holds x once x is written */
+            if (p->ops[oi + i].out >= 0 && p->ops[oi + i].out == xq_src) xq_src = -1;
+        if (st->profiling) profile_ops(st, oi, n_ops, &t_prev);
+        oi += n_ops - 1;
     }
 }
