@@ -9,6 +9,7 @@
  * is derived next to check_case. The seed is printed once (tu_seed); SLATE_TEST_SEED=<n> repeats
  * it. */
 #include "testutil.h"
+#include "xqsplit.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -269,25 +270,12 @@ static void quantize_x_gives_the_same_bytes_for_any_row_split(void **st) {
                 slate__wmat wm;
                 slate__wmat_init(&wm, NULL, SLATE_DTYPE_PAL, slate__pal_layout(bits_all[bi], 16),
                                  false, 8, n_in);
-                slate__xq_plan pl = k->xq_plan[SLATE_DTYPE_PAL](&wm, n_rows);
-                if (n_rows > 1)
-                    assert_true(k->xq_plan[SLATE_DTYPE_PAL](&wm, n_rows - 1).bytes <= pl.bytes);
-                if (!pl.bytes) continue;
-                float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
-                for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = tu_randf(&rng);
-                uint8_t *a = xmalloc(pl.bytes), *b = xmalloc(pl.bytes);
-                memset(a, 0x11, pl.bytes);
-                memset(b, 0x22, pl.bytes);
-                k->quantize_x[SLATE_DTYPE_PAL](a, x, &wm, n_rows, 0, n_rows);
-                for (int64_t r = 0; r < n_rows; r += pl.row_align)
-                    k->quantize_x[SLATE_DTYPE_PAL](b, x, &wm, n_rows, r,
-                                                   r + pl.row_align < n_rows ? r + pl.row_align : n_rows);
-                if (memcmp(a, b, pl.bytes) != 0)
+                slate__xq_plan pl;
+                if (!xq_split_matches(k, &wm, n_rows, &rng, &pl))
                     fail_msg("%s quantize_x pal%d rows=%lld: split by %d rows gives other bytes",
                              k->name, bits_all[bi], (long long)n_rows, pl.row_align);
-                free(x);
-                free(a);
-                free(b);
+                if (n_rows > 1)
+                    assert_true(k->xq_plan[SLATE_DTYPE_PAL](&wm, n_rows - 1).bytes <= pl.bytes);
             }
     }
     if (!n_tables) {

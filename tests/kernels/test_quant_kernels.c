@@ -8,6 +8,7 @@
  * avx2's functions for these formats and is not run twice. The seed is printed once (tu_seed);
  * SLATE_TEST_SEED=<n> repeats a run. */
 #include "testutil.h"
+#include "xqsplit.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -219,26 +220,14 @@ static void quantize_x_gives_the_same_bytes_for_any_row_split(void **st) {
             int64_t n_rows = rows[ri], n_in = f->block ? 9 * f->block : 301;
             slate__wmat wm;
             slate__wmat_init(&wm, NULL, f->dt, f->block, f->asym, 8, n_in);
-            slate__xq_plan pl = k->xq_plan[f->dt](&wm, n_rows);
-            if (!pl.bytes) continue;
-            float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
-            for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = tu_randf(&rng);
-            uint8_t *a = xmalloc(pl.bytes), *b = xmalloc(pl.bytes);
-            memset(a, 0x11, pl.bytes);
-            memset(b, 0x22, pl.bytes);
-            k->quantize_x[f->dt](a, x, &wm, n_rows, 0, n_rows);
-            for (int64_t r = 0; r < n_rows; r += pl.row_align)
-                k->quantize_x[f->dt](b, x, &wm, n_rows, r,
-                                     r + pl.row_align < n_rows ? r + pl.row_align : n_rows);
-            if (memcmp(a, b, pl.bytes) != 0)
+            slate__xq_plan pl;
+            if (!xq_split_matches(k, &wm, n_rows, &rng, &pl))
                 fail_msg("%s quantize_x %s B=%d rows=%lld: split by %d rows gives other bytes",
                          k->name, slate_dtype_name(f->dt), f->block, (long long)n_rows,
                          pl.row_align);
+            if (!pl.bytes) continue;
             /* The plan never shrinks as rows grow (exec reserves the plan of max_query). */
             if (n_rows > 1) assert_true(k->xq_plan[f->dt](&wm, n_rows - 1).bytes <= pl.bytes);
-            free(x);
-            free(a);
-            free(b);
         }
     }
 }
