@@ -43,6 +43,15 @@ for d in b["decode"]:
     assert "skipped" not in d, d
     bad += ["decode %d %s" % (d["depth"], k) for k in ("tok_s", "ms_per_token", "weight_gb_s",
             "roofline_fraction") if not pos(d[k])]
+    # depths > 0 carry their depth-0 partner (steps alternated); the share is the ratio of the two
+    if d["depth"] > 0:
+        bad += ["decode %d %s" % (d["depth"], k) for k in ("depth0_alongside_ms_per_token",
+                "share_of_depth0_alongside") if not pos(d.get(k))]
+        if pos(d.get("share_of_depth0_alongside")):
+            assert abs(d["share_of_depth0_alongside"] * d["ms_per_token"]
+                       - d["depth0_alongside_ms_per_token"]) < 1e-3 * d["ms_per_token"], d
+    else:
+        assert "share_of_depth0_alongside" not in d, d
 # one decode step reads every matrix once: at least the tied embedding/head (320 x 64 f32)
 assert b["weight_bytes_per_token"] >= 320 * 64 * 4, b["weight_bytes_per_token"]
 assert b["weight_bytes_per_token"] <= b["weights_bytes"], b
