@@ -22,7 +22,7 @@
  * the next block's rows are prefetched. The query heads of one kv head run together (up to 8
  * per pass), so each block's K/V rows are read from memory once for all of them. Positions
  * whose score is -inf or NaN are skipped exactly as in ref; all -inf gives out = 0.
- * Compressed weights (Q8_0, Q4, Q8_C): dequantized to f32 on the fly (see below).
+ * Compressed weights (Q8_0, Q4, Q8_C, PAL): dequantized to f32 on the fly (see below).
  * rms_norm, to_f32: straightforward 8-wide loops; f16 conversion is exact (vcvtph2ps).
  */
 #include "kernels/kernels.h"
@@ -554,6 +554,149 @@ static void matmul_q4(float *y, const float *x, const void *xq, const slate__wma
     }
 }
 
+/* ---- palettized weights (PAL) ------------------------------------------------------------
+ * Dequantize-and-FMA as for Q8_0/Q4 above (f32 activations, ref's result up to summation
+ * order), eight indices at a time: the 16 bytes that hold them are broadcast to both 128-bit
+ * lanes, one vpshufb moves the 4 bytes holding index j into lane j, vpsrlvd aligns it and a
+ * mask keeps its N bits (one constant pair per bit width, so 2, 3, 4, 6 and 8 bits share the
+ * code). Lookup in the row's table as f32: 2 and 3 bits one vpermps (2 bits: the 4 centroids
+ * twice), 4 bits two vpermps and a blend on bit 3, 6 and 8 bits a gather from the table in L1.
+ * A 16-byte window that would pass the end of the tensor (the last elements of the last row)
+ * is decoded in scalar instead, as ref reads the format. */
+
+typedef struct pal_dec {
+    int32_t bits;
+    __m256i shuf, shift, mask;
+    __m256 lo, hi;         /* table entries 0-7 and 8-15 (bits <= 4) */
+    int64_t group;         /* the group whose table is loaded; -1: none */
+    const uint8_t *end;    /* one past the tensor */
+    float lut[256];        /* the loaded table as f32 */
+} pal_dec;
+
+static void pal_init(pal_dec *d, const slate__wmat *w) {
+    d->bits = w->bits;
+    d->group = -1;
+    size_t n_lut = (size_t)((w->n_out + w->group - 1) / w->group) << w->bits;
+    d->end = (const uint8_t *)(w->lut + n_lut);
+    uint8_t shuf[32];
+    int32_t shift[8];
+    for (int j = 0; j < 8; j++) {
+        int s = j * w->bits; /* index j starts at bit s of the window (bits <= 8: in bytes 0-10) */
+        for (int k = 0; k < 4; k++) shuf[4 * j + k] = (uint8_t)(s / 8 + k);
+        shift[j] = w->bits == 4 ? s : s % 8; /* 4 bits: all 8 in one 32-bit word */
+    }
+    d->shuf = _mm256_loadu_si256((const __m256i *)shuf);
+    d->shift = _mm256_loadu_si256((const __m256i *)shift);
+    d->mask = _mm256_set1_epi32((1 << w->bits) - 1);
+}
+
+/* Loads row o's table (once per group of rows). */
+static void pal_table(pal_dec *d, const slate__wmat *w, int64_t o) {
+    int64_t g = o / w->group;
+    if (g == d->group) return;
+    d->group = g;
+    int32_t n = 1 << w->bits;
+    const uint16_t *t = w->lut + (size_t)g * (size_t)n;
+    for (int32_t i = 0; i < n; i++) d->lut[i] = _cvtsh_ss(t[i]);
+    if (w->bits == 2) {
+        for (int i = 4; i < 8; i++) d->lut[i] = d->lut[i - 4]; /* lut has room for 256 */
+        d->lo = _mm256_loadu_ps(d->lut);
+    } else if (w->bits <= 4) {
+        d->lo = _mm256_loadu_ps(d->lut);
+        if (w->bits == 4) d->hi = _mm256_loadu_ps(d->lut + 8);
+    }
+}
+
+/* Weights i .. i+7 of a row (i a multiple of 8; the caller checks the window); BITS = d->bits,
+ * a constant where inlined. */
+INLINE __m256 pal_decode8(int BITS, const pal_dec *d, const uint8_t *row, int64_t i) {
+    __m256i v;
+    if (BITS == 4) { /* the 4 bytes of the unit in every lane */
+        int32_t q;
+        memcpy(&q, row + i / 2, 4);
+        v = _mm256_set1_epi32(q);
+    } else {
+        __m128i win = _mm_loadu_si128((const __m128i *)(row + i / 8 * BITS));
+        v = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(win), d->shuf);
+    }
+    __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(v, d->shift), d->mask);
+    if (BITS <= 3) return _mm256_permutevar8x32_ps(d->lo, idx);
+    if (BITS == 4)
+        return _mm256_blendv_ps(_mm256_permutevar8x32_ps(d->lo, idx),
+                                _mm256_permutevar8x32_ps(d->hi, idx),
+                                _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+    return _mm256_i32gather_ps(d->lut, idx, 4);
+}
+
+/* Weight i of a row in scalar (the format's bit layout, as ref reads it). */
+static float pal_scalar(const pal_dec *d, const slate__wmat *w, const uint8_t *row, int64_t i) {
+    size_t bit = (size_t)i * (size_t)d->bits, byte = bit / 8;
+    unsigned v = row[byte];
+    if (byte + 1 < w->row_bytes) v |= (unsigned)row[byte + 1] << 8;
+    return d->lut[(v >> (bit % 8)) & ((1u << d->bits) - 1)];
+}
+
+/* R rows of x (from row r0) against weight row o. */
+INLINE void pal_dot_rows(int BITS, int R, const pal_dec *d, float *y, const float *x, const slate__wmat *w,
+                         const float *bias, int64_t r0, int64_t o) {
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    int64_t n_in = w->n_in, i = 0;
+    /* whole units of 8 whose 16-byte window stays inside the tensor */
+    int64_t room = (int64_t)(d->end - row) - 16, n8 = n_in & ~(int64_t)7;
+    if (room < 0) n8 = 0;
+    else if (room / d->bits * 8 + 8 < n8) n8 = room / d->bits * 8 + 8;
+    __m256 acc[4][2];
+    UNROLL for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (; i + 16 <= n8; i += 16) { /* two units, one accumulator each */
+        __m256 w0 = pal_decode8(BITS, d, row, i), w1 = pal_decode8(BITS, d, row, i + 8);
+        UNROLL for (int r = 0; r < R; r++) {
+            const float *xr = x + (r0 + r) * n_in + i;
+            acc[r][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr), acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xr + 8), acc[r][1]);
+        }
+    }
+    if (i < n8) {
+        __m256 w0 = pal_decode8(BITS, d, row, i);
+        UNROLL for (int r = 0; r < R; r++)
+            acc[r][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + (r0 + r) * n_in + i), acc[r][0]);
+        i += 8;
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+        float v = hsum8(_mm256_add_ps(acc[r][0], acc[r][1]));
+        for (int64_t t = n8; t < n_in; t++) v += pal_scalar(d, w, row, t) * x[(r0 + r) * n_in + t];
+        y[(r0 + r) * w->n_out + o] = v + (bias ? bias[o] : 0.0f);
+    }
+}
+
+INLINE void pal_matmul_bits(int BITS, float *y, const float *x, const slate__wmat *w,
+                            const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
+    pal_dec d;
+    pal_init(&d, w);
+    for (int64_t o = o0; o < o1; o++) {
+        pal_table(&d, w, o);
+        int64_t r = 0;
+        for (; r + 4 <= n_rows; r += 4) pal_dot_rows(BITS, 4, &d, y, x, w, bias, r, o);
+        switch (n_rows - r) {
+        case 3: pal_dot_rows(BITS, 3, &d, y, x, w, bias, r, o); break;
+        case 2: pal_dot_rows(BITS, 2, &d, y, x, w, bias, r, o); break;
+        case 1: pal_dot_rows(BITS, 1, &d, y, x, w, bias, r, o); break;
+        default: break;
+        }
+    }
+}
+
+static void matmul_pal(float *y, const float *x, const void *xq, const slate__wmat *w,
+                       const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
+    (void)xq;
+    switch (w->bits) {
+    case 2: pal_matmul_bits(2, y, x, w, bias, n_rows, o0, o1); break;
+    case 3: pal_matmul_bits(3, y, x, w, bias, n_rows, o0, o1); break;
+    case 4: pal_matmul_bits(4, y, x, w, bias, n_rows, o0, o1); break;
+    case 6: pal_matmul_bits(6, y, x, w, bias, n_rows, o0, o1); break;
+    default: pal_matmul_bits(8, y, x, w, bias, n_rows, o0, o1); break;
+    }
+}
+
 /* Embedding lookups: one row dequantized, 8 values at a time, with exactly ref's products
  * (d * (q - 8), d * q + m, d * q, each rounded the same way), so the result is bit-identical. */
 static void row_to_f32_q(float *dst, const slate__wmat *w, int64_t o) {
@@ -648,6 +791,7 @@ void slate__avx2_fill(slate__kernels *k) {
     k->matmul[SLATE_DTYPE_BF16] = matmul_bf16;
     k->matmul[SLATE_DTYPE_Q8_0] = matmul_q8_0;
     k->matmul[SLATE_DTYPE_Q4] = matmul_q4;
+    k->matmul[SLATE_DTYPE_PAL] = matmul_pal;
     k->matmul[SLATE_DTYPE_Q8_C] = matmul_q8_c;
     k->row_to_f32[SLATE_DTYPE_Q8_0] = row_to_f32_q;
     k->row_to_f32[SLATE_DTYPE_Q4] = row_to_f32_q;
