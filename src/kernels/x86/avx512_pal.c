@@ -9,10 +9,12 @@
  * repeated to fill 16 entries. One FMA with x follows. At 4 bits the kernel reads 0.5 byte per
  * weight and is bandwidth-bound at one query row.
  *
- * Bits 3, 6 and 8 decode 256 weights at a time with the scalar reference decode
- * (slate__ref_dequant), then dot with AVX-512 (issue 3: SIMD decode for them is not done).
- * Several query rows (prefill): each weight row is decoded once per 256-element chunk and
- * used for every row of x. Row tails that are not a whole 16 use the scalar decode.
+ * Everything else (bits 3, 6 and 8; several query rows) goes to the PAL matmul the table had
+ * before this file's (x86/avx2.c's on any CPU that reaches here): it decodes every width in
+ * SIMD and tiles rows of x, and it was faster than this file's former paths on the target VM
+ * (one thread, 5632 x 2048, one x row: 3/6/8 bits 0.7-3.4 ms vs 38-39 ms with the scalar
+ * decode; 64 x rows, 2048 x 2048: 4 bits 9.8 vs 11.3 ms, 3 bits 10.0 vs 24.6 ms). Row tails
+ * that are not a whole 16 use the scalar decode.
  *
  * On CPUs with AVX-512 VBMI and VNNI the avx512_vnni table runs x86/avx512_vbmi.c instead
  * (u8 tables, int8 x, every bit width in SIMD, prefill as register tiles); this file stays the
@@ -23,8 +25,6 @@
 
 #include <immintrin.h>
 #include <string.h>
-
-enum { CHUNK = 256 };
 
 /* The 16-lane f32 table of row o's group: 4 bits as stored, 2 bits repeated 4 times. */
 static __m512 load_lut(const slate__wmat *w, int64_t o) {
@@ -61,36 +61,6 @@ static float deq_tail(const slate__wmat *w, const uint8_t *row, int64_t o, int64
     return slate__f16_to_f32(w->lut[(size_t)(o / w->group) * ((size_t)1 << w->bits) + idx]);
 }
 
-static float dot(const float *a, const float *b, int64_t n) {
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i),
-                              acc);
-    }
-    return _mm512_reduce_add_ps(acc);
-}
-
-/* Row o of W into dst[i0 .. i0 + n) as f32 (n <= CHUNK). */
-static void decode_chunk(const slate__wmat *w, int64_t o, int64_t i0, int64_t n, float *dst) {
-    if (w->bits != 4 && w->bits != 2) {
-        slate__ref_dequant(w, o, i0, n, dst);
-        return;
-    }
-    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-    __m512 lut = load_lut(w, o);
-    const __m512i sel4 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i sh4 = _mm512_set_epi32(28, 24, 20, 16, 12, 8, 4, 0, 28, 24, 20, 16, 12, 8, 4, 0);
-    const __m512i sh2 = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(dst + i, decode16(row, i0 + i, w->bits, lut, sel4, sh4, sh2));
-    for (; i < n; i++) dst[i] = deq_tail(w, row, o, i0 + i);
-}
-
 /* One query row, 4 or 2 bits: decode and FMA in registers, two accumulators. */
 static float row_dot_fast(const slate__wmat *w, int64_t o, const float *x) {
     const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
@@ -117,24 +87,21 @@ static float row_dot_fast(const slate__wmat *w, int64_t o, const float *x) {
     return acc;
 }
 
+/* The table's PAL matmul before this file's (set once, by slate__avx512_pal_fill, at
+ * dispatch initialization, before any call). */
+static slate__matmul_fn g_other;
+
 /* y[r][o] = W[o][:] . x[r][:] + b[o] for r < n_rows, o in [o0, o1). */
 static void matmul_pal(float *y, const float *x, const void *xq, const slate__wmat *w,
                        const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
-    (void)xq;
-    int64_t n_in = w->n_in, n_out = w->n_out;
-    if (n_rows == 1 && (w->bits == 4 || w->bits == 2)) {
-        for (int64_t o = o0; o < o1; o++) y[o] = row_dot_fast(w, o, x) + (bias ? bias[o] : 0.0f);
+    if (n_rows != 1 || (w->bits != 4 && w->bits != 2)) {
+        g_other(y, x, xq, w, bias, n_rows, o0, o1);
         return;
     }
-    float tmp[CHUNK];
-    for (int64_t o = o0; o < o1; o++) {
-        for (int64_t r = 0; r < n_rows; r++) y[r * n_out + o] = bias ? bias[o] : 0.0f;
-        for (int64_t i0 = 0; i0 < n_in; i0 += CHUNK) {
-            int64_t n = n_in - i0 < CHUNK ? n_in - i0 : CHUNK;
-            decode_chunk(w, o, i0, n, tmp);
-            for (int64_t r = 0; r < n_rows; r++) y[r * n_out + o] += dot(tmp, x + r * n_in + i0, n);
-        }
-    }
+    for (int64_t o = o0; o < o1; o++) y[o] = row_dot_fast(w, o, x) + (bias ? bias[o] : 0.0f);
 }
 
-void slate__avx512_pal_fill(slate__kernels *k) { k->matmul[SLATE_DTYPE_PAL] = matmul_pal; }
+void slate__avx512_pal_fill(slate__kernels *k) {
+    g_other = k->matmul[SLATE_DTYPE_PAL];
+    k->matmul[SLATE_DTYPE_PAL] = matmul_pal;
+}
