@@ -37,6 +37,9 @@ static void init(void) {
     if (g_has_avx2) {
         g_avx2 = g_ref;
         slate__avx2_fill(&g_avx2);
+#ifdef SLATE_HAVE_avx2_q
+        slate__avx2_q_fill(&g_avx2);
+#endif
         g_best = &g_avx2;
     }
 #endif

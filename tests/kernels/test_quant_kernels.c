@@ -1,6 +1,6 @@
 /* test_quant_kernels.c - the matmul of the compressed weight formats (Q8_0; Q4 with blocks of
  * 16, 32, 64, 128, symmetric and asymmetric; Q8_C) of every SIMD table this CPU supports
- * ("avx2"; "avx512_vnni", which quantizes activations) against the scalar reference
+ * ("avx2", x86/avx2_q.c, and "avx512_vnni"; both quantize activations) against the scalar reference
  * (kernels/ref/quant.c: dequantize and dot in f32) on random weights from the reference
  * quantizers and random x: one block, odd block counts, partial x groups, many blocks; rows
  * 1..13 and past the prefill tile; output sub-ranges that do not start at 0; with and without
@@ -78,7 +78,8 @@ static void *make_weights(const fmt *f, int64_t n_out, int64_t n_in, uint64_t *r
  * 1e-5: the kernels and ref sum in different orders (lanes, blocks, groups; FMA), an error of
  * order u sqrt(n) of the partial sums (u = 6e-8), as for the f32 kernels (test_kernels.c).
  * xq: only where the table quantizes x (xq_plan bytes > 0). x is then rounded to int8 with one
- * scale per group of 128 inputs, dx = max|x| / 127 over the group, and |x - dx q| <= dx / 2,
+ * scale per group of 128 inputs (avx2: 32, whose smaller dx keeps inside the same bound),
+ * dx = max|x| / 127 over the group, and |x - dx q| <= dx / 2,
  * so the result moves by at most sum_i |w_i| dx(i) / 2 (times 1.001 for the rounding of dx and
  * of x / dx). This bound is exact, not statistical: a lost block of 16 or 32 products (a wrong
  * lane, scale or tail) exceeds it by orders of magnitude; so does using the wrong x group. */
@@ -267,6 +268,7 @@ int main(void) {
         FOR_TABLE(quant_matmul_matches_ref_for_every_format_and_shape, "avx512_vnni"),
         FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "avx2"),
         FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "avx512_vnni"),
+        FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "avx2"),
         FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "avx512_vnni"),
         FOR_TABLE(row_to_f32_matches_ref_dequantization, "ref"),
         FOR_TABLE(row_to_f32_matches_ref_dequantization, "avx2"),

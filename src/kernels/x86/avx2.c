@@ -22,7 +22,8 @@
  * the next block's rows are prefetched. The query heads of one kv head run together (up to 8
  * per pass), so each block's K/V rows are read from memory once for all of them. Positions
  * whose score is -inf or NaN are skipped exactly as in ref; all -inf gives out = 0.
- * Compressed weights (Q8_0, Q4, Q8_C, PAL): dequantized to f32 on the fly (see below).
+ * Compressed weights: PAL dequantized to f32 on the fly (see below); Q8_0, Q4 and Q8_C matmuls
+ * are integer, in x86/avx2_q.c.
  * rms_norm, to_f32: straightforward 8-wide loops; f16 conversion is exact (vcvtph2ps).
  */
 #include "kernels/kernels.h"
@@ -440,13 +441,9 @@ static void rms_norm(float *y, const float *x, const float *w, int64_t n, float 
     for (; i < n; i++) y[i] = x[i] * r * w[i];
 }
 
-/* ---- compressed weights (Q8_0, Q4, Q8_C) --------------------------------------------------
- * Dequantize-and-FMA on f32 activations (no activation quantization, so the result differs
- * from ref only by summation order): each unit of 8 weights inside one block becomes an 8-float
- * vector (scaled by the block's d, offset by its m or -8d) and is used for up to 4 rows of x;
- * every row keeps two accumulators so the FMA latency does not serialize a row. Q8_C rows are
- * summed unscaled and multiplied by the row's scale at the end. This is the table for CPUs
- * without AVX-512 VNNI; avx512_vnni.c has the integer kernels. */
+/* ---- compressed weights (Q8_0, Q4, Q8_C): embedding rows ----------------------------------
+ * The matmuls of these formats are integer kernels in x86/avx2_q.c (installed in this table by
+ * dispatch.c); this file keeps the row lookups. */
 
 INLINE float f16_scalar(const uint8_t *p) {
     uint16_t h;
@@ -454,8 +451,7 @@ INLINE float f16_scalar(const uint8_t *p) {
     return _cvtsh_ss(h);
 }
 
-/* Unit u (elements 8u .. 8u+7) of a block as f32: the ints (q or q - 8 is applied by the
- * caller's FMA: w = q * d + off). */
+/* Unit u (elements 8u .. 8u+7) of a block as f32: the stored ints (Q4: q, before - 8 or + m). */
 INLINE __m256 q_unit(slate_dtype dt, int32_t B, const uint8_t *qs, int u) {
     if (dt == SLATE_DTYPE_Q4) {
         int e = 8 * u, half = B / 2;
@@ -468,101 +464,15 @@ INLINE __m256 q_unit(slate_dtype dt, int32_t B, const uint8_t *qs, int u) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
 }
 
-/* R rows of x (from row r0) against weight row o, over every block. */
-INLINE void q_dot_rows(slate_dtype dt, int32_t B, bool asym, int R, float *y, const float *x,
-                       const slate__wmat *w, const float *bias, int64_t r0, int64_t o) {
-    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-    int64_t n_in = w->n_in, nb = n_in / B; /* Q8_C: whole units of 8; the caller adds the rest */
-    size_t bb = dt == SLATE_DTYPE_Q8_0 ? sizeof(slate__block_q8_0)
-                : dt == SLATE_DTYPE_Q4 ? slate__q4_block_bytes(B, asym)
-                                       : (size_t)B;
-    size_t hdr = dt == SLATE_DTYPE_Q8_C ? 0 : asym ? 4 : 2;
-    __m256 acc[4][2];
-    UNROLL for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = row + (size_t)b * bb;
-        __m256 d = _mm256_set1_ps(1.0f), off = _mm256_setzero_ps();
-        if (dt != SLATE_DTYPE_Q8_C) d = _mm256_set1_ps(f16_scalar(blk));
-        if (dt == SLATE_DTYPE_Q4)
-            off = asym ? _mm256_set1_ps(f16_scalar(blk + 2))
-                       : _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
-        for (int u = 0; u < B / 8; u++) {
-            __m256 q = q_unit(dt, B, blk + hdr, u);
-            __m256 wv = dt == SLATE_DTYPE_Q4 ? _mm256_fmadd_ps(q, d, off)
-                        : dt == SLATE_DTYPE_Q8_0 ? _mm256_mul_ps(q, d)
-                                                 : q;
-            int64_t i = b * B + 8 * u;
-            UNROLL for (int r = 0; r < R; r++) acc[r][u & 1] =
-                _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + (r0 + r) * n_in + i), acc[r][u & 1]);
-        }
-    }
-    float sc = dt == SLATE_DTYPE_Q8_C ? w->scales[o] : 1.0f;
-    UNROLL for (int r = 0; r < R; r++) {
-        float v = hsum8(_mm256_add_ps(acc[r][0], acc[r][1])) * sc;
-        y[(r0 + r) * w->n_out + o] = v + (bias ? bias[o] : 0.0f);
-    }
-}
-
-INLINE void q_matmul(slate_dtype dt, int32_t B, bool asym, float *y, const float *x,
-                     const slate__wmat *w, const float *bias, int64_t n_rows, int64_t o0,
-                     int64_t o1) {
-    for (int64_t o = o0; o < o1; o++) {
-        int64_t r = 0;
-        for (; r + 4 <= n_rows; r += 4) q_dot_rows(dt, B, asym, 4, y, x, w, bias, r, o);
-        switch (n_rows - r) {
-        case 3: q_dot_rows(dt, B, asym, 3, y, x, w, bias, r, o); break;
-        case 2: q_dot_rows(dt, B, asym, 2, y, x, w, bias, r, o); break;
-        case 1: q_dot_rows(dt, B, asym, 1, y, x, w, bias, r, o); break;
-        default: break;
-        }
-    }
-}
-
-static void matmul_q8_0(float *y, const float *x, const void *xq, const slate__wmat *w,
-                        const float *b, int64_t r, int64_t o0, int64_t o1) {
-    q_matmul(SLATE_DTYPE_Q8_0, 32, false, y, x, w, b, r, o0, o1);
-}
-
-/* Q8_C has no blocks: "blocks" of one unit of 8 (n_in need not be a multiple of 8; the last
- * n_in % 8 elements are added in scalar). */
-static void matmul_q8_c(float *y, const float *x, const void *xq, const slate__wmat *w,
-                        const float *b, int64_t n_rows, int64_t o0, int64_t o1) {
-    int64_t n_in = w->n_in, n8 = n_in & ~(int64_t)7;
-    if (n8) q_matmul(SLATE_DTYPE_Q8_C, 8, false, y, x, w, b, n_rows, o0, o1);
-    for (int64_t o = o0; o < o1; o++) {
-        const int8_t *row = (const int8_t *)w->data + (size_t)o * w->row_bytes;
-        for (int64_t r = 0; r < n_rows; r++) {
-            float t = 0.0f;
-            for (int64_t i = n8; i < n_in; i++) t += (float)row[i] * x[r * n_in + i];
-            float base = n8 ? y[r * w->n_out + o] : (b ? b[o] : 0.0f);
-            y[r * w->n_out + o] = base + t * w->scales[o];
-        }
-    }
-}
-
-static void matmul_q4(float *y, const float *x, const void *xq, const slate__wmat *w,
-                      const float *b, int64_t r, int64_t o0, int64_t o1) {
-    switch (w->block * 2 + w->asym) {
-    case 32: q_matmul(SLATE_DTYPE_Q4, 16, false, y, x, w, b, r, o0, o1); break;
-    case 33: q_matmul(SLATE_DTYPE_Q4, 16, true, y, x, w, b, r, o0, o1); break;
-    case 64: q_matmul(SLATE_DTYPE_Q4, 32, false, y, x, w, b, r, o0, o1); break;
-    case 65: q_matmul(SLATE_DTYPE_Q4, 32, true, y, x, w, b, r, o0, o1); break;
-    case 128: q_matmul(SLATE_DTYPE_Q4, 64, false, y, x, w, b, r, o0, o1); break;
-    case 129: q_matmul(SLATE_DTYPE_Q4, 64, true, y, x, w, b, r, o0, o1); break;
-    case 256: q_matmul(SLATE_DTYPE_Q4, 128, false, y, x, w, b, r, o0, o1); break;
-    default: q_matmul(SLATE_DTYPE_Q4, 128, true, y, x, w, b, r, o0, o1); break;
-    }
-}
-
 /* ---- palettized weights (PAL) ------------------------------------------------------------
- * Dequantize-and-FMA as for Q8_0/Q4 above (f32 activations, ref's result up to summation
- * order), eight indices at a time: the 16 bytes that hold them are broadcast to both 128-bit
- * lanes, one vpshufb moves the 4 bytes holding index j into lane j, vpsrlvd aligns it and a
- * mask keeps its N bits (one constant pair per bit width, so 2, 3, 4, 6 and 8 bits share the
- * code). Lookup in the row's table as f32: 2 and 3 bits one vpermps (2 bits: the 4 centroids
- * twice), 4 bits two vpermps and a blend on bit 3, 6 and 8 bits a gather from the table in L1.
- * A 16-byte window that would pass the end of the tensor (the last elements of the last row)
- * is decoded in scalar instead, as ref reads the format. */
+ * Dequantize-and-FMA on f32 activations (ref's result up to summation order), eight indices at
+ * a time: the 16 bytes that hold them are broadcast to both 128-bit lanes, one vpshufb moves
+ * the 4 bytes holding index j into lane j, vpsrlvd aligns it and a mask keeps its N bits (one
+ * constant pair per bit width, so 2, 3, 4, 6 and 8 bits share the code; 4 bits: one 32-bit
+ * broadcast). Lookup in the row's table as f32: 2 and 3 bits one vpermps (2 bits: the 4
+ * centroids twice), 4 bits two vpermps and a blend on bit 3, 6 and 8 bits a gather from the
+ * table in L1. A 16-byte window that would pass the end of the tensor (the last elements of
+ * the last row) is decoded in scalar instead, as ref reads the format. */
 
 typedef struct pal_dec {
     int32_t bits;
@@ -789,10 +699,7 @@ void slate__avx2_fill(slate__kernels *k) {
     k->matmul[SLATE_DTYPE_F32] = matmul_f32;
     k->matmul[SLATE_DTYPE_F16] = matmul_f16;
     k->matmul[SLATE_DTYPE_BF16] = matmul_bf16;
-    k->matmul[SLATE_DTYPE_Q8_0] = matmul_q8_0;
-    k->matmul[SLATE_DTYPE_Q4] = matmul_q4;
     k->matmul[SLATE_DTYPE_PAL] = matmul_pal;
-    k->matmul[SLATE_DTYPE_Q8_C] = matmul_q8_c;
     k->row_to_f32[SLATE_DTYPE_Q8_0] = row_to_f32_q;
     k->row_to_f32[SLATE_DTYPE_Q4] = row_to_f32_q;
     k->row_to_f32[SLATE_DTYPE_Q8_C] = row_to_f32_q;
