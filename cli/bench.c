@@ -667,8 +667,8 @@ static int run_default(bench *b) {
                        "\"roofline_fraction\": %.4f", dc[i].tok_s, dc[i].ms_per_token,
                        dc[i].weight_gbs, bw > 0 ? dc[i].weight_gbs / bw : 0.0);
                 if (dc[i].ms_depth0 > 0)
-                    printf(", \"depth0_alongside_ms_per_token\": %.4f, "
-                           "\"share_of_depth0_alongside\": %.4f", dc[i].ms_depth0,
+                    printf(", \"depth0_alongside_ms_per_token\": %.6f, "
+                           "\"share_of_depth0_alongside\": %.6f", dc[i].ms_depth0,
                            dc[i].ms_depth0 / dc[i].ms_per_token);
                 printf("}");
             }

@@ -48,8 +48,9 @@ for d in b["decode"]:
         bad += ["decode %d %s" % (d["depth"], k) for k in ("depth0_alongside_ms_per_token",
                 "share_of_depth0_alongside") if not pos(d.get(k))]
         if pos(d.get("share_of_depth0_alongside")):
+            # ms_per_token is printed to 4 decimals: allow its rounding (tiny model: ~0.05 ms)
             assert abs(d["share_of_depth0_alongside"] * d["ms_per_token"]
-                       - d["depth0_alongside_ms_per_token"]) < 1e-3 * d["ms_per_token"], d
+                       - d["depth0_alongside_ms_per_token"]) < 1e-4 + 1e-3 * d["ms_per_token"], d
     else:
         assert "share_of_depth0_alongside" not in d, d
 # one decode step reads every matrix once: at least the tied embedding/head (320 x 64 f32)
