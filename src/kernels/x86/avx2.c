@@ -21,7 +21,8 @@
  * accumulated over head_dim with the accumulator kept in registers. For ranges too long for L2
  * the next block's rows are prefetched. The query heads of one kv head run together (up to 8
  * per pass), so each block's K/V rows are read from memory once for all of them. Positions
- * whose score is -inf or NaN are skipped exactly as in ref; all -inf gives out = 0.
+ * whose score is -inf or NaN are skipped exactly as in ref; all -inf gives out = 0. An int8
+ * cache (attention_i8) runs the same kernel, each row dequantized (scale * q) as it is loaded.
  * Compressed weights: PAL dequantized to f32 on the fly (see below); Q8_0, Q4 and Q8_C matmuls
  * are integer, in x86/avx2_q.c.
  * rms_norm, to_f32: straightforward 8-wide loops; f16 conversion is exact (vcvtph2ps).
@@ -262,6 +263,25 @@ INLINE __m256 hsum8x8(const __m256 a[8]) {
                          _mm256_permute2f128_ps(g0, g1, 0x31));
 }
 
+/* 8 cache values at element d of a row as f32: F32/F16 as weights, I8 (int8 cache rows
+ * {f32 scale, int8 values}) as scale * q. _tail: the n < 8 values at d, zero-padded. */
+INLINE __m256 load_kv8(slate_dtype dt, const void *row, int64_t d) {
+    if (dt != SLATE_DTYPE_I8) return load_w8(dt, row, d);
+    float sc;
+    memcpy(&sc, row, 4);
+    __m128i b = _mm_loadl_epi64((const __m128i *)((const int8_t *)row + 4 + d));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_set1_ps(sc));
+}
+INLINE __m256 load_kv8_tail(slate_dtype dt, const void *row, int64_t d, int64_t n) {
+    if (dt != SLATE_DTYPE_I8) return load_w8_tail(dt, row, d, n);
+    int8_t t[8] = {0};
+    float sc;
+    memcpy(&sc, row, 4);
+    memcpy(t, (const int8_t *)row + 4 + d, (size_t)n);
+    __m128i b = _mm_loadl_epi64((const __m128i *)t);
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_set1_ps(sc));
+}
+
 /* q . row[t] for 8 cache rows of dtype dt. */
 INLINE __m256 dot8(slate_dtype dt, const float *q, const void *const row[8], int64_t hd) {
     __m256 a[8];
@@ -269,19 +289,25 @@ INLINE __m256 dot8(slate_dtype dt, const float *q, const void *const row[8], int
     int64_t d = 0;
     for (; d + 8 <= hd; d += 8) {
         __m256 qv = _mm256_loadu_ps(q + d);
-        UNROLL for (int t = 0; t < 8; t++) a[t] = _mm256_fmadd_ps(qv, load_w8(dt, row[t], d), a[t]);
+        UNROLL for (int t = 0; t < 8; t++) a[t] = _mm256_fmadd_ps(qv, load_kv8(dt, row[t], d), a[t]);
     }
     if (d < hd) {
         __m256 qv = _mm256_maskload_ps(q + d, tail_mask(hd - d));
         UNROLL for (int t = 0; t < 8; t++) a[t] =
-            _mm256_fmadd_ps(qv, load_w8_tail(dt, row[t], d, hd - d), a[t]);
+            _mm256_fmadd_ps(qv, load_kv8_tail(dt, row[t], d, hd - d), a[t]);
     }
     return hsum8x8(a);
 }
 
+/* Row j of a cache: F32/F16 rows `stride` elements apart, I8 rows `stride` bytes apart. */
 INLINE const void *kv_row(slate_dtype dt, const void *base, int64_t j, int64_t stride) {
-    return dt == SLATE_DTYPE_F32 ? (const void *)((const float *)base + j * stride)
-                                 : (const void *)((const uint16_t *)base + j * stride);
+    return dt == SLATE_DTYPE_F32  ? (const void *)((const float *)base + j * stride)
+           : dt == SLATE_DTYPE_I8 ? (const void *)((const uint8_t *)base + j * stride)
+                                  : (const void *)((const uint16_t *)base + j * stride);
+}
+
+INLINE int64_t kv_row_bytes(slate_dtype dt, int64_t hd) {
+    return dt == SLATE_DTYPE_I8 ? 4 + hd : hd * (dt == SLATE_DTYPE_F32 ? 4 : 2);
 }
 
 /* K and V rows [ja, jb) into L1. When the rows come from DRAM (long ranges), fetching the next
@@ -293,7 +319,7 @@ enum { PF_ATTN_BYTES = 1 << 20 };
 
 INLINE void prefetch_rows(slate_dtype dt, const void *k, const void *v, int64_t stride, int64_t ja,
                           int64_t jb, int64_t hd) {
-    int64_t n_bytes = hd * (dt == SLATE_DTYPE_F32 ? 4 : 2);
+    int64_t n_bytes = kv_row_bytes(dt, hd);
     for (int64_t j = ja; j < jb; j++) {
         const char *pk = kv_row(dt, k, j, stride), *pv = kv_row(dt, v, j, stride);
         for (int64_t b = 0; b < n_bytes; b += 64) {
@@ -359,13 +385,13 @@ INLINE void attn_block(slate_dtype dt, head_acc *h, const float *q, const void *
     int64_t d = 0;
     for (; d + 8 <= hd; d += 8) {
         __m256 a = _mm256_load_ps(acc + d);
-        for (int t = 0; t < nv; t++) a = _mm256_fmadd_ps(pb[t], load_w8(dt, vr[t], d), a);
+        for (int t = 0; t < nv; t++) a = _mm256_fmadd_ps(pb[t], load_kv8(dt, vr[t], d), a);
         _mm256_store_ps(acc + d, a);
     }
     if (d < hd) {
         __m256 a = _mm256_load_ps(acc + d);
         for (int t = 0; t < nv; t++)
-            a = _mm256_fmadd_ps(pb[t], load_w8_tail(dt, vr[t], d, hd - d), a);
+            a = _mm256_fmadd_ps(pb[t], load_kv8_tail(dt, vr[t], d, hd - d), a);
         _mm256_store_ps(acc + d, a);
     }
 }
@@ -374,7 +400,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
                           float scale, const float *mask) {
     head_acc hs[HG];
-    bool pf = (j1 - j0) * hd * (dt == SLATE_DTYPE_F32 ? 4 : 2) * 2 > PF_ATTN_BYTES;
+    bool pf = (j1 - j0) * kv_row_bytes(dt, hd) * 2 > PF_ATTN_BYTES;
     for (int64_t h0 = 0; h0 < n_heads; h0 += HG) {
         int nh = n_heads - h0 < HG ? (int)(n_heads - h0) : HG;
         for (int h = 0; h < nh; h++) {
@@ -411,6 +437,14 @@ static void attention(float *out, const float *q, const void *k, const void *v, 
         attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
     else
         attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
+}
+
+/* int8 cache (rows of {f32 scale, head_dim int8}): the same kernel, each row dequantized as it
+ * is loaded. */
+static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
+                         int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
+                         float scale, const float *mask) {
+    attention_any(SLATE_DTYPE_I8, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
 }
 
 /* ---- rms_norm ---------------------------------------------------------------------------- */
@@ -706,6 +740,7 @@ void slate__avx2_fill(slate__kernels *k) {
     k->to_f32[SLATE_DTYPE_F16] = to_f32_f16;
     k->to_f32[SLATE_DTYPE_BF16] = to_f32_bf16;
     k->attention = attention;
+    k->attention_i8 = attention_i8;
     k->rms_norm = rms_norm;
     k->swiglu = swiglu;
     k->rope = rope;
