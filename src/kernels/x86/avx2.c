@@ -28,13 +28,12 @@
  * rms_norm, to_f32: straightforward 8-wide loops; f16 conversion is exact (vcvtph2ps).
  */
 #include "kernels/kernels.h"
+#include "kernels/x86/avx2_inline.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 8")
 
 /* ---- loads ------------------------------------------------------------------------------- */
 
@@ -63,13 +62,6 @@ INLINE __m256 load_w8_tail(slate_dtype dt, const void *w, int64_t i, int64_t n) 
     memcpy(t, (const uint16_t *)w + i, (size_t)n * sizeof(uint16_t));
     __m128i h = _mm_loadu_si128((const __m128i *)t);
     return dt == SLATE_DTYPE_F16 ? _mm256_cvtph_ps(h) : bf16x8_to_f32(h);
-}
-
-INLINE float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
 }
 
 /* ---- matmul ------------------------------------------------------------------------------ */
@@ -478,12 +470,6 @@ static void rms_norm(float *y, const float *x, const float *w, int64_t n, float 
 /* ---- compressed weights (Q8_0, Q4, Q8_C): embedding rows ----------------------------------
  * The matmuls of these formats are integer kernels in x86/avx2_q.c (installed in this table by
  * dispatch.c); this file keeps the row lookups. */
-
-INLINE float f16_scalar(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
 
 /* Unit u (elements 8u .. 8u+7) of a block as f32: the stored ints (Q4: q, before - 8 or + m). */
 INLINE __m256 q_unit(slate_dtype dt, int32_t B, const uint8_t *qs, int u) {

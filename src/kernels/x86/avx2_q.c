@@ -21,13 +21,12 @@
  * prefill-512 231 -> 529 tok/s (docs/design.md has the rest).
  */
 #include "kernels/kernels.h"
+#include "kernels/x86/avx2_inline.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 8")
 
 enum { XU = 32 }; /* inputs per unit of x */
 
@@ -47,12 +46,6 @@ INLINE float hmax8(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-}
-
-INLINE float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
 static void quantize_x(void *xq, const float *x, const slate__wmat *w, int64_t n_rows,
@@ -126,12 +119,6 @@ INLINE __m256i q4_pair(const uint8_t *qs0, const uint8_t *qs1) {
                                    _mm_unpackhi_epi64(lo, hi), 1);
 }
 
-INLINE float f16_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-
 /* Rows r0 .. r0+R-1 of x against weight row o of a Q4 matrix with blocks of B. */
 INLINE void q4_rows(int B, bool asym, int R, float *y, const uint8_t *xq, size_t xs,
                     const slate__wmat *w, const float *bias, int64_t r0, int64_t o) {
@@ -153,9 +140,9 @@ INLINE void q4_rows(int B, bool asym, int R, float *y, const uint8_t *xq, size_t
         for (int64_t u = 0; u < units; u++) {
             const uint8_t *b0 = row + (size_t)(2 * u) * bb;
             const uint8_t *b1 = 2 * u + 1 < nb ? b0 + bb : NULL; /* a short last unit */
-            float d0 = f16_at(b0), d1 = b1 ? f16_at(b1) : 0.0f;
-            float m0 = asym ? f16_at(b0 + 2) : -8.0f * d0;
-            float m1 = b1 ? (asym ? f16_at(b1 + 2) : -8.0f * d1) : 0.0f;
+            float d0 = f16_scalar(b0), d1 = b1 ? f16_scalar(b1) : 0.0f;
+            float m0 = asym ? f16_scalar(b0 + 2) : -8.0f * d0;
+            float m1 = b1 ? (asym ? f16_scalar(b1 + 2) : -8.0f * d1) : 0.0f;
             __m256i wu = q4_pair(b0 + hdr, b1 ? b1 + hdr : NULL);
             __m256 dw = _mm256_setr_ps(d0, d0, d0, d0, d1, d1, d1, d1);
             UNROLL for (int r = 0; r < R; r++) {
@@ -168,7 +155,7 @@ INLINE void q4_rows(int B, bool asym, int R, float *y, const uint8_t *xq, size_t
     } else {
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = row + (size_t)b * bb;
-            float d = f16_at(blk), m = asym ? f16_at(blk + 2) : -8.0f * d;
+            float d = f16_scalar(blk), m = asym ? f16_scalar(blk + 2) : -8.0f * d;
             UNROLL for (int k = 0; k < B / XU; k++) {
                 int64_t u = b * (B / XU) + k;
                 __m256i wu = q4_unit(B, blk + hdr, k);
@@ -204,7 +191,7 @@ INLINE void q8_rows(bool blocked, int R, float *y, const uint8_t *xq, size_t xs,
         __m256i wv;
         if (blocked) {
             const uint8_t *blk = row + (size_t)u * sizeof(slate__block_q8_0);
-            d = f16_at(blk);
+            d = f16_scalar(blk);
             wv = _mm256_loadu_si256((const __m256i *)(blk + 2));
         } else if (n_in - u * XU >= XU) {
             wv = _mm256_loadu_si256((const __m256i *)(row + u * XU));
