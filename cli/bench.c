@@ -398,6 +398,13 @@ static slate_status measure_prefill(bench *b, prefill_res *r) {
     return SLATE_OK;
 }
 
+/* One greedy decode step of st: feeds *next, then sets it to the argmax of the new logits. */
+static slate_status step(bench *b, slate_state *st, int32_t *next) {
+    slate_status s = slate_state_predict(st, next, 1, NULL, &b->err);
+    if (!s) *next = argmax(slate_state_logits(st, NULL), b->info.n_vocab);
+    return s;
+}
+
 /* Fills the cache with `depth` ids, then decodes n_decode tokens greedily. */
 static slate_status measure_decode(bench *b, decode_res *r, double bytes_per_token) {
     int32_t ctx = slate_state_n_ctx(b->st);
@@ -412,31 +419,23 @@ static slate_status measure_decode(bench *b, decode_res *r, double bytes_per_tok
     if (!s && r->depth) s = feed(b, b->ids, r->depth);
     uint64_t rs = b->seed + 7;
     int32_t next = r->depth ? last_argmax(b) : rand_id(b, &rs);
-    for (int32_t i = 0; i < DECODE_WARMUP && !s; i++) { /* untimed: the first steps after a
-                                                            prefill wake the pool, touch pages */
-        s = slate_state_predict(b->st, &next, 1, NULL, &b->err);
-        if (!s) next = last_argmax(b);
-    }
+    /* untimed: the first steps after a prefill wake the pool, touch pages */
+    for (int32_t i = 0; i < DECODE_WARMUP && !s; i++) s = step(b, b->st, &next);
     if (s) return s;
     /* The depth-0 partner: a fresh state stepped between this one's steps. */
     slate_state *p0 = r->depth > 0 ? b->st0 : NULL;
     int32_t next0 = rand_id(b, &rs);
     if (p0 && !(s = slate_state_reset(p0)))
-        for (int32_t i = 0; i < DECODE_WARMUP && !s; i++) {
-            s = slate_state_predict(p0, &next0, 1, NULL, &b->err);
-            if (!s) next0 = argmax(slate_state_logits(p0, NULL), b->info.n_vocab);
-        }
-    double ms = 0, ms0 = 0;
+        for (int32_t i = 0; i < DECODE_WARMUP && !s; i++) s = step(b, p0, &next0);
+    double ms = 0, ms0 = 0; /* each a step: the predict call and the greedy pick */
     for (int32_t i = 0; i < b->n_decode && !s; i++) {
         double t0 = now_ms();
-        s = slate_state_predict(b->st, &next, 1, NULL, &b->err);
+        s = step(b, b->st, &next);
         ms += now_ms() - t0;
-        if (!s) next = last_argmax(b);
         if (!s && p0) {
             t0 = now_ms();
-            s = slate_state_predict(p0, &next0, 1, NULL, &b->err);
+            s = step(b, p0, &next0);
             ms0 += now_ms() - t0;
-            if (!s) next0 = argmax(slate_state_logits(p0, NULL), b->info.n_vocab);
         }
     }
     if (s) return s;
@@ -505,10 +504,7 @@ static slate_status run_profiles(bench *b, prof_report *dec, prof_report *pre) {
     if (!s && depth) s = feed(b, b->ids, depth);
     int32_t next = 1;
     if (!s) s = slate_state_set_profiling(b->st, true);
-    for (int32_t i = 0; i < b->n_decode && !s && depth + i < ctx; i++) {
-        s = slate_state_predict(b->st, &next, 1, NULL, &b->err);
-        if (!s) next = last_argmax(b);
-    }
+    for (int32_t i = 0; i < b->n_decode && !s && depth + i < ctx; i++) s = step(b, b->st, &next);
     slate_state_set_profiling(b->st, false);
     if (!s) s = collect_profile(b, dec);
     dec->tokens_per_call = 1;

@@ -19,8 +19,7 @@
  *   the P x V tiles directly; otherwise the rows are converted to f32 (exact) into L1 and 16
  *   scores per head come from 16 dot products and one cross-lane sum tree (hsum16). Then one
  *   online-softmax step with a vectorized exp, then P (heads x 16) times V (16 x head_dim) in
- *   register tiles. Rows 32 positions ahead are
- *   prefetched a row at a time. -inf and NaN scores are skipped exactly as in ref; all -inf
+ *   register tiles. Rows 32 positions ahead are prefetched a row at a time. -inf and NaN scores are skipped exactly as in ref; all -inf
  *   gives out = 0. Measured against the previous design (blocks of 8, per-head row dots with
  *   hadd reductions, prefetches bunched per block), one thread, 22 layers x 4 kv heads x 8
  *   heads x head_dim 64, f16: 34 -> 25 ns per position and kv head with the cache in L3, and
@@ -507,7 +506,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             if (tq) /* some rows unused: f32 copies in L1, zeroed below where unused */
                 for (int t = 0; t < BJ; t++)
                     for (int64_t c = 0; c < nc; c++)
-                        _mm512_store_ps(&ws->vf[(t) * ws->hdp + c * 16], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vrows[t] + c * 16))));
+                        _mm512_store_ps(&ws->vf[(t) * ws->hdp + c * 16], load_kv16(dt, vrows[t], c * 16, 0xffff));
             if (!all_used) {
                 for (int t = 0; t < BJ; t++) {
                     bool used = false;
