@@ -659,7 +659,7 @@ static int run_default(bench *b) {
             printf("%s{\"depth\": %d, \"tokens\": %d", i ? ", " : "", dc[i].depth, b->n_decode);
             if (dc[i].skipped) printf(", \"skipped\": \"%s\"}", dc[i].skipped);
             else {
-                printf(", \"tok_s\": %.3f, \"ms_per_token\": %.4f, \"weight_gb_s\": %.3f, "
+                printf(", \"tok_s\": %.3f, \"ms_per_token\": %.6f, \"weight_gb_s\": %.3f, "
                        "\"roofline_fraction\": %.4f", dc[i].tok_s, dc[i].ms_per_token,
                        dc[i].weight_gbs, bw > 0 ? dc[i].weight_gbs / bw : 0.0);
                 if (dc[i].ms_depth0 > 0)

@@ -48,9 +48,10 @@ for d in b["decode"]:
         bad += ["decode %d %s" % (d["depth"], k) for k in ("depth0_alongside_ms_per_token",
                 "share_of_depth0_alongside") if not pos(d.get(k))]
         if pos(d.get("share_of_depth0_alongside")):
-            # ms_per_token is printed to 4 decimals: allow its rounding (tiny model: ~0.05 ms)
-            assert abs(d["share_of_depth0_alongside"] * d["ms_per_token"]
-                       - d["depth0_alongside_ms_per_token"]) < 1e-4 + 1e-3 * d["ms_per_token"], d
+            # all three are printed to 6 decimals (0.5e-6 each); the share can be far from 1
+            # on a noisy machine with a tiny model (seen: 7.47), so the bound scales with it
+            s, ms = d["share_of_depth0_alongside"], d["ms_per_token"]
+            assert abs(s * ms - d["depth0_alongside_ms_per_token"]) <= 1e-6 * (1 + s + ms), d
     else:
         assert "share_of_depth0_alongside" not in d, d
 # one decode step reads every matrix once: at least the tied embedding/head (320 x 64 f32)
