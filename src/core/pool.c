@@ -1,17 +1,50 @@
 /*
  * pool.c - a persistent thread pool. Workers wait on a generation counter: slate__pool_run
  * publishes a job, bumps the generation, runs share 0 itself, and waits until every worker has
- * finished its share. Workers spin briefly before sleeping on a condition variable, because
- * decode issues hundreds of small jobs per token and a sleep/wake per job costs more than the
- * job. With one thread the pool runs jobs inline and creates nothing.
+ * finished its share. Waiting threads spin for up to SPIN_NS before sleeping on a condition
+ * variable, because decode issues hundreds of small jobs per token and a sleep/wake per job
+ * costs more than the job. With one thread the pool runs jobs inline and creates nothing.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "core.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
-#define SPIN_ITERS 20000
+#include <time.h>
+
+/* How long a waiting thread spins (with pause) before it sleeps. A count of iterations was
+ * used before: 20000 plain loads are about 6 us here, shorter than the gaps inside one decode
+ * step (a matmul's uneven end, rope and kv_write on the main thread), so workers slept between
+ * jobs and each wake-up cost ~30 us in this VM: the second thread started attention 32 us late
+ * per layer. TinyLlama int4, 2 threads, `slate run -n 128`: spinning 5 us -> 92 tok/s, 50 us
+ * and longer -> 100-103; attention at depth 2048 2.25 -> 1.52 ms per token. 200 us covers the
+ * gaps of a call with room to spare and bounds what an idle pool burns after a call. */
+#define SPIN_NS 200000LL
+#define SPIN_YIELD_AFTER_NS 10000LL
+
+static long long mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+/* One wait step of a thread that has been waiting since t0: a pause while the wait is young,
+ * then sched_yield, which hands the core to any other runnable thread (several states decoding
+ * at once, more threads than cores) and returns at once when there is none. False once the
+ * wait has lasted SPIN_NS: time to sleep. */
+static inline bool spin_step(unsigned spins, long long t0) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+    if (spins % 16) return true;
+    long long waited = mono_ns() - t0;
+    if (waited > SPIN_YIELD_AFTER_NS) sched_yield();
+    return waited <= SPIN_NS;
+}
 
 struct slate__pool {
     int n;
@@ -39,10 +72,11 @@ static void *worker(void *arg) {
     unsigned seen = 0;
     for (;;) {
         unsigned g;
-        int spins = 0;
-        while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
-               !atomic_load(&p->quit) && spins < SPIN_ITERS)
-            spins++;
+        long long t0 = mono_ns();
+        for (unsigned spins = 1; (g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+                                 !atomic_load(&p->quit); spins++) {
+            if (!spin_step(spins, t0)) break;
+        }
         if (g == seen && !atomic_load(&p->quit)) {
             pthread_mutex_lock(&p->mu);
             while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->quit))
@@ -122,9 +156,10 @@ void slate__pool_run(slate__pool *p, slate__pool_fn fn, void *ctx) {
     pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
     fn(ctx, 0, p->n);
-    int spins = 0;
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0 && spins < SPIN_ITERS)
-        spins++;
+    long long t0 = mono_ns();
+    for (unsigned spins = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) {
+        if (!spin_step(spins, t0)) break;
+    }
     if (atomic_load(&p->pending) > 0) {
         pthread_mutex_lock(&p->mu);
         while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->cv_done, &p->mu);
