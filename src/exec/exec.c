@@ -15,12 +15,6 @@ static float *act(const slate_state *st, int32_t i) {
     return (float *)(st->scratch + st->model->prog.tensors[i].offset);
 }
 
-/* Each state tensor is a page-aligned block of the state's cache arena, in the state's cache
- * dtype (src/state/kvmem.c). */
-uint8_t *slate__state_tensor(const slate_state *st, int32_t i) {
-    return st->kv + st->kv_off[st->model->state_slot[i]];
-}
-
 static int32_t rows_of(const slate_state *st, int32_t i) {
     return st->model->prog.tensors[i].out_rows ? st->n_out : st->n_q;
 }
@@ -174,16 +168,18 @@ static void matmul_op(slate_state *st, const mm_group *g, int32_t *xq_src, uint3
 static void run_attention(void *ctx, int ith, int nth) {
     const job *j = ctx;
     const slate_state *st = j->st;
-    const slate__program *p = &st->model->prog;
     const slate__op *op = j->op;
-    const slate__tensor *kt = &p->tensors[op->in[1]];
-    const uint8_t *kbase = slate__state_tensor(st, op->in[1]);
-    const uint8_t *vbase = slate__state_tensor(st, op->in[2]);
-    int32_t slot = st->model->state_slot[op->in[1]];
+    int32_t slot = st->model->state_slot[op->in[1]], vslot = st->model->state_slot[op->in[2]];
     slate_dtype kvt = st->kv_dtype[slot];
-    /* Byte offset of kv head g within a row: f32/f16 rows are [n_kv_heads][head_dim]; int8 rows
-     * are n_kv_heads blocks of {scale, head_dim values} (slate__kv_row_bytes). */
+    /* Head g's rows: with the usual head-major cache (one region per kv head, src/state/
+     * kvmem.c) they are side by side, head_bytes apart; a cache split otherwise (read by two
+     * attentions of different head sizes: one region) has head g's piece at g x head_bytes in
+     * each row. f32/f16 pieces are [head_dim]; int8 ones a {scale, head_dim values} block. */
     size_t head_bytes = st->kv_row_bytes[slot] / (size_t)op->n_kv_heads;
+    bool by_head = st->kv_heads[slot] == op->n_kv_heads && st->kv_heads[vslot] == op->n_kv_heads;
+    size_t row_step = by_head ? head_bytes : st->kv_row_bytes[slot];
+    int64_t stride = kvt == SLATE_DTYPE_I8 ? (int64_t)row_step
+                                           : (int64_t)(row_step / slate__dtype_size(kvt));
     int32_t hd = op->head_dim, group = op->n_heads / op->n_kv_heads;
     /* Work items are (row, kv head, part of its query heads): the kernels take all the query
      * heads of a kv head at once and read each K/V row once for them. The heads of a
@@ -211,16 +207,16 @@ static void run_attention(void *ctx, int ith, int nth) {
         } else if (op->window > 0 && pos + 1 > op->window) {
             j0 = pos + 1 - op->window;
         }
+        const uint8_t *kg = by_head ? slate__kv_at(st, slot, (int32_t)g, 0)
+                                    : slate__kv_at(st, slot, 0, 0) + (size_t)g * head_bytes;
+        const uint8_t *vg = by_head ? slate__kv_at(st, vslot, (int32_t)g, 0)
+                                    : slate__kv_at(st, vslot, 0, 0) + (size_t)g * head_bytes;
         if (kvt == SLATE_DTYPE_I8)
-            st->model->k->attention_i8(out + r * qw + h_lo * hd, q + r * qw + h_lo * hd,
-                                       kbase + (size_t)g * head_bytes,
-                                       vbase + (size_t)g * head_bytes,
-                                       (int64_t)st->kv_row_bytes[slot], j0, j1, hd, h_hi - h_lo,
-                                       op->scale, mask);
+            st->model->k->attention_i8(out + r * qw + h_lo * hd, q + r * qw + h_lo * hd, kg, vg,
+                                       stride, j0, j1, hd, h_hi - h_lo, op->scale, mask);
         else
-            st->model->k->attention(out + r * qw + h_lo * hd, q + r * qw + h_lo * hd,
-                                    kbase + (size_t)g * head_bytes, vbase + (size_t)g * head_bytes,
-                                    kvt, kt->width, j0, j1, hd, h_hi - h_lo, op->scale, mask);
+            st->model->k->attention(out + r * qw + h_lo * hd, q + r * qw + h_lo * hd, kg, vg,
+                                    kvt, stride, j0, j1, hd, h_hi - h_lo, op->scale, mask);
     }
 }
 
@@ -246,24 +242,25 @@ static void rope(const slate_state *st, const slate__op *op) {
 static void kv_write(const slate_state *st, const slate__op *op) {
     const slate__tensor *t = &st->model->prog.tensors[op->in[1]];
     const float *x = act(st, op->in[0]);
-    uint8_t *base = slate__state_tensor(st, op->in[1]);
     int32_t slot = st->model->state_slot[op->in[1]], len0 = st->length;
-    size_t row_bytes = st->kv_row_bytes[slot];
-    for (int32_t r = 0; r < st->n_q; r++) {
-        const float *xr = x + (int64_t)r * t->width;
-        uint8_t *d = base + (size_t)(len0 + r) * row_bytes;
-        switch (st->kv_dtype[slot]) {
-        case SLATE_DTYPE_F16:
-            for (int64_t i = 0; i < t->width; i++) ((uint16_t *)d)[i] = slate__f32_to_f16(xr[i]);
-            break;
-        case SLATE_DTYPE_I8:
-            slate__kv_quantize_i8(d, xr, t->width, st->model->state_group[slot]);
-            break;
-        default:
-            memcpy(d, xr, (size_t)t->width * 4);
-            break;
+    int32_t heads = st->kv_heads[slot];
+    int64_t w = t->width / heads; /* elements of one head's piece of a row */
+    for (int32_t r = 0; r < st->n_q; r++)
+        for (int32_t g = 0; g < heads; g++) { /* head-major: each piece to its head's region */
+            const float *xr = x + (int64_t)r * t->width + g * w;
+            uint8_t *d = slate__kv_at(st, slot, g, len0 + r);
+            switch (st->kv_dtype[slot]) {
+            case SLATE_DTYPE_F16:
+                for (int64_t i = 0; i < w; i++) ((uint16_t *)d)[i] = slate__f32_to_f16(xr[i]);
+                break;
+            case SLATE_DTYPE_I8:
+                slate__kv_quantize_i8(d, xr, w, st->model->state_group[slot]);
+                break;
+            default:
+                memcpy(d, xr, (size_t)w * 4);
+                break;
+            }
         }
-    }
 }
 
 /* ---- profiling (slate_state_set_profiling) ------------------------------------------------

@@ -68,7 +68,8 @@ struct slate_state {
     int32_t n_ctx;               /* capacity in positions */
     _Atomic int32_t length;      /* positions holding valid cache rows (atomic: the getters
                                     run without busy while pressure may reset the state) */
-    uint8_t *kv;                 /* state tensors, each [n_ctx][width] of its dtype */
+    uint8_t *kv;                 /* state tensors, each [n_ctx][width] of its dtype, stored
+                                    head-major (slate__kv_at, src/state/kvmem.c) */
     size_t kv_bytes;
     uint8_t *scratch;            /* activations, each [max_query][width] f32 */
     int32_t *tokens;             /* [max_query]: the current call's ids */
@@ -82,6 +83,8 @@ struct slate_state {
     slate_dtype *kv_dtype;
     size_t *kv_row_bytes;        /* bytes of one position of each state tensor */
     size_t *kv_off;              /* page-aligned byte offset of each tensor's block in kv */
+    int32_t *kv_heads;           /* regions (kv heads) a tensor's block is split into */
+    size_t *kv_head_span;        /* bytes from one head's region to the next: n_ctx x head bytes */
     size_t scratch_bytes;        /* mapped scratch (page-rounded) */
     size_t plan_bytes;           /* counted against the model's budget while alive */
     /* Memory pressure (src/state/pressure.c). Fields below are touched only by whoever holds
@@ -116,8 +119,21 @@ static inline void slate__state_release(slate_state *st) {
 /* Runs the program for the state's current call (tokens, n_q, n_out, mask set). */
 void slate__exec_run(slate_state *st);
 
-/* Base pointer of state tensor (program index) in this state's arena. */
-uint8_t *slate__state_tensor(const slate_state *st, int32_t tensor_index);
+/* The cache of state tensor `i` (state slot, not program index) is head-major: kv_heads[i]
+ * regions [n_ctx][head bytes] one after the other, head bytes = row bytes / kv_heads (a row of
+ * an int8 cache is one {scale, values} block per head, so a head's piece is its block). */
+static inline size_t slate__kv_head_bytes(const slate_state *st, int32_t i) {
+    return st->kv_row_bytes[i] / (size_t)st->kv_heads[i];
+}
+/* Position pos of head g of state tensor i. */
+static inline uint8_t *slate__kv_at(const slate_state *st, int32_t i, int32_t g, int64_t pos) {
+    return st->kv + st->kv_off[i] + (size_t)g * st->kv_head_span[i] +
+           (size_t)pos * slate__kv_head_bytes(st, i);
+}
+/* Rows [r0, r0 + n) of state tensor i as the program sees them ([n][row bytes], every head's
+ * piece of a row side by side), gathered into dst / scattered from src. */
+void slate__kv_get_rows(const slate_state *st, int32_t i, int32_t r0, int32_t n, uint8_t *dst);
+void slate__kv_put_rows(slate_state *st, int32_t i, int32_t r0, int32_t n, const uint8_t *src);
 
 /* ---- memory planning, cache layout, persistence, pressure (issue 4) ---------------------- */
 

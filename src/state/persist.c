@@ -153,8 +153,12 @@ static void payload(const slate_state *st, const slate_state_extra *x, emit_fn f
     if (st->n_logit_rows)
         fn(ctx, st->scratch + p->tensors[p->logits].offset,
            (size_t)st->n_logit_rows * (size_t)p->n_vocab * sizeof(float));
+    /* Rows as the program sees them ([length][row bytes] per tensor), whatever the in-memory
+     * layout (head-major, src/state/kvmem.c): one piece per head and position. */
     for (int32_t i = 0; i < p->n_states; i++)
-        fn(ctx, st->kv + st->kv_off[i], (size_t)st->length * st->kv_row_bytes[i]);
+        for (int32_t r = 0; r < st->length; r++)
+            for (int32_t g = 0; g < st->kv_heads[i]; g++)
+                fn(ctx, slate__kv_at(st, i, g, r), slate__kv_head_bytes(st, i));
 }
 
 static size_t payload_size(const slate_state *st, const slate_state_extra *x) {
@@ -301,9 +305,8 @@ slate_status slate__state_load_locked(slate_state *st, const uint8_t *d, size_t 
     }
     /* Everything checked: replace the state's content. */
     for (int32_t i = 0; i < n_tensors; i++) {
-        size_t n = (size_t)length * st->kv_row_bytes[i];
-        if (n) memcpy(st->kv + st->kv_off[i], rows, n);
-        rows += n;
+        slate__kv_put_rows(st, i, 0, length, rows);
+        rows += (size_t)length * st->kv_row_bytes[i];
     }
     if (n_rows)
         memcpy(st->scratch + p->tensors[p->logits].offset, logits,

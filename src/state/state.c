@@ -214,7 +214,7 @@ slate_status slate_state_read_tensor(const slate_state *st, int32_t index, void 
     if (!s && cap < need)
         s = slate__fail(err, SLATE_E_BUFFER_TOO_SMALL, "state tensor '%s' needs %zu bytes, "
                         "buffer has %zu", info.name, need, cap);
-    if (!s && need) memcpy(buf, slate__state_tensor(st, st->model->prog.states[index]), need);
+    if (!s && need) slate__kv_get_rows(st, index, 0, st->length, buf);
     release(ms);
     return s;
 }
@@ -233,7 +233,7 @@ slate_status slate_state_write_tensor(slate_state *st, int32_t index, const void
                            info.row_bytes * (size_t)n_positions);
     if (!acquire(st)) return slate__fail(err, SLATE_E_BUSY, "another call is running on this state");
     slate_status s = slate__state_enter(st, true, err);
-    if (!s && len) memcpy(slate__state_tensor(st, st->model->prog.states[index]), data, len);
+    if (!s && len) slate__kv_put_rows(st, index, 0, n_positions, data);
     release(st);
     return s;
 }

@@ -333,7 +333,9 @@ static void watcher_thread_starts_and_stops_with_the_model(void **stp) {
 }
 
 /* Lazy growth: a fresh 2048-context state commits no cache; after 100 positions it commits
- * about 100 positions' worth (each state tensor's block rounds up to whole pages). */
+ * about 100 positions' worth: the cache is head-major (src/state/kvmem.c), so each kv head's
+ * region of each state tensor holds 100 rows of head_dim values from its start, rounded out to
+ * whole pages. */
 static void cache_memory_is_committed_only_as_it_fills(void **stp) {
     fx *f = *stp;
     slate_state *st;
@@ -350,8 +352,12 @@ static void cache_memory_is_committed_only_as_it_fills(void **stp) {
     feed(st, ids, 100);
     assert_int_equal(slate_state_get_memory(st, &m1), SLATE_OK);
     size_t page = (size_t)sysconf(_SC_PAGESIZE), n_tensors = (size_t)slate_state_n_tensors(st);
-    size_t row = p.kv_bytes_per_token / n_tensors;
-    size_t expect = n_tensors * ((100 * row + page - 1) / page * page);
+    size_t row = p.kv_bytes_per_token / n_tensors, hb = row / (size_t)p.n_kv_heads;
+    size_t span = 2048 * hb, per_tensor = 0;
+    assert_true(p.n_kv_heads > 1 && span >= 2 * page); /* regions apart: no page shared */
+    for (size_t g = 0; g < (size_t)p.n_kv_heads; g++)
+        per_tensor += ((g * span + 100 * hb + page - 1) / page - g * span / page) * page;
+    size_t expect = n_tensors * per_tensor;
     assert_int_equal(m1.kv_resident_bytes, expect);
     assert_true(m1.kv_resident_bytes < m1.kv_reserved_bytes / 4);
     slate_state_free(st);

@@ -192,6 +192,52 @@ static void exported_cache_imported_into_new_state_continues_identically(void **
     slate_state_free(b);
 }
 
+/* Caches are stored head-major (src/state/kvmem.c) but exported as the program's rows: row r of
+ * a state tensor is every kv head's piece of position r side by side. Both ways out (the
+ * tensor read and the state file) must give the bytes slate__kv_at holds for head g at
+ * position r, for an f16/f32 cache and an int8 one ({scale, values} per head). Which head a
+ * region holds is pinned by the NumPy-checked attention (kv_write and attention both address
+ * heads through slate__kv_at). */
+static void exported_rows_are_each_heads_piece_side_by_side(void **stp) {
+    fx *f = *stp;
+    int32_t ids[9];
+    fill_ids(ids, 9, 23);
+    for (int pass = 0; pass < 2; pass++) {
+        slate_state_params sp = slate_state_default_params();
+        if (pass) {
+            sp.kv_dtype_set = true;
+            sp.kv_dtype = SLATE_DTYPE_I8;
+        }
+        slate_state *a;
+        assert_int_equal(slate_state_create(f->m, &sp, &a, NULL), SLATE_OK);
+        assert_int_equal(slate_state_predict(a, ids, 9, NULL, NULL), SLATE_OK);
+        size_t file_len = 0;
+        assert_int_equal(slate_state_save_mem(a, NULL, NULL, 0, &file_len, NULL), SLATE_E_BUFFER_TOO_SMALL);
+        uint8_t *file = malloc(file_len);
+        assert_int_equal(slate_state_save_mem(a, NULL, file, file_len, &file_len, NULL), SLATE_OK);
+        int32_t n = slate_state_n_tensors(a);
+        size_t rows_total = 0;
+        for (int32_t i = 0; i < n; i++) rows_total += a->kv_row_bytes[i] * 9;
+        /* With no extra the cache rows end the file, tensor after tensor. */
+        const uint8_t *in_file = file + file_len - rows_total;
+        for (int32_t i = 0; i < n; i++) {
+            assert_true(a->kv_heads[i] > 1); /* the fixture has several kv heads */
+            size_t row = a->kv_row_bytes[i], hb = row / (size_t)a->kv_heads[i], len = 0;
+            uint8_t *buf = malloc(row * 9);
+            assert_int_equal(slate_state_read_tensor(a, i, buf, row * 9, &len, NULL), SLATE_OK);
+            assert_int_equal(len, row * 9);
+            for (int32_t r = 0; r < 9; r++)
+                for (int32_t g = 0; g < a->kv_heads[i]; g++)
+                    assert_memory_equal(buf + r * row + g * hb, slate__kv_at(a, i, g, r), hb);
+            assert_memory_equal(in_file, buf, row * 9);
+            in_file += row * 9;
+            free(buf);
+        }
+        free(file);
+        slate_state_free(a);
+    }
+}
+
 static void explicit_causal_mask_equals_default(void **stp) {
     fx *f = *stp;
     int32_t ids[8];
@@ -346,6 +392,7 @@ int main(void) {
         cmocka_unit_test(interleaved_states_equal_each_alone),
         cmocka_unit_test(truncate_then_refeed_equals_fresh_state),
         cmocka_unit_test(exported_cache_imported_into_new_state_continues_identically),
+        cmocka_unit_test(exported_rows_are_each_heads_piece_side_by_side),
         cmocka_unit_test(explicit_causal_mask_equals_default),
         cmocka_unit_test(misuse_returns_status_with_message),
         cmocka_unit_test(smaller_state_context_is_enforced),
