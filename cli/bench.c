@@ -20,8 +20,9 @@
  *     what the profiler counts for one decode step (every matrix once + one embedding row), and
  *     its fraction of the machine's read bandwidth, measured here: every thread streams its
  *     share of a buffer far larger than the LLC (1 GiB by default), best of 5.
- * --profile adds the per-op report (slate_state_profile) of a decode and a prefill, grouped by
- * op, weight dtype and weight name with layer numbers replaced by '*'.
+ * --profile adds the per-op report (slate_state_profile) of a decode (at depth 512, or
+ * --profile-depth N, which implies --profile) and a prefill, grouped by op, weight dtype and
+ * weight name with layer numbers replaced by '*'.
  * --mode runs the design's comparison instead: the same greedy decode of -n tokens after a
  * --prompt-token prompt, three ways: recompute (no cache: every step resets and re-feeds the
  * whole sequence), kv-io (the cache is an explicit input and output, as in a stateless model
@@ -86,6 +87,7 @@ typedef struct bench {
     bool json, profile;
     unsigned modes;
     int32_t n_decode, n_prompt;
+    int32_t profile_depth; /* --profile-depth: cache depth of the profiled decode (default 512) */
     int32_t mode_ctx;  /* --ctx: the modes' state context (0: min(package, max(2048, needed))) */
     bool kvio_live;    /* --kv-io live: import only the live rows (default: all n_ctx rows) */
     bool kv_set;       /* --kv-dtype given: every state's cache dtype is kv */
@@ -252,6 +254,7 @@ typedef struct prof_report {
     uint64_t total_ns;
     uint64_t n_calls; /* predict calls profiled */
     int32_t tokens_per_call;
+    int32_t depth;    /* positions in the cache before the first profiled call */
 } prof_report;
 
 /* "blk.12.ffn_up.weight" -> "blk.*.ffn_up.weight": digit runs between dots become '*'. */
@@ -322,8 +325,9 @@ static slate_status collect_profile(bench *b, prof_report *r) {
 }
 
 static void print_profile(const char *title, const prof_report *r) {
-    printf("\nprofile: %s (%llu calls of %d token%s; time share, time per call, rates)\n", title,
-           (unsigned long long)r->n_calls, r->tokens_per_call, r->tokens_per_call == 1 ? "" : "s");
+    printf("\nprofile: %s (%llu calls of %d token%s from depth %d; time share, time per call, "
+           "rates)\n", title, (unsigned long long)r->n_calls, r->tokens_per_call,
+           r->tokens_per_call == 1 ? "" : "s", r->depth);
     printf("  %6s %9s %8s %9s  %-11s %-10s %-5s %s\n", "share", "ms/call", "GB/s", "GFLOP/s",
            "kernel", "op", "dtype", "tensor (ops)");
     int n_fallback = 0;
@@ -344,8 +348,9 @@ static void print_profile(const char *title, const prof_report *r) {
 }
 
 static void json_profile(const prof_report *r) {
-    printf("{\"calls\": %llu, \"tokens_per_call\": %d, \"total_ns\": %llu, \"groups\": [",
-           (unsigned long long)r->n_calls, r->tokens_per_call, (unsigned long long)r->total_ns);
+    printf("{\"calls\": %llu, \"tokens_per_call\": %d, \"depth\": %d, \"total_ns\": %llu, "
+           "\"groups\": [", (unsigned long long)r->n_calls, r->tokens_per_call, r->depth,
+           (unsigned long long)r->total_ns);
     for (int i = 0; i < r->n; i++) {
         const prof_group *g = &r->g[i];
         printf("%s{\"op\": \"%s\", \"dtype\": %s%s%s, \"tensor\": %s%s%s, \"n_ops\": %d, "
@@ -494,10 +499,11 @@ static slate_status weight_bytes_per_token(bench *b, double *bytes) {
     return s;
 }
 
-/* Decode at depth min(512, what fits) and a prefill of min(512, max_query, ctx), profiled. */
+/* Decode at depth min(--profile-depth, what fits) and a prefill of min(512, max_query, ctx),
+ * profiled. */
 static slate_status run_profiles(bench *b, prof_report *dec, prof_report *pre) {
     int32_t ctx = slate_state_n_ctx(b->st);
-    int32_t depth = ctx - b->n_decode >= 512 ? 512 : ctx - b->n_decode;
+    int32_t depth = ctx - b->n_decode >= b->profile_depth ? b->profile_depth : ctx - b->n_decode;
     if (depth < 0) depth = 0;
     slate_status s = slate_state_reset(b->st);
     fill_ids(b, depth, 400);
@@ -508,6 +514,7 @@ static slate_status run_profiles(bench *b, prof_report *dec, prof_report *pre) {
     slate_state_set_profiling(b->st, false);
     if (!s) s = collect_profile(b, dec);
     dec->tokens_per_call = 1;
+    dec->depth = depth;
     int32_t n = 512;
     if (n > b->info.max_query) n = b->info.max_query;
     if (n > ctx) n = ctx;
@@ -518,6 +525,7 @@ static slate_status run_profiles(bench *b, prof_report *dec, prof_report *pre) {
     slate_state_set_profiling(b->st, false);
     if (!s) s = collect_profile(b, pre);
     pre->tokens_per_call = n;
+    pre->depth = 0;
     return s;
 }
 
@@ -1034,6 +1042,7 @@ static void usage(FILE *f) {
                "              min(package context, max(2048, prompt + n + 1)))\n"
                "  --kv-io ctx|live  kv-io imports all ctx rows (default) or only the live ones\n"
                "  --bw-mib N  buffer of the read-bandwidth test (default 1024)\n"
+               "  --profile-depth N  --profile: cache depth of the profiled decode (default 512)\n"
                "  --kv-dtype  the states' cache dtype (default: the package's)\n");
 }
 
@@ -1043,6 +1052,7 @@ int slate_cli_bench(int argc, char **argv) {
     b.mp = slate_model_default_params();
     b.n_decode = 32;
     b.n_prompt = 128;
+    b.profile_depth = 512;
     b.bw_bytes = (size_t)1 << 30;
     b.seed = 1234;
     for (int i = 1; i < argc; i++) {
@@ -1083,6 +1093,10 @@ int slate_cli_bench(int argc, char **argv) {
         } else if (strcmp(a, "--bw-mib") == 0) {
             NEED(cli_parse_int(v, 1, 1 << 20, &n), "an integer in 1..1048576");
             b.bw_bytes = (size_t)n << 20;
+        } else if (strcmp(a, "--profile-depth") == 0) {
+            NEED(cli_parse_int(v, 0, INT32_MAX, &n), "a non-negative integer");
+            b.profile_depth = (int32_t)n;
+            b.profile = true;
         } else if (strcmp(a, "--seed") == 0) {
             NEED(cli_parse_int(v, 0, INT64_MAX, &n), "a non-negative integer");
             b.seed = (uint64_t)n;
