@@ -85,6 +85,21 @@ check "bench --profile reports decode and prefill" grep -q "^profile: prefill" "
 check "bench --profile names the matmul groups with kernel and dtype" \
   grep -Eq '(avx512_vnni|avx512|avx2|ref) +matmul +f16 +blk\.\*\.ffn_up\.weight \(2\)' "$WORK/prof.txt"
 check "bench --profile lists scalar fallbacks" grep -q "scalar fallbacks:" "$WORK/prof.txt"
+# --profile-depth: the decode is profiled from that depth, or from what the context leaves.
+"$SLATE" bench "$WORK/tiny16.slate" --profile-depth 100 -n 4 --bw-mib 16 --json >"$WORK/pd.json" 2>/dev/null || true
+"$SLATE" bench "$WORK/short.slate" --profile-depth 2048 -n 4 --bw-mib 16 --json >"$WORK/pd2.json" 2>/dev/null || true
+check "bench --profile-depth profiles decode at that depth (clamped to the context)" $PY -c '
+import json, sys
+for path, depth in ((sys.argv[1], 100), (sys.argv[2], 256 - 4)):
+    d = json.load(open(path))["profile"]["decode"]
+    assert d["depth"] == depth and d["calls"] == 4, (path, d["depth"], d["calls"])
+    att = [g for g in d["groups"] if g["op"] == "attention"]
+    assert att and att[0]["ns"] > 0, att
+# the attention reads K and V rows of every position: bytes grow with the depth (same shape)
+b = [sum(g["bytes"] for g in json.load(open(p))["profile"]["decode"]["groups"] if g["op"] == "attention")
+     for p in sys.argv[1:3]]
+assert b[0] * (253 + 254 + 255 + 256) == b[1] * (101 + 102 + 103 + 104), b
+' "$WORK/pd.json" "$WORK/pd2.json"
 
 # The design's three modes: same tokens, the gate passes.
 if "$SLATE" bench "$WORK/tiny.slate" --mode all --prompt 24 -n 12 --json >"$WORK/modes.json" 2>"$WORK/modes.err"; then
