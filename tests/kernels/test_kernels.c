@@ -107,9 +107,10 @@ static void attention_matches_ref_for_every_head_dim_and_range(void **st) {
                     /* 1/sqrt(hd) is the usual scale; larger ones give peaked softmaxes whose
                      * running maximum changes often. */
                     float scale = (1.0f + 7.0f * (float)(tu_rand(&rng) % 2)) / sqrtf((float)hds[a]);
-                    /* 1 head, a group within one pass of the variants (8 heads), more (9). */
-                    static const int64_t heads[] = {1, 3, 8, 9};
-                    int64_t nh = heads[(a + b + (size_t)mk) % 4];
+                    /* Every group size of one pass of the variants (1-8 heads: the P x V
+                     * tiles are specialized per count), and more than one pass (9, 13). */
+                    static const int64_t heads[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13};
+                    int64_t nh = heads[(a + b + (size_t)mk + (size_t)kvt) % 10];
                     int64_t stride = random_stride(hds[a], &rng);
                     require(kc_attention(k, ref, (slate_dtype)kvt, hds[a], nh, stride, j0,
                                          j0 + lens[b], scale, (kc_mask)mk, &rng, problem,
