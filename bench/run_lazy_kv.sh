@@ -38,7 +38,9 @@ for kv in fp16 int8; do
 done
 echo
 echo "Expected after the chat: 133 positions x 32 KiB (f16) = 4.16 MiB, x 17 KiB (int8: a 4-byte"
-echo "scale per head) = 2.21 MiB, each of the 32 cache tensors rounded up to whole pages. The"
-echo "308.5 MiB scratch is mostly the logits buffer sized for 512 rows x 128256 (all-position"
-echo "logits); decode touches only its first row."
+echo "scale per head) = 2.21 MiB, plus page rounding: the cache is head-major (one region per kv"
+echo "head), so each of the 8 regions of each of the 32 cache tensors holds 133 rows from its"
+echo "start, rounded up to whole pages: 133 x 128 B -> 5 pages (f16, 5.0 MiB in all), 133 x 68 B"
+echo "-> 3 pages (int8, 3.0 MiB). The 308.5 MiB scratch is mostly the logits buffer sized for 512"
+echo "rows x 128256 (all-position logits); decode touches only its first row."
 echo "<!-- END lazy-kv -->"
