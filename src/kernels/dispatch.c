@@ -1,7 +1,7 @@
 /*
  * dispatch.c - picks the kernel table once per process from the CPU's features (cpuid via the
  * compiler's builtins on x86-64; on AArch64 NEON is part of the base architecture, so "neon" is
- * always there). SLATE_KERNELS=ref|avx2|avx512|avx512_vnni|neon forces a path; asking for one
+ * always there). SLATE_KERNELS=ref|avx2|avx2_vnni|avx512|avx512_vnni|neon forces a path; asking for one
  * the CPU lacks keeps the best available one, and slate_kernels_name() says which.
  * The tables are filled once under pthread_once and never change afterwards.
  */
@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static slate__kernels g_ref, g_avx2, g_avx512, g_avx512_vnni, g_neon;
-static bool g_has_avx2, g_has_avx512, g_has_avx512_vnni, g_has_neon;
+static slate__kernels g_ref, g_avx2, g_avx2_vnni, g_avx512, g_avx512_vnni, g_neon;
+static bool g_has_avx2, g_has_avx2_vnni, g_has_avx512, g_has_avx512_vnni, g_has_neon;
 static const slate__kernels *g_best;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -24,6 +24,11 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 __attribute__((unused)) static bool has_f16c(void) {
     unsigned a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+/* AVX-VNNI (CPUID.(EAX=7,ECX=1):EAX bit 4); the OS's AVX state is already implied by avx2. */
+__attribute__((unused)) static bool has_avx_vnni(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
 }
 #endif
 
@@ -41,6 +46,17 @@ static void init(void) {
         slate__avx2_q_fill(&g_avx2);
 #endif
         g_best = &g_avx2;
+    }
+#endif
+#ifdef SLATE_HAVE_avx2_vnni
+    /* avx2 with AVX-VNNI dot products in the compressed formats' matmuls (the best table of
+     * CPUs with AVX-VNNI but no AVX-512; those with AVX-512 VNNI go on below). */
+    g_has_avx2_vnni = g_has_avx2 && has_avx_vnni();
+    if (g_has_avx2_vnni) {
+        g_avx2_vnni = g_avx2;
+        slate__avx2_vnni_fill(&g_avx2_vnni);
+        g_avx2_vnni.name = "avx2_vnni";
+        g_best = &g_avx2_vnni;
     }
 #endif
 #ifdef SLATE_HAVE_avx512
@@ -80,6 +96,7 @@ static void init(void) {
     if (force) {
         if (strcmp(force, "ref") == 0) g_best = &g_ref;
         else if (strcmp(force, "avx2") == 0 && g_has_avx2) g_best = &g_avx2;
+        else if (strcmp(force, "avx2_vnni") == 0 && g_has_avx2_vnni) g_best = &g_avx2_vnni;
         else if (strcmp(force, "avx512") == 0 && g_has_avx512) g_best = &g_avx512;
         else if (strcmp(force, "avx512_vnni") == 0 && g_has_avx512_vnni) g_best = &g_avx512_vnni;
         else if (strcmp(force, "neon") == 0 && g_has_neon) g_best = &g_neon;
@@ -95,6 +112,7 @@ const slate__kernels *slate__kernels_by_name(const char *name) {
     pthread_once(&g_once, init);
     if (strcmp(name, "ref") == 0) return &g_ref;
     if (strcmp(name, "avx2") == 0) return g_has_avx2 ? &g_avx2 : NULL;
+    if (strcmp(name, "avx2_vnni") == 0) return g_has_avx2_vnni ? &g_avx2_vnni : NULL;
     if (strcmp(name, "avx512") == 0) return g_has_avx512 ? &g_avx512 : NULL;
     if (strcmp(name, "avx512_vnni") == 0) return g_has_avx512_vnni ? &g_avx512_vnni : NULL;
     if (strcmp(name, "neon") == 0) return g_has_neon ? &g_neon : NULL;

@@ -70,7 +70,7 @@ typedef void (*slate__attn_i8_fn)(float *out, const float *q, const uint8_t *k, 
 void slate__kv_quantize_i8(uint8_t *dst, const float *x, int64_t width, int32_t group);
 
 typedef struct slate__kernels {
-    const char *name;                  /* "ref", "avx2", "avx512", "avx512_vnni", "neon" */
+    const char *name;                  /* "ref", "avx2", "avx2_vnni", "avx512", "avx512_vnni", "neon" */
     /* Per weight dtype (SLATE_DTYPE_F32 .. SLATE__N_WDTYPES - 1). A new weight format plugs in
      * here: a ref matmul + row_to_f32 (required), optionally SIMD variants and an activation
      * quantizer (xq_plan + quantize_x, both or neither). */
@@ -112,6 +112,10 @@ void slate__avx2_fill(slate__kernels *k);
 /* The integer Q8_0/Q4/Q8_C matmuls and their activation quantizer (int8 x in units of 32) of
  * the avx2 table (x86/avx2_q.c); the avx512 table inherits them. */
 void slate__avx2_q_fill(slate__kernels *k);
+#endif
+#ifdef SLATE_HAVE_avx2_vnni
+/* The same matmuls with AVX-VNNI (VEX vpdpbusd) dot products (x86/avx2_vnni.c). */
+void slate__avx2_vnni_fill(slate__kernels *k);
 #endif
 #ifdef SLATE_HAVE_avx512
 void slate__avx512_fill(slate__kernels *k);

@@ -1,4 +1,4 @@
-/* test_kernels.c - every SIMD kernel table this CPU supports ("avx2", "avx512", "avx512_vnni",
+/* test_kernels.c - every SIMD kernel table this CPU supports ("avx2", "avx2_vnni", "avx512", "avx512_vnni",
  * "neon") against the scalar reference ("ref", kernels/ref/ref.c) on random data and random
  * shapes: sizes of 1, odd sizes, tails of every length, sizes past the variants' cache blocks,
  * sub-ranges of outputs that do not start at 0, with and without bias, masks with -inf, F32 and
@@ -180,7 +180,8 @@ static void rope_matches_ref(void **st) {
 #define FOR_TABLE(f, name)                                                                         \
     { #f "/" name, f, NULL, NULL, (void *)name }
 #define FOR_TABLES(f)                                                                              \
-    FOR_TABLE(f, "avx2"), FOR_TABLE(f, "avx512"), FOR_TABLE(f, "avx512_vnni"), FOR_TABLE(f, "neon")
+    FOR_TABLE(f, "avx2"), FOR_TABLE(f, "avx2_vnni"), FOR_TABLE(f, "avx512"),                     \
+        FOR_TABLE(f, "avx512_vnni"), FOR_TABLE(f, "neon")
 
 int main(void) {
     tu_seed();

@@ -1,6 +1,7 @@
 /* test_quant_kernels.c - the matmul of the compressed weight formats (Q8_0; Q4 with blocks of
  * 16, 32, 64, 128, symmetric and asymmetric; Q8_C) of every SIMD table this CPU supports
- * ("avx2", x86/avx2_q.c, and "avx512_vnni"; both quantize activations) against the scalar reference
+ * ("avx2", x86/avx2_q.c; "avx2_vnni", the same with AVX-VNNI; "avx512_vnni"; all quantize
+ * activations) against the scalar reference
  * (kernels/ref/quant.c: dequantize and dot in f32) on random weights from the reference
  * quantizers and random x: one block, odd block counts, partial x groups, many blocks; rows
  * 1..13 and past the prefill tile; output sub-ranges that do not start at 0; with and without
@@ -234,6 +235,44 @@ static void quantize_x_gives_the_same_bytes_for_any_row_split(void **st) {
 }
 
 /* row_to_f32 (embedding lookups) of every weight dtype equals the reference dequantization. */
+/* avx2_vnni is avx2_q.c with vpdpbusd for vpmaddubsw + vpmaddwd: the integer sums are equal
+ * (no pair can saturate s16), so every output must be bit-identical to the avx2 table's. */
+static void avx2_vnni_equals_avx2_bit_for_bit(void **st) {
+    (void)st;
+    const slate__kernels *a = slate__kernels_by_name("avx2"), *b = slate__kernels_by_name("avx2_vnni");
+    if (!a || !b) {
+        fprintf(stderr, "[  SKIP    ] avx2_vnni not built or not supported here\n");
+        skip();
+    }
+    uint64_t rng = tu_seed() ^ 0x766e6e69ull;
+    for (size_t fi = 0; fi < N_FMTS; fi++) {
+        const fmt *f = &g_fmts[fi];
+        int64_t n_rows = 1 + (int64_t)(tu_rand(&rng) % 9), n_out = 21;
+        int64_t n_in = f->dt == SLATE_DTYPE_Q8_C ? 333 : (f->block ? f->block : 32) * 11;
+        float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
+        for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = tu_randf(&rng) * (i % 5 == 0 ? 9.0f : 1.0f);
+        void *w = make_weights(f, n_out, n_in, &rng);
+        slate__wmat wm;
+        slate__wmat_init(&wm, w, f->dt, f->block, f->asym, n_out, n_in);
+        slate__xq_plan pl = a->xq_plan[f->dt](&wm, n_rows);
+        void *xq = xmalloc(pl.bytes);
+        a->quantize_x[f->dt](xq, x, &wm, n_rows, 0, n_rows);
+        float *ya = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
+        float *yb = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
+        a->matmul[f->dt](ya, x, xq, &wm, NULL, n_rows, 0, n_out);
+        b->matmul[f->dt](yb, x, xq, &wm, NULL, n_rows, 0, n_out);
+        assert_true(a->matmul[f->dt] != b->matmul[f->dt]);
+        if (memcmp(ya, yb, (size_t)(n_rows * n_out) * sizeof(float)) != 0)
+            fail_msg("%s B=%d asym=%d rows=%lld: avx2_vnni differs from avx2",
+                     slate_dtype_name(f->dt), f->block, (int)f->asym, (long long)n_rows);
+        free(x);
+        free(w);
+        free(xq);
+        free(ya);
+        free(yb);
+    }
+}
+
 static void row_to_f32_matches_ref_dequantization(void **st) {
     const slate__kernels *k = table_or_skip(st);
     uint64_t rng = tu_seed() ^ 0x726f77ull;
@@ -265,11 +304,15 @@ int main(void) {
     tu_seed();
     const struct CMUnitTest tests[] = {
         FOR_TABLE(quant_matmul_matches_ref_for_every_format_and_shape, "avx2"),
+        FOR_TABLE(quant_matmul_matches_ref_for_every_format_and_shape, "avx2_vnni"),
         FOR_TABLE(quant_matmul_matches_ref_for_every_format_and_shape, "avx512_vnni"),
         FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "avx2"),
+        FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "avx2_vnni"),
         FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "avx512_vnni"),
         FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "avx2"),
+        FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "avx2_vnni"),
         FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "avx512_vnni"),
+        cmocka_unit_test(avx2_vnni_equals_avx2_bit_for_bit),
         FOR_TABLE(row_to_f32_matches_ref_dequantization, "ref"),
         FOR_TABLE(row_to_f32_matches_ref_dequantization, "avx2"),
         FOR_TABLE(row_to_f32_matches_ref_dequantization, "avx512_vnni"),

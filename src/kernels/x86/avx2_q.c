@@ -87,9 +87,15 @@ static void quantize_x(void *xq, const float *x, const slate__wmat *w, int64_t n
     }
 }
 
-/* 8 x s32: sums of u8 w times s8 x over each 4 consecutive inputs of the unit. */
+/* 8 x s32: sums of u8 w times s8 x over each 4 consecutive inputs of the unit. Built as
+ * x86/avx2_vnni.c (SLATE_AVX2_Q_VNNI): one AVX-VNNI vpdpbusd instead of the pair of
+ * vpmaddubsw + vpmaddwd; the same sums (no pair here can saturate s16, see above). */
 INLINE __m256i dot_u8s8(__m256i wu, __m256i xs) {
+#ifdef SLATE_AVX2_Q_VNNI
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), wu, xs);
+#else
     return _mm256_madd_epi16(_mm256_maddubs_epi16(wu, xs), _mm256_set1_epi16(1));
+#endif
 }
 
 /* Q4 nibbles of one unit of 32 as u8 in input order (B = block, k = unit within the block). */
@@ -270,7 +276,11 @@ static void matmul_q4(float *y, const float *x, const void *xq, const slate__wma
     }
 }
 
+#ifdef SLATE_AVX2_Q_VNNI
+void slate__avx2_vnni_fill(slate__kernels *k) {
+#else
 void slate__avx2_q_fill(slate__kernels *k) {
+#endif
     static const slate_dtype q[] = {SLATE_DTYPE_Q8_0, SLATE_DTYPE_Q4, SLATE_DTYPE_Q8_C};
     k->matmul[SLATE_DTYPE_Q8_0] = matmul_q8_0;
     k->matmul[SLATE_DTYPE_Q4] = matmul_q4;
