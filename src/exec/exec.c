@@ -174,7 +174,8 @@ static void run_attention(void *ctx, int ith, int nth) {
     /* Head g's rows: with the usual head-major cache (one region per kv head, src/state/
      * kvmem.c) they are side by side, head_bytes apart; a cache split otherwise (read by two
      * attentions of different head sizes: one region) has head g's piece at g x head_bytes in
-     * each row. f32/f16 pieces are [head_dim]; int8 ones a {scale, head_dim values} block. */
+     * each row. K and V are split alike (the planner's find_groups). f32/f16 pieces are
+     * [head_dim]; int8 ones a {scale, head_dim values} block. */
     size_t head_bytes = st->kv_row_bytes[slot] / (size_t)op->n_kv_heads;
     bool by_head = st->kv_heads[slot] == op->n_kv_heads && st->kv_heads[vslot] == op->n_kv_heads;
     size_t row_step = by_head ? head_bytes : st->kv_row_bytes[slot];

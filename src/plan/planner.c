@@ -56,6 +56,25 @@ static void find_groups(const slate__program *p, int32_t *group) {
                     else if (group[i] != op->head_dim) group[i] = -1;
                 }
     }
+    /* An attention's K and V must share one layout (its kernel takes one row stride; the cache
+     * is stored head-major by group, src/state/kvmem.c): where their groups differ, neither
+     * is grouped. Repeated until nothing changes, as a tensor may serve several attentions. */
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int32_t oi = 0; oi < p->n_ops; oi++) {
+            const slate__op *op = &p->ops[oi];
+            if (op->kind != SLATE__OP_ATTENTION) continue;
+            int32_t ik = -1, iv = -1;
+            for (int32_t i = 0; i < p->n_states; i++) {
+                if (p->states[i] == op->in[1]) ik = i;
+                if (p->states[i] == op->in[2]) iv = i;
+            }
+            if (ik >= 0 && iv >= 0 && group[ik] != group[iv]) {
+                group[ik] = group[iv] = -1;
+                changed = true;
+            }
+        }
+    }
 }
 
 slate_status slate__plan_bind_states(slate_model *m, slate_error *err) {
