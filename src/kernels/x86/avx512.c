@@ -424,26 +424,48 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
         for (int64_t jb = j0; jb < j1; jb += BJ) {
             int n = j1 - jb < BJ ? (int)(j1 - jb) : BJ;
             /* Rows past the range reuse row jb (valid memory); their scores become -inf. */
-            for (int t = 0; t < BJ; t++) {
-                if (jb + PF_ATTN_AHEAD + t < j1) {
-                    const char *pk = kv_row(dt, k, jb + PF_ATTN_AHEAD + t, stride);
-                    const char *pv = kv_row(dt, v, jb + PF_ATTN_AHEAD + t, stride);
-                    for (int64_t b = 0; b < row_bytes; b += 64) {
+            if (tq) { /* f16 rows, read in place: their pointers, and prefetches ahead */
+                const uint16_t *kb = (const uint16_t *)k + jb * stride;
+                const uint16_t *vb = (const uint16_t *)v + jb * stride;
+                if (stride == hd && jb + PF_ATTN_AHEAD + BJ <= j1) {
+                    /* rows that touch (the head-major cache): one run of lines each */
+                    const char *pk = (const char *)(kb + PF_ATTN_AHEAD * stride);
+                    const char *pv = (const char *)(vb + PF_ATTN_AHEAD * stride);
+                    for (int64_t b = 0; b < BJ * row_bytes; b += 64) {
                         _mm_prefetch(pk + b, _MM_HINT_T0);
                         _mm_prefetch(pv + b, _MM_HINT_T0);
                     }
+                } else {
+                    for (int t = 0; t < BJ && jb + PF_ATTN_AHEAD + t < j1; t++) {
+                        const char *pk = (const char *)(kb + (PF_ATTN_AHEAD + t) * stride);
+                        const char *pv = (const char *)(vb + (PF_ATTN_AHEAD + t) * stride);
+                        for (int64_t b = 0; b < row_bytes; b += 64) {
+                            _mm_prefetch(pk + b, _MM_HINT_T0);
+                            _mm_prefetch(pv + b, _MM_HINT_T0);
+                        }
+                    }
                 }
-                const void *kr = kv_row(dt, k, jb + (t < n ? t : 0), stride);
-                const void *vr = kv_row(dt, v, jb + (t < n ? t : 0), stride);
-                if (tq) {
-                    krows[t] = kr;
-                    vrows[t] = vr;
-                    continue;
+                for (int t = 0; t < BJ; t++) {
+                    krows[t] = kb + (t < n ? t : 0) * stride;
+                    vrows[t] = vb + (t < n ? t : 0) * stride;
                 }
-                for (int64_t c = 0; c < nc; c++) {
-                    __mmask16 m = c == nc - 1 ? hm : (__mmask16)0xffff;
-                    _mm512_store_ps(&ws->kf[(t) * ws->hdp + c * 16], load_kv16(dt, kr, c * 16, m));
-                    _mm512_store_ps(&ws->vf[(t) * ws->hdp + c * 16], load_kv16(dt, vr, c * 16, m));
+            } else {
+                for (int t = 0; t < BJ; t++) {
+                    if (jb + PF_ATTN_AHEAD + t < j1) {
+                        const char *pk = kv_row(dt, k, jb + PF_ATTN_AHEAD + t, stride);
+                        const char *pv = kv_row(dt, v, jb + PF_ATTN_AHEAD + t, stride);
+                        for (int64_t b = 0; b < row_bytes; b += 64) {
+                            _mm_prefetch(pk + b, _MM_HINT_T0);
+                            _mm_prefetch(pv + b, _MM_HINT_T0);
+                        }
+                    }
+                    const void *kr = kv_row(dt, k, jb + (t < n ? t : 0), stride);
+                    const void *vr = kv_row(dt, v, jb + (t < n ? t : 0), stride);
+                    for (int64_t c = 0; c < nc; c++) {
+                        __mmask16 m = c == nc - 1 ? hm : (__mmask16)0xffff;
+                        _mm512_store_ps(&ws->kf[(t) * ws->hdp + c * 16], load_kv16(dt, kr, c * 16, m));
+                        _mm512_store_ps(&ws->vf[(t) * ws->hdp + c * 16], load_kv16(dt, vr, c * 16, m));
+                    }
                 }
             }
             __mmask16 live = (__mmask16)((1u << n) - 1u), any_skipped = 0;
