@@ -19,12 +19,13 @@
  *   the P x V tiles directly; otherwise the rows are converted to f32 (exact) into L1 and 16
  *   scores per head come from 16 dot products and one cross-lane sum tree (hsum16). Then one
  *   online-softmax step with a vectorized exp, then P (heads x 16) times V (16 x head_dim) in
- *   register tiles. Rows 32 positions ahead are prefetched a row at a time. -inf and NaN scores are skipped exactly as in ref; all -inf
- *   gives out = 0. Measured against the previous design (blocks of 8, per-head row dots with
- *   hadd reductions, prefetches bunched per block), one thread, 22 layers x 4 kv heads x 8
- *   heads x head_dim 64, f16: 34 -> 25 ns per position and kv head with the cache in L3, and
- *   38-40 -> 25 ns from DRAM (bunched prefetches of 16 rows: 50 ns; none: 67 ns); the
- *   transposed f16 path then 22.6 -> 19.5 ns (see attention_any).
+ *   register tiles. Rows 32 positions ahead are prefetched (a row at a time, or one run of
+ *   lines where rows touch, as in the head-major cache). -inf and NaN scores are skipped
+ *   exactly as in ref; all -inf gives out = 0. Measured against the previous design (blocks
+ *   of 8, per-head row dots with hadd reductions, prefetches bunched per block), one thread,
+ *   22 layers x 4 kv heads x 8 heads x head_dim 64, f16: 34 -> 25 ns per position and kv head
+ *   with the cache in L3, and 38-40 -> 25 ns from DRAM (bunched prefetches of 16 rows: 50 ns;
+ *   none: 67 ns); the transposed f16 path then 22.6 -> 19.5 ns (see attention_any).
  * Masked loads never touch memory past the arrays, so nothing is read outside them.
  */
 #include "kernels/kernels.h"
