@@ -448,9 +448,10 @@ slate_status slate_state_tensor_info(const slate_state *state, int32_t index,
                                      slate_tensor_info *info);
 
 /* Export: copies positions [0, length) of state tensor `index` into buf[0..cap), in the state's
- * cache dtype; *len_out = bytes written (or needed, with E_BUFFER_TOO_SMALL). Like every call
- * that touches the cache it takes the state (E_BUSY while another call runs) and reads a spilled
- * state back first. */
+ * cache dtype, as rows of row_bytes (every kv head's piece of a position side by side, whatever
+ * the in-memory layout); *len_out = bytes written (or needed, with E_BUFFER_TOO_SMALL). Like
+ * every call that touches the cache it takes the state (E_BUSY while another call runs) and
+ * reads a spilled state back first. */
 slate_status slate_state_read_tensor(const slate_state *state, int32_t index, void *buf,
                                      size_t cap, size_t *len_out, slate_error *err);
 
