@@ -19,8 +19,13 @@
 #                     memory, as in the reference figures; builds older than the -lm
 #                     option take "-mmp 0" instead)
 #   GGUF_F16, GGUF_Q8_0, GGUF_Q4_0
-#                     the TinyLlama-shaped GGUF files for llama.cpp (a format without its file
-#                     is skipped). docs/benchmarks.md says how they were made for RESULTS.md.
+#                     TinyLlama-1.1B-shaped GGUF files for llama.cpp (a format without its file
+#                     is skipped). Any GGUF of that shape will do, the real TinyLlama's too:
+#                     speed does not depend on the values. For the same bytes per token as
+#                     slate's int4 packages, quantize Q4_0 with a Q8_0 output head and token
+#                     embedding (llama-quantize --output-tensor-type q8_0
+#                     --token-embedding-type q8_0 F16.gguf Q4_0.gguf Q4_0). RESULTS.md's
+#                     "llama.cpp" section says how the files measured there were made.
 #   SLATE             the CLI (default: build/slate of this checkout)
 #   SLATE_BENCH_DIR   where bench/run_tinyllama.sh left its packages (default /tmp/slate-bench):
 #                     tinyllama-{fp16,int8,int4-b32}-ctx$CTX.slate
