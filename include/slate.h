@@ -1044,9 +1044,9 @@ slate_status slate_state_get_memory(slate_state *state, slate_state_memory *mem)
 /* ------------------------------------------------------------------------------------------ */
 
 /* Name of the kernel set picked for this CPU ("ref", "avx2", "avx2_vnni", "avx512",
- * "avx512_vnni" or "neon"). Set SLATE_KERNELS to one of them in the environment before the
- * first open to force it (a set the CPU lacks keeps the best available); "ref" forces the
- * scalar reference path. */
+ * "avx512_vnni", "neon" or "neon_dotprod"). Set SLATE_KERNELS to one of them in the
+ * environment before the first open to force it (a set the CPU lacks keeps the best
+ * available); "ref" forces the scalar reference path. */
 const char *slate_kernels_name(void);
 
 /* Per-op profile of a state: one record per op of the program, summed over the predict calls

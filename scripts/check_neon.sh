@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Cross-checks the NEON kernels (src/kernels/arm/neon.c) on any Linux host: builds
+# Cross-checks the NEON kernels (src/kernels/arm/neon*.c) on any Linux host: builds
 # tests/kernels/neon_check.c and the checks it shares with test_kernels.c (kcheck.c) with the
 # kernel sources for AArch64 (static, so no ARM sysroot is needed at run time) and runs it
-# under qemu user-mode emulation against the scalar reference.
+# under qemu user-mode emulation against the scalar reference, once for the "neon" table
+# (plain Advanced SIMD) and once for "neon_dotprod" (SDOT; qemu's default CPU has it).
 # Only the kernels and two small core files are compiled (half-precision conversion in
 # core/num.c, slate_dtype_name in core/error.c): the kernels need nothing else of the library.
 # Usage: scripts/check_neon.sh      Exit: 0 all passed, 1 a build error or a failed case,
@@ -29,14 +30,21 @@ fi
 flags=(-std=c11 -O2 -static -pthread -Wall -Wextra -Wshadow -Wstrict-prototypes
        -Wno-unused-parameter -Werror -DSLATE_HAVE_neon -Iinclude -Isrc)
 srcs=(tests/kernels/neon_check.c tests/kernels/kcheck.c src/kernels/dispatch.c src/kernels/quant.c
-      src/kernels/ref/*.c src/kernels/arm/neon.c src/core/num.c src/core/error.c)
+      src/kernels/ref/*.c src/kernels/arm/neon.c src/kernels/arm/neon_q.c src/core/num.c
+      src/core/error.c)
 mkdir -p "$dir"
 start=$(date +%s)
-if ! "$cc" "${flags[@]}" "${srcs[@]}" -o "$dir/neon_check" -lm; then
+# neon_dotprod.c alone is built for ARMv8.2 + dot product, as CMakeLists.txt does.
+if ! "$cc" "${flags[@]}" -DSLATE_HAVE_neon_dotprod -march=armv8.2-a+dotprod -c \
+       src/kernels/arm/neon_dotprod.c -o "$dir/neon_dotprod.o" ||
+   ! "$cc" "${flags[@]}" -DSLATE_HAVE_neon_dotprod "${srcs[@]}" "$dir/neon_dotprod.o" \
+       -o "$dir/neon_check" -lm; then
   echo "check_neon: the AArch64 build failed" >&2
   exit 1
 fi
-"$qemu" "$dir/neon_check"
-rc=$?
+rc=0
+for table in neon neon_dotprod; do
+  "$qemu" "$dir/neon_check" "$table" || rc=1
+done
 echo "check_neon: $(($(date +%s) - start)) s (build + run under $qemu)"
 [ "$rc" -eq 0 ] || exit 1

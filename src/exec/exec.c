@@ -357,9 +357,10 @@ void slate__exec_op_kernel(const slate_state *st, int32_t oi, const char **kerne
                                                       : SLATE_DTYPE_F32;
     bool i8_cache = op->kind == SLATE__OP_ATTENTION &&
                     st->kv_dtype[st->model->state_slot[op->in[1]]] == SLATE_DTYPE_I8;
-    /* ISA tables start as copies of the one below them (ref <- avx2 <- avx512 <- avx512_vnni),
-     * so the first table holding the same function pointer is where the function comes from. */
-    static const char *const sets[] = {"ref", "avx2", "avx512", "avx512_vnni"};
+    /* ISA tables start as copies of the one below them (ref <- avx2 <- avx512 <- avx512_vnni;
+     * ref <- neon <- neon_dotprod), so the first table holding the same function pointer is
+     * where the function comes from. */
+    static const char *const sets[] = {"ref", "avx2", "avx512", "avx512_vnni", "neon"};
     *kernel = k->name;
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
         const slate__kernels *t = slate__kernels_by_name(sets[i]);

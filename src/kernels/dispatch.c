@@ -1,8 +1,10 @@
 /*
  * dispatch.c - picks the kernel table once per process from the CPU's features (cpuid via the
  * compiler's builtins on x86-64; on AArch64 NEON is part of the base architecture, so "neon" is
- * always there). SLATE_KERNELS=ref|avx2|avx2_vnni|avx512|avx512_vnni|neon forces a path; asking for one
- * the CPU lacks keeps the best available one, and slate_kernels_name() says which.
+ * always there, and "neon_dotprod" where the kernel reports the dot product instructions in
+ * AT_HWCAP). SLATE_KERNELS=ref|avx2|avx2_vnni|avx512|avx512_vnni|neon|neon_dotprod forces a
+ * path; asking for one the CPU lacks keeps the best available one, and slate_kernels_name()
+ * says which.
  * The tables are filled once under pthread_once and never change afterwards.
  */
 #include "kernels.h"
@@ -11,11 +13,15 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
-static slate__kernels g_ref, g_avx2, g_avx2_vnni, g_avx512, g_avx512_vnni, g_neon;
-static bool g_has_avx2, g_has_avx2_vnni, g_has_avx512, g_has_avx512_vnni, g_has_neon;
+static slate__kernels g_ref, g_avx2, g_avx2_vnni, g_avx512, g_avx512_vnni, g_neon, g_neon_dotprod;
+static bool g_has_avx2, g_has_avx2_vnni, g_has_avx512, g_has_avx512_vnni, g_has_neon,
+    g_has_neon_dotprod;
 static const slate__kernels *g_best;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -29,6 +35,17 @@ __attribute__((unused)) static bool has_f16c(void) {
 __attribute__((unused)) static bool has_avx_vnni(void) {
     unsigned a, b, c, d;
     return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+}
+#endif
+
+#if defined(__aarch64__)
+/* FEAT_DotProd (SDOT/UDOT), as the Linux kernel reports it; other systems go without. */
+__attribute__((unused)) static bool has_asimddp(void) {
+#if defined(__linux__) && defined(HWCAP_ASIMDDP)
+    return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#else
+    return false;
+#endif
 }
 #endif
 
@@ -90,7 +107,18 @@ static void init(void) {
     g_has_neon = true; /* Advanced SIMD is mandatory in AArch64 */
     g_neon = g_ref;
     slate__neon_fill(&g_neon);
+    slate__neon_q_fill(&g_neon);
     g_best = &g_neon;
+#ifdef SLATE_HAVE_neon_dotprod
+    /* neon with SDOT in the compressed formats' matmuls */
+    g_has_neon_dotprod = has_asimddp();
+    if (g_has_neon_dotprod) {
+        g_neon_dotprod = g_neon;
+        slate__neon_dotprod_fill(&g_neon_dotprod);
+        g_neon_dotprod.name = "neon_dotprod";
+        g_best = &g_neon_dotprod;
+    }
+#endif
 #endif
     const char *force = getenv("SLATE_KERNELS");
     if (force) {
@@ -100,6 +128,8 @@ static void init(void) {
         else if (strcmp(force, "avx512") == 0 && g_has_avx512) g_best = &g_avx512;
         else if (strcmp(force, "avx512_vnni") == 0 && g_has_avx512_vnni) g_best = &g_avx512_vnni;
         else if (strcmp(force, "neon") == 0 && g_has_neon) g_best = &g_neon;
+        else if (strcmp(force, "neon_dotprod") == 0 && g_has_neon_dotprod)
+            g_best = &g_neon_dotprod;
     }
 }
 
@@ -116,6 +146,7 @@ const slate__kernels *slate__kernels_by_name(const char *name) {
     if (strcmp(name, "avx512") == 0) return g_has_avx512 ? &g_avx512 : NULL;
     if (strcmp(name, "avx512_vnni") == 0) return g_has_avx512_vnni ? &g_avx512_vnni : NULL;
     if (strcmp(name, "neon") == 0) return g_has_neon ? &g_neon : NULL;
+    if (strcmp(name, "neon_dotprod") == 0) return g_has_neon_dotprod ? &g_neon_dotprod : NULL;
     return NULL;
 }
 

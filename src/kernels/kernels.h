@@ -2,7 +2,8 @@
  * kernels.h - the kernel table. Every kernel has a plain scalar reference in kernels/ref/ (the
  * specification and the fallback on any CPU); ISA variants in kernels/<isa>/ share the
  * signatures and are picked once, at first use, from the CPU's features. SLATE_KERNELS=ref
- * (or avx2, avx512, avx512_vnni on x86-64; neon on AArch64) in the environment forces a path.
+ * (or avx2, avx2_vnni, avx512, avx512_vnni on x86-64; neon, neon_dotprod on AArch64) in the
+ * environment forces a path.
  *
  * Kernels are pure: pointers, dims and strides in, results out; no allocation, I/O or globals.
  * Parallel callers split work by giving each call a range (output columns, heads).
@@ -70,7 +71,8 @@ typedef void (*slate__attn_i8_fn)(float *out, const float *q, const uint8_t *k, 
 void slate__kv_quantize_i8(uint8_t *dst, const float *x, int64_t width, int32_t group);
 
 typedef struct slate__kernels {
-    const char *name;                  /* "ref", "avx2", "avx2_vnni", "avx512", "avx512_vnni", "neon" */
+    /* "ref", "avx2", "avx2_vnni", "avx512", "avx512_vnni", "neon", "neon_dotprod" */
+    const char *name;
     /* Per weight dtype (SLATE_DTYPE_F32 .. SLATE__N_WDTYPES - 1). A new weight format plugs in
      * here: a ref matmul + row_to_f32 (required), optionally SIMD variants and an activation
      * quantizer (xq_plan + quantize_x, both or neither). */
@@ -95,8 +97,8 @@ typedef struct slate__kernels {
 
 /* The table for this CPU (detected once, thread-safe). */
 const slate__kernels *slate__kernels_get(void);
-/* Tables by name for tests: "ref", "avx2", "avx512", "avx512_vnni", "neon"; NULL if not built
- * or not supported by this CPU. */
+/* Tables by name for tests: "ref", "avx2", "avx2_vnni", "avx512", "avx512_vnni", "neon",
+ * "neon_dotprod"; NULL if not built or not supported by this CPU. */
 const slate__kernels *slate__kernels_by_name(const char *name);
 
 /* Reference kernels (kernels/ref/ref.c); variants fall back to these for what they lack. */
@@ -134,8 +136,15 @@ void slate__avx512_vbmi_fill(slate__kernels *k);
 #endif
 #ifdef SLATE_HAVE_neon
 /* AArch64 Advanced SIMD (kernels/arm/neon.c): f32/f16/bf16 matmul, to_f32, rms_norm, attention
- * over f32/f16 caches; the rest stays ref. */
+ * over f32/f16 caches; with slate__neon_q_fill the "neon" table. The rest stays ref. */
 void slate__neon_fill(slate__kernels *k);
+/* The integer Q8_0/Q4/Q8_C matmuls and their activation quantizer (int8 x in units of 32) of
+ * the neon table (arm/neon_q.c, plain Advanced SIMD). */
+void slate__neon_q_fill(slate__kernels *k);
+#endif
+#ifdef SLATE_HAVE_neon_dotprod
+/* The same matmuls with SDOT dot products (arm/neon_dotprod.c, FEAT_DotProd). */
+void slate__neon_dotprod_fill(slate__kernels *k);
 #endif
 
 #endif /* SLATE_KERNELS_H */

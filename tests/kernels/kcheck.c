@@ -6,6 +6,7 @@
  * or doubled term, a wrong lane or a wrong tail would cause. The "worst seen" figures are for
  * the x86 tables over 100 seeds; the NEON table (4 lanes) stays below them.
  */
+#define _DEFAULT_SOURCE /* mmap, MAP_ANONYMOUS and mprotect for the guard page */
 #include "kcheck.h"
 #include "../rng.h"
 
@@ -13,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/core.h"
 
@@ -22,8 +25,10 @@ uint64_t kc_rand(uint64_t *s) { return slate_test_rand(s); }
 
 float kc_randf(uint64_t *s) { return slate_test_randf(s); }
 
+/* Zeroed (calloc), so no buffer is ever read uninitialized, and GCC -O3 sees none passed to the
+ * kernels as const (it warned in kc_rms_norm and kc_swiglu). */
 static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
+    void *p = calloc(n ? n : 1, 1);
     if (!p) {
         fprintf(stderr, "kcheck: out of memory (%zu bytes)\n", n);
         exit(1);
@@ -183,6 +188,201 @@ bool kc_matmul(const slate__kernels *k, const slate__kernels *ref, slate_dtype d
     free(want);
     free(mag);
     free(w);
+    return verdict(what, detail, problem, cap);
+}
+
+/* ---- matmul of the compressed formats ------------------------------------------------------ */
+
+const kc_qfmt kc_qfmts[KC_N_QFMTS] = {
+    {SLATE_DTYPE_Q8_0, 32, false}, {SLATE_DTYPE_Q4, 16, false},  {SLATE_DTYPE_Q4, 16, true},
+    {SLATE_DTYPE_Q4, 32, false},   {SLATE_DTYPE_Q4, 32, true},   {SLATE_DTYPE_Q4, 64, false},
+    {SLATE_DTYPE_Q4, 64, true},    {SLATE_DTYPE_Q4, 128, false}, {SLATE_DTYPE_Q4, 128, true},
+    {SLATE_DTYPE_Q8_C, 0, false},
+};
+
+/* n bytes that end where a PROT_NONE page begins, so that a kernel reading past them faults. */
+typedef struct guarded {
+    uint8_t *p; /* the n bytes; 4-aligned when n is a multiple of 4 */
+    void *map;
+    size_t map_len;
+} guarded;
+
+static guarded guarded_alloc(size_t n) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), data = (n + pg - 1) / pg * pg;
+    guarded g = {NULL, NULL, data + pg};
+    g.map = mmap(NULL, g.map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (g.map == MAP_FAILED || mprotect((uint8_t *)g.map + data, pg, PROT_NONE) != 0) {
+        fprintf(stderr, "kcheck: cannot map %zu bytes with a guard page\n", n);
+        exit(1);
+    }
+    g.p = (uint8_t *)g.map + data - n;
+    return g;
+}
+
+static void guarded_free(guarded *g) { munmap(g->map, g->map_len); }
+
+static void put_f16(uint8_t *p, float f) {
+    uint16_t h = slate__f32_to_f16(f);
+    memcpy(p, &h, 2);
+}
+
+/* Random stored bytes of a compressed matrix: uniform int8 / nibbles, so also the values the
+ * converter's quantizers never write (int8 -128; the kernels take any stored bytes), and per
+ * block (per row for Q8_C) a scale of random sign whose magnitude is drawn from three
+ * (1, 0.05, 3, times 0.5..1) over the format's range (127 for int8, 8 or 15 for Q4) so that
+ * blocks of one row differ in scale, and for asymmetric Q4 an offset of the same size. */
+static void fill_qweights(uint8_t *w, const slate__wmat *wm, uint64_t *rng) {
+    static const float mags[3] = {1.0f, 0.05f, 3.0f};
+    size_t bytes = (size_t)slate__wmat_bytes(wm->dtype, wm->block, wm->asym, wm->n_out, wm->n_in);
+    for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)kc_rand(rng);
+    float range = wm->dtype == SLATE_DTYPE_Q4 ? (wm->asym ? 15.0f : 8.0f) : 127.0f;
+    for (int64_t o = 0; o < wm->n_out; o++) {
+        if (wm->dtype == SLATE_DTYPE_Q8_C) {
+            float s = mags[kc_rand(rng) % 3] * (0.5f + 0.5f * fabsf(kc_randf(rng))) / range;
+            ((float *)wm->scales)[o] = s; /* inside w, after the rows */
+            continue;
+        }
+        size_t bb = wm->dtype == SLATE_DTYPE_Q8_0 ? sizeof(slate__block_q8_0)
+                                                  : slate__q4_block_bytes(wm->block, wm->asym);
+        for (int64_t b = 0; b < wm->n_in / wm->block; b++) {
+            uint8_t *blk = w + (size_t)o * wm->row_bytes + (size_t)b * bb;
+            float s = mags[kc_rand(rng) % 3] * (0.5f + 0.5f * fabsf(kc_randf(rng)));
+            put_f16(blk, (kc_rand(rng) % 2 ? s : -s) / range);
+            if (wm->asym) put_f16(blk + 2, s * kc_randf(rng));
+        }
+    }
+}
+
+/* Per element, with mag = sum_i |w_i x_i| + |bias|:
+ *   |got - want| <= 1e-5 * mag + xq
+ * 1e-5 as MATMUL_TOL: the kernels and ref sum in different orders (lanes, units, FMA). xq only
+ * where the table quantizes x: x is then rounded to int8 with one scale per unit of at most 128
+ * inputs (x86 avx2 and NEON: 32; avx512_vnni: 128), dx = max|x| / 127 over the unit, and
+ * |x - dx q| <= dx / 2, so with dx taken over the enclosing group of 128 (never smaller) the
+ * result moves by at most sum_i |w_i| dx(i) / 2 (times 1.001 for the rounding of dx and of
+ * x / dx). This bound is exact, not statistical (test_quant_kernels.c uses it too): a lost or
+ * doubled unit of 16 or 32 products, a wrong lane, scale or offset, or the wrong x unit
+ * exceeds it by orders of magnitude. */
+double kc_matmul_q_bound(const float *w, const float *x, int64_t n, double bias_abs, bool xq,
+                         double *mag, double *xqb) {
+    *mag = bias_abs;
+    *xqb = 0.0;
+    for (int64_t i0 = 0; i0 < n; i0 += 128) {
+        int64_t i1 = i0 + 128 < n ? i0 + 128 : n;
+        double amax = 0.0, wsum = 0.0;
+        for (int64_t i = i0; i < i1; i++) {
+            *mag += fabs((double)w[i] * x[i]);
+            amax = fmax(amax, fabs(x[i]));
+            wsum += fabs(w[i]);
+        }
+        *xqb += wsum * amax / 127.0 / 2.0;
+    }
+    return MATMUL_TOL * *mag + (xq ? 1.001 * *xqb : 0.0);
+}
+
+bool kc_matmul_q(const slate__kernels *k, const slate__kernels *ref, slate_dtype dt,
+                 int32_t block, bool asym, int64_t n_rows, int64_t n_in, int64_t n_out,
+                 int64_t o0, int64_t o1, bool with_bias, uint64_t *rng, char *problem,
+                 size_t cap) {
+    char what[200], detail[300] = "";
+    snprintf(what, sizeof what, "%s matmul %s B=%d asym=%d rows=%lld n_in=%lld n_out=%lld "
+             "o=[%lld,%lld) bias=%d", k->name, slate_dtype_name(dt), (int)block, (int)asym,
+             (long long)n_rows, (long long)n_in, (long long)n_out, (long long)o0, (long long)o1,
+             (int)with_bias);
+    char why[120];
+    if (!slate__wlayout_check(dt, block, asym, n_in, why, sizeof why) ||
+        !slate__wdtype_quantized(dt) || dt == SLATE_DTYPE_PAL)
+        return verdict(what, "not a valid case: needs Q8_0, Q4 or Q8_C with n_in a multiple of "
+                             "the block", problem, cap);
+    float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
+    float *bias = xmalloc((size_t)n_out * sizeof(float));
+    float *got = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
+    float *want = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
+    float *wrow = xmalloc((size_t)n_in * sizeof(float));
+    for (int64_t i = 0; i < n_rows * n_in; i++) /* some inputs larger: units differ in dx */
+        x[i] = kc_randf(rng) * (i % 7 == 0 ? 4.0f : 1.0f);
+    fill_rand(bias, n_out, rng);
+    guarded g = guarded_alloc((size_t)slate__wmat_bytes(dt, block, asym, n_out, n_in));
+    slate__wmat wm;
+    slate__wmat_init(&wm, g.p, dt, block, asym, n_out, n_in);
+    fill_qweights(g.p, &wm, rng);
+    const float sentinel = 12345.0f;
+    for (int64_t i = 0; i < n_rows * n_out; i++) got[i] = want[i] = sentinel;
+
+    /* x quantized as exec does: two row ranges split at a row_align multiple, a guard past
+     * the plan, the same bytes as one call. */
+    uint8_t *xq = NULL, *xq1 = NULL;
+    size_t xq_bytes = 0;
+    if (k->xq_plan[dt]) {
+        slate__xq_plan pl = k->xq_plan[dt](&wm, n_rows);
+        xq_bytes = pl.bytes;
+        if (!k->quantize_x[dt] || pl.row_align < 1)
+            snprintf(detail, sizeof detail, "xq_plan without quantize_x, or row_align %d < 1",
+                     (int)pl.row_align);
+        else if (n_rows > 1 && k->xq_plan[dt](&wm, n_rows - 1).bytes > xq_bytes)
+            snprintf(detail, sizeof detail, "xq_plan shrinks as rows grow: %zu bytes for %lld rows"
+                     ", %zu for %lld", k->xq_plan[dt](&wm, n_rows - 1).bytes,
+                     (long long)(n_rows - 1), xq_bytes, (long long)n_rows);
+    }
+    if (xq_bytes && !detail[0]) {
+        const slate__xq_plan pl = k->xq_plan[dt](&wm, n_rows);
+        xq = xmalloc(xq_bytes + 64);
+        xq1 = xmalloc(xq_bytes);
+        memset(xq, 0xA5, xq_bytes + 64);
+        memset(xq1, 0x5A, xq_bytes);
+        int64_t mid = (n_rows / 2) / pl.row_align * pl.row_align;
+        k->quantize_x[dt](xq, x, &wm, n_rows, 0, mid);
+        k->quantize_x[dt](xq, x, &wm, n_rows, mid, n_rows);
+        k->quantize_x[dt](xq1, x, &wm, n_rows, 0, n_rows);
+        for (size_t i = xq_bytes; i < xq_bytes + 64 && !detail[0]; i++)
+            if (xq[i] != 0xA5)
+                snprintf(detail, sizeof detail, "quantize_x wrote past its plan (%zu bytes)",
+                         xq_bytes);
+        if (!detail[0] && memcmp(xq, xq1, xq_bytes) != 0)
+            snprintf(detail, sizeof detail, "quantize_x over rows [0,%lld) and [%lld,%lld) wrote "
+                     "other bytes than one call over [0,%lld)", (long long)mid, (long long)mid,
+                     (long long)n_rows, (long long)n_rows);
+    }
+    bool run = !detail[0];
+    if (run) {
+        k->matmul[dt](got, x, xq, &wm, with_bias ? bias : NULL, n_rows, o0, o1);
+        ref->matmul[dt](want, x, NULL, &wm, with_bias ? bias : NULL, n_rows, o0, o1);
+    }
+
+    int64_t n_bad = 0; /* the first one is described in detail */
+    for (int64_t o = 0; o < n_out && run; o++) {
+        if (o >= o0 && o < o1) slate__ref_dequant(&wm, o, 0, n_in, wrow);
+        for (int64_t r = 0; r < n_rows; r++) {
+            float gv = got[r * n_out + o], wv = want[r * n_out + o];
+            if (o < o0 || o >= o1) {
+                if (gv != sentinel && !n_bad++)
+                    snprintf(detail, sizeof detail, "wrote y[%lld][%lld] outside the range",
+                             (long long)r, (long long)o);
+                continue;
+            }
+            double mag, xqb;
+            double bound = kc_matmul_q_bound(wrow, x + r * n_in, n_in,
+                                             with_bias ? fabs(bias[o]) : 0.0, xq_bytes, &mag,
+                                             &xqb);
+            double d = fabs((double)gv - wv);
+            if (!(d <= bound) && !n_bad++)
+                snprintf(detail, sizeof detail, "y[%lld][%lld]: got %.9g, want %.9g, |diff| %.3g "
+                         "> bound %.3g (mag %.3g, x quantization %.3g)", (long long)r,
+                         (long long)o, gv, wv, d, bound, mag, xqb);
+        }
+    }
+    if (n_bad > 1) {
+        size_t len = strlen(detail);
+        snprintf(detail + len, sizeof detail - len, " (%lld elements off)", (long long)n_bad);
+    }
+    free(x);
+    free(bias);
+    free(got);
+    free(want);
+    free(wrow);
+    free(xq);
+    free(xq1);
+    guarded_free(&g);
     return verdict(what, detail, problem, cap);
 }
 

@@ -1,8 +1,10 @@
 /* kcheck.h - one case of a kernel table against the scalar reference ("ref"), on random data,
- * shared by the cmocka tests (tests/kernels/test_kernels.c) and the standalone AArch64 check
+ * shared by the cmocka tests (tests/kernels/test_kernels.c; test_quant_kernels.c takes the
+ * compressed formats' list and tolerance from here) and the standalone AArch64 check
  * (tests/kernels/neon_check.c, cross-compiled and run under qemu by scripts/check_neon.sh).
- * Plain C11 without cmocka: it needs only the kernel sources (src/kernels/, core/num.c,
- * core/error.c). The callers pick the shapes and own the seed.
+ * Plain C11 (plus POSIX mmap for a guard page) without cmocka: it needs only the kernel
+ * sources (src/kernels/, core/num.c, core/error.c). The callers pick the shapes and own the
+ * seed.
  *
  * Each kc_<kernel> runs one case and returns true when the table agrees with ref within the
  * kernel's tolerance (kcheck.c gives each with its reason) and wrote nothing outside its output.
@@ -31,6 +33,37 @@ float kc_randf(uint64_t *s); /* uniform in [-1, 1) */
 bool kc_matmul(const slate__kernels *k, const slate__kernels *ref, slate_dtype dt, int64_t n_rows,
                int64_t n_in, int64_t n_out, int64_t o0, int64_t o1, bool with_bias,
                uint64_t *rng, char *problem, size_t cap);
+
+/* The compressed formats and their layouts: Q8_0; Q4 with blocks of 16, 32, 64 and 128,
+ * symmetric and asymmetric; Q8_C. */
+typedef struct kc_qfmt {
+    slate_dtype dt;
+    int32_t block; /* Q8_C: 0 */
+    bool asym;
+} kc_qfmt;
+#define KC_N_QFMTS 10
+extern const kc_qfmt kc_qfmts[KC_N_QFMTS];
+
+/* The tolerance of one output y = w . x (+ bias) of a compressed format's matmul against ref
+ * (the reason is in kcheck.c): n inputs, w as ref dequantizes it, bias_abs = |bias| (0 without),
+ * xq whether the table rounds x to int8. Returns the bound on |got - want| and sets *mag = sum
+ * |w_i x_i| + |bias| and *xqb, the part x's rounding may cause (before the factor 1.001, and
+ * computed even when !xq), for messages. */
+double kc_matmul_q_bound(const float *w, const float *x, int64_t n, double bias_abs, bool xq,
+                         double *mag, double *xqb);
+
+/* The same for a compressed format: dt Q8_0 (block 32), Q4 (block 16, 32, 64 or 128, asym or
+ * not) or Q8_C (block 0), n_in a multiple of the block. The weights are random stored bytes
+ * (every int8 and nibble value, f16 scales and offsets of three magnitudes and both signs)
+ * placed so that they end where an unreadable page begins: reading past them crashes the
+ * check. Where the table quantizes x for dt (xq_plan), x is quantized as exec does, in two
+ * calls over rows [0, mid) and [mid, n_rows) with mid a multiple of row_align, which must write
+ * the same bytes as one call, nothing past the plan (64 guard bytes), and a plan no smaller
+ * than the one for n_rows - 1; the tolerance then includes the int8 rounding of x (kcheck.c).
+ * The reference (kernels/ref/quant.c) reads x in f32. */
+bool kc_matmul_q(const slate__kernels *k, const slate__kernels *ref, slate_dtype dt,
+                 int32_t block, bool asym, int64_t n_rows, int64_t n_in, int64_t n_out,
+                 int64_t o0, int64_t o1, bool with_bias, uint64_t *rng, char *problem, size_t cap);
 
 /* to_f32 of dt (F16 or BF16) on the last n (1..65536) of all 65536 bit patterns: bit-exact
  * (NaN stays NaN), nothing written past n. Uses no random data. */

@@ -1,19 +1,24 @@
-/* neon_check.c - the "neon" kernel table (kernels/arm/neon.c) against the scalar reference
- * ("ref", kernels/ref/ref.c) on random data with odd sizes and tails: matmul (F32, F16, BF16
- * weights; n_rows 1 (decode) to 9, n_in 1 to 1000, output sub-ranges, with and without bias),
- * to_f32 (every f16 / bf16 bit pattern at several tail lengths), rms_norm, attention (F32
- * and F16 caches, head_dim 1 to 128, GQA groups of 1 to 9 heads, empty ranges, strides wider
- * than head_dim, masks with -inf and NaN, every score masked), swiglu and rope (the neon table
- * takes ref's so far; checked so a NEON version is covered the day it comes). This file picks
- * the shapes; each case and its tolerance are in kcheck.c, shared with test_kernels.c.
+/* neon_check.c - the "neon" kernel table (kernels/arm/neon.c, neon_q.c) or "neon_dotprod"
+ * (the same with arm/neon_dotprod.c's matmuls) against the scalar reference ("ref",
+ * kernels/ref/) on random data with odd sizes and tails: matmul (F32, F16, BF16 weights; n_rows
+ * 1 (decode) to 9, n_in 1 to 1000, output sub-ranges, with and without bias); matmul of the
+ * compressed formats (Q8_0; Q4 with blocks of 16, 32, 64, 128, symmetric and asymmetric; Q8_C)
+ * with x quantized in two row ranges (n_rows 1 to 9 and 13, one block, odd block counts, short
+ * last x units, 37 rows, rows of 4096+ inputs, several output blocks); to_f32 (every f16 / bf16
+ * bit pattern at several tail lengths), rms_norm, attention (F32 and F16 caches, head_dim 1 to
+ * 128, GQA groups of 1 to 9 heads, empty ranges, strides wider than head_dim, masks with -inf
+ * and NaN, every score masked), swiglu and rope (the neon table takes ref's so far; checked so
+ * a NEON version is covered the day it comes). This file picks the shapes; each case and its
+ * tolerance are in kcheck.c, shared with test_kernels.c (and test_quant_kernels.c).
  *
  * A standalone program (plain C11, no cmocka), so it can be cross-compiled with only the
  * kernel sources and run under user-mode emulation: scripts/check_neon.sh builds it with
- * aarch64-linux-gnu-gcc and runs it with qemu-aarch64. It prints one line per failed case and
- * ends with "N passed, M failed"; exit status 1 on any failure. SLATE_TEST_SEED=<n> repeats a
- * run (the seed is printed first). Usage: neon_check [TABLE] (default "neon"; on another CPU
- * another table, e.g. "ref", can be checked the same way; a table that is not available here
- * counts as a failure). It is not part of ctest.
+ * aarch64-linux-gnu-gcc and runs it with qemu-aarch64, once per table. Under emulation only
+ * correctness is checked, not speed. It prints one line per failed case and ends with "N
+ * passed, M failed"; exit status 1 on any failure. SLATE_TEST_SEED=<n> repeats a run (the seed
+ * is printed first). Usage: neon_check [TABLE] (default "neon"; on another CPU another table,
+ * e.g. "ref", can be checked the same way; a table that is not available here counts as a
+ * failure). It is not part of ctest.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -66,6 +71,48 @@ static void check_matmuls(const slate__kernels *k, const slate__kernels *ref) {
                problem);
         report(kc_matmul(k, ref, t, 1, 4099, 21, 0, 21, false, &rng, problem, sizeof problem),
                problem);
+    }
+}
+
+/* ---- matmul of the compressed formats ------------------------------------------------------ */
+
+static void check_quant_matmuls(const slate__kernels *k, const slate__kernels *ref) {
+    uint64_t rng = g_seed ^ 0x716d61746dull;
+    char problem[512];
+    /* Row lengths in blocks: one, odd counts (with blocks of 16 an odd count leaves a short last
+     * x unit of 32), an even count. Q8_C has no blocks: any length, so short last units of
+     * every kind (1, 7, 33, 100, 257) and whole ones (32, 64). */
+    static const int64_t n_blocks[] = {1, 3, 5, 7, 9, 4};
+    static const int64_t q8c_n_ins[] = {1, 7, 32, 33, 64, 100, 257};
+    static const int64_t n_rowss[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13};
+    for (size_t f = 0; f < KC_N_QFMTS; f++) {
+        const kc_qfmt *q = &kc_qfmts[f];
+        size_t n_lens = q->block ? sizeof n_blocks / sizeof *n_blocks
+                                 : sizeof q8c_n_ins / sizeof *q8c_n_ins;
+        for (size_t a = 0; a < n_lens; a++)
+            for (size_t b = 0; b < sizeof n_rowss / sizeof *n_rowss; b++) {
+                int64_t n_in = q->block ? q->block * n_blocks[a] : q8c_n_ins[a];
+                /* up to 40 outputs: several of the variant's 16-output blocks; o0 > 0 whenever
+                 * there is room, o1 anywhere after it */
+                int64_t n_out = 1 + (int64_t)(kc_rand(&rng) % 40);
+                int64_t o0 = n_out > 1 ? 1 + (int64_t)(kc_rand(&rng) % (uint64_t)(n_out - 1)) : 0;
+                int64_t o1 = o0 + 1 + (int64_t)(kc_rand(&rng) % (uint64_t)(n_out - o0));
+                bool bias = (a + b) % 2 == 0;
+                int64_t rows = n_rowss[b];
+                report(kc_matmul_q(k, ref, q->dt, q->block, q->asym, rows, n_in, n_out, o0, o1,
+                                   bias, &rng, problem, sizeof problem), problem);
+                report(kc_matmul_q(k, ref, q->dt, q->block, q->asym, rows, n_in, n_out, 0, n_out,
+                                   !bias, &rng, problem, sizeof problem), problem);
+            }
+        /* larger: rows of 4096 + one block (Q8_C: + 3, a short last unit), many row groups and
+         * output blocks, a long decode row over several output blocks */
+        int64_t big = q->block ? 4096 + q->block : 4099;
+        report(kc_matmul_q(k, ref, q->dt, q->block, q->asym, 37, big, 37, 3, 36, true, &rng,
+                           problem, sizeof problem), problem);
+        report(kc_matmul_q(k, ref, q->dt, q->block, q->asym, 1, big, 70, 5, 69, false, &rng,
+                           problem, sizeof problem), problem);
+        report(kc_matmul_q(k, ref, q->dt, q->block, q->asym, 13, 1280, 50, 0, 50, false, &rng,
+                           problem, sizeof problem), problem);
     }
 }
 
@@ -165,6 +212,7 @@ int main(int argc, char **argv) {
         g_failed++;
     } else {
         check_matmuls(k, ref);
+        check_quant_matmuls(k, ref);
         check_to_f32(k, ref);
         check_rms_norms(k, ref);
         check_attentions(k, ref);

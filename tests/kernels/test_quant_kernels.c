@@ -1,13 +1,15 @@
 /* test_quant_kernels.c - the matmul of the compressed weight formats (Q8_0; Q4 with blocks of
  * 16, 32, 64, 128, symmetric and asymmetric; Q8_C) of every SIMD table this CPU supports
- * ("avx2", x86/avx2_q.c; "avx2_vnni", the same with AVX-VNNI; "avx512_vnni"; all quantize
- * activations) against the scalar reference
+ * ("avx2", x86/avx2_q.c; "avx2_vnni", the same with AVX-VNNI; "avx512_vnni"; on AArch64 "neon"
+ * and "neon_dotprod", arm/neon_q.c, which tests/kernels/neon_check.c also checks under qemu;
+ * all quantize activations) against the scalar reference
  * (kernels/ref/quant.c: dequantize and dot in f32) on random weights from the reference
  * quantizers and random x: one block, odd block counts, partial x groups, many blocks; rows
  * 1..13 and past the prefill tile; output sub-ranges that do not start at 0; with and without
  * bias; sizes past the prefill K block (512) and column tile (16). The "avx512" table shares
  * avx2's functions for these formats and is not run twice. The seed is printed once (tu_seed);
  * SLATE_TEST_SEED=<n> repeats a run. */
+#include "kcheck.h"
 #include "testutil.h"
 #include "xqsplit.h"
 
@@ -36,23 +38,9 @@ static void *xmalloc(size_t n) {
     return p;
 }
 
-typedef struct fmt {
-    slate_dtype dt;
-    int32_t block; /* Q8_C: 0 */
-    bool asym;
-} fmt;
-
-static const fmt g_fmts[] = {
-    {SLATE_DTYPE_Q8_0, 32, false}, {SLATE_DTYPE_Q4, 16, false}, {SLATE_DTYPE_Q4, 16, true},
-    {SLATE_DTYPE_Q4, 32, false},   {SLATE_DTYPE_Q4, 32, true},  {SLATE_DTYPE_Q4, 64, false},
-    {SLATE_DTYPE_Q4, 64, true},    {SLATE_DTYPE_Q4, 128, false}, {SLATE_DTYPE_Q4, 128, true},
-    {SLATE_DTYPE_Q8_C, 0, false},
-};
-#define N_FMTS (sizeof g_fmts / sizeof g_fmts[0])
-
 /* Random weights [n_out][n_in] in format f, quantized by the converter's reference quantizers
  * (values spread over a few magnitudes so blocks get different scales). */
-static void *make_weights(const fmt *f, int64_t n_out, int64_t n_in, uint64_t *rng) {
+static void *make_weights(const kc_qfmt *f, int64_t n_out, int64_t n_in, uint64_t *rng) {
     uint64_t bytes = slate__wmat_bytes(f->dt, f->block, f->asym, n_out, n_in);
     assert_true(bytes > 0);
     uint8_t *w = xmalloc((size_t)bytes);
@@ -74,17 +62,12 @@ static void *make_weights(const fmt *f, int64_t n_out, int64_t n_in, uint64_t *r
     return w;
 }
 
-/* Tolerance, per element, with mag = sum_i |w_i x_i| + |bias|:
- *   |got - want| <= 1e-5 * mag + xq
- * 1e-5: the kernels and ref sum in different orders (lanes, blocks, groups; FMA), an error of
- * order u sqrt(n) of the partial sums (u = 6e-8), as for the f32 kernels (test_kernels.c).
- * xq: only where the table quantizes x (xq_plan bytes > 0). x is then rounded to int8 with one
- * scale per group of 128 inputs (avx2: 32, whose smaller dx keeps inside the same bound),
- * dx = max|x| / 127 over the group, and |x - dx q| <= dx / 2,
- * so the result moves by at most sum_i |w_i| dx(i) / 2 (times 1.001 for the rounding of dx and
- * of x / dx). This bound is exact, not statistical: a lost block of 16 or 32 products (a wrong
- * lane, scale or tail) exceeds it by orders of magnitude; so does using the wrong x group. */
-static void check_matmul(const slate__kernels *k, const slate__kernels *ref, const fmt *f,
+/* Tolerance, per element: kc_matmul_q_bound (tests/kernels/kcheck.c, with its reason), 1e-5 of
+ * mag = sum_i |w_i x_i| + |bias| for the order of summation, plus, where the table quantizes x
+ * (xq_plan bytes > 0), the exact bound of x's int8 rounding, sum_i |w_i| dx(i) / 2. A lost block
+ * of 16 or 32 products (a wrong lane, scale or tail) or the wrong x group exceeds it by orders
+ * of magnitude. */
+static void check_matmul(const slate__kernels *k, const slate__kernels *ref, const kc_qfmt *f,
                          int64_t n_rows, int64_t n_in, int64_t n_out, int64_t o0, int64_t o1,
                          bool with_bias, uint64_t *rng) {
     float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
@@ -137,19 +120,10 @@ static void check_matmul(const slate__kernels *k, const slate__kernels *ref, con
                              (long long)o);
                 continue;
             }
-            const float *xr = x + r * n_in;
-            double mag = with_bias ? fabs(bias[o]) : 0.0, xqb = 0.0;
-            for (int64_t i0 = 0; i0 < n_in; i0 += 128) {
-                int64_t i1 = i0 + 128 < n_in ? i0 + 128 : n_in;
-                double amax = 0.0, wsum = 0.0;
-                for (int64_t i = i0; i < i1; i++) {
-                    mag += fabs((double)wrow[i] * xr[i]);
-                    amax = fmax(amax, fabs(xr[i]));
-                    wsum += fabs(wrow[i]);
-                }
-                xqb += wsum * amax / 127.0 / 2.0;
-            }
-            double bound = 1e-5 * mag + (xq_bytes ? 1.001 * xqb : 0.0);
+            double mag, xqb;
+            double bound = kc_matmul_q_bound(wrow, x + r * n_in, n_in,
+                                             with_bias ? fabs(bias[o]) : 0.0, xq_bytes, &mag,
+                                             &xqb);
             double d = fabs((double)g - wv);
             if (!(d <= bound))
                 fail_msg("%s: y[%lld][%lld]: got %.9g, want %.9g, |diff| %.3g > bound %.3g (mag "
@@ -168,7 +142,7 @@ static void check_matmul(const slate__kernels *k, const slate__kernels *ref, con
 
 /* Row lengths for a format: 1 block, odd block counts, one group of 128 and a partial group
  * behind it, many blocks; Q8_C (no blocks) also odd lengths. */
-static int64_t n_in_for(const fmt *f, int i) {
+static int64_t n_in_for(const kc_qfmt *f, int i) {
     static const int64_t q8c[] = {1, 7, 33, 64, 127, 128, 129, 300, 1000};
     static const int64_t mult[] = {1, 3, 5, 7, 8, 9, 13, 33, 0};
     if (f->dt == SLATE_DTYPE_Q8_C) return q8c[i];
@@ -180,16 +154,17 @@ static void quant_matmul_matches_ref_for_every_format_and_shape(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x716d61746dull;
     static const int64_t rows[] = {1, 2, 3, 4, 5, 7, 8, 9, 13};
-    for (size_t fi = 0; fi < N_FMTS; fi++)
+    for (size_t fi = 0; fi < KC_N_QFMTS; fi++)
         for (int a = 0; a < 9; a++)
             for (size_t b = 0; b < sizeof rows / sizeof *rows; b++) {
-                int64_t n_in = n_in_for(&g_fmts[fi], a);
+                const kc_qfmt *f = &kc_qfmts[fi];
+                int64_t n_in = n_in_for(f, a);
                 int64_t n_out = 1 + (int64_t)(tu_rand(&rng) % 40);
                 int64_t o0 = n_out > 1 ? 1 + (int64_t)(tu_rand(&rng) % (uint64_t)(n_out - 1)) : 0;
                 int64_t o1 = o0 + 1 + (int64_t)(tu_rand(&rng) % (uint64_t)(n_out - o0));
                 bool with_bias = (a + b) % 2 == 0;
-                check_matmul(k, ref, &g_fmts[fi], rows[b], n_in, n_out, o0, o1, with_bias, &rng);
-                check_matmul(k, ref, &g_fmts[fi], rows[b], n_in, n_out, 0, n_out, !with_bias, &rng);
+                check_matmul(k, ref, f, rows[b], n_in, n_out, o0, o1, with_bias, &rng);
+                check_matmul(k, ref, f, rows[b], n_in, n_out, 0, n_out, !with_bias, &rng);
             }
 }
 
@@ -199,13 +174,13 @@ static void quant_matmul_matches_ref_for_every_format_and_shape(void **st) {
 static void quant_matmul_matches_ref_across_cache_blocks(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x71626c6bull;
-    for (size_t fi = 0; fi < N_FMTS; fi++) {
-        int64_t b = g_fmts[fi].block ? g_fmts[fi].block : 1;
-        int64_t n_in = (1280 + b) / b * b + (g_fmts[fi].block ? 0 : 3);
-        check_matmul(k, ref, &g_fmts[fi], 19, n_in, 37, 3, 36, true, &rng);
-        check_matmul(k, ref, &g_fmts[fi], 33, 2048, 50, 0, 50, false, &rng);
-        check_matmul(k, ref, &g_fmts[fi], 1, 2048 + b, 70, 5, 69, true, &rng);
-        check_matmul(k, ref, &g_fmts[fi], 3, 640, 23, 0, 23, true, &rng);
+    for (size_t fi = 0; fi < KC_N_QFMTS; fi++) {
+        int64_t b = kc_qfmts[fi].block ? kc_qfmts[fi].block : 1;
+        int64_t n_in = (1280 + b) / b * b + (kc_qfmts[fi].block ? 0 : 3);
+        check_matmul(k, ref, &kc_qfmts[fi], 19, n_in, 37, 3, 36, true, &rng);
+        check_matmul(k, ref, &kc_qfmts[fi], 33, 2048, 50, 0, 50, false, &rng);
+        check_matmul(k, ref, &kc_qfmts[fi], 1, 2048 + b, 70, 5, 69, true, &rng);
+        check_matmul(k, ref, &kc_qfmts[fi], 3, 640, 23, 0, 23, true, &rng);
     }
 }
 
@@ -214,8 +189,8 @@ static void quant_matmul_matches_ref_across_cache_blocks(void **st) {
 static void quantize_x_gives_the_same_bytes_for_any_row_split(void **st) {
     const slate__kernels *k = table_or_skip(st);
     uint64_t rng = tu_seed() ^ 0x73706c6974ull;
-    for (size_t fi = 0; fi < N_FMTS; fi++) {
-        const fmt *f = &g_fmts[fi];
+    for (size_t fi = 0; fi < KC_N_QFMTS; fi++) {
+        const kc_qfmt *f = &kc_qfmts[fi];
         if (!k->xq_plan[f->dt]) continue;
         static const int64_t rows[] = {1, 3, 4, 9, 40};
         for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++) {
@@ -245,8 +220,8 @@ static void avx2_vnni_equals_avx2_bit_for_bit(void **st) {
         skip();
     }
     uint64_t rng = tu_seed() ^ 0x766e6e69ull;
-    for (size_t fi = 0; fi < N_FMTS; fi++) {
-        const fmt *f = &g_fmts[fi];
+    for (size_t fi = 0; fi < KC_N_QFMTS; fi++) {
+        const kc_qfmt *f = &kc_qfmts[fi];
         int64_t n_rows = 1 + (int64_t)(tu_rand(&rng) % 9), n_out = 21;
         int64_t n_in = f->dt == SLATE_DTYPE_Q8_C ? 333 : (f->block ? f->block : 32) * 11;
         float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
@@ -276,8 +251,8 @@ static void avx2_vnni_equals_avx2_bit_for_bit(void **st) {
 static void row_to_f32_matches_ref_dequantization(void **st) {
     const slate__kernels *k = table_or_skip(st);
     uint64_t rng = tu_seed() ^ 0x726f77ull;
-    for (size_t fi = 0; fi < N_FMTS; fi++) {
-        const fmt *f = &g_fmts[fi];
+    for (size_t fi = 0; fi < KC_N_QFMTS; fi++) {
+        const kc_qfmt *f = &kc_qfmts[fi];
         int64_t n_out = 5, n_in = f->block ? 7 * f->block : 77;
         void *w = make_weights(f, n_out, n_in, &rng);
         slate__wmat wm;
@@ -306,12 +281,18 @@ int main(void) {
         FOR_TABLE(quant_matmul_matches_ref_for_every_format_and_shape, "avx2"),
         FOR_TABLE(quant_matmul_matches_ref_for_every_format_and_shape, "avx2_vnni"),
         FOR_TABLE(quant_matmul_matches_ref_for_every_format_and_shape, "avx512_vnni"),
+        FOR_TABLE(quant_matmul_matches_ref_for_every_format_and_shape, "neon"),
+        FOR_TABLE(quant_matmul_matches_ref_for_every_format_and_shape, "neon_dotprod"),
         FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "avx2"),
         FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "avx2_vnni"),
         FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "avx512_vnni"),
+        FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "neon"),
+        FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "neon_dotprod"),
         FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "avx2"),
         FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "avx2_vnni"),
         FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "avx512_vnni"),
+        FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "neon"),
+        FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "neon_dotprod"),
         cmocka_unit_test(avx2_vnni_equals_avx2_bit_for_bit),
         FOR_TABLE(row_to_f32_matches_ref_dequantization, "ref"),
         FOR_TABLE(row_to_f32_matches_ref_dequantization, "avx2"),

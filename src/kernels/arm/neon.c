@@ -26,10 +26,12 @@
  *     head_dim. The query heads of one kv head run together (up to HG per pass), so each
  *     block's K/V rows are read from memory once for all of them. Scores that are -inf or NaN
  *     are skipped exactly as in ref; all -inf (or an empty range) gives out = 0.
- * What it does not have (the table keeps ref's, copied first by dispatch.c): the compressed
- * weight formats (Q8_0, Q4, Q8_C, PAL: no dotprod / i8mm integer kernels yet, and no f32
- * dequantize path), their row lookups and activation quantizers, and attention_i8.
- * Checked against ref by tests/kernels/neon_check.c under qemu (scripts/check_neon.sh).
+ * The integer Q8_0/Q4/Q8_C matmuls and their activation quantizer are in arm/neon_q.c (and
+ * arm/neon_dotprod.c for CPUs with SDOT), added to the table by dispatch.c.
+ * What it does not have (the table keeps ref's, copied first by dispatch.c): PAL matmul, the
+ * row lookups of the compressed formats, and attention_i8.
+ * Checked against ref by tests/kernels/neon_check.c under qemu (scripts/check_neon.sh): that
+ * shows correctness only; speed on ARM hardware is not measured yet.
  */
 #include "kernels/kernels.h"
 
