@@ -206,7 +206,7 @@ static slate_status load_tensors(const cJSON *meta, uint64_t data_size, slate__p
     uint64_t kv_off = 0;
     cJSON_ArrayForEach(e, states) {
         const char *name = NULL, *dt = NULL;
-        int64_t width;
+        int64_t width = 0;
         snprintf(where, sizeof where, "state %d", p->n_states);
         if ((s = get_str(e, "name", &name, where, err)) || (s = get_str(e, "dtype", &dt, where, err)) ||
             (s = get_int(e, "width", 1, MAX_WIDTH, &width, name, err)))
@@ -231,7 +231,7 @@ static slate_status load_tensors(const cJSON *meta, uint64_t data_size, slate__p
     p->logits = -1;
     cJSON_ArrayForEach(e, acts) {
         const char *name = NULL, *rows = "q";
-        int64_t width;
+        int64_t width = 0;
         snprintf(where, sizeof where, "activation %d", p->n_tensors);
         if ((s = get_str(e, "name", &name, where, err)) ||
             (s = get_int(e, "width", 1, MAX_WIDTH, &width, name, err)))
@@ -392,7 +392,7 @@ static slate_status need_width(const opctx *c, int32_t i, int64_t w, const char 
 
 static slate_status attr_int(const opctx *c, const char *key, int64_t lo, int64_t hi,
                              int32_t *out) {
-    int64_t v;
+    int64_t v = 0;
     char where[64];
     snprintf(where, sizeof where, "program op %d (%s)", c->index, c->opname);
     slate_status s = get_int(c->j, key, lo, hi, &v, where, c->err);
@@ -601,7 +601,7 @@ slate_status slate__program_compile(const cJSON *meta, uint64_t data_size, slate
     slate_status s;
     const cJSON *shapes = cJSON_GetObjectItemCaseSensitive(meta, "shapes");
     const cJSON *hp = cJSON_GetObjectItemCaseSensitive(meta, "hparams");
-    int64_t n_ctx, max_query, n_vocab;
+    int64_t n_ctx = 0, max_query = 0, n_vocab = 0;
     if (!cJSON_IsObject(shapes) || !cJSON_IsObject(hp))
         return slate__fail(err, SLATE_E_FORMAT, "META needs objects 'shapes' and 'hparams'");
     if ((s = get_int(shapes, "n_ctx", 1, 1 << 24, &n_ctx, "shapes", err)) ||

@@ -53,7 +53,7 @@ static void vset_free(vset *v) {
 static bool vset_load(vset *v, const char *name) {
     memset(v, 0, sizeof *v);
     char rel[256];
-    size_t inp_len;
+    size_t inp_len = 0;
     snprintf(rel, sizeof rel, "tokenizers/vectors/%s.inp", name);
     v->inp = slurp(tu_model_path(rel), &inp_len);
     snprintf(rel, sizeof rel, "tokenizers/vectors/%s.out", name);
