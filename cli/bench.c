@@ -4,7 +4,10 @@
  *
  * The default run measures, on synthetic token ids (seeded; no tokenizer needed):
  *   - load time: first open (after asking the kernel to drop the file's page cache with
- *     posix_fadvise, so it is a cold read where the kernel obliges) and second open (warm);
+ *     posix_fadvise, so it is a cold read where the kernel obliges) and second open (the page
+ *     cache as the first left it: the default reader copies cached parts of the file and reads
+ *     uncached ones with O_DIRECT, leaving them uncached, so after a cold first open the second
+ *     reads from the disk again; with --mmap, or SLATE_LOAD_IO=buffered, it is warm);
  *   - prefill tok/s at 128 and 512 tokens, one predict call each (chunked by max_query when the
  *     package allows less, and said so), median of repeats while under ~1 s;
  *   - decode tok/s at depth 0, 512 and 2048 (depth = positions already in the cache, filled by
@@ -699,7 +702,7 @@ static int run_default(bench *b) {
                (unsigned long long)b->seed, load_before);
         printf("weights    %.3f GB; one decode step reads %.3f GB\n",
                (double)b->info.weights_bytes / 1e9, bytes_tok / 1e9);
-        printf("load       first open %.1f ms (%s), second open %.1f ms (warm)\n", load_first,
+        printf("load       first open %.1f ms (%s), second open %.1f ms\n", load_first,
                dropped ? "page cache dropped first" : "page cache as found", load_second);
         for (int i = 0; i < 2; i++) {
             printf("%s %4d tokens: ", i ? "          " : "prefill   ", pf[i].n_tokens);

@@ -2,12 +2,13 @@
  * load.c - slate_model_open and friends. Opening validates the package container (pkg/read.c),
  * compiles and validates the program (exec/program.c), deserializes the tokenizer, checks the
  * memory plan against the budget, and only then binds the weights: read into anonymous memory
- * (default; decoding from page-cache mappings was erratic on the target VM) or mapped
- * read-only (use_mmap). A model is immutable afterwards.
+ * (default; decoding from page-cache mappings was erratic on the target VM; weights_io.c reads
+ * uncached parts with O_DIRECT) or mapped read-only (use_mmap). A model is immutable afterwards.
  */
 #define _POSIX_C_SOURCE 200809L
-#define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
+#define _DEFAULT_SOURCE
 #include "plan/model.h"
+#include "plan/weights_io.h"
 #include "pkg/pkg.h"
 #include "tok/tok.h"
 
@@ -49,29 +50,14 @@ static slate_status read_weights(slate__pkg *pkg, const char *path, slate_model 
         m->data = m->weights_map + pkg->data_offset;
         return SLATE_OK;
     }
-    m->weights_heap = slate__malloc_aligned(size ? size : 1);
-    if (!m->weights_heap)
-        return slate__fail(err, SLATE_E_NOMEM, "out of memory: %zu bytes for the weights", size);
-#ifdef MADV_HUGEPAGE
-    if (!getenv("SLATE_NO_HUGEPAGES")) {
-        /* Transparent huge pages for the whole 2 MiB pages inside the buffer (the kernel's
-         * default mode here is "madvise"), asked before the pages are first touched. */
-        uintptr_t a = ((uintptr_t)m->weights_heap + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1);
-        uintptr_t e = ((uintptr_t)m->weights_heap + size) & ~(uintptr_t)((2u << 20) - 1);
-        if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
-    }
-#endif
-    size_t done = 0;
-    while (done < size) {
-        ssize_t n = pread(pkg->fd, m->weights_heap + done, size - done,
-                          (off_t)(pkg->data_offset + done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0)
-            return slate__fail(err, SLATE_E_IO, "reading the weights of '%s' failed at byte %zu: "
-                               "%s", path, done, n < 0 ? strerror(errno) : "unexpected end");
-        done += (size_t)n;
-    }
-    m->data = m->weights_heap;
+    slate__weights_buf buf;
+    slate_status s = slate__read_weights(pkg->fd, path, pkg->file_size, pkg->data_offset, size,
+                                         &buf, err);
+    if (s) return s;
+    m->weights_heap = buf.alloc;
+    m->data = buf.data;
+    m->load_direct_bytes = buf.direct_bytes;
+    m->load_cached_bytes = buf.cached_bytes;
     return SLATE_OK;
 }
 

@@ -31,7 +31,10 @@ struct slate_model {
     int32_t stop_ids[8];         /* ids that end generation besides the tokenizer's EOG set */
     int32_t n_stop_ids;
     slate__gen_defaults gen;
-    uint8_t *weights_heap;       /* DATA read into anonymous memory (use_mmap = false) */
+    uint8_t *weights_heap;       /* allocation holding DATA read into anonymous memory
+                                  * (use_mmap = false); data points inside it */
+    uint64_t load_direct_bytes;  /* of DATA read with O_DIRECT / through the page cache */
+    uint64_t load_cached_bytes;
     const uint8_t *weights_map;  /* mapping base when use_mmap */
     size_t weights_map_len;
     const uint8_t *data;         /* start of DATA, wherever it lives */
