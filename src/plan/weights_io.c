@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,32 +46,20 @@ static io_mode mode_from_env(void) {
     return IO_AUTO;
 }
 
-/* Reads exactly len bytes at off into dst through fd (buffered): 0, or an errno (EIO for a file
- * that ends early). */
-static int read_full(int fd, uint8_t *dst, uint64_t len, uint64_t off) {
+/* Reads at least need bytes at off into dst through fd, asking for up to want (>= need): 0, or
+ * an errno (EIO for a file that ends early). direct: fd is O_DIRECT, off and want are aligned,
+ * and a short read that stops off the alignment is EINVAL (the file system wants another
+ * alignment or no O_DIRECT at all; a file may still end inside the last block). */
+static int read_range(int fd, uint8_t *dst, uint64_t off, uint64_t want, uint64_t need,
+                      bool direct) {
     uint64_t done = 0;
-    while (done < len) {
-        ssize_t n = pread(fd, dst + done, (size_t)(len - done), (off_t)(off + done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return errno;
-        if (n == 0) return EIO;
-        done += (uint64_t)n;
-    }
-    return 0;
-}
-
-/* O_DIRECT read of [off, off + len) (off aligned; len rounded up to ALIGN, so dst must have
- * room) that must deliver at least need bytes (a file may end inside the last block): 0, or an
- * errno (EINVAL: the file system wants another alignment or no O_DIRECT at all). */
-static int read_direct(int fd, uint8_t *dst, uint64_t len, uint64_t off, uint64_t need) {
-    uint64_t want = (len + ALIGN - 1) & ~(ALIGN - 1), done = 0;
     while (done < need) {
         ssize_t n = pread(fd, dst + done, (size_t)(want - done), (off_t)(off + done));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return errno;
         if (n == 0) return EIO;
         done += (uint64_t)n;
-        if (done < need && done % ALIGN) return EINVAL; /* a short read off the alignment */
+        if (direct && done < need && done % ALIGN) return EINVAL;
     }
     return 0;
 }
@@ -139,7 +128,7 @@ slate_status slate__read_weights(int fd, const char *path, uint64_t file_size, u
         uint8_t *dst = base + (c - start);
         bool direct = dfd >= 0 && (mode == IO_DIRECT || resident_share(map, c, len, page) < 0.5);
         if (direct) {
-            e = read_direct(dfd, dst, len, c, len);
+            e = read_range(dfd, dst, c, (len + ALIGN - 1) & ~(ALIGN - 1), len, true);
             if (e == EINVAL) { /* the file system wants none of it: buffered from here on */
                 close(dfd);
                 dfd = -1;
@@ -149,7 +138,8 @@ slate_status slate__read_weights(int fd, const char *path, uint64_t file_size, u
         }
         uint64_t from = c < off ? off : c; /* DATA's part of the chunk starts here */
         if (!direct) /* buffered reads skip the first chunk's head */
-            e = read_full(fd, base + (from - start), c + len - from, from);
+            e = read_range(fd, base + (from - start), from, c + len - from, c + len - from,
+                           false);
         if (!e) *(direct ? &out->direct_bytes : &out->cached_bytes) += c + len - from;
     }
     if (map) munmap((void *)map, (size_t)file_size);
