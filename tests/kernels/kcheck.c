@@ -280,6 +280,39 @@ double kc_matmul_q_bound(const float *w, const float *x, int64_t n, double bias_
     return MATMUL_TOL * *mag + (xq ? 1.001 * *xqb : 0.0);
 }
 
+int64_t kc_check_q_outputs(const slate__wmat *wm, const float *x, const float *bias,
+                           const float *got, const float *want, float sentinel, int64_t n_rows,
+                           int64_t o0, int64_t o1, bool xq, char *detail, size_t cap) {
+    int64_t n_in = wm->n_in, n_out = wm->n_out, n_bad = 0; /* the first one is described */
+    float *wrow = xmalloc((size_t)n_in * sizeof(float));
+    for (int64_t o = 0; o < n_out; o++) {
+        if (o >= o0 && o < o1) slate__ref_dequant(wm, o, 0, n_in, wrow);
+        for (int64_t r = 0; r < n_rows; r++) {
+            float gv = got[r * n_out + o], wv = want[r * n_out + o];
+            if (o < o0 || o >= o1) {
+                if (gv != sentinel && !n_bad++)
+                    snprintf(detail, cap, "wrote y[%lld][%lld] outside the range", (long long)r,
+                             (long long)o);
+                continue;
+            }
+            double mag, xqb;
+            double bound = kc_matmul_q_bound(wrow, x + r * n_in, n_in, bias ? fabs(bias[o]) : 0.0,
+                                             xq, &mag, &xqb);
+            double d = fabs((double)gv - wv);
+            if (!(d <= bound) && !n_bad++)
+                snprintf(detail, cap, "y[%lld][%lld]: got %.9g, want %.9g, |diff| %.3g > bound "
+                         "%.3g (mag %.3g, x quantization %.3g)", (long long)r, (long long)o, gv,
+                         wv, d, bound, mag, xqb);
+        }
+    }
+    if (n_bad > 1) {
+        size_t len = strlen(detail);
+        snprintf(detail + len, cap - len, " (%lld elements off)", (long long)n_bad);
+    }
+    free(wrow);
+    return n_bad;
+}
+
 bool kc_matmul_q(const slate__kernels *k, const slate__kernels *ref, slate_dtype dt,
                  int32_t block, bool asym, int64_t n_rows, int64_t n_in, int64_t n_out,
                  int64_t o0, int64_t o1, bool with_bias, uint64_t *rng, char *problem,
@@ -298,7 +331,6 @@ bool kc_matmul_q(const slate__kernels *k, const slate__kernels *ref, slate_dtype
     float *bias = xmalloc((size_t)n_out * sizeof(float));
     float *got = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
     float *want = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
-    float *wrow = xmalloc((size_t)n_in * sizeof(float));
     for (int64_t i = 0; i < n_rows * n_in; i++) /* some inputs larger: units differ in dx */
         x[i] = kc_randf(rng) * (i % 7 == 0 ? 4.0f : 1.0f);
     fill_rand(bias, n_out, rng);
@@ -349,37 +381,13 @@ bool kc_matmul_q(const slate__kernels *k, const slate__kernels *ref, slate_dtype
         ref->matmul[dt](want, x, NULL, &wm, with_bias ? bias : NULL, n_rows, o0, o1);
     }
 
-    int64_t n_bad = 0; /* the first one is described in detail */
-    for (int64_t o = 0; o < n_out && run; o++) {
-        if (o >= o0 && o < o1) slate__ref_dequant(&wm, o, 0, n_in, wrow);
-        for (int64_t r = 0; r < n_rows; r++) {
-            float gv = got[r * n_out + o], wv = want[r * n_out + o];
-            if (o < o0 || o >= o1) {
-                if (gv != sentinel && !n_bad++)
-                    snprintf(detail, sizeof detail, "wrote y[%lld][%lld] outside the range",
-                             (long long)r, (long long)o);
-                continue;
-            }
-            double mag, xqb;
-            double bound = kc_matmul_q_bound(wrow, x + r * n_in, n_in,
-                                             with_bias ? fabs(bias[o]) : 0.0, xq_bytes, &mag,
-                                             &xqb);
-            double d = fabs((double)gv - wv);
-            if (!(d <= bound) && !n_bad++)
-                snprintf(detail, sizeof detail, "y[%lld][%lld]: got %.9g, want %.9g, |diff| %.3g "
-                         "> bound %.3g (mag %.3g, x quantization %.3g)", (long long)r,
-                         (long long)o, gv, wv, d, bound, mag, xqb);
-        }
-    }
-    if (n_bad > 1) {
-        size_t len = strlen(detail);
-        snprintf(detail + len, sizeof detail - len, " (%lld elements off)", (long long)n_bad);
-    }
+    if (run)
+        kc_check_q_outputs(&wm, x, with_bias ? bias : NULL, got, want, sentinel, n_rows, o0, o1,
+                           xq_bytes > 0, detail, sizeof detail);
     free(x);
     free(bias);
     free(got);
     free(want);
-    free(wrow);
     free(xq);
     free(xq1);
     guarded_free(&g);

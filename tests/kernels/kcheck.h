@@ -52,6 +52,15 @@ extern const kc_qfmt kc_qfmts[KC_N_QFMTS];
 double kc_matmul_q_bound(const float *w, const float *x, int64_t n, double bias_abs, bool xq,
                          double *mag, double *xqb);
 
+/* Checks the outputs of a compressed matmul against ref's: got and want are y [n_rows][n_out]
+ * of the matrix wm for x [n_rows][wm->n_in] and bias (or NULL), computed for columns [o0, o1)
+ * into buffers filled with sentinel; columns outside must still hold it, those inside must be
+ * within kc_matmul_q_bound (xq: whether the table rounded x to int8). Returns the number of bad
+ * elements and describes the first (and the count) in detail[0..cap); 0 leaves detail alone. */
+int64_t kc_check_q_outputs(const slate__wmat *wm, const float *x, const float *bias,
+                           const float *got, const float *want, float sentinel, int64_t n_rows,
+                           int64_t o0, int64_t o1, bool xq, char *detail, size_t cap);
+
 /* The same for a compressed format: dt Q8_0 (block 32), Q4 (block 16, 32, 64 or 128, asym or
  * not) or Q8_C (block 0), n_in a multiple of the block. The weights are random stored bytes
  * (every int8 and nibble value, f16 scales and offsets of three magnitudes and both signs)

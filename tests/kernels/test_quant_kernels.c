@@ -74,7 +74,6 @@ static void check_matmul(const slate__kernels *k, const slate__kernels *ref, con
     float *bias = xmalloc((size_t)n_out * sizeof(float));
     float *got = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
     float *want = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
-    float *wrow = xmalloc((size_t)n_in * sizeof(float));
     for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = tu_randf(rng) * (i % 7 == 0 ? 4.0f : 1.0f);
     for (int64_t o = 0; o < n_out; o++) bias[o] = tu_randf(rng);
     void *w = make_weights(f, n_out, n_in, rng);
@@ -110,32 +109,14 @@ static void check_matmul(const slate__kernels *k, const slate__kernels *ref, con
              "o=[%lld,%lld) bias=%d", k->name, slate_dtype_name(f->dt), f->block, (int)f->asym,
              (long long)n_rows, (long long)n_in, (long long)n_out, (long long)o0, (long long)o1,
              (int)with_bias);
-    for (int64_t o = 0; o < n_out; o++) {
-        if (o >= o0 && o < o1) slate__ref_dequant(&wm, o, 0, n_in, wrow);
-        for (int64_t r = 0; r < n_rows; r++) {
-            float g = got[r * n_out + o], wv = want[r * n_out + o];
-            if (o < o0 || o >= o1) {
-                if (g != sentinel)
-                    fail_msg("%s: wrote y[%lld][%lld] outside the range", what, (long long)r,
-                             (long long)o);
-                continue;
-            }
-            double mag, xqb;
-            double bound = kc_matmul_q_bound(wrow, x + r * n_in, n_in,
-                                             with_bias ? fabs(bias[o]) : 0.0, xq_bytes, &mag,
-                                             &xqb);
-            double d = fabs((double)g - wv);
-            if (!(d <= bound))
-                fail_msg("%s: y[%lld][%lld]: got %.9g, want %.9g, |diff| %.3g > bound %.3g (mag "
-                         "%.3g, x quantization %.3g)", what, (long long)r, (long long)o, g, wv, d,
-                         bound, mag, xqb);
-        }
-    }
+    char detail[300] = "";
+    if (kc_check_q_outputs(&wm, x, with_bias ? bias : NULL, got, want, sentinel, n_rows, o0, o1,
+                           xq_bytes > 0, detail, sizeof detail))
+        fail_msg("%s: %s", what, detail);
     free(x);
     free(bias);
     free(got);
     free(want);
-    free(wrow);
     free(w);
     free(xq);
 }
