@@ -56,8 +56,6 @@ static slate_status read_weights(slate__pkg *pkg, const char *path, slate_model 
     if (s) return s;
     m->weights_heap = buf.alloc;
     m->data = buf.data;
-    m->load_direct_bytes = buf.direct_bytes;
-    m->load_cached_bytes = buf.cached_bytes;
     return SLATE_OK;
 }
 

@@ -33,8 +33,6 @@ struct slate_model {
     slate__gen_defaults gen;
     uint8_t *weights_heap;       /* allocation holding DATA read into anonymous memory
                                   * (use_mmap = false); data points inside it */
-    uint64_t load_direct_bytes;  /* of DATA read with O_DIRECT / through the page cache */
-    uint64_t load_cached_bytes;
     const uint8_t *weights_map;  /* mapping base when use_mmap */
     size_t weights_map_len;
     const uint8_t *data;         /* start of DATA, wherever it lives */
