@@ -1034,21 +1034,6 @@ out:
     return rc;
 }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: slate bench MODEL.slate [-t N] [--json] [--mmap] [--profile] [-n N]\n"
-               "                   [--bw-mib N] [--seed S] [--kv-dtype fp16|fp32|int8]\n"
-               "       slate bench MODEL.slate --mode recompute|kv-io|state|all[,...] [-t N]\n"
-               "                   [--json] [--prompt N] [-n N] [--ctx N] [--kv-io ctx|live]\n"
-               "  -n N        decode tokens per measurement (default 32)\n"
-               "  --prompt N  prompt tokens for --mode (default 128)\n"
-               "  --ctx N     --mode: the state's context = kv-io's fixed cache shape (default\n"
-               "              min(package context, max(2048, prompt + n + 1)))\n"
-               "  --kv-io ctx|live  kv-io imports all ctx rows (default) or only the live ones\n"
-               "  --bw-mib N  buffer of the read-bandwidth test (default 1024)\n"
-               "  --profile-depth N  --profile: cache depth of the profiled decode (default 512)\n"
-               "  --kv-dtype  the states' cache dtype (default: the package's)\n");
-}
-
 int slate_cli_bench(int argc, char **argv) {
     bench b;
     memset(&b, 0, sizeof b);
@@ -1124,22 +1109,14 @@ int slate_cli_bench(int argc, char **argv) {
             b.profile = true;
         } else if (strcmp(a, "--mmap") == 0) {
             b.mp.use_mmap = true;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
         } else if (a[0] != '-' && !b.path) {
             b.path = a;
         } else {
-            fprintf(stderr, "slate bench: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
+            return cli_bad_option("bench", a);
         }
 #undef NEED
     }
-    if (!b.path) {
-        usage(stderr);
-        return 2;
-    }
+    if (!b.path) return cli_usage("bench");
     if (b.modes && b.profile) {
         fprintf(stderr, "slate bench: --profile goes with the default run, not with --mode\n");
         return 2;

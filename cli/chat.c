@@ -176,18 +176,11 @@ int slate_cli_chat(int argc, char **argv) {
         } else if (a[0] != '-' && !model_path) {
             model_path = a;
         } else {
-            fprintf(stderr, "slate chat: unknown or incomplete option '%s'\n", a);
-            return 2;
+            return cli_bad_option("chat", a);
         }
 #undef NEED
     }
-    if (!model_path) {
-        fprintf(stderr, "usage: slate chat MODEL.slate [--system TEXT] [--template NAME] [-n N] "
-                        "[--temp T] [--top-k K] [--top-p P] [--seed S]\n"
-                        "       [--ctx-policy refuse|roll|summarize] [--context N] [--reserve N] "
-                        "[-t THREADS]\n");
-        return 2;
-    }
+    if (!model_path) return cli_usage("chat");
     slate_error err;
     slate_model *m = NULL;
     slate_session *s = NULL;

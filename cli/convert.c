@@ -137,24 +137,14 @@ int slate_cli_convert(int argc, char **argv) {
         } else if (a[0] != '-' && !src) {
             src = a;
         } else {
-            fprintf(stderr, "slate convert: unknown or incomplete option '%s'\n", a);
-            return 2;
+            return cli_bad_option("convert", a);
         }
     }
     /* An explicit dtype converts quantized source tensors too (their bytes are copied where
      * the format is already the requested one). */
     p.convert_quantized = dtype_given;
     p.keep = keep;
-    if (!src || !out) {
-        fprintf(stderr, "usage: slate convert SRC -o OUT.slate [--tokenizer FILE] [--dtype "
-                        "fp32|fp16|bf16] [--kv-dtype fp16|fp32] [--context N] [--max-query N]\n"
-                        "       [--quantize int8|int8-b32|int4 [--block-size 16|32|64|128] [--asym]]\n"
-                        "       [--palettize 2|3|4|6|8 [--group-size G]]   (k-means, G rows per "
-                        "table, default 16)\n"
-                        "       [--keep f32|f16|bf16|int8|int8-b32|int4|pal:PATTERN]... [--threads N]\n"
-                        "       (--dtype also takes int8, int8-b32, int4, int4-b16..int4-b128)\n");
-        return 2;
-    }
+    if (!src || !out) return cli_usage("convert");
     slate_error err;
     slate_status s = slate_convert(src, out, &p, &err);
     if (s) return cli_error("convert", s, &err);

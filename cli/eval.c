@@ -143,15 +143,10 @@ int slate_cli_eval(int argc, char **argv) {
         } else if (a[0] != '-' && !s_m.path) {
             s_m.path = a;
         } else {
-            fprintf(stderr, "slate eval: unknown or incomplete option '%s'\n", a);
-            return 2;
+            return cli_bad_option("eval", a);
         }
     }
-    if (!s_m.path || !s_r.path || !text_path) {
-        fprintf(stderr, "usage: slate eval MODEL.slate --ref REF.slate --text FILE [--ctx N] "
-                        "[--max-tokens N] [-t N] [--json]\n");
-        return 2;
-    }
+    if (!s_m.path || !s_r.path || !text_path) return cli_usage("eval");
     int rc = 1;
     slate_error err;
     slate_status s = SLATE_OK;

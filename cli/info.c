@@ -5,10 +5,8 @@
 #include <stdlib.h>
 
 int slate_cli_info(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: slate info MODEL.slate\n");
-        return 2;
-    }
+    if (argc > 1 && argv[1][0] == '-') return cli_bad_option("info", argv[1]);
+    if (argc != 2) return cli_usage("info");
     slate_error err;
     slate_model *m = NULL;
     slate_model_params mp = slate_model_default_params();

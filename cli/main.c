@@ -39,33 +39,34 @@ bool cli_parse_float(const char *s, double lo, double hi, double *out) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: slate <command> [options]\n"
+            "usage: slate <command> [options]     (slate <command> --help: its options)\n"
             "\n"
             "commands:\n"
-            "  convert SRC -o OUT.slate [--tokenizer FILE] [--dtype f32|f16|bf16] [--context N]\n"
-            "          [--max-query N]        SRC: llama2.c .bin, .gguf, or Hugging Face folder\n"
-            "          [--quantize int8|int8c|int4] [--block-size N] [--asym] [--keep DTYPE:GLOB]\n"
-            "  run MODEL.slate -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-            "          [--repeat-penalty R] [--seed S] [--stop STR]... [-t THREADS]\n"
-            "          [--dump-logits FILE] [--mmap]\n"
-            "  chat MODEL.slate [--system TEXT] [--template NAME] [-n N] [--temp T] [--seed S]\n"
-            "          [--ctx-policy refuse|roll|summarize] [--context N] [--reserve N] [-t N]\n"
-            "                                 conversation on stdin/stdout (/help inside)\n"
+            "  convert SRC -o OUT.slate [--dtype T | --quantize int8|int8-b32|int4 | --palettize N]\n"
+            "                                 checkpoint (HF folder, .gguf, llama2.c .bin) -> package\n"
+            "  run MODEL.slate -p PROMPT [-n N] [--temp T] ...   generate text\n"
+            "  chat MODEL.slate [--system TEXT] ...   conversation on stdin/stdout (/help inside)\n"
+            "  serve MODEL.slate [--port 8080] ...    OpenAI-compatible HTTP server\n"
             "  info MODEL.slate               program summary, states, memory plan\n"
-            "  plan MODEL.slate [--context N] [--kv-dtype fp16|fp32|int8] [--states K]\n"
-            "          [--device NAME | --budget BYTES] [--mmap]   memory plan vs a budget\n"
-            "                                 (exit 3: does not fit); plan --devices: the table\n"
-            "  tokenize SOURCE [--no-bos] [--parse-special] < text\n"
-            "                                 SOURCE: .slate, tokenizer.json, .gguf, llama2.c .bin\n"
-            "  serve MODEL.slate [--host 127.0.0.1] [--port 8080] [--slots N] [--queue M]\n"
-            "          [--api-key KEY] [--ctx N]    OpenAI-compatible HTTP server\n"
-            "  synth --shape NAME|--dims K=V,... -o DIR [--seed S] [--dtype f32|f16|bf16]\n"
-            "                                 random-weight HF folder of a real model's shape\n"
-            "  bench MODEL.slate [-t N] [--json] [--mode recompute|kv-io|state|all] [--profile]\n"
-            "          [--mmap]               prefill/decode tok/s, TTFT, load, RSS, GB/s\n"
-            "  eval MODEL.slate --ref REF.slate --text FILE [--ctx N] [--json]\n"
-            "                                 KL divergence, top-1 agreement, perplexity\n");
+            "  plan MODEL.slate [--device NAME | --budget BYTES] ...   memory plan vs a budget\n"
+            "  tokenize SOURCE < text         token ids of stdin\n"
+            "  synth --shape NAME -o DIR      random-weight HF folder of a real model's shape\n"
+            "  bench MODEL.slate [--json] [--profile] [--mode ...]   speed, load, memory\n"
+            "  eval MODEL.slate --ref REF.slate --text FILE   KL, top-1 agreement, perplexity\n"
+            "  help [COMMAND]                 this list, or a command's options\n");
 }
+
+typedef int (*command_fn)(int argc, char **argv);
+
+static const struct {
+    const char *name;
+    command_fn fn;
+} COMMANDS[] = {
+    {"convert", slate_cli_convert}, {"run", slate_cli_run},     {"chat", slate_cli_chat},
+    {"serve", srv_main},            {"info", slate_cli_info},   {"plan", slate_cli_plan},
+    {"tokenize", slate_cli_tokenize}, {"synth", slate_cli_synth}, {"bench", slate_cli_bench},
+    {"eval", slate_cli_eval},
+};
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -73,17 +74,19 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *cmd = argv[1];
-    if (strcmp(cmd, "convert") == 0) return slate_cli_convert(argc - 1, argv + 1);
-    if (strcmp(cmd, "run") == 0) return slate_cli_run(argc - 1, argv + 1);
-    if (strcmp(cmd, "chat") == 0) return slate_cli_chat(argc - 1, argv + 1);
-    if (strcmp(cmd, "info") == 0) return slate_cli_info(argc - 1, argv + 1);
-    if (strcmp(cmd, "plan") == 0) return slate_cli_plan(argc - 1, argv + 1);
-    if (strcmp(cmd, "tokenize") == 0) return slate_cli_tokenize(argc - 1, argv + 1);
-    if (strcmp(cmd, "synth") == 0) return slate_cli_synth(argc - 1, argv + 1);
-    if (strcmp(cmd, "bench") == 0) return slate_cli_bench(argc - 1, argv + 1);
-    if (strcmp(cmd, "eval") == 0) return slate_cli_eval(argc - 1, argv + 1);
-    if (strcmp(cmd, "serve") == 0) return srv_main(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++) {
+        if (strcmp(cmd, COMMANDS[i].name) != 0) continue;
+        /* --help or -h anywhere after the command: its help, whatever else is there. */
+        if (cli_wants_help(argc - 1, argv + 1)) return cli_help(cmd, stdout);
+        return COMMANDS[i].fn(argc - 1, argv + 1);
+    }
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        if (strcmp(cmd, "help") == 0 && argc > 2) {
+            if (cli_help(argv[2], stdout) == 0) return 0;
+            fprintf(stderr, "slate help: unknown command '%s'\n", argv[2]);
+            usage(stderr);
+            return 2;
+        }
         usage(stdout);
         return 0;
     }

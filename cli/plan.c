@@ -122,16 +122,14 @@ int slate_cli_plan(int argc, char **argv) {
         } else if (a[0] != '-' && !path) {
             path = a;
         } else {
-            fprintf(stderr, "slate plan: unknown or incomplete option '%s'\n", a);
-            return 2;
+            return cli_bad_option("plan", a);
         }
     }
-    if (!path || (device && have_budget)) {
-        fprintf(stderr, "usage: slate plan MODEL.slate [--context N] [--kv-dtype fp16|fp32|int8] "
-                        "[--states K] [--device NAME | --budget BYTES] [--mmap]\n"
-                        "       slate plan --devices     (the device table)\n");
+    if (device && have_budget) {
+        fprintf(stderr, "slate plan: --device and --budget both set a budget: give one\n");
         return 2;
     }
+    if (!path) return cli_usage("plan");
     slate_error err;
     slate_device dev;
     memset(&dev, 0, sizeof dev);

@@ -212,19 +212,11 @@ int slate_cli_run(int argc, char **argv) {
         } else if (a[0] != '-' && !model_path) {
             model_path = a;
         } else {
-            fprintf(stderr, "slate run: unknown or incomplete option '%s'\n", a);
-            return 2;
+            return cli_bad_option("run", a);
         }
 #undef NEED
     }
-    if (!model_path || (!prompt) == (!ids_arg)) {
-        fprintf(stderr, "usage: slate run MODEL.slate -p PROMPT [-n N] [--temp T] [--top-k K] "
-                        "[--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR] "
-                        "[-t THREADS] [--dump-logits FILE] [--mmap] [--prompt-cache FILE] "
-                        "[--context N] [--kv-dtype fp16|fp32|int8] [--mem-stats]\n"
-                        "       (or --ids 1,2,3 instead of -p: feed these ids, no BOS added)\n");
-        return 2;
-    }
+    if (!model_path || (!prompt) == (!ids_arg)) return cli_usage("run");
     gp.stop_strings = stops;
     gp.n_stop = n_stops;
     slate_error err;

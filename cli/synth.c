@@ -10,13 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: slate synth --shape NAME|--dims K=V,... -o DIR [--seed S] "
-               "[--dtype f32|f16|bf16] [--shard-mib N]\n  shapes:");
-    for (int32_t i = 0; slate_synth_shape_name(i); i++) fprintf(f, " %s", slate_synth_shape_name(i));
-    fprintf(f, "\n  dims keys: hidden, layers, heads, kv_heads, ffn, vocab, ctx\n");
-}
-
 /* "hidden=64,layers=2,..." into p; false (with a message) on a malformed list. */
 static bool parse_dims(const char *s, slate_synth_params *p) {
     static const struct { const char *key; size_t off; } keys[] = {
@@ -103,19 +96,11 @@ int slate_cli_synth(int argc, char **argv) {
             i++;
         } else if (strcmp(a, "--progress") == 0) {
             p.progress = true;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
         } else {
-            fprintf(stderr, "slate synth: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
+            return cli_bad_option("synth", a);
         }
     }
-    if (!out || (!p.shape && !have_dims)) {
-        usage(stderr);
-        return 2;
-    }
+    if (!out || (!p.shape && !have_dims)) return cli_usage("synth");
     slate_error err;
     slate_status s = slate_synth(out, &p, &err);
     if (s) return cli_error("synth", s, &err);

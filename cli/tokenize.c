@@ -13,15 +13,9 @@ int slate_cli_tokenize(int argc, char **argv) {
         if (strcmp(argv[i], "--no-bos") == 0) flags &= ~(uint32_t)SLATE_ENCODE_ADD_BOS;
         else if (strcmp(argv[i], "--parse-special") == 0) flags |= SLATE_ENCODE_PARSE_SPECIAL;
         else if (argv[i][0] != '-' && !src) src = argv[i];
-        else {
-            fprintf(stderr, "slate tokenize: unknown option '%s'\n", argv[i]);
-            return 2;
-        }
+        else return cli_bad_option("tokenize", argv[i]);
     }
-    if (!src) {
-        fprintf(stderr, "usage: slate tokenize SOURCE [--no-bos] [--parse-special] < text\n");
-        return 2;
-    }
+    if (!src) return cli_usage("tokenize");
     size_t cap = 1 << 16, len = 0;
     char *text = malloc(cap);
     for (size_t n; text && (n = fread(text + len, 1, cap - len, stdin)) > 0;) {

@@ -5,6 +5,7 @@
  * request. Also the daemon's start/stop and the command-line options.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "cli.h"
 #include "server.h"
 
 #include <arpa/inet.h>
@@ -82,14 +83,6 @@ static void on_signal(int sig) {
     g_stop = 1;
 }
 
-static void usage(void) {
-    fprintf(stderr,
-            "usage: slate serve MODEL.slate [--host 127.0.0.1] [--port 8080] [--slots N]\n"
-            "                   [--queue M] [--api-key KEY] [--ctx N] [--max-tokens N]\n"
-            "                   [--max-body BYTES] [--queue-timeout SECONDS] [-t THREADS]\n"
-            "                   [--template NAME]\n");
-}
-
 static bool parse_int(const char *v, long lo, long hi, long *out) {
     if (!v || !*v) return false;
     char *end;
@@ -128,10 +121,8 @@ int srv_main(int argc, char **argv) {
             c->model_path = a;
             continue;
         } else {
-            fprintf(stderr, "slate serve: unknown or incomplete option '%s'\n", a);
-            usage();
             free(s);
-            return 2;
+            return cli_bad_option("serve", a);
         }
         if (!ok) {
             fprintf(stderr, "slate serve: bad value for %s: '%s'\n", a, v ? v : "");
@@ -141,9 +132,8 @@ int srv_main(int argc, char **argv) {
         i++;
     }
     if (!c->model_path) {
-        usage();
         free(s);
-        return 2;
+        return cli_usage("serve");
     }
     /* Model id: the file name without directory and .slate. */
     static char model_id[256];
