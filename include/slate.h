@@ -656,7 +656,8 @@ typedef struct slate_session_params {
     slate_summarize_fn summarize; /* SLATE_CONTEXT_SUMMARIZE only; NULL: the model writes the
                                   summary (greedy, at most n_summary_max tokens) */
     void *summarize_user;
-    int32_t n_summary_max;     /* tokens of a model-written summary, 1..n_ctx-1 (default 128) */
+    int32_t n_summary_max;     /* tokens of a model-written summary, 1..n_ctx-1; 0 (default):
+                                  min(128, n_ctx / 4) */
 } slate_session_params;
 
 slate_session_params slate_session_default_params(void);

@@ -166,7 +166,7 @@ slate_session_params slate_session_default_params(void) {
     memset(&p, 0, sizeof p);
     p.context_policy = SLATE_CONTEXT_REFUSE;
     p.n_reserve = -1;
-    p.n_summary_max = 128;
+    p.n_summary_max = 0; /* min(128, n_ctx / 4) */
     return p;
 }
 
@@ -200,10 +200,11 @@ slate_status slate_session_create(slate_model *model, const slate_session_params
                            "of the context of %d)", p->n_reserve, n_ctx - 1, n_ctx);
     }
     if (p->context_policy == SLATE_CONTEXT_SUMMARIZE && !p->summarize &&
-        (p->n_summary_max < 1 || p->n_summary_max >= n_ctx)) {
+        (p->n_summary_max < 0 || p->n_summary_max >= n_ctx)) {
         slate_state_free(st);
-        return slate__fail(err, SLATE_E_INVALID_ARG, "n_summary_max %d outside 1..%d (the "
-                           "context is %d)", p->n_summary_max, n_ctx - 1, n_ctx);
+        return slate__fail(err, SLATE_E_INVALID_ARG, "n_summary_max %d outside 0..%d (0: "
+                           "min(128, a quarter of the context of %d))", p->n_summary_max,
+                           n_ctx - 1, n_ctx);
     }
     slate_session *ss = slate__calloc(1, sizeof *ss);
     if (!ss) {
@@ -216,7 +217,10 @@ slate_status slate_session_create(slate_model *model, const slate_session_params
     ss->tmpl = tmpl;
     ss->policy = p->context_policy;
     ss->n_reserve = p->n_reserve < 0 ? n_ctx / 4 : p->n_reserve;
-    ss->n_summary_max = p->n_summary_max;
+    /* Auto: a summary of 128 tokens is a few sentences; small contexts get a quarter of theirs so
+     * that the request for it (instructions + transcript) still fits. */
+    ss->n_summary_max = p->n_summary_max ? p->n_summary_max
+                                         : (n_ctx / 4 < 128 ? (n_ctx / 4 > 0 ? n_ctx / 4 : 1) : 128);
     ss->summarize = p->summarize;
     ss->summarize_user = p->summarize_user;
     ss->n_ctx = n_ctx;
@@ -681,6 +685,14 @@ static slate_status model_summary(slate_session *s, turn *outer, char **out, siz
         if (from == n) { /* not even the earlier summary alone fits: keep it as it is */
             size_t len;
             const char *old = old_summary(s, &len);
+            if (len == 0) { /* nothing to keep: the turns would be dropped without a summary */
+                st = slate__fail(err, SLATE_E_CONTEXT_FULL, "summarize: the context of %d "
+                                 "positions cannot hold the request for a summary (%d tokens "
+                                 "without any turn) plus %d for the summary; use a larger "
+                                 "context, a smaller n_summary_max or the roll policy",
+                                 s->n_ctx, n_tokens, s->n_summary_max);
+                goto done;
+            }
             if (!(*out = slate__strndup(old, len))) st = slate__fail(err, SLATE_E_NOMEM, "out of memory");
             *out_len = len;
             goto done;

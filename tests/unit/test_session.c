@@ -19,6 +19,7 @@
 
 typedef struct fx {
     slate_model *big;   /* dim 576: one-row and many-row matmuls take different SIMD paths */
+    slate_model *wide;  /* context 640: room for the model to be asked for a summary */
     slate_model *small; /* dim 32 */
 } fx;
 
@@ -38,6 +39,11 @@ static int setup(void **st) {
     o.n_ctx = 256;
     o.max_query = 16;
     f->small = open_tiny("small.slate", &o);
+    /* The request for a model-written summary (instructions + transcript, byte-level tokens)
+     * alone is ~280 tokens: more than small's context. */
+    o.n_ctx = 640;
+    f->wide = open_tiny("wide.slate", &o);
+    o.n_ctx = 256;
     /* Wider than the SIMD matmuls' 512-input block: a row computed in a one-row call differs
      * in its last bits from the same row computed in a many-row call, so a cache that mixed
      * rows of different calls would show in the logits. */
@@ -55,6 +61,7 @@ static int teardown(void **st) {
     fx *f = *st;
     assert_int_equal(slate_model_close(f->small), SLATE_OK);
     assert_int_equal(slate_model_close(f->big), SLATE_OK);
+    assert_int_equal(slate_model_close(f->wide), SLATE_OK);
     free(f);
     return 0;
 }
@@ -591,7 +598,7 @@ static void summarize_callback_returning_null_fails_the_turn_cleanly(void **stp)
 
 static void summarize_without_a_callback_asks_the_model(void **stp) {
     fx *f = *stp;
-    slate_session *s = mk_summarizing(f->small, NULL);
+    slate_session *s = mk_summarizing(f->wide, NULL);
     say(s, SLATE_ROLE_SYSTEM, "Be-brief.");
     ev_log l;
     run_until_summary(s, 0, &l);
@@ -603,6 +610,61 @@ static void summarize_without_a_callback_asks_the_model(void **stp) {
     slate_session_message(s, 0, NULL, &text, NULL);
     assert_true(strncmp(text, "Be-brief.\n\nSummary of the earlier conversation: ", 48) == 0);
     assert_string_equal(text + 48, l.summary);
+    /* The first summary has no earlier one to fall back on, and a request that does not fit
+     * fails the turn (the test below): succeeding means the model was asked. A random tiny
+     * model may write nothing but whitespace or EOS, so the text itself is not checked. */
+    slate_session_free(s);
+}
+
+/* A summary request that cannot fit next to n_summary_max tokens fails the turn with the numbers
+ * (it used to drop the turns with an empty summary); the conversation is kept as it was. */
+static void summarize_too_big_for_the_context_fails_instead_of_dropping_turns(void **stp) {
+    fx *f = *stp;
+    slate_session_params p = slate_session_default_params();
+    p.template_name = "chatml";
+    p.context_policy = SLATE_CONTEXT_SUMMARIZE;
+    p.n_reserve = 40;
+    slate_model_info mi;
+    assert_int_equal(slate_model_get_info(f->small, &mi), SLATE_OK);
+    p.n_summary_max = mi.n_ctx - 2;
+    slate_session *s = NULL;
+    slate_error e;
+    if (slate_session_create(f->small, &p, &s, &e)) fail_msg("%s", e.message);
+    say(s, SLATE_ROLE_SYSTEM, "Be-brief.");
+    slate_status st = SLATE_OK;
+    int i = 0;
+    for (; i < 12 && !st; i++) {
+        say(s, SLATE_ROLE_USER, user_text(i));
+        st = turn(s, 6, NULL, NULL, &e);
+    }
+    assert_int_equal(st, SLATE_E_CONTEXT_FULL);
+    assert_non_null(strstr(e.message, "cannot hold the request for a summary"));
+    slate_session_stats ss;
+    slate_session_get_stats(s, &ss);
+    assert_int_equal(ss.n_summaries, 0);
+    /* Every earlier turn is still there (system + i - 1 whole turns + the failed user message). */
+    assert_int_equal(slate_session_n_messages(s), 1 + 2 * (i - 1) + 1);
+    slate_session_free(s);
+}
+
+/* n_summary_max 0 (the default) is min(128, n_ctx / 4): the model's own summary then fits a
+ * small context without the caller choosing a number. */
+static void summarize_default_budget_fits_a_small_context(void **stp) {
+    fx *f = *stp;
+    slate_session_params p = slate_session_default_params();
+    assert_int_equal(p.n_summary_max, 0);
+    p.template_name = "chatml";
+    p.context_policy = SLATE_CONTEXT_SUMMARIZE;
+    p.n_reserve = 40;
+    slate_session *s = NULL;
+    slate_error e;
+    if (slate_session_create(f->wide, &p, &s, &e)) fail_msg("%s", e.message);
+    say(s, SLATE_ROLE_SYSTEM, "Be-brief.");
+    ev_log l;
+    run_until_summary(s, 0, &l);
+    slate_session_stats st;
+    slate_session_get_stats(s, &st);
+    assert_int_equal(st.n_summaries, 1);
     slate_session_free(s);
 }
 
@@ -891,7 +953,7 @@ static void misuse_returns_a_status_naming_the_problem(void **stp) {
     assert_non_null(strstr(e.message, "summarize callback"));
     p.summarize = NULL;
     p.context_policy = SLATE_CONTEXT_SUMMARIZE;
-    p.n_summary_max = 0;
+    p.n_summary_max = -1;
     assert_int_equal(slate_session_create(f->small, &p, &s, &e), SLATE_E_INVALID_ARG);
     p.n_ctx = 1000;
     p.n_summary_max = 16;
@@ -1005,6 +1067,8 @@ int main(void) {
         cmocka_unit_test(summarize_with_a_callback_replaces_earlier_turns_by_the_summary),
         cmocka_unit_test(summarize_callback_returning_null_fails_the_turn_cleanly),
         cmocka_unit_test(summarize_without_a_callback_asks_the_model),
+        cmocka_unit_test(summarize_too_big_for_the_context_fails_instead_of_dropping_turns),
+        cmocka_unit_test(summarize_default_budget_fits_a_small_context),
         cmocka_unit_test(cancel_from_another_thread_ends_the_turn_as_cancelled),
         cmocka_unit_test(callback_returning_false_cancels_and_keeps_the_text_so_far),
         cmocka_unit_test(critical_pressure_during_a_reply_ends_it_and_the_next_turn_recomputes),
