@@ -18,7 +18,8 @@ static const help HELP[] = {
     {"convert",
      "usage: slate convert SRC -o OUT.slate [options]\n"
      "  SRC: a Hugging Face folder (config.json + *.safetensors + tokenizer.json), a .gguf file,\n"
-     "  or a llama2.c .bin. The package is written to OUT.slate.tmp and renamed when complete.\n"
+     "  or a llama2.c .bin. The package is written to a temp file beside OUT.slate and renamed\n"
+     "  when complete.\n"
      "\n"
      "options:\n"
      "  -o OUT.slate          the package to write (required)\n"

@@ -2,11 +2,13 @@
  * main.c - the slate command line: dispatches to one file per subcommand. Every error is
  * printed with its status name and message, and the exit status is non-zero.
  */
+#define _POSIX_C_SOURCE 200809L /* sigaction */
 #include "cli.h"
 #include "server.h"
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,34 @@ static void usage(FILE *f) {
             "  help [COMMAND]                 this list, or a command's options\n");
 }
 
+/* Ctrl-C, kill or a closed terminal while a package or a state file is being written: remove
+ * its temp file, then die of the signal as before (commands that handle a signal themselves,
+ * chat and serve, install their own handler over this one). */
+static void on_fatal_signal(int sig) {
+    slate_remove_partial_outputs();
+    raise(sig); /* SA_RESETHAND: the default action now */
+}
+
+static void install_cleanup_handlers(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
+}
+
+/* A command's output is only as good as its last write: stdout full or closed (a full disk,
+ * > /dev/full, a closed pipe) turns success into exit status 1. */
+static int finish_stdout(int rc) {
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "slate: cannot write the output: %s\n", strerror(errno));
+        return rc ? rc : 1;
+    }
+    return rc;
+}
+
 typedef int (*command_fn)(int argc, char **argv);
 
 static const struct {
@@ -77,8 +107,9 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++) {
         if (strcmp(cmd, COMMANDS[i].name) != 0) continue;
         /* --help or -h anywhere after the command: its help, whatever else is there. */
-        if (cli_wants_help(argc - 1, argv + 1)) return cli_help(cmd, stdout);
-        return COMMANDS[i].fn(argc - 1, argv + 1);
+        if (cli_wants_help(argc - 1, argv + 1)) return finish_stdout(cli_help(cmd, stdout));
+        install_cleanup_handlers();
+        return finish_stdout(COMMANDS[i].fn(argc - 1, argv + 1));
     }
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         if (strcmp(cmd, "help") == 0 && argc > 2) {

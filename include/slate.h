@@ -187,12 +187,20 @@ slate_convert_params slate_convert_default_params(void);
 
 /* Converts a checkpoint into a .slate package at out_path.
  * src_path: a llama2.c .bin checkpoint, a .gguf file, or a Hugging Face folder (config.json,
- * *.safetensors, tokenizer.json). The output is written to out_path + ".tmp", flushed and
- * renamed: on failure no file is left at out_path (an existing file there stays untouched).
+ * *.safetensors, tokenizer.json). The output is written to a temp file created exclusively
+ * beside it (out_path + ".tmp.<pid>.<n>"), flushed and renamed: on failure no file is left at
+ * out_path (an existing file there stays untouched). An existing out_path must be a regular
+ * file (or a symbolic link to one: the file is replaced, the link kept).
  * Returns SLATE_OK, E_INVALID_ARG, E_IO, E_FORMAT (lying or corrupt source), E_UNSUPPORTED
  * (unknown architecture or tensor type), E_NOMEM. */
 slate_status slate_convert(const char *src_path, const char *out_path,
                            const slate_convert_params *params, slate_error *err);
+
+/* Removes the temp files of outputs being written right now (packages, saved states), for a
+ * program that is about to die from a signal: async-signal-safe (unlink only). The slate CLI
+ * calls it from its SIGINT/SIGTERM/SIGHUP handler, then dies of the signal. Up to 16 outputs
+ * in flight are tracked. */
+void slate_remove_partial_outputs(void);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Synthetic models (benchmarks)                                                              */

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #if defined(__GNUC__)
 #define SLATE__PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -118,13 +119,18 @@ typedef struct slate__map {
 slate_status slate__map_open(const char *path, slate__map *m, slate_error *err);
 void slate__map_close(slate__map *m);
 
-/* Atomic writer: writes to path.tmp, then fsync + rename on commit; abort removes the temp. */
+/* Atomic writer (file.c): writes to an exclusive temp beside the target, then fsync + rename on
+ * commit; abort removes the temp. An existing target must be a regular file (or a link to
+ * one, which is followed). */
 typedef struct slate__atomic_file {
     void *fp; /* FILE * */
     char *final_path;
     char *tmp_path;
     bool failed;
+    int pending; /* slot in the list slate_remove_partial_outputs() empties, -1 for none */
 } slate__atomic_file;
+/* fopen(path, "rb") that cannot block (O_NONBLOCK: a FIFO opens and reads as empty). */
+FILE *slate__fopen_read(const char *path);
 slate_status slate__atomic_open(const char *path, slate__atomic_file *f, slate_error *err);
 void slate__atomic_write(slate__atomic_file *f, const void *data, size_t len);
 slate_status slate__atomic_commit(slate__atomic_file *f, slate_error *err);

@@ -1,22 +1,44 @@
 /*
- * file.c - whole-file reads, read-only mappings, and the atomic writer (path.tmp, flush, fsync,
- * rename; the temp file is removed on any failure) that makes a half-written output impossible.
+ * file.c - whole-file reads, read-only mappings, and the atomic writer that makes a half-written
+ * output impossible: a temp file path.tmp.<unique> created exclusively beside the target (so two
+ * writers of one path, or a planted path.tmp symlink, cannot mix or redirect bytes), flushed,
+ * fsynced and renamed over the target; removed on any failure, and by
+ * slate_remove_partial_outputs() from a signal handler. A target that exists must be a regular
+ * file (a device, FIFO or directory is refused, never replaced); a symbolic link is followed,
+ * so the file it points to is replaced and the link stays. Inputs are opened with O_NONBLOCK:
+ * a FIFO given as a file fails its regular-file check instead of blocking in open().
  */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "core.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+FILE *slate__fopen_read(const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return fp;
+}
+
 slate_status slate__read_file(const char *path, size_t max_bytes, char **out, size_t *len_out,
                               slate_error *err) {
     *out = NULL;
-    FILE *fp = fopen(path, "rb");
+    FILE *fp = slate__fopen_read(path);
     if (!fp) return slate__fail(err, SLATE_E_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
     if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -50,7 +72,7 @@ slate_status slate__read_file(const char *path, size_t max_bytes, char **out, si
 
 slate_status slate__map_open(const char *path, slate__map *m, slate_error *err) {
     memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return slate__fail(err, SLATE_E_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -75,27 +97,100 @@ void slate__map_close(slate__map *m) {
     memset(m, 0, sizeof *m);
 }
 
+/* Temp files being written, for slate_remove_partial_outputs(): a slot holds a path while its
+ * `used` flag is 1. A slot is claimed before the path is copied in and published after, so a
+ * signal handler reads only complete paths. */
+enum { PENDING_SLOTS = 16 };
+static struct {
+    atomic_int used; /* 0 free, 1 published, 2 being filled or emptied */
+    char path[PATH_MAX];
+} g_pending[PENDING_SLOTS];
+
+static int pending_add(const char *path) {
+    if (strlen(path) >= PATH_MAX) return -1;
+    for (int i = 0; i < PENDING_SLOTS; i++) {
+        int z = 0;
+        if (atomic_compare_exchange_strong(&g_pending[i].used, &z, 2)) {
+            strcpy(g_pending[i].path, path);
+            atomic_store(&g_pending[i].used, 1);
+            return i;
+        }
+    }
+    return -1; /* more than 16 at once: those are not removed on a signal */
+}
+
+static void pending_remove(int slot) {
+    if (slot < 0) return;
+    atomic_store(&g_pending[slot].used, 2);
+    atomic_store(&g_pending[slot].used, 0);
+}
+
+void slate_remove_partial_outputs(void) {
+    for (int i = 0; i < PENDING_SLOTS; i++) {
+        int one = 1;
+        if (atomic_compare_exchange_strong(&g_pending[i].used, &one, 2)) {
+            unlink(g_pending[i].path); /* async-signal-safe */
+            atomic_store(&g_pending[i].used, 0);
+        }
+    }
+}
+
 slate_status slate__atomic_open(const char *path, slate__atomic_file *f, slate_error *err) {
     memset(f, 0, sizeof *f);
-    size_t n = strlen(path);
-    f->final_path = slate__strdup(path);
-    f->tmp_path = slate__malloc(n + 5);
+    f->pending = -1;
+    struct stat st;
+    mode_t mode = 0666; /* a new file: as fopen would make it (the umask applies) */
+    bool keep_mode = false;
+    char *target = NULL;
+    if (lstat(path, &st) == 0) {
+        if (S_ISLNK(st.st_mode)) { /* replace the file the link points to; keep the link */
+            target = realpath(path, NULL);
+            if (!target || stat(target, &st) != 0)
+                return slate__fail(err, SLATE_E_IO, "'%s' is a symbolic link to a missing file",
+                                   path);
+        }
+        if (!S_ISREG(st.st_mode)) {
+            free(target);
+            return slate__fail(err, SLATE_E_IO, "'%s' exists and is not a regular file; it is "
+                               "not replaced", path);
+        }
+        mode = st.st_mode & 07777;
+        keep_mode = true;
+    }
+    const char *final = target ? target : path;
+    size_t n = strlen(final);
+    f->final_path = slate__strdup(final);
+    f->tmp_path = slate__malloc(n + 32);
+    free(target);
     if (!f->final_path || !f->tmp_path) {
         slate__free(f->final_path);
         slate__free(f->tmp_path);
         memset(f, 0, sizeof *f);
         return slate__fail(err, SLATE_E_NOMEM, "out of memory");
     }
-    memcpy(f->tmp_path, path, n);
-    memcpy(f->tmp_path + n, ".tmp", 5);
-    f->fp = fopen(f->tmp_path, "wb");
+    static atomic_uint counter;
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 100; tries++) {
+        snprintf(f->tmp_path, n + 32, "%s.tmp.%ld.%u", final, (long)getpid(),
+                 atomic_fetch_add(&counter, 1));
+        fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd >= 0) {
+        f->pending = pending_add(f->tmp_path);
+        if (keep_mode) (void)fchmod(fd, mode);
+        f->fp = fdopen(fd, "wb");
+        if (!f->fp) close(fd);
+    }
     if (!f->fp) {
-        slate_status st = slate__fail(err, SLATE_E_IO, "cannot create '%s': %s", f->tmp_path,
-                                      strerror(errno));
+        slate_status s = slate__fail(err, SLATE_E_IO, "cannot create '%s': %s", f->tmp_path,
+                                     strerror(errno));
+        if (fd >= 0) remove(f->tmp_path);
+        pending_remove(f->pending);
         slate__free(f->final_path);
         slate__free(f->tmp_path);
         memset(f, 0, sizeof *f);
-        return st;
+        return s;
     }
     return SLATE_OK;
 }
@@ -108,6 +203,7 @@ void slate__atomic_write(slate__atomic_file *f, const void *data, size_t len) {
 void slate__atomic_abort(slate__atomic_file *f) {
     if (f->fp) fclose(f->fp);
     if (f->tmp_path) remove(f->tmp_path);
+    pending_remove(f->pending);
     slate__free(f->final_path);
     slate__free(f->tmp_path);
     memset(f, 0, sizeof *f);
@@ -129,6 +225,7 @@ slate_status slate__atomic_commit(slate__atomic_file *f, slate_error *err) {
         slate__atomic_abort(f);
         return st;
     }
+    pending_remove(f->pending);
     slate__free(f->final_path);
     slate__free(f->tmp_path);
     memset(f, 0, sizeof *f);

@@ -53,7 +53,8 @@ typedef struct slate__pkg_wtensor {
     const void *ctx;
 } slate__pkg_wtensor;
 
-/* Writes a package atomically (path.tmp, fsync, rename; removed on any failure). meta is the
+/* Writes a package atomically (an exclusive temp beside path, fsync, rename; removed on any
+ * failure). meta is the
  * META object without "tensors": the writer adds the tensor table (offsets assigned here) and
  * owns nothing of the caller's. tok_blob: the serialized tokenizer. progress: one stderr line
  * per tensor. Returns OK, E_IO, E_NOMEM, or what a producer returns. */

@@ -194,7 +194,7 @@ void slate__pkg_close(slate__pkg *p) {
 
 slate_status slate__pkg_open(const char *path, slate__pkg *p, slate_error *err) {
     memset(p, 0, sizeof *p);
-    p->fd = open(path, O_RDONLY);
+    p->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO fails the check below */
     if (p->fd < 0) return slate__fail(err, SLATE_E_IO, "cannot open '%s': %s", path,
                                       strerror(errno));
     struct stat st;

@@ -2,7 +2,8 @@
  * write.c - the atomic package writer. Offsets of every section and tensor are computed before
  * a byte is written (so META, which holds the tensor table, can be written first), then the data
  * is streamed tensor by tensor: a converter never holds more than one converted tensor in
- * memory. Everything goes to path.tmp; only a complete, flushed file is renamed into place.
+ * memory. Everything goes to a temp file beside path (slate__atomic_open); only a complete,
+ * flushed file is renamed into place.
  */
 #include "pkg.h"
 #include "format.h"

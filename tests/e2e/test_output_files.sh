@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# test_output_files.sh - files slate writes (packages, prompt caches, chat /save) go through an
+# exclusive temp file beside the target: a FIFO or device at the target is refused, never
+# replaced and never waited on; a symbolic link is followed (the link stays); a planted
+# OUT.tmp link is not written through; a conversion killed by a signal leaves nothing; a failed
+# write to stdout is exit status 1.
+source "$(dirname "$0")/lib.sh"
+need_models
+M=$SLATE_MODELS_DIR/stories260K
+"$SLATE" convert "$M/stories260K.bin" --tokenizer "$M/tok512.bin" -o "$WORK/m.slate" 2>/dev/null
+check "stories260K converts" test -s "$WORK/m.slate"
+quiet() { "$@" >/dev/null 2>&1; }
+run() { timeout 60 "$SLATE" run "$WORK/m.slate" -p "Once upon" -n 4 --temp 0 -t 1 "$@"; }
+
+# A FIFO as the prompt cache: refused at once (it used to block in open), left a FIFO.
+mkfifo "$WORK/fifo"
+rc=0; run --prompt-cache "$WORK/fifo" >/dev/null 2>"$WORK/err" || rc=$?
+check "prompt cache on a FIFO fails (exit 1, not a hang: $rc)" test "$rc" -eq 1
+check "the FIFO is refused by name" grep -q "fifo' exists and is not a regular file" "$WORK/err"
+check "the FIFO is still a FIFO" test -p "$WORK/fifo"
+if [ "$(id -u)" = 0 ] && mknod "$WORK/null" c 1 3 2>/dev/null; then
+  rc=0; run --prompt-cache "$WORK/null" >/dev/null 2>&1 || rc=$?
+  check "prompt cache on a character device fails" test "$rc" -eq 1
+  check "the device is still a device" test -c "$WORK/null"
+fi
+
+# A symbolic link as the prompt cache: the file it points to gets the state, the link stays.
+: >"$WORK/real.state"
+ln -s real.state "$WORK/link.state"
+check "prompt cache through a link runs" quiet run --prompt-cache "$WORK/link.state"
+check "the link is still a link" test -L "$WORK/link.state"
+check "its target holds the saved state" test "$(stat -c %s "$WORK/real.state")" -gt 64
+out=$(run --prompt-cache "$WORK/link.state" 2>&1 >/dev/null)
+check "the next run reuses the prompt through the link" grep -q "reused [1-9]" <<<"$out"
+
+# chat /save onto a FIFO: refused, the chat goes on.
+out=$(printf 'Hi\n/save %s\n' "$WORK/fifo" | timeout 60 "$SLATE" chat "$WORK/m.slate" --template llama2 -n 4 -t 1 2>&1 >/dev/null || true)
+check "chat /save onto a FIFO is refused" grep -q "not a regular file" <<<"$out"
+check "the FIFO is still a FIFO after /save" test -p "$WORK/fifo"
+
+# The old fixed temp name, planted as a link to a victim: convert does not write through it.
+echo victim >"$WORK/victim"
+ln -s victim "$WORK/out.slate.tmp"
+"$SLATE" convert "$M/stories260K.bin" --tokenizer "$M/tok512.bin" -o "$WORK/out.slate" 2>/dev/null
+check "convert beside a planted out.slate.tmp link succeeds" quiet "$SLATE" info "$WORK/out.slate"
+check "the victim is untouched" test "$(cat "$WORK/victim")" = victim
+check "no temp file is left" test -z "$(ls "$WORK" | grep 'out.slate.tmp.')"
+
+# Killed mid-conversion: the temp file is removed. A model whose k-means takes seconds; the kill
+# comes once the temp file exists.
+"$SLATE" synth --dims hidden=1024,layers=4,heads=16,kv_heads=4,ffn=4096,vocab=32000 -o "$WORK/syn" 2>/dev/null
+for sig in INT TERM; do
+  "$SLATE" convert "$WORK/syn" -o "$WORK/k.slate" --palettize 4 --threads 1 2>/dev/null &
+  pid=$!
+  for _ in $(seq 600); do
+    ls "$WORK" | grep -q '^k.slate.tmp.' && break
+    sleep 0.05
+  done
+  saw=$(ls "$WORK" | grep -c '^k.slate.tmp.' || true)
+  kill -$sig $pid
+  rc=0; wait $pid || rc=$?
+  check "SIG$sig arrived while the temp file existed ($saw) and killed convert ($rc)" \
+    test "$saw" -eq 1 -a "$rc" -gt 128
+  check "SIG$sig: no k.slate* left" test -z "$(ls "$WORK" | grep '^k.slate' || true)"
+done
+
+# stdout that cannot be written: exit status 1 and a message.
+if [ -w /dev/full ]; then
+  rc=0; run >/dev/full 2>"$WORK/err" || rc=$?
+  check "run > /dev/full exits 1" test "$rc" -eq 1
+  check "run > /dev/full says why" grep -q "cannot write the output" "$WORK/err"
+  rc=0; "$SLATE" info "$WORK/m.slate" >/dev/full 2>/dev/null || rc=$?
+  check "info > /dev/full exits 1" test "$rc" -eq 1
+fi
+finish
