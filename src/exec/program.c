@@ -455,7 +455,7 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
             return s;
         int64_t w = T(c, in[0])->width;
         int64_t g = op->group ? op->group : w;
-        if (w % g != 0) return opfail(c, "group %lld does not divide width %lld", "", g, w);
+        if (w % g != 0) return opfail(c, "%sgroup %lld does not divide width %lld", "", g, w);
         const slate__tensor *wt = T(c, in[1]);
         if (wt->n_dims != 1 || wt->dims[0] != g || wt->dtype != SLATE_DTYPE_F32)
             return opfail(c, "weight '%s' must be f32 [%lld]", wt->name, g, 0);
@@ -493,7 +493,7 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
             return opfail(c, "mode must be \"adjacent\" or \"half\"", "", 0, 0);
         op->rope_mode = strcmp(m->valuestring, "half") == 0 ? SLATE__ROPE_HALF : SLATE__ROPE_ADJACENT;
         if (op->rope_dim > op->head_dim || op->rope_dim % 2)
-            return opfail(c, "rope_dim %lld must be even and at most head_dim %lld", "",
+            return opfail(c, "%srope_dim %lld must be even and at most head_dim %lld", "",
                           op->rope_dim, op->head_dim);
         if ((s = need_width(c, in[0], (int64_t)op->n_heads * op->head_dim, "x")) ||
             (s = need_width(c, op->out, (int64_t)op->n_heads * op->head_dim, "output")))
@@ -525,7 +525,7 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
             (s = attr_int(c, "window", 0, INT32_MAX, &op->window)))
             return s;
         if (op->n_heads % op->n_kv_heads)
-            return opfail(c, "n_heads %lld is not a multiple of n_kv_heads %lld", "",
+            return opfail(c, "%sn_heads %lld is not a multiple of n_kv_heads %lld", "",
                           op->n_heads, op->n_kv_heads);
         int64_t qw = (int64_t)op->n_heads * op->head_dim, kw = (int64_t)op->n_kv_heads * op->head_dim;
         if ((s = need_width(c, in[0], qw, "q")) || (s = need_width(c, in[1], kw, "k cache")) ||

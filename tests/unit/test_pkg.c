@@ -197,13 +197,33 @@ static void program_errors_are_refused(void **st) {
     j = meta_json();
     cJSON_SetValuestring(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "states"), 0), "dtype"), "bf16");
     expect_meta(j, SLATE_E_UNSUPPORTED, "not supported for a cache");
+    /* The messages carry the real numbers (three of them once printed a pointer instead). */
+    char want[160];
     j = meta_json();
     for (cJSON *x = cJSON_GetObjectItem(j, "program")->child; x; x = x->next)
         if (strcmp(cJSON_GetObjectItem(x, "op")->valuestring, "attention") == 0) {
             cJSON_SetNumberValue(cJSON_GetObjectItem(x, "n_kv_heads"), 3);
+            snprintf(want, sizeof want, "n_heads %d is not a multiple of n_kv_heads 3",
+                     cJSON_GetObjectItem(x, "n_heads")->valueint);
             break;
         }
-    expect_meta(j, SLATE_E_FORMAT, "n_kv_heads");
+    expect_meta(j, SLATE_E_FORMAT, want);
+    j = meta_json();
+    for (cJSON *x = cJSON_GetObjectItem(j, "program")->child; x; x = x->next)
+        if (strcmp(cJSON_GetObjectItem(x, "op")->valuestring, "rope") == 0) {
+            int hd = cJSON_GetObjectItem(x, "head_dim")->valueint;
+            cJSON_SetNumberValue(cJSON_GetObjectItem(x, "rope_dim"), hd - 1);
+            snprintf(want, sizeof want, "rope_dim %d must be even and at most head_dim %d", hd - 1, hd);
+            break;
+        }
+    expect_meta(j, SLATE_E_FORMAT, want);
+    j = meta_json();
+    for (cJSON *x = cJSON_GetObjectItem(j, "program")->child; x; x = x->next)
+        if (strcmp(cJSON_GetObjectItem(x, "op")->valuestring, "rms_norm") == 0) {
+            cJSON_AddNumberToObject(x, "group", 7); /* the tiny model's widths are powers of 2 */
+            break;
+        }
+    expect_meta(j, SLATE_E_FORMAT, "group 7 does not divide width ");
     j = meta_json();
     cJSON_SetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "hparams"), "n_vocab"), 5);
     expect_meta(j, SLATE_E_FORMAT, NULL);
