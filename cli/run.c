@@ -10,10 +10,15 @@
  * prompt prefix skips that prefill. With the cache the prompt is fed before slate_generate, so
  * the repetition penalties see only generated tokens (they are off by default).
  * --mem-stats prints the process RSS and the state's reserved/resident memory on stderr.
+ * The dump file is opened before any work (an unwritable path fails at once) and, when it is a
+ * regular file or new, written to FILE.tmp.<pid> and renamed when complete, so a failed run
+ * leaves no partial dump; a FIFO or device (e.g. /dev/stdout) is written directly.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +37,58 @@ static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+typedef struct dump_file {
+    const char *path;
+    char tmp[4096]; /* "" when writing path directly */
+    FILE *f;
+} dump_file;
+
+static bool dump_open(dump_file *d, const char *path) {
+    struct stat st;
+    d->path = path;
+    d->tmp[0] = '\0';
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        d->f = fopen(path, "wb");
+    } else {
+        int fd = -1;
+        if (snprintf(d->tmp, sizeof d->tmp, "%s.tmp.%ld", path, (long)getpid()) <
+            (int)sizeof d->tmp)
+            fd = open(d->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        d->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+        if (fd >= 0 && !d->f) close(fd);
+        if (!d->f && fd >= 0) unlink(d->tmp);
+    }
+    if (!d->f) {
+        fprintf(stderr, "slate run: cannot write --dump-logits '%s': %s\n", path, strerror(errno));
+        d->tmp[0] = '\0';
+        return false;
+    }
+    return true;
+}
+
+/* Writes the rows and moves the file into place; false (file removed) on any error. */
+static bool dump_finish(dump_file *d, const float *rows, size_t n_floats) {
+    bool ok = fwrite(rows, sizeof *rows, n_floats, d->f) == n_floats && fflush(d->f) == 0;
+    int e = errno;
+    ok = fclose(d->f) == 0 && ok;
+    d->f = NULL;
+    if (ok && d->tmp[0] && rename(d->tmp, d->path) != 0) {
+        e = errno;
+        ok = false;
+    }
+    if (!ok) fprintf(stderr, "slate run: cannot write --dump-logits '%s': %s\n", d->path, strerror(e));
+    if (!ok && d->tmp[0]) unlink(d->tmp);
+    d->tmp[0] = '\0';
+    return ok;
+}
+
+static void dump_abort(dump_file *d) {
+    if (d->f) fclose(d->f);
+    d->f = NULL;
+    if (d->tmp[0]) unlink(d->tmp);
+    d->tmp[0] = '\0';
 }
 
 /* Resident set size of this process (/proc/self/statm), or 0. */
@@ -216,6 +273,10 @@ int slate_cli_run(int argc, char **argv) {
         }
 #undef NEED
     }
+    if (prompt && ids_arg) {
+        fprintf(stderr, "slate run: give the prompt as text (-p) or as ids (--ids), not both\n");
+        return 2;
+    }
     if (!model_path || (!prompt) == (!ids_arg)) return cli_usage("run");
     gp.stop_strings = stops;
     gp.n_stop = n_stops;
@@ -226,8 +287,13 @@ int slate_cli_run(int argc, char **argv) {
     float *logits = NULL;
     int rc = 1;
     double t0 = 0;
+    dump_file df = {0};
+    if (dump && !dump_open(&df, dump)) return 1;
     slate_status s = slate_model_open(model_path, &mp, &m, &err);
-    if (s) return cli_error("run", s, &err);
+    if (s) {
+        dump_abort(&df);
+        return cli_error("run", s, &err);
+    }
     const slate_tokenizer *tok = slate_model_tokenizer(m);
     size_t n_ids = 0, plen = prompt ? strlen(prompt) : 0;
     if (ids_arg) {
@@ -247,8 +313,9 @@ int slate_cli_run(int argc, char **argv) {
     }
     if (s) goto fail;
     if (n_ids == 0) {
-        fprintf(stderr, "slate run: the prompt is empty and the vocabulary has no BOS to start "
-                        "from\n");
+        fprintf(stderr, ids_arg ? "slate run: --ids lists no token ids\n"
+                                : "slate run: the prompt is empty and the vocabulary has no BOS "
+                                  "to start from\n");
         goto out;
     }
     if (want_mem) mem_stats("model open", NULL);
@@ -292,16 +359,8 @@ int slate_cli_run(int argc, char **argv) {
         res.prefill_ms += t_cache;
         res.ttft_ms += t_cache;
     }
-    if (dump) {
-        FILE *f = fopen(dump, "wb");
-        if (!f || fwrite(logits, sizeof *logits * (size_t)info.n_vocab, (size_t)res.n_generated, f) !=
-                      (size_t)res.n_generated) {
-            fprintf(stderr, "slate run: cannot write '%s'\n", dump);
-            if (f) fclose(f);
-            goto out;
-        }
-        fclose(f);
-    }
+    if (dump && !dump_finish(&df, logits, (size_t)info.n_vocab * (size_t)res.n_generated))
+        goto out;
     double decode_tps = res.n_generated > 1 && res.decode_ms > 0
                             ? (res.n_generated - 1) / (res.decode_ms / 1000.0)
                             : 0.0;
@@ -315,6 +374,7 @@ int slate_cli_run(int argc, char **argv) {
 fail:
     cli_error("run", s, &err);
 out:
+    dump_abort(&df);
     free(logits);
     free(ids);
     slate_state_free(st);

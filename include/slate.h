@@ -528,7 +528,8 @@ const char *slate_finish_reason_str(slate_finish_reason reason);
 typedef bool (*slate_piece_fn)(void *user, const char *text, size_t len);
 
 typedef struct slate_generate_params {
-    int32_t n_predict;                /* most tokens to generate; < 0: until the context is full */
+    int32_t n_predict;                /* most tokens to generate; 0: none (the prompt is only
+                                         prefilled); < 0: until the context is full */
     slate_sampler_params sampler;
     const char *const *stop_strings;  /* n_stop NUL-terminated strings; never printed */
     int32_t n_stop;

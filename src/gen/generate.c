@@ -96,7 +96,8 @@ slate_status slate_generate(slate_state *st, const int32_t *prompt, int32_t n_pr
     double t_prefill = slate__now_ms();
     res->prefill_ms = t_prefill - t0;
     char piece[PIECE_CAP];
-    for (;;) {
+    if (p->n_predict == 0) res->finish = SLATE_FINISH_LENGTH; /* prefill only */
+    while (p->n_predict != 0) {
         const float *logits = slate_state_logits(st, NULL);
         int32_t next;
         if ((s = slate_sampler_sample(smp, logits, n_text, &next, err))) goto done;

@@ -64,6 +64,19 @@ for sig in INT TERM; do
   check "SIG$sig: no k.slate* left" test -z "$(ls "$WORK" | grep '^k.slate' || true)"
 done
 
+# --dump-logits: written whole or not at all; an unwritable path fails before any work.
+rc=0; run --dump-logits "$WORK/no/such/dir/d.bin" >/dev/null 2>"$WORK/err" || rc=$?
+check "--dump-logits into a missing folder exits 1" test "$rc" -eq 1
+check "... naming the path" grep -q "cannot write --dump-logits '$WORK/no/such/dir/d.bin'" "$WORK/err"
+check "... before generating anything" bash -c '! grep -q "generated" "$1"' _ "$WORK/err"
+rc=0; (trap '' XFSZ; ulimit -f 2; run -n 8 --dump-logits "$WORK/part.bin" >/dev/null 2>&1) || rc=$?
+check "a dump cut by the file size limit fails ($rc)" test "$rc" -eq 1
+check "... and leaves no file" test -z "$(ls "$WORK" | grep '^part.bin' || true)"
+quiet run -n 3 --dump-logits "$WORK/d.bin"
+check "a complete dump has 3 rows of 512 floats" test "$(stat -c %s "$WORK/d.bin")" -eq $((3 * 512 * 4))
+out=$(run -n 0 2>&1 >/dev/null)
+check "-n 0 prefills and generates nothing" grep -q "generated 0, finish length" <<<"$out"
+
 # stdout that cannot be written: exit status 1 and a message.
 if [ -w /dev/full ]; then
   rc=0; run >/dev/full 2>"$WORK/err" || rc=$?
