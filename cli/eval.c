@@ -232,6 +232,14 @@ int slate_cli_eval(int argc, char **argv) {
             for (int32_t r = 0; r < k && c0 + r + 1 < wlen; r++) {
                 const float *lr = ref_rows + (size_t)r * V, *lm = mrows + (size_t)r * V;
                 double zr = log_sum_exp(lr, V), zm = log_sum_exp(lm, V), kl = 0;
+                /* A NaN or infinite logit makes every figure meaningless (and NaN is not JSON):
+                 * say where, instead of printing nan. */
+                if (!isfinite(zr) || !isfinite(zm)) {
+                    fprintf(stderr, "slate eval: %s gives non-finite logits at token %zu of the "
+                                    "text\n", isfinite(zr) ? s_m.path : s_r.path,
+                            w0 + (size_t)c0 + (size_t)r);
+                    goto out;
+                }
                 for (int32_t i = 0; i < V; i++) {
                     double a = (double)lr[i] - zr, b = (double)lm[i] - zm;
                     kl += exp(a) * (a - b);

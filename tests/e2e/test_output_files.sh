@@ -77,6 +77,21 @@ check "a complete dump has 3 rows of 512 floats" test "$(stat -c %s "$WORK/d.bin
 out=$(run -n 0 2>&1 >/dev/null)
 check "-n 0 prefills and generates nothing" grep -q "generated 0, finish length" <<<"$out"
 
+# eval --json never prints nan (not JSON): non-finite logits are an error that says where.
+$PY - "$M/stories260K.bin" "$WORK/nan.bin" <<'PYEOF'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[28:] = struct.pack("<f", float("nan")) * ((len(b) - 28) // 4)  # every weight NaN
+open(sys.argv[2], "wb").write(b)
+PYEOF
+"$SLATE" convert "$WORK/nan.bin" --tokenizer "$M/tok512.bin" -o "$WORK/nan.slate" 2>/dev/null
+echo "Once upon a time there was a cat." >"$WORK/t.txt"
+rc=0; "$SLATE" eval "$WORK/nan.slate" --ref "$WORK/m.slate" --text "$WORK/t.txt" --json \
+  >"$WORK/out" 2>"$WORK/err" || rc=$?
+check "eval of a NaN model exits 1" test "$rc" -eq 1
+check "... naming the package and the token" grep -q "nan.slate gives non-finite logits at token 0" "$WORK/err"
+check "... and prints no nan" bash -c '! grep -qi nan "$1"' _ "$WORK/out"
+
 # stdout that cannot be written: exit status 1 and a message.
 if [ -w /dev/full ]; then
   rc=0; run >/dev/full 2>"$WORK/err" || rc=$?
