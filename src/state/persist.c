@@ -230,6 +230,12 @@ slate_status slate__state_load_locked(slate_state *st, const uint8_t *d, size_t 
         return slate__fail_at(err, SLATE_E_FORMAT, len < size ? len : 24, "%s: the header says "
                               "%" PRIu64 " bytes but there are %zu (%s)", what, size, len,
                               len < size ? "truncated" : "trailing bytes");
+    /* The payload checksum before any field of it is read: a damaged byte is reported as
+     * corruption, not as whatever field it happens to land in. */
+    uint32_t crc = slate__crc32(0, d + HDR, len - HDR);
+    if (crc != rd32(d + 56))
+        return slate__fail_at(err, SLATE_E_FORMAT, 56, "%s: payload checksum mismatch (stored "
+                              "%08x, computed %08x): the file is corrupt", what, rd32(d + 56), crc);
     uint64_t fp = rd64(d + 16);
     if (fp != m->fingerprint)
         return slate__fail(err, SLATE_E_INVALID_ARG, "%s belongs to another model: its "
@@ -267,8 +273,9 @@ slate_status slate__state_load_locked(slate_state *st, const uint8_t *d, size_t 
                                slate_dtype_name((slate_dtype)dt));
         if (rb != st->kv_row_bytes[i] || rd32(e + 4) != 0)
             return slate__fail_at(err, SLATE_E_FORMAT, HDR + (uint64_t)i * 16, "%s: cache '%s' "
-                                  "rows of %" PRIu64 " bytes; expected %zu", what,
-                                  p->tensors[p->states[i]].name, rb, st->kv_row_bytes[i]);
+                                  "rows of %" PRIu64 " bytes, reserved field %u; expected %zu "
+                                  "and 0", what, p->tensors[p->states[i]].name, rb, rd32(e + 4),
+                                  st->kv_row_bytes[i]);
     }
     const uint8_t *misc = d + HDR + (size_t)n_tensors * 16;
     uint64_t user_len = rd64(misc + 32);
@@ -281,10 +288,6 @@ slate_status slate__state_load_locked(slate_state *st, const uint8_t *d, size_t 
     if (total != len)
         return slate__fail_at(err, SLATE_E_FORMAT, total < len ? total : len, "%s: the counts "
                               "say %zu bytes, the file has %zu", what, total, len);
-    uint32_t crc = slate__crc32(0, d + HDR, len - HDR);
-    if (crc != rd32(d + 56))
-        return slate__fail_at(err, SLATE_E_FORMAT, 56, "%s: payload checksum mismatch (stored "
-                              "%08x, computed %08x): the file is corrupt", what, rd32(d + 56), crc);
     const uint8_t *ledger = misc + 40, *user = ledger + (size_t)n_tokens * 4;
     const uint8_t *logits = user + user_len;
     const uint8_t *rows = logits + (size_t)n_rows * (size_t)p->n_vocab * sizeof(float);
