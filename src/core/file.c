@@ -171,7 +171,7 @@ slate_status slate__atomic_open(const char *path, slate__atomic_file *f, slate_e
     static atomic_uint counter;
     int fd = -1;
     for (int tries = 0; fd < 0 && tries < 100; tries++) {
-        snprintf(f->tmp_path, n + 32, "%s.tmp.%ld.%u", final, (long)getpid(),
+        snprintf(f->tmp_path, n + 32, "%s.tmp.%ld.%u", f->final_path, (long)getpid(),
                  atomic_fetch_add(&counter, 1));
         fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0 && errno != EEXIST) break;
