@@ -35,6 +35,8 @@ int slate_cli_convert(int argc, char **argv) {
     const char *src = NULL, *out = NULL;
     slate_convert_keep keep[MAX_KEEP];
     bool dtype_given = false;
+    const char *dtype_opt = NULL; /* the last --dtype/--quantize, for messages */
+    bool pal_given = false, group_given = false, block_given = false;
     p.progress = isatty(2);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -55,6 +57,7 @@ int slate_cli_convert(int argc, char **argv) {
                 return 2;
             }
             dtype_given = true;
+            dtype_opt = a;
             i++;
         } else if (strcmp(a, "--block-size") == 0 && v) {
             if (!cli_parse_int(v, 16, 128, &n) || (n != 16 && n != 32 && n != 64 && n != 128)) {
@@ -63,6 +66,7 @@ int slate_cli_convert(int argc, char **argv) {
                 return 2;
             }
             p.block_size = (int32_t)n;
+            block_given = true;
             i++;
         } else if (strcmp(a, "--palettize") == 0 && v) {
             if (!cli_parse_int(v, 2, 8, &n) || n == 5 || n == 7) {
@@ -73,6 +77,7 @@ int slate_cli_convert(int argc, char **argv) {
             p.dtype = SLATE_DTYPE_PAL;
             p.pal_bits = (int32_t)n;
             dtype_given = true;
+            pal_given = true;
             i++;
         } else if (strcmp(a, "--group-size") == 0 && v) {
             if (!cli_parse_int(v, 1, 4096, &n)) {
@@ -81,6 +86,7 @@ int slate_cli_convert(int argc, char **argv) {
                 return 2;
             }
             p.pal_group = (int32_t)n;
+            group_given = true;
             i++;
         } else if (strcmp(a, "--asym") == 0) {
             p.asym = true;
@@ -145,6 +151,27 @@ int slate_cli_convert(int argc, char **argv) {
     p.convert_quantized = dtype_given;
     p.keep = keep;
     if (!src || !out) return cli_usage("convert");
+    /* Options that would be ignored (or overridden) silently are refused. */
+    bool keep_q4 = false, keep_pal = false;
+    for (int32_t k = 0; k < p.n_keep; k++) {
+        keep_q4 |= keep[k].dtype == SLATE_DTYPE_Q4;
+        keep_pal |= keep[k].dtype == SLATE_DTYPE_PAL;
+    }
+    if (pal_given && dtype_opt) {
+        fprintf(stderr, "slate convert: --palettize and %s both set the weight dtype: give one "
+                        "(--keep DTYPE:PATTERN mixes dtypes)\n", dtype_opt);
+        return 2;
+    }
+    if ((p.asym || block_given) && p.dtype != SLATE_DTYPE_Q4 && !keep_q4) {
+        fprintf(stderr, "slate convert: %s applies to int4 weights only: add --quantize int4 (or "
+                        "a --keep int4:PATTERN rule)\n", p.asym ? "--asym" : "--block-size");
+        return 2;
+    }
+    if (group_given && p.dtype != SLATE_DTYPE_PAL && !keep_pal) {
+        fprintf(stderr, "slate convert: --group-size applies to palettized weights only: add "
+                        "--palettize BITS (or a --keep pal:PATTERN rule)\n");
+        return 2;
+    }
     slate_error err;
     slate_status s = slate_convert(src, out, &p, &err);
     if (s) return cli_error("convert", s, &err);

@@ -163,8 +163,10 @@ typedef struct slate_convert_params {
      * (the mix llama.cpp also uses) unless a keep rule says otherwise. Keep rules are applied
      * after that in order, the last matching rule wins; a rule that matches no matrix is an
      * error (E_INVALID_ARG). A matrix whose row length is not a multiple of its block (Q8_0: 32,
-     * Q4: block_size) is written as F16 instead, as llama.cpp does; with `progress` a note
-     * names it. */
+     * Q4: block_size) is written as F16 instead, as llama.cpp does; a note on stderr always
+     * says how many and why (with `progress`, each one by name). block_size, asym, pal_bits
+     * and pal_group set while no matrix can get their dtype (neither `dtype` nor a keep rule
+     * is Q4 / PAL) are refused with E_INVALID_ARG rather than ignored. */
     int32_t block_size;               /* Q4 block: 16, 32, 64 or 128; 0: 32 */
     bool asym;                        /* Q4 blocks with an offset (d * q + m) instead of
                                          symmetric d * (q - 8) */

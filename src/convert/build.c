@@ -183,8 +183,34 @@ typedef struct builder {
     float *freqs;
     slate__pool *pool;     /* quantization threads (NULL while nothing is quantized) */
     bool *keep_hit;        /* [n_keep]: the rule matched some matrix */
+    /* Matrices written as f16 because their rows are not whole blocks of the dtype chosen for
+     * them: one entry per (dtype, block), summarized on stderr after the write. */
+    struct fallback {
+        slate_dtype dtype;
+        int32_t block, n;
+        const slate__src_tensor *first;
+    } fallback[8];
+    int32_t n_fallback;
     slate_error *err;
 } builder;
+
+/* Counts a matrix that falls back to f16 from dtype/block. */
+static void note_fallback(builder *b, const slate__src_tensor *t, slate_dtype dt, int32_t block) {
+    if (b->cp->progress)
+        fprintf(stderr, "note: tensor '%s': rows of %lld are not a multiple of the %s block %d: "
+                "written as f16\n", t->name, (long long)t->dims[1], slate_dtype_name(dt),
+                (int)block);
+    int32_t i = 0;
+    while (i < b->n_fallback && !(b->fallback[i].dtype == dt && b->fallback[i].block == block))
+        i++;
+    if (i == b->n_fallback) {
+        /* (dtype, block) pairs: Q8_0/32 and Q4 with the source's block and block_size. */
+        if (i == (int32_t)(sizeof b->fallback / sizeof b->fallback[0])) return;
+        b->fallback[i] = (struct fallback){dt, block, 0, t};
+        b->n_fallback++;
+    }
+    b->fallback[i].n++;
+}
 
 /* The source format as a slate layout, if it is one (GGUF Q8_0, Q4_0 and Q4_1 bytes are
  * slate's Q8_0, Q4 block 32 and asymmetric Q4 block 32). */
@@ -233,10 +259,7 @@ static void choose_matrix(builder *b, const slate__src_tensor *t, producer *p) {
     int32_t block = src_q && !cp->convert_quantized && dt == sdt ? sblock : block_of(cp, dt);
     if (dt != SLATE_DTYPE_Q4) asym = false;
     if (block && dt != SLATE_DTYPE_PAL && t->dims[1] % block) { /* PAL: any row length */
-        if (cp->progress)
-            fprintf(stderr, "note: tensor '%s': rows of %lld are not a multiple of the %s block "
-                    "%d: written as f16\n", t->name, (long long)t->dims[1], slate_dtype_name(dt),
-                    (int)block);
+        note_fallback(b, t, dt, block);
         dt = SLATE_DTYPE_F16;
         block = 0;
         asym = false;
@@ -261,6 +284,18 @@ static const slate__src_tensor *find(const builder *b, const char *name, int32_t
     return NULL;
 }
 
+/* "[d0][d1]..." for n_dims dims into buf; returns buf. */
+static const char *fmt_shape(char *buf, size_t cap, int32_t n_dims, const int64_t *dims) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int32_t i = 0; i < n_dims && len < cap; i++) {
+        int n = snprintf(buf + len, cap - len, "[%lld]", (long long)dims[i]);
+        if (n < 0) break;
+        len += (size_t)n;
+    }
+    return buf;
+}
+
 /* Declares weight `name` from the source, checking its shape (d1 = 0 for 1-D). */
 static slate_status weight(builder *b, const char *name, int64_t d0, int64_t d1, bool matrix) {
     int32_t idx = -1;
@@ -270,11 +305,13 @@ static slate_status weight(builder *b, const char *name, int64_t d0, int64_t d1,
                            "(architecture %s needs it)", name, b->imp->a.name);
     if (b->used[idx]) return SLATE_OK; /* tied head: already declared */
     int32_t nd = d1 ? 2 : 1;
-    if (t->n_dims != nd || t->dims[0] != d0 || (nd == 2 && t->dims[1] != d1))
-        return slate__fail(b->err, SLATE_E_FORMAT, "tensor '%s' has shape [%lld%s%lld], the "
-                           "architecture needs [%lld%s%lld]", name, (long long)t->dims[0],
-                           t->n_dims == 2 ? "][" : "", t->n_dims == 2 ? (long long)t->dims[1] : 0LL,
-                           (long long)d0, nd == 2 ? "][" : "", nd == 2 ? (long long)d1 : 0LL);
+    if (t->n_dims != nd || t->dims[0] != d0 || (nd == 2 && t->dims[1] != d1)) {
+        const int64_t want[2] = {d0, d1};
+        char has[64], needs[64];
+        return slate__fail(b->err, SLATE_E_FORMAT, "tensor '%s' has shape %s, the architecture "
+                           "needs %s", name, fmt_shape(has, sizeof has, t->n_dims, t->dims),
+                           fmt_shape(needs, sizeof needs, nd, want));
+    }
     b->used[idx] = true;
     slate__pkg_wtensor *w = &b->wt[b->n_wt];
     producer *p = &b->prod[b->n_wt];
@@ -345,21 +382,24 @@ static void rope_freqs(const slate__arch *a, float *out) {
 }
 
 static slate_status check_arch(const slate__arch *a, slate_error *err) {
-    if (a->n_vocab < 1 || a->n_vocab > (1 << 22) || a->dim < 1 || a->dim > (1 << 16) ||
-        a->n_layers < 1 || a->n_layers > 1024 || a->n_heads < 1 || a->n_heads > 1024 ||
-        a->n_kv_heads < 1 || a->n_heads % a->n_kv_heads || a->head_dim < 2 ||
-        a->head_dim > SLATE__MAX_HEAD_DIM || a->ffn_dim < 1 || a->ffn_dim > (1 << 20) ||
+    if (a->n_vocab < 1 || a->n_vocab > SLATE__MAX_VOCAB || a->dim < 1 || a->dim > SLATE__MAX_DIM ||
+        a->n_layers < 1 || a->n_layers > SLATE__MAX_LAYERS || a->n_heads < 1 ||
+        a->n_heads > SLATE__MAX_HEADS || a->n_kv_heads < 1 || a->n_heads % a->n_kv_heads ||
+        a->head_dim < 2 || a->head_dim > SLATE__MAX_HEAD_DIM || a->ffn_dim < 1 ||
+        a->ffn_dim > SLATE__MAX_FFN ||
         a->rope_dim < 2 || a->rope_dim > a->head_dim || a->rope_dim % 2 ||
-        !(a->norm_eps > 0 && a->norm_eps < 1) || !(a->rope_theta > 0) || a->n_ctx < 1)
+        !(a->norm_eps > 0 && a->norm_eps < 1) || !(isfinite(a->rope_theta) && a->rope_theta > 0) ||
+        a->n_ctx < 1)
         return slate__fail(err, SLATE_E_FORMAT, "implausible %s hyper-parameters: vocab %d, dim "
                            "%d, layers %d, heads %d/%d, head_dim %d, ffn %d, rope_dim %d, eps %g, "
                            "theta %g, context %d", a->name, a->n_vocab, a->dim, a->n_layers,
                            a->n_heads, a->n_kv_heads, a->head_dim, a->ffn_dim, a->rope_dim,
                            a->norm_eps, a->rope_theta, a->n_ctx);
     if (a->rope_scaling != SLATE__ROPE_SCALING_NONE &&
-        (!(a->rope_factor > 0) || (a->rope_scaling == SLATE__ROPE_SCALING_LLAMA3 &&
-                                   (!(a->rope_high_freq > a->rope_low_freq) ||
-                                    !(a->rope_low_freq > 0) || a->rope_orig_ctx < 1))))
+        (!(isfinite(a->rope_factor) && a->rope_factor > 0) ||
+         (a->rope_scaling == SLATE__ROPE_SCALING_LLAMA3 &&
+          (!(isfinite(a->rope_high_freq) && a->rope_high_freq > a->rope_low_freq) ||
+           !(a->rope_low_freq > 0) || a->rope_orig_ctx < 1))))
         return slate__fail(err, SLATE_E_FORMAT, "rope scaling parameters are inconsistent "
                            "(factor %g, low %g, high %g, original context %d)", a->rope_factor,
                            a->rope_low_freq, a->rope_high_freq, a->rope_orig_ctx);
@@ -525,6 +565,21 @@ static slate_status check_compression(const slate_convert_params *cp, slate_erro
     }
     if (cp->n_threads < 0 || cp->n_threads > 1024)
         return slate__fail(err, SLATE_E_INVALID_ARG, "n_threads %d outside 0..1024", cp->n_threads);
+    /* A layout parameter of a dtype no matrix gets would be ignored silently: refuse it. */
+    bool q4 = cp->dtype == SLATE_DTYPE_Q4, pal = cp->dtype == SLATE_DTYPE_PAL;
+    for (int32_t i = 0; i < cp->n_keep; i++) {
+        q4 |= cp->keep[i].dtype == SLATE_DTYPE_Q4;
+        pal |= cp->keep[i].dtype == SLATE_DTYPE_PAL;
+    }
+    const char *dn = slate_dtype_name(cp->dtype);
+    if (!q4 && (cp->asym || cp->block_size))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "%s applies to q4 (int4) weights only, but "
+                           "the dtype is %s and no keep rule is q4",
+                           cp->asym ? "asym" : "block size", dn);
+    if (!pal && (cp->pal_bits || cp->pal_group))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "%s applies to pal (palettized) weights "
+                           "only, but the dtype is %s and no keep rule is pal",
+                           cp->pal_bits ? "pal bits" : "pal group", dn);
     return SLATE_OK;
 }
 
@@ -533,11 +588,15 @@ slate_status slate__build_package(const slate__import *imp, const slate_convert_
     const slate__arch *a = &imp->a;
     slate_status s = check_arch(a, err);
     if (s) return s;
+    if (!cp->n_ctx && a->n_ctx > SLATE__MAX_CTX)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "the source's context length %d is more "
+                           "than slate's maximum %d: give a smaller one (slate convert "
+                           "--context N)", a->n_ctx, SLATE__MAX_CTX);
     int32_t n_ctx = cp->n_ctx ? cp->n_ctx : a->n_ctx;
     int32_t max_query = cp->max_query ? cp->max_query : (n_ctx < 512 ? n_ctx : 512);
-    if (n_ctx < 1 || n_ctx > (1 << 24) || max_query < 1 || max_query > n_ctx)
+    if (n_ctx < 1 || n_ctx > SLATE__MAX_CTX || max_query < 1 || max_query > n_ctx)
         return slate__fail(err, SLATE_E_INVALID_ARG, "context %d and max query %d: need 1 <= "
-                           "max_query <= context <= %d", n_ctx, max_query, 1 << 24);
+                           "max_query <= context <= %d", n_ctx, max_query, SLATE__MAX_CTX);
     if ((s = check_compression(cp, err))) return s;
     if (cp->kv_dtype != SLATE_DTYPE_F32 && cp->kv_dtype != SLATE_DTYPE_F16)
         return slate__fail(err, SLATE_E_INVALID_ARG, "kv_dtype %s: a package declares f32 or f16 "
@@ -641,6 +700,14 @@ slate_status slate__build_package(const slate__import *imp, const slate_convert_
     }
     s = slate__pkg_write(out_path, b.meta, tok.data, tok.len, b.wt, (size_t)b.n_wt, cp->progress,
                          err);
+    /* Always said, not only with progress: the user asked for another dtype. */
+    for (int32_t i = 0; !s && i < b.n_fallback; i++) {
+        const struct fallback *f = &b.fallback[i];
+        fprintf(stderr, "note: %d matri%s written as f16 instead of %s: rows not a multiple of "
+                "the %s block %d (e.g. '%s', rows of %lld)\n", (int)f->n,
+                f->n == 1 ? "x" : "ces", slate_dtype_name(f->dtype), slate_dtype_name(f->dtype),
+                (int)f->block, f->first->name, (long long)f->first->dims[1]);
+    }
 done:
     slate__buf_free(&tok);
     cJSON_Delete(b.meta);

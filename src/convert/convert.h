@@ -32,10 +32,20 @@ typedef struct slate__src_tensor {
 
 enum { SLATE__ROPE_SCALING_NONE, SLATE__ROPE_SCALING_LINEAR, SLATE__ROPE_SCALING_LLAMA3 };
 
+/* Plausibility limits of slate__arch, checked by the builder (and by importers, which name the
+ * source's key): a larger value is a corrupt header rather than a model. */
+#define SLATE__MAX_VOCAB (1 << 22)
+#define SLATE__MAX_DIM (1 << 16)
+#define SLATE__MAX_LAYERS 1024
+#define SLATE__MAX_HEADS 1024
+#define SLATE__MAX_FFN (1 << 20)
+#define SLATE__MAX_CTX (1 << 24) /* largest context a package declares (--context) */
+
 typedef struct slate__arch {
     char name[32];        /* "llama", "qwen2", "qwen3", "mistral" */
     int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim;
-    int32_t n_ctx;        /* the source's context length */
+    int32_t n_ctx;        /* the source's context length (may exceed SLATE__MAX_CTX: the
+                             builder then needs an explicit n_ctx) */
     float norm_eps, rope_theta;
     int32_t rope_mode;    /* SLATE__ROPE_ADJACENT (llama2.c, GGUF llama) or _HALF (HF) */
     int32_t rope_dim;     /* rotated dims per head (usually head_dim) */

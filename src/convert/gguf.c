@@ -17,7 +17,8 @@
  *
  * Invariants after a successful open: every offset recorded in a kv or tensor lies inside the
  * data with the bytes it describes; string lengths are <= 1 GiB; bool values are 0 or 1; tensor
- * data ranges are inside the file, aligned and disjoint.
+ * data ranges are inside the file, aligned, disjoint and in file order with no gaps beyond the
+ * alignment padding.
  *
  * Untrusted input: every count is checked against a limit and against the bytes left before
  * anything is allocated for it, with overflow-safe arithmetic; refusals are E_FORMAT with the
@@ -553,18 +554,10 @@ static slate_status parse_tensors(parser *p) {
     return SLATE_OK;
 }
 
-typedef struct span {
-    uint64_t begin, end;
-    int64_t i;
-} span;
-
-static int span_cmp(const void *a, const void *b) {
-    const span *x = a, *y = b;
-    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
-    return x->i < y->i ? -1 : x->i > y->i;
-}
-
-/* Places the data section, then checks every tensor's range against the file and the others. */
+/* Places the data section, then checks every tensor's range against the file and the layout
+ * llama.cpp's loader requires (gguf.cpp, gguf_init_from_file_impl): in file order, each tensor
+ * starts where the previous ones end, each size padded to the alignment. A lying type or shape
+ * then shows as a gap or an overlap at the next tensor instead of garbage weights. */
 static slate_status place_tensors(parser *p) {
     slate__gguf *g = p->g;
     uint64_t end_of_infos = p->pos;
@@ -579,17 +572,15 @@ static slate_status place_tensors(parser *p) {
                               (unsigned long long)g->data_offset,
                               (unsigned long long)end_of_infos, g->alignment,
                               (unsigned long long)g->size);
-    span *spans = slate__malloc((size_t)g->n_tensors * sizeof *spans);
-    if (!spans) return nomem(p, "tensor ranges");
-    slate_status s = SLATE_OK;
     uint64_t room = g->size - g->data_offset;
-    for (int64_t i = 0; i < g->n_tensors && !s; i++) {
+    uint64_t expect = 0; /* relative offset of the next tensor: <= room, so no overflow below */
+    for (int64_t i = 0; i < g->n_tensors; i++) {
         slate__gguf_tensor *t = &g->tensors[i];
         uint64_t rel = t->file_offset;
+        char q[QUOTE_CAP];
+        const char *name = pool_name(p, i);
+        quote(q, (const uint8_t *)name, strlen(name));
         if (rel > room || t->nbytes > room - rel) {
-            char q[QUOTE_CAP];
-            const char *name = pool_name(p, i);
-            quote(q, (const uint8_t *)name, strlen(name));
             /* rel may be near 2^64: say "data section + rel" rather than overflow the sum. */
             char where[64];
             if (rel <= UINT64_MAX - g->data_offset)
@@ -597,36 +588,30 @@ static slate_status place_tensors(parser *p) {
             else
                 snprintf(where, sizeof where, "%llu + %llu", (unsigned long long)g->data_offset,
                          (unsigned long long)rel);
-            s = slate__fail_at(p->err, SLATE_E_FORMAT, p->tensor_at[i],
-                               "tensor '%s': data [offset %s, %llu bytes] ends past the end of "
-                               "the file (%llu bytes)",
-                               q, where, (unsigned long long)t->nbytes,
-                               (unsigned long long)g->size);
-            break;
+            return slate__fail_at(p->err, SLATE_E_FORMAT, p->tensor_at[i],
+                                  "tensor '%s': data [offset %s, %llu bytes] ends past the end "
+                                  "of the file (%llu bytes)",
+                                  q, where, (unsigned long long)t->nbytes,
+                                  (unsigned long long)g->size);
         }
+        if (rel != expect)
+            return slate__fail_at(p->err, SLATE_E_FORMAT, p->tensor_at[i],
+                                  "tensor '%s' (%s, %llu bytes) at data offset %llu, expected "
+                                  "%llu: GGUF tensors follow each other in file order, each "
+                                  "padded to the alignment %u (wrong type or shape in an "
+                                  "earlier tensor?)",
+                                  q, slate__ggml_type_name(t->type),
+                                  (unsigned long long)t->nbytes, (unsigned long long)rel,
+                                  (unsigned long long)expect, g->alignment);
+        /* rel + nbytes <= room <= 2^64 - data_offset, and padding adds < alignment: a sum past
+         * room is only compared, never used as an offset. */
+        uint64_t end = rel + t->nbytes;
+        expect = end + (g->alignment - end % g->alignment) % g->alignment;
+        if (expect < end) expect = UINT64_MAX; /* wrapped: no later tensor can match it */
         t->file_offset = g->data_offset + rel;
         t->data = p->d + t->file_offset;
-        spans[i] = (span){t->file_offset, t->file_offset + t->nbytes, i};
     }
-    if (!s) {
-        qsort(spans, (size_t)g->n_tensors, sizeof *spans, span_cmp);
-        for (int64_t k = 1; k < g->n_tensors; k++) {
-            if (spans[k].begin >= spans[k - 1].end) continue;
-            const slate__gguf_tensor *a = &g->tensors[spans[k - 1].i], *b = &g->tensors[spans[k].i];
-            const char *an = pool_name(p, spans[k - 1].i), *bn = pool_name(p, spans[k].i);
-            char qa[QUOTE_CAP], qb[QUOTE_CAP];
-            s = slate__fail_at(p->err, SLATE_E_FORMAT, p->tensor_at[spans[k].i],
-                               "tensors '%s' [offset %llu, %llu bytes] and '%s' [offset %llu, "
-                               "%llu bytes] overlap",
-                               quote(qa, (const uint8_t *)an, strlen(an)),
-                               (unsigned long long)a->file_offset, (unsigned long long)a->nbytes,
-                               quote(qb, (const uint8_t *)bn, strlen(bn)),
-                               (unsigned long long)b->file_offset, (unsigned long long)b->nbytes);
-            break;
-        }
-    }
-    slate__free(spans);
-    return s;
+    return SLATE_OK;
 }
 
 static void free_handle(slate__gguf *g) {
@@ -810,6 +795,29 @@ bool slate__gguf_get_i32(const slate__gguf *g, const char *key, int32_t *out) {
     if (!out || !get_int(g, key, INT32_MIN, INT32_MAX, &n)) return false;
     *out = n.kind == NUM_U ? (int32_t)n.u : (int32_t)n.i;
     return true;
+}
+
+const char *slate__gguf_value_str(const slate__gguf *g, const char *key, char *buf, size_t cap) {
+    const kv *k = find(g, key);
+    num n;
+    if (!cap) return buf;
+    if (!k) snprintf(buf, cap, "absent");
+    else if (k->type == SLATE__GGUF_ARRAY)
+        snprintf(buf, cap, "an array of %llu %s", (unsigned long long)k->n,
+                 vtype_name(k->elem_type));
+    else if (k->type == SLATE__GGUF_STRING)
+        snprintf(buf, cap, "a string");
+    else if (!read_num(g, k->type, k->val, &n))
+        snprintf(buf, cap, "a %s", vtype_name(k->type));
+    else if (n.kind == NUM_U)
+        snprintf(buf, cap, "%llu (%s)", (unsigned long long)n.u, vtype_name(k->type));
+    else if (n.kind == NUM_I)
+        snprintf(buf, cap, "%lld (%s)", (long long)n.i, vtype_name(k->type));
+    else if (n.kind == NUM_BOOL)
+        snprintf(buf, cap, "%s (bool)", n.u ? "true" : "false");
+    else
+        snprintf(buf, cap, "%.9g (%s)", n.f, vtype_name(k->type));
+    return buf;
 }
 
 bool slate__gguf_get_f32(const slate__gguf *g, const char *key, float *out) {

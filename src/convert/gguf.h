@@ -65,6 +65,9 @@ bool slate__gguf_get_u32(const slate__gguf *g, const char *key, uint32_t *out);
 bool slate__gguf_get_i32(const slate__gguf *g, const char *key, int32_t *out);
 bool slate__gguf_get_f32(const slate__gguf *g, const char *key, float *out);
 bool slate__gguf_get_bool(const slate__gguf *g, const char *key, bool *out);
+/* Describes the value of key for messages into buf: "4294967295 (u32)", "inf (f32)",
+ * "true (bool)", "a string", "an array of 32 u32", "absent". Returns buf. */
+const char *slate__gguf_value_str(const slate__gguf *g, const char *key, char *buf, size_t cap);
 /* String value: borrowed pointer into the mapping (NOT NUL-terminated) and its length. */
 bool slate__gguf_get_str(const slate__gguf *g, const char *key, const char **s, uint64_t *len);
 /* Arrays: element type and count; then element access. */

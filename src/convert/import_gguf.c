@@ -11,24 +11,56 @@
 #include "exec/program.h"
 #include "gguf.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 static void close_gguf(void *ctx) { slate__gguf_close(ctx); }
 
-static bool key_u32(const slate__gguf *g, const char *arch, const char *suffix, int32_t *out) {
-    char k[128];
+/* "<arch>.<suffix>" must be an integer in lo..hi; absent, it is *out = dflt (or an error when
+ * required). A present value of the wrong kind or out of range is an error naming the key. */
+static slate_status key_int(const slate__gguf *g, const char *path, const char *arch,
+                            const char *suffix, bool required, int32_t lo, int32_t hi,
+                            int32_t dflt, int32_t *out, slate_error *err) {
+    char k[128], v[96];
     snprintf(k, sizeof k, "%s.%s", arch, suffix);
-    uint32_t v;
-    if (!slate__gguf_get_u32(g, k, &v) || v > INT32_MAX) return false;
-    *out = (int32_t)v;
-    return true;
+    if (slate__gguf_find_key(g, k) < 0) {
+        if (required)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': key %s is missing (an integer in "
+                               "%d..%d)", path, k, lo, hi);
+        *out = dflt;
+        return SLATE_OK;
+    }
+    int32_t x;
+    if (!slate__gguf_get_i32(g, k, &x) || x < lo || x > hi)
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': key %s is %s, expected an integer in "
+                           "%d..%d", path, k, slate__gguf_value_str(g, k, v, sizeof v), lo, hi);
+    *out = x;
+    return SLATE_OK;
 }
 
-static bool key_f32(const slate__gguf *g, const char *arch, const char *suffix, float *out) {
-    char k[128];
+/* "<arch>.<suffix>" must be a finite number > 0 (as a float) below `below` (0: no bound);
+ * absent, it is *out = dflt (or an error when required). */
+static slate_status key_pos_float(const slate__gguf *g, const char *path, const char *arch,
+                                  const char *suffix, bool required, float below, float dflt,
+                                  float *out, slate_error *err) {
+    char k[128], v[96], expected[64];
     snprintf(k, sizeof k, "%s.%s", arch, suffix);
-    return slate__gguf_get_f32(g, k, out);
+    if (below > 0) snprintf(expected, sizeof expected, "a number > 0 and < %g", (double)below);
+    else snprintf(expected, sizeof expected, "a finite number > 0");
+    if (slate__gguf_find_key(g, k) < 0) {
+        if (required)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': key %s is missing (%s)", path, k,
+                               expected);
+        *out = dflt;
+        return SLATE_OK;
+    }
+    float x;
+    if (!slate__gguf_get_f32(g, k, &x) || !isfinite(x) || !(x > 0) || (below > 0 && !(x < below)))
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': key %s is %s, expected %s", path, k,
+                           slate__gguf_value_str(g, k, v, sizeof v), expected);
+    *out = x;
+    return SLATE_OK;
 }
 
 slate_status slate__import_gguf(const char *path, slate__import *imp, slate_error *err) {
@@ -54,23 +86,36 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
                         "(supported: llama, qwen2, qwen3)", path, a->name);
         goto fail;
     }
-    if (!key_u32(g, a->name, "embedding_length", &a->dim) ||
-        !key_u32(g, a->name, "block_count", &a->n_layers) ||
-        !key_u32(g, a->name, "feed_forward_length", &a->ffn_dim) ||
-        !key_u32(g, a->name, "attention.head_count", &a->n_heads) ||
-        !key_f32(g, a->name, "attention.layer_norm_rms_epsilon", &a->norm_eps)) {
-        s = slate__fail(err, SLATE_E_FORMAT, "'%s': a required %s.* key is missing (embedding_"
-                        "length, block_count, feed_forward_length, attention.head_count, "
-                        "attention.layer_norm_rms_epsilon)", path, a->name);
+    /* Limits: check_arch's (build.c); the context may exceed slate's maximum here, the
+     * builder then asks for --context. */
+    const char *an = a->name;
+    if ((s = key_int(g, path, an, "embedding_length", true, 1, SLATE__MAX_DIM, 0, &a->dim, err)) ||
+        (s = key_int(g, path, an, "block_count", true, 1, SLATE__MAX_LAYERS, 0, &a->n_layers,
+                     err)) ||
+        (s = key_int(g, path, an, "feed_forward_length", true, 1, SLATE__MAX_FFN, 0, &a->ffn_dim,
+                     err)) ||
+        (s = key_int(g, path, an, "attention.head_count", true, 1, SLATE__MAX_HEADS, 0,
+                     &a->n_heads, err)) ||
+        (s = key_pos_float(g, path, an, "attention.layer_norm_rms_epsilon", true, 1.0f, 0,
+                           &a->norm_eps, err)) ||
+        (s = key_int(g, path, an, "attention.head_count_kv", false, 1, a->n_heads, a->n_heads,
+                     &a->n_kv_heads, err)) ||
+        (s = key_int(g, path, an, "context_length", false, 1, INT32_MAX, 2048, &a->n_ctx, err)) ||
+        (s = key_pos_float(g, path, an, "rope.freq_base", false, 0, 10000.0f, &a->rope_theta,
+                           err)) ||
+        (s = key_int(g, path, an, "attention.key_length", false, 2, SLATE__MAX_HEAD_DIM,
+                     a->dim / a->n_heads, &a->head_dim, err)) ||
+        (s = key_int(g, path, an, "rope.dimension_count", false, 2, a->head_dim, a->head_dim,
+                     &a->rope_dim, err)) ||
+        (s = key_int(g, path, an, "attention.sliding_window", false, 1, INT32_MAX, 0,
+                     &a->sliding_window, err)))
+        goto fail;
+    if (a->n_heads % a->n_kv_heads) {
+        s = slate__fail(err, SLATE_E_FORMAT, "'%s': key %s.attention.head_count_kv %d does not "
+                        "divide %s.attention.head_count %d", path, an, a->n_kv_heads, an,
+                        a->n_heads);
         goto fail;
     }
-    if (!key_u32(g, a->name, "attention.head_count_kv", &a->n_kv_heads)) a->n_kv_heads = a->n_heads;
-    if (!key_u32(g, a->name, "context_length", &a->n_ctx)) a->n_ctx = 2048;
-    if (!key_f32(g, a->name, "rope.freq_base", &a->rope_theta)) a->rope_theta = 10000.0f;
-    a->head_dim = a->n_heads > 0 ? a->dim / a->n_heads : 0;
-    key_u32(g, a->name, "attention.key_length", &a->head_dim);
-    if (!key_u32(g, a->name, "rope.dimension_count", &a->rope_dim)) a->rope_dim = a->head_dim;
-    key_u32(g, a->name, "attention.sliding_window", &a->sliding_window);
     a->rope_mode = llama ? SLATE__ROPE_ADJACENT : SLATE__ROPE_HALF;
     a->qkv_bias = qwen2;
     a->qk_norm = qwen3;
@@ -78,9 +123,17 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
     const char *st;
     uint64_t st_len;
     snprintf(k, sizeof k, "%s.rope.scaling.type", a->name);
+    if (slate__gguf_find_key(g, k) >= 0 && !slate__gguf_get_str(g, k, &st, &st_len)) {
+        char v[96];
+        s = slate__fail(err, SLATE_E_FORMAT, "'%s': key %s is %s, expected a string (none, "
+                        "linear)", path, k, slate__gguf_value_str(g, k, v, sizeof v));
+        goto fail;
+    }
     if (slate__gguf_get_str(g, k, &st, &st_len) && !(st_len == 4 && memcmp(st, "none", 4) == 0)) {
-        if (st_len == 6 && memcmp(st, "linear", 6) == 0 &&
-            key_f32(g, a->name, "rope.scaling.factor", &a->rope_factor)) {
+        if (st_len == 6 && memcmp(st, "linear", 6) == 0) {
+            if ((s = key_pos_float(g, path, an, "rope.scaling.factor", true, 0, 0,
+                                   &a->rope_factor, err)))
+                goto fail;
             a->rope_scaling = SLATE__ROPE_SCALING_LINEAR;
         } else {
             s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': rope scaling '%.*s' is not "

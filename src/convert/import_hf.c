@@ -13,6 +13,7 @@
 #include "tok/tok.h"
 
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,24 +46,101 @@ static slate_status read_json(const char *path, cJSON **out, slate_error *err) {
     return SLATE_OK;
 }
 
-static bool cfg_int(const cJSON *c, const char *key, int32_t *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
-        v->valuedouble > INT32_MAX)
-        return false;
-    *out = (int32_t)v->valuedouble;
-    return true;
+/* How a config key may be given: required, or optional (absent: the default), or optional
+ * where JSON null also means "use the default" (HF writes null for "none", e.g. sliding_window). */
+typedef enum key_kind { KEY_REQUIRED, KEY_OPTIONAL, KEY_NULLABLE } key_kind;
+
+/* A JSON value for messages: the number, a quoted string, or its kind. */
+static const char *json_str(const cJSON *v, char *buf, size_t cap) {
+    if (cJSON_IsNumber(v)) snprintf(buf, cap, "%.15g", v->valuedouble);
+    else if (cJSON_IsString(v)) snprintf(buf, cap, "\"%.40s\"", v->valuestring);
+    else if (cJSON_IsBool(v)) snprintf(buf, cap, "%s", cJSON_IsTrue(v) ? "true" : "false");
+    else if (cJSON_IsNull(v)) snprintf(buf, cap, "null");
+    else snprintf(buf, cap, "%s", cJSON_IsArray(v) ? "an array" : "an object");
+    return buf;
 }
 
-static bool cfg_float(const cJSON *c, const char *key, float *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
-    if (!cJSON_IsNumber(v)) return false;
+/* Looks up key in c (a member of `parent`, NULL at the top level; both name the key in
+ * messages). *v is NULL when the key takes its default; an error when it must be given. */
+static slate_status cfg_get(const cJSON *c, const char *path, const char *parent, const char *key,
+                            key_kind kind, const char *expected, const cJSON **v,
+                            slate_error *err) {
+    *v = cJSON_GetObjectItemCaseSensitive(c, key);
+    if (*v && !(kind == KEY_NULLABLE && cJSON_IsNull(*v))) return SLATE_OK;
+    *v = NULL;
+    if (kind == KEY_REQUIRED)
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': %s%s%s is missing (%s)", path,
+                           parent ? parent : "", parent ? "." : "", key, expected);
+    return SLATE_OK;
+}
+
+/* An integer config key in lo..hi; absent (or null, per kind) it is dflt. */
+static slate_status cfg_int(const cJSON *c, const char *path, const char *parent, const char *key,
+                            key_kind kind, int32_t lo, int32_t hi, int32_t dflt, int32_t *out,
+                            slate_error *err) {
+    char expected[64], got[64];
+    snprintf(expected, sizeof expected, "an integer in %d..%d", lo, hi);
+    const cJSON *v;
+    slate_status s = cfg_get(c, path, parent, key, kind, expected, &v, err);
+    if (s) return s;
+    if (!v) {
+        *out = dflt;
+        return SLATE_OK;
+    }
+    /* Range first: the cast below is only defined for values that fit. */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) ||
+        v->valuedouble != floor(v->valuedouble))
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': %s%s%s is %s, expected %s", path,
+                           parent ? parent : "", parent ? "." : "", key,
+                           json_str(v, got, sizeof got), expected);
+    *out = (int32_t)v->valuedouble;
+    return SLATE_OK;
+}
+
+/* A number > 0 that is finite as a float, and < below when below > 0 (epsilons, rope theta
+ * and factors); absent (or null, per kind) it is dflt. */
+static slate_status cfg_pos_float(const cJSON *c, const char *path, const char *parent,
+                                  const char *key, key_kind kind, double below, float dflt,
+                                  float *out, slate_error *err) {
+    char expected[64], got[64];
+    if (below > 0) snprintf(expected, sizeof expected, "a number > 0 and < %g", below);
+    else snprintf(expected, sizeof expected, "a finite number > 0 that fits a float");
+    const cJSON *v;
+    slate_status s = cfg_get(c, path, parent, key, kind, expected, &v, err);
+    if (s) return s;
+    if (!v) {
+        *out = dflt;
+        return SLATE_OK;
+    }
+    /* |x| <= FLT_MAX first: converting a larger double to float is undefined. A tiny x may
+     * still round to 0, hence the test after the conversion. */
+    if (!cJSON_IsNumber(v) || !(fabs(v->valuedouble) <= FLT_MAX) ||
+        !((float)v->valuedouble > 0) || (below > 0 && !(v->valuedouble < below)))
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': %s%s%s is %s, expected %s", path,
+                           parent ? parent : "", parent ? "." : "", key,
+                           json_str(v, got, sizeof got), expected);
     *out = (float)v->valuedouble;
-    return true;
+    return SLATE_OK;
+}
+
+/* The layer index of "model.layers.N.<rest>": N is decimal digits without sign or leading
+ * zeros ("0", "17"), below n_layers. Returns the offset of <rest>, 0 when hf does not start
+ * with "model.layers." and -1 when it does but N is not such an index. */
+static int layer_index(const char *hf, int32_t n_layers, int32_t *layer) {
+    static const char prefix[] = "model.layers.";
+    size_t n = sizeof prefix - 1;
+    if (strncmp(hf, prefix, n) != 0) return 0;
+    int64_t l = 0;
+    size_t i = n;
+    for (; hf[i] >= '0' && hf[i] <= '9'; i++)
+        if (l <= n_layers) l = l * 10 + (hf[i] - '0'); /* stops growing once out of range */
+    if (i == n || hf[i] != '.' || (hf[n] == '0' && i > n + 1) || l >= n_layers) return -1;
+    *layer = (int32_t)l;
+    return (int)i + 1;
 }
 
 /* HF name -> canonical name; false if the name is not a known weight. */
-static bool map_name(const char *hf, char *out, size_t cap) {
+static bool map_name(const char *hf, int32_t n_layers, char *out, size_t cap) {
     static const struct { const char *hf, *canon; } fixed[] = {
         {"model.embed_tokens.weight", "token_embd.weight"},
         {"model.norm.weight", "output_norm.weight"},
@@ -89,8 +167,9 @@ static bool map_name(const char *hf, char *out, size_t cap) {
         {"mlp.up_proj.weight", "ffn_up.weight"},
         {"mlp.down_proj.weight", "ffn_down.weight"},
     };
-    int l = -1, n = 0;
-    if (sscanf(hf, "model.layers.%d.%n", &l, &n) != 1 || l < 0 || n == 0) return false;
+    int32_t l = 0;
+    int n = layer_index(hf, n_layers, &l);
+    if (n <= 0) return false;
     for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
         if (strcmp(hf + n, layer[i].hf) == 0) {
             snprintf(out, cap, "blk.%d.%s", l, layer[i].canon);
@@ -121,7 +200,13 @@ static slate_status add_shard(const char *dir, const char *file, shards *sh, sla
         slate__src_tensor c;
         memset(&c, 0, sizeof c);
         if (is_ignored(t->name)) continue;
-        if (!map_name(t->name, c.name, sizeof c.name))
+        int32_t layer;
+        if (layer_index(t->name, imp->a.n_layers, &layer) < 0)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s': the layer index must be "
+                               "a decimal number without sign or leading zeros in 0..%d "
+                               "(num_hidden_layers is %d)", path, t->name, imp->a.n_layers - 1,
+                               imp->a.n_layers);
+        if (!map_name(t->name, imp->a.n_layers, c.name, sizeof c.name))
             return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': tensor '%s' is not part of any "
                                "supported architecture", path, t->name);
         switch (t->dtype) {
@@ -193,7 +278,7 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
     const cJSON *archs = cJSON_GetObjectItemCaseSensitive(cfg, "architectures");
     const cJSON *arch0 = cJSON_GetArrayItem(archs, 0);
     const char *an = cJSON_IsString(arch0) ? arch0->valuestring : "(none)";
-        const char *family = NULL;
+    const char *family = NULL;
     if (strcmp(an, "LlamaForCausalLM") == 0) family = "llama";
     else if (strcmp(an, "MistralForCausalLM") == 0) family = "mistral";
     else if (strcmp(an, "Qwen2ForCausalLM") == 0) family = "qwen2";
@@ -205,34 +290,47 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
         return s;
     }
     snprintf(a->name, sizeof a->name, "%s", family);
-    if (!cfg_int(cfg, "vocab_size", &a->n_vocab) || !cfg_int(cfg, "hidden_size", &a->dim) ||
-        !cfg_int(cfg, "num_hidden_layers", &a->n_layers) ||
-        !cfg_int(cfg, "num_attention_heads", &a->n_heads) ||
-        !cfg_int(cfg, "intermediate_size", &a->ffn_dim) ||
-        !cfg_float(cfg, "rms_norm_eps", &a->norm_eps)) {
-        s = slate__fail(err, SLATE_E_FORMAT, "'%s': a required field is missing or not a "
-                        "number (vocab_size, hidden_size, num_hidden_layers, num_attention_heads, "
-                        "intermediate_size, rms_norm_eps)", path);
+    /* Limits: check_arch's (build.c); the context may exceed slate's maximum here, the
+     * builder then asks for --context. */
+    if ((s = cfg_int(cfg, path, NULL, "vocab_size", KEY_REQUIRED, 1, SLATE__MAX_VOCAB, 0,
+                     &a->n_vocab, err)) ||
+        (s = cfg_int(cfg, path, NULL, "hidden_size", KEY_REQUIRED, 1, SLATE__MAX_DIM, 0, &a->dim,
+                     err)) ||
+        (s = cfg_int(cfg, path, NULL, "num_hidden_layers", KEY_REQUIRED, 1, SLATE__MAX_LAYERS, 0,
+                     &a->n_layers, err)) ||
+        (s = cfg_int(cfg, path, NULL, "num_attention_heads", KEY_REQUIRED, 1, SLATE__MAX_HEADS, 0,
+                     &a->n_heads, err)) ||
+        (s = cfg_int(cfg, path, NULL, "intermediate_size", KEY_REQUIRED, 1, SLATE__MAX_FFN, 0,
+                     &a->ffn_dim, err)) ||
+        (s = cfg_pos_float(cfg, path, NULL, "rms_norm_eps", KEY_REQUIRED, 1.0, 0, &a->norm_eps,
+                           err)) ||
+        (s = cfg_int(cfg, path, NULL, "num_key_value_heads", KEY_NULLABLE, 1, a->n_heads,
+                     a->n_heads, &a->n_kv_heads, err)) ||
+        (s = cfg_int(cfg, path, NULL, "head_dim", KEY_NULLABLE, 2, SLATE__MAX_HEAD_DIM,
+                     a->dim / a->n_heads, &a->head_dim, err)) ||
+        (s = cfg_pos_float(cfg, path, NULL, "rope_theta", KEY_OPTIONAL, 0, 10000.0f,
+                           &a->rope_theta, err)) ||
+        (s = cfg_int(cfg, path, NULL, "max_position_embeddings", KEY_OPTIONAL, 1, INT32_MAX, 2048,
+                     &a->n_ctx, err)) ||
+        (s = cfg_int(cfg, path, NULL, "sliding_window", KEY_NULLABLE, 1, INT32_MAX, 0,
+                     &a->sliding_window, err)))
         return s;
-    }
-    if (!cfg_int(cfg, "num_key_value_heads", &a->n_kv_heads)) a->n_kv_heads = a->n_heads;
-    if (!cfg_int(cfg, "head_dim", &a->head_dim)) a->head_dim = a->n_heads ? a->dim / a->n_heads : 0;
-    if (!cfg_float(cfg, "rope_theta", &a->rope_theta)) a->rope_theta = 10000.0f;
-    if (!cfg_int(cfg, "max_position_embeddings", &a->n_ctx)) a->n_ctx = 2048;
+    if (a->n_heads % a->n_kv_heads)
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': num_key_value_heads %d does not divide "
+                           "num_attention_heads %d", path, a->n_kv_heads, a->n_heads);
     a->rope_dim = a->head_dim;
     a->rope_mode = SLATE__ROPE_HALF;
     a->qkv_bias = strcmp(family, "qwen2") == 0;
     a->qk_norm = strcmp(family, "qwen3") == 0;
-    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(cfg, "sliding_window");
+    /* The window applies to Mistral; Qwen's use_sliding_window (per-layer windows) is refused;
+     * elsewhere the key is checked but unused, as in transformers. */
     const cJSON *use_sw = cJSON_GetObjectItemCaseSensitive(cfg, "use_sliding_window");
-    if (cJSON_IsNumber(sw) && (strcmp(family, "mistral") == 0 || cJSON_IsTrue(use_sw))) {
-        if (strcmp(family, "mistral") != 0) {
-            s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': use_sliding_window on %s (per-layer "
-                            "windows) is not supported", path, an);
-            return s;
-        }
-        a->sliding_window = (int32_t)sw->valuedouble;
+    if (a->sliding_window && cJSON_IsTrue(use_sw) && strcmp(family, "mistral") != 0) {
+        s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': use_sliding_window on %s (per-layer "
+                        "windows) is not supported", path, an);
+        return s;
     }
+    if (strcmp(family, "mistral") != 0) a->sliding_window = 0;
     const cJSON *bias = cJSON_GetObjectItemCaseSensitive(cfg, "attention_bias");
     if (cJSON_IsTrue(bias) && !a->qkv_bias) {
         s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': attention_bias on %s is not supported",
@@ -240,18 +338,32 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
         return s;
     }
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    if (rs && !cJSON_IsNull(rs) && !cJSON_IsObject(rs)) {
+        char got[64];
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': rope_scaling is %s, expected an object "
+                           "or null", path, json_str(rs, got, sizeof got));
+    }
     if (cJSON_IsObject(rs)) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
         if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
         const char *type = cJSON_IsString(t) ? t->valuestring : "(none)";
         if (strcmp(type, "default") == 0) {
             /* no scaling */
-        } else if (strcmp(type, "linear") == 0 && cfg_float(rs, "factor", &a->rope_factor)) {
+        } else if (strcmp(type, "linear") == 0) {
+            if ((s = cfg_pos_float(rs, path, "rope_scaling", "factor", KEY_REQUIRED, 0, 0,
+                                   &a->rope_factor, err)))
+                return s;
             a->rope_scaling = SLATE__ROPE_SCALING_LINEAR;
-        } else if (strcmp(type, "llama3") == 0 && cfg_float(rs, "factor", &a->rope_factor) &&
-                   cfg_float(rs, "low_freq_factor", &a->rope_low_freq) &&
-                   cfg_float(rs, "high_freq_factor", &a->rope_high_freq) &&
-                   cfg_int(rs, "original_max_position_embeddings", &a->rope_orig_ctx)) {
+        } else if (strcmp(type, "llama3") == 0) {
+            if ((s = cfg_pos_float(rs, path, "rope_scaling", "factor", KEY_REQUIRED, 0, 0,
+                                   &a->rope_factor, err)) ||
+                (s = cfg_pos_float(rs, path, "rope_scaling", "low_freq_factor", KEY_REQUIRED, 0,
+                                   0, &a->rope_low_freq, err)) ||
+                (s = cfg_pos_float(rs, path, "rope_scaling", "high_freq_factor", KEY_REQUIRED, 0,
+                                   0, &a->rope_high_freq, err)) ||
+                (s = cfg_int(rs, path, "rope_scaling", "original_max_position_embeddings",
+                             KEY_REQUIRED, 1, INT32_MAX, 0, &a->rope_orig_ctx, err)))
+                return s;
             a->rope_scaling = SLATE__ROPE_SCALING_LLAMA3;
         } else {
             s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': rope_scaling type '%s' is not "

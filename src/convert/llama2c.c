@@ -61,12 +61,14 @@ static slate_status parse(const uint8_t *data, size_t size, const char *path, sl
     int32_t h[7];
     memcpy(h, data, sizeof h);
     int32_t dim = h[0], hidden = h[1], n_layers = h[2], n_heads = h[3], n_kv = h[4];
-    int32_t vocab = h[5] < 0 ? -h[5] : h[5], seq_len = h[6];
+    /* |vocab_size| in range before negating: -INT32_MIN overflows. */
+    bool vocab_ok = h[5] >= -SLATE__MAX_VOCAB && h[5] <= SLATE__MAX_VOCAB && h[5] != 0;
+    int32_t vocab = !vocab_ok ? 0 : h[5] < 0 ? -h[5] : h[5], seq_len = h[6];
     bool shared = h[5] > 0;
     if (dim < 2 || dim > 65536 || hidden < 1 || hidden > (1 << 20) || n_layers < 1 ||
         n_layers > 1024 || n_heads < 1 || n_heads > dim || dim % n_heads || n_kv < 1 ||
-        n_kv > n_heads || n_heads % n_kv || vocab < 1 || vocab > (1 << 22) || seq_len < 1 ||
-        seq_len > (1 << 24) || h[5] == INT32_MIN || (dim / n_heads) % 2) {
+        n_kv > n_heads || n_heads % n_kv || !vocab_ok || seq_len < 1 ||
+        seq_len > SLATE__MAX_CTX || (dim / n_heads) % 2) {
         s = slate__fail_at(err, SLATE_E_FORMAT, 0, "'%s': implausible llama2.c header (dim %d, "
                            "hidden %d, layers %d, heads %d, kv heads %d, vocab %d, seq_len %d)",
                            path, dim, hidden, n_layers, n_heads, n_kv, h[5], seq_len);

@@ -52,4 +52,188 @@ if [ -d "$SLATE_MODELS_DIR/stories260K" ]; then
   check "no output left after failed converts" test ! -e "$WORK/t.slate"
 fi
 expect_fail "missing source" SLATE_E_IO "no such file" "$SLATE" convert "$WORK/nope" -o "$WORK/n.slate"
+
+# Config values: a key that is present must be valid (named with its value), never replaced by
+# a default, truncated or cast out of range.
+sed -i 's/GPTNeoXForCausalLM/LlamaForCausalLM/' "$WORK/hf/config.json"
+$PY "$TOOLS/hfmodel.py" make --variant mistral --out "$WORK/mis" --seed 3 >/dev/null
+cfg_case() { # cfg_case SRC_DIR KEY JSON_VALUE|DEL STATUS MESSAGE: convert SRC with one key changed
+  local src=$1 key=$2 val=$3 st=$4 msg=${5:-}
+  rm -rf "$WORK/cfg"
+  cp -r "$src" "$WORK/cfg"
+  $PY - "$WORK/cfg/config.json" "$key" "$val" <<'PY'
+import json, sys
+p, k, v = sys.argv[1:]
+c = json.load(open(p))
+if v == "DEL":
+    c.pop(k, None)
+else:
+    c[k] = json.loads(v)
+open(p, "w").write(json.dumps(c))
+PY
+  if [ "$st" = OK ]; then
+    check "config $key=$val converts" "$SLATE" convert "$WORK/cfg" -o "$WORK/cfg.slate" 2>/dev/null
+  else
+    expect_fail "config $key=$val refused" "$st" "$msg" "$SLATE" convert "$WORK/cfg" -o "$WORK/cfg.slate"
+  fi
+}
+cfg_case "$WORK/hf" rope_theta 1e39 SLATE_E_FORMAT "rope_theta is 1e+39, expected a finite number > 0"
+cfg_case "$WORK/hf" rope_theta 0 SLATE_E_FORMAT "rope_theta is 0"
+cfg_case "$WORK/hf" rope_scaling '{"type": "linear", "factor": 1e39}' SLATE_E_FORMAT \
+  "rope_scaling.factor is 1e+39"
+cfg_case "$WORK/hf" rope_scaling '{"type": "linear"}' SLATE_E_FORMAT "rope_scaling.factor is missing"
+cfg_case "$WORK/hf" rope_scaling null OK
+cfg_case "$WORK/mis" sliding_window 1e30 SLATE_E_FORMAT "sliding_window is 1e+30, expected an integer in 1.."
+cfg_case "$WORK/mis" sliding_window -7 SLATE_E_FORMAT "sliding_window is -7"
+cfg_case "$WORK/mis" sliding_window 2.5 SLATE_E_FORMAT "sliding_window is 2.5"
+cfg_case "$WORK/mis" sliding_window null OK
+cfg_case "$WORK/hf" head_dim -16 SLATE_E_FORMAT "head_dim is -16, expected an integer in 2.."
+cfg_case "$WORK/hf" max_position_embeddings -5 SLATE_E_FORMAT "max_position_embeddings is -5"
+cfg_case "$WORK/hf" max_position_embeddings 1e15 SLATE_E_FORMAT "max_position_embeddings is 1e+15"
+cfg_case "$WORK/hf" max_position_embeddings 100000000 SLATE_E_INVALID_ARG "--context"
+cfg_case "$WORK/hf" max_position_embeddings DEL OK
+cfg_case "$WORK/hf" num_key_value_heads -2 SLATE_E_FORMAT "num_key_value_heads is -2, expected an integer in 1..4"
+cfg_case "$WORK/hf" num_key_value_heads 3 SLATE_E_FORMAT "num_key_value_heads 3 does not divide"
+cfg_case "$WORK/hf" rms_norm_eps DEL SLATE_E_FORMAT "rms_norm_eps is missing"
+cfg_case "$WORK/hf" vocab_size '"320"' SLATE_E_FORMAT 'vocab_size is "320"'
+
+# Tensor names and shapes in a Hugging Face folder.
+st_case() { # st_case DESCRIPTION PYTHON_EXPR STATUS MESSAGE: t is the name -> array dict
+  local d=$1 expr=$2 st=$3 msg=$4
+  rm -rf "$WORK/st"
+  cp -r "$WORK/hf" "$WORK/st"
+  $PY - "$TOOLS" "$WORK/st/model.safetensors" "$expr" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import hfmodel
+t, meta = hfmodel.read_safetensors(sys.argv[2])
+exec(sys.argv[3])
+hfmodel.write_safetensors(sys.argv[2], t, metadata=meta)
+PY
+  expect_fail "$d" "$st" "$msg" "$SLATE" convert "$WORK/st" -o "$WORK/st.slate"
+}
+st_case "1-D shape message" 't["model.layers.0.input_layernorm.weight"] = t["model.layers.0.input_layernorm.weight"][:32]' \
+  SLATE_E_FORMAT "has shape [32], the architecture needs [64]"
+st_case "2-D shape message" 't["model.layers.0.self_attn.q_proj.weight"] = t["model.layers.0.self_attn.q_proj.weight"][:32]' \
+  SLATE_E_FORMAT "has shape [32][64], the architecture needs [64][64]"
+L0=model.layers.0.input_layernorm.weight
+for idx in 4294967296 00 +0 -0 4 1x; do
+  st_case "layer index '$idx' refused" "t['model.layers.$idx.input_layernorm.weight'] = t.pop('$L0')" \
+    SLATE_E_FORMAT "tensor 'model.layers.$idx.input_layernorm.weight': the layer index"
+done
+
+# Conversion options that would have no effect are refused; a dtype fallback is always reported.
+if [ -d "$SLATE_MODELS_DIR/stories260K" ]; then
+  M=$SLATE_MODELS_DIR/stories260K
+  L2C=("$M/stories260K.bin" --tokenizer "$M/tok512.bin" -o "$WORK/o.slate")
+  expect_fail "--asym without int4" "" "--asym applies to int4" "$SLATE" convert "${L2C[@]}" --asym
+  expect_fail "--asym with int8" "" "--asym applies to int4" "$SLATE" convert "${L2C[@]}" --asym \
+    --quantize int8
+  expect_fail "--block-size without int4" "" "--block-size applies to int4" \
+    "$SLATE" convert "${L2C[@]}" --block-size 64
+  expect_fail "--palettize with --quantize" "" "--palettize and --quantize both set" \
+    "$SLATE" convert "${L2C[@]}" --palettize 4 --quantize int4
+  expect_fail "--dtype with --palettize" "" "--palettize and --dtype both set" \
+    "$SLATE" convert "${L2C[@]}" --dtype int8 --palettize 4
+  expect_fail "--group-size without --palettize" "" "--group-size applies to palettized" \
+    "$SLATE" convert "${L2C[@]}" --group-size 8
+  check "--palettize with --group-size converts" "$SLATE" convert "${L2C[@]}" --palettize 4 --group-size 8
+  check "--group-size with a pal keep rule converts" "$SLATE" convert "${L2C[@]}" --group-size 8 \
+    --keep 'pal:blk.0.attn_q.weight'
+  check "--asym with an int4 keep rule converts" "$SLATE" convert "${L2C[@]}" --asym --quantize int8 \
+    --keep 'int4:blk.0.attn_q.weight'
+  err=$("$SLATE" convert "${L2C[@]}" --quantize int4 --block-size 128 2>&1 >/dev/null)
+  check "int4 fallback to f16 is reported without --progress" \
+    grep -q "note: 35 matrices written as f16 instead of q4: rows not a multiple of the q4 block 128" <<<"$err"
+
+  # llama2.c header: vocab_size INT32_MIN (its negation overflows).
+  $PY -c "import struct,sys;b=bytearray(open(sys.argv[1],'rb').read());b[20:24]=struct.pack('<i',-2**31);open(sys.argv[2],'wb').write(b)" \
+    "$M/stories260K.bin" "$WORK/vmin.bin"
+  expect_fail "llama2.c vocab_size INT32_MIN" SLATE_E_FORMAT "vocab -2147483648" \
+    "$SLATE" convert "$WORK/vmin.bin" --tokenizer "$M/tok512.bin" -o "$WORK/o.slate"
+
+  # GGUF: metadata values and the tensor data layout (llama.cpp's loader rules).
+  cat >"$WORK/ggpatch.py" <<'PY'
+"""ggpatch.py IN OUT EDIT...: EDIT is kv:KEY:TYPE:VALUE (TYPE u32|i32|f32|str, set or added) or
+tensor:NAME:GGML_TYPE (rewrites the type number only, not the offsets)."""
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+magic, ver, nt, nkv = struct.unpack_from("<IIQQ", b, 0)
+o = 24
+SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+def skip(t, o):
+    if t == 8: return o + 8 + struct.unpack_from("<Q", b, o)[0]
+    if t == 9:
+        et, n = struct.unpack_from("<IQ", b, o); o += 12
+        if et in SIZES: return o + n * SIZES[et]
+        for _ in range(n): o = skip(et, o)
+        return o
+    return o + SIZES[t]
+def string(o):
+    n = struct.unpack_from("<Q", b, o)[0]
+    return b[o + 8:o + 8 + n].decode(), o + 8 + n
+kvs = []
+for _ in range(nkv):
+    s = o; k, o = string(o); t = struct.unpack_from("<I", b, o)[0]; o = skip(t, o + 4)
+    kvs.append([k, b[s:o]])
+tis = []
+for _ in range(nt):
+    s = o; name, o = string(o); nd = struct.unpack_from("<I", b, o)[0]; o += 4 + 8 * nd + 12
+    tis.append([name, bytearray(b[s:o])])
+align = 32
+data = b[(o + align - 1) // align * align:]
+FMT = {"u32": (4, "<I"), "i32": (5, "<i"), "f32": (6, "<f")}
+for e in sys.argv[3:]:
+    kind, rest = e.split(":", 1)
+    if kind == "kv":
+        key, typ, val = rest.split(":")
+        kb = key.encode()
+        if typ == "str":
+            vb = val.encode()
+            raw = struct.pack("<Q", len(kb)) + kb + struct.pack("<IQ", 8, len(vb)) + vb
+        else:
+            t, f = FMT[typ]
+            v = float(val) if typ == "f32" else int(val, 0)
+            raw = struct.pack("<Q", len(kb)) + kb + struct.pack("<I", t) + struct.pack(f, v)
+        for kv in kvs:
+            if kv[0] == key: kv[1] = raw; break
+        else: kvs.append([key, raw])
+    else:
+        name, typ = rest.split(":")
+        for ti in tis:
+            if ti[0] == name:
+                nd = struct.unpack_from("<I", ti[1], 8 + len(name.encode()))[0]
+                struct.pack_into("<I", ti[1], 8 + len(name.encode()) + 4 + 8 * nd, int(typ))
+h = struct.pack("<IIQQ", magic, ver, nt, len(kvs)) + b"".join(kv[1] for kv in kvs)
+h += b"".join(bytes(ti[1]) for ti in tis)
+open(sys.argv[2], "wb").write(h + b"\0" * ((-len(h)) % align) + data)
+PY
+  gg_case() { # gg_case STATUS MESSAGE EDIT...: convert stories260K.gguf with the edits
+    local st=$1 msg=$2; shift 2
+    $PY "$WORK/ggpatch.py" "$M/stories260K.gguf" "$WORK/p.gguf" "$@"
+    if [ "$st" = OK ]; then
+      check "GGUF $* converts" "$SLATE" convert "$WORK/p.gguf" -o "$WORK/p.slate" 2>/dev/null
+    else
+      expect_fail "GGUF $* refused" "$st" "$msg" "$SLATE" convert "$WORK/p.gguf" -o "$WORK/p.slate"
+    fi
+  }
+  gg_case OK "" kv:llama.rope.freq_base:f32:1e6
+  gg_case SLATE_E_FORMAT "key llama.rope.freq_base is inf (f32), expected a finite number > 0" \
+    kv:llama.rope.freq_base:f32:inf
+  gg_case SLATE_E_FORMAT "key llama.rope.scaling.factor is inf" \
+    kv:llama.rope.scaling.type:str:linear kv:llama.rope.scaling.factor:f32:inf
+  gg_case SLATE_E_FORMAT "key llama.rope.scaling.type is 1 (u32), expected a string" \
+    kv:llama.rope.scaling.type:u32:1
+  gg_case SLATE_E_FORMAT "key llama.context_length is 4294967295 (u32), expected an integer in 1.." \
+    kv:llama.context_length:u32:0xffffffff
+  gg_case SLATE_E_FORMAT "key llama.attention.head_count_kv is -2 (i32)" \
+    kv:llama.attention.head_count_kv:i32:-2
+  gg_case SLATE_E_FORMAT "key llama.attention.sliding_window is -7 (i32)" \
+    kv:llama.attention.sliding_window:i32:-7
+  gg_case SLATE_E_FORMAT "tensor 'output_norm.weight' (F32, 256 bytes) at data offset 131072, expected 34816" \
+    tensor:token_embd.weight:8
+  for f in "$M"/*.gguf; do
+    check "$(basename "$f") still converts" "$SLATE" convert "$f" -o "$WORK/all.slate" 2>/dev/null
+  done
+fi
 finish

@@ -42,6 +42,8 @@ typedef struct gspec {
     uint32_t t1_type;
     bool t1_offset_set;
     uint64_t t1_offset;
+    bool t0_type_set;             /* use t0_type for "tok.weight" (its offset stays 0) */
+    uint32_t t0_type;
 } gspec;
 
 #define DATA_BYTES 290
@@ -116,7 +118,7 @@ static void build(const gspec *s, slate__buf *b) {
     slate__buf_u32(b, 2);
     slate__buf_u64(b, 32);
     slate__buf_u64(b, 2);
-    slate__buf_u32(b, SLATE__GGML_F32);
+    slate__buf_u32(b, s->t0_type_set ? s->t0_type : SLATE__GGML_F32);
     slate__buf_u64(b, 0);
 
     put_str(b, s->t1_name ? s->t1_name : "blk.0.q", 0);
@@ -598,7 +600,10 @@ static const bad_case bad_cases[] = {
     {"offset near 2^64", {.t1_offset_set = true, .t1_offset = 0xffffffffffffffe0ull},
      SLATE_E_FORMAT, "tensor 'blk.0.q': data [offset ", "ends past the end of the file"},
     {"overlapping tensors", {.t1_offset_set = true, .t1_offset = 224}, SLATE_E_FORMAT,
-     "tensors 'tok.weight'", "and 'blk.0.q' [offset"},
+     "tensor 'blk.0.q' (Q8_0, 34 bytes) at data offset 224", "expected 256"},
+    /* llama.cpp's layout rule: a flipped type byte shrinks tensor 0 and leaves a gap. */
+    {"gap after a tensor whose type was flipped", {.t0_type_set = true, .t0_type = SLATE__GGML_F16},
+     SLATE_E_FORMAT, "tensor 'blk.0.q' (Q8_0, 34 bytes) at data offset 256", "expected 128"},
     {"duplicate tensor name", {.t1_name = "tok.weight"}, SLATE_E_FORMAT,
      "duplicate tensor name 'tok.weight'", "tensors 0 and 1"},
     {"unprintable name is escaped", {.t1_name = "a\x01", .t1_type_set = true, .t1_type = 99},

@@ -352,7 +352,7 @@ static bool write_llama_json(const char *src_rel, const char *out_path) {
                 char plain[256];
                 size_t k = 0;
                 for (size_t j = 0; s[j] && k < sizeof plain - 1;) {
-                    if (memcmp(s + j, "\xE2\x96\x81", 3) == 0) {
+                    if (strncmp(s + j, "\xE2\x96\x81", 3) == 0) { /* stops at the NUL */
                         plain[k++] = ' ';
                         j += 3;
                     } else {

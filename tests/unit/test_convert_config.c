@@ -1,0 +1,241 @@
+/* test_convert_config.c - the converter's hyper-parameter and option checks, without model files:
+ * config.json keys (a present key must be valid, an absent or null one takes its default; the
+ * message names the key and its value), the llama2.c header's vocab_size, the builder's
+ * checks of RoPE parameters, and compression options that no matrix would use. */
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "convert/convert.h"
+
+/* A valid Llama config; each case replaces (or with "DEL" removes) one key. */
+static const char *const BASE_CONFIG =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": 320, \"hidden_size\": 64,"
+    " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+    " \"intermediate_size\": 128, \"rms_norm_eps\": 1e-5, \"rope_theta\": 10000.0,"
+    " \"max_position_embeddings\": 256}";
+
+typedef struct cfg_case {
+    const char *arch;  /* NULL: LlamaForCausalLM */
+    const char *key;
+    const char *value; /* JSON, or "DEL" */
+    slate_status status;
+    const char *msg;   /* substring of the message (OK: NULL) */
+} cfg_case;
+
+static const cfg_case CFG_CASES[] = {
+    {NULL, "rope_theta", "1e39", SLATE_E_FORMAT, "rope_theta is 1e+39, expected a finite number"},
+    {NULL, "rope_theta", "-1", SLATE_E_FORMAT, "rope_theta is -1"},
+    {NULL, "rope_theta", "1e-50", SLATE_E_FORMAT, "rope_theta is 1e-50"}, /* 0 as a float */
+    {NULL, "rope_theta", "\"1e4\"", SLATE_E_FORMAT, "rope_theta is \"1e4\""},
+    {NULL, "rope_theta", "DEL", SLATE_OK, NULL},
+    {NULL, "rope_scaling", "{\"type\": \"linear\", \"factor\": 1e39}", SLATE_E_FORMAT,
+     "rope_scaling.factor is 1e+39"},
+    {NULL, "rope_scaling", "{\"type\": \"linear\", \"factor\": 0}", SLATE_E_FORMAT,
+     "rope_scaling.factor is 0"},
+    {NULL, "rope_scaling",
+     "{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": "
+     "1e40, \"original_max_position_embeddings\": 64}",
+     SLATE_E_FORMAT, "rope_scaling.high_freq_factor is 1e+40"},
+    {NULL, "rope_scaling",
+     "{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": "
+     "4, \"original_max_position_embeddings\": 6.5}",
+     SLATE_E_FORMAT, "rope_scaling.original_max_position_embeddings is 6.5"},
+    {NULL, "rope_scaling", "[1]", SLATE_E_FORMAT, "rope_scaling is an array"},
+    {NULL, "rope_scaling", "null", SLATE_OK, NULL},
+    {"MistralForCausalLM", "sliding_window", "1e30", SLATE_E_FORMAT,
+     "sliding_window is 1e+30, expected an integer in 1..2147483647"},
+    {"MistralForCausalLM", "sliding_window", "-7", SLATE_E_FORMAT, "sliding_window is -7"},
+    {"MistralForCausalLM", "sliding_window", "0", SLATE_E_FORMAT, "sliding_window is 0"},
+    {"MistralForCausalLM", "sliding_window", "2.5", SLATE_E_FORMAT, "sliding_window is 2.5"},
+    {"MistralForCausalLM", "sliding_window", "null", SLATE_OK, NULL},
+    {"MistralForCausalLM", "sliding_window", "4096", SLATE_OK, NULL},
+    {NULL, "head_dim", "-16", SLATE_E_FORMAT, "head_dim is -16, expected an integer in 2.."},
+    {NULL, "head_dim", "16.5", SLATE_E_FORMAT, "head_dim is 16.5"},
+    {NULL, "head_dim", "null", SLATE_OK, NULL},
+    {NULL, "max_position_embeddings", "-5", SLATE_E_FORMAT, "max_position_embeddings is -5"},
+    {NULL, "max_position_embeddings", "1e15", SLATE_E_FORMAT, "max_position_embeddings is 1e+15"},
+    {NULL, "max_position_embeddings", "DEL", SLATE_OK, NULL},
+    {NULL, "num_key_value_heads", "-2", SLATE_E_FORMAT,
+     "num_key_value_heads is -2, expected an integer in 1..4"},
+    {NULL, "num_key_value_heads", "8", SLATE_E_FORMAT, "num_key_value_heads is 8"},
+    {NULL, "num_key_value_heads", "3", SLATE_E_FORMAT, "num_key_value_heads 3 does not divide"},
+    {NULL, "num_key_value_heads", "DEL", SLATE_OK, NULL},
+    {NULL, "vocab_size", "4294967616", SLATE_E_FORMAT, "vocab_size is 4294967616"},
+    {NULL, "hidden_size", "DEL", SLATE_E_FORMAT, "hidden_size is missing"},
+    {NULL, "rms_norm_eps", "0", SLATE_E_FORMAT, "rms_norm_eps is 0, expected a number > 0"},
+    {NULL, "rms_norm_eps", "2", SLATE_E_FORMAT, "rms_norm_eps is 2"},
+};
+
+static void hf_config_keys_are_checked_by_name_and_value(void **st) {
+    (void)st;
+    for (size_t c = 0; c < sizeof CFG_CASES / sizeof CFG_CASES[0]; c++) {
+        const cfg_case *k = &CFG_CASES[c];
+        cJSON *cfg = cJSON_Parse(BASE_CONFIG);
+        assert_non_null(cfg);
+        if (k->arch)
+            cJSON_ReplaceItemInArray(cJSON_GetObjectItem(cfg, "architectures"), 0,
+                                     cJSON_CreateString(k->arch));
+        cJSON_DeleteItemFromObjectCaseSensitive(cfg, k->key);
+        if (strcmp(k->value, "DEL") != 0) {
+            cJSON *v = cJSON_Parse(k->value);
+            assert_non_null(v);
+            cJSON_AddItemToObject(cfg, k->key, v);
+        }
+        char *text = cJSON_PrintUnformatted(cfg);
+        cJSON_Delete(cfg);
+        slate__arch a;
+        slate_error e;
+        memset(&e, 0, sizeof e);
+        slate_status s = slate__hf_parse_config(text, strlen(text), &a, &e);
+        bool ok = s == k->status && (!k->msg || strstr(e.message, k->msg));
+        if (!ok)
+            fprintf(stderr, "case %s=%s: got %s '%s'; want %s with '%s'\n", k->key, k->value,
+                    slate_status_name(s), s ? e.message : "", slate_status_name(k->status),
+                    k->msg ? k->msg : "");
+        cJSON_free(text);
+        assert_true(ok);
+    }
+}
+
+/* Absent and null keys take their defaults; present ones are used as given. */
+static void hf_config_defaults_apply_only_to_absent_keys(void **st) {
+    (void)st;
+    slate__arch a;
+    slate_error e;
+    const char *cfg = "{\"architectures\": [\"MistralForCausalLM\"], \"vocab_size\": 320, "
+                      "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                      " \"intermediate_size\": 128, \"rms_norm_eps\": 1e-5, \"head_dim\": null,"
+                      " \"sliding_window\": null}";
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_int_equal(a.n_kv_heads, 4);
+    assert_int_equal(a.head_dim, 16);
+    assert_int_equal(a.n_ctx, 2048);
+    assert_int_equal(a.sliding_window, 0);
+    assert_true(a.rope_theta == 10000.0f);
+    cfg = "{\"architectures\": [\"MistralForCausalLM\"], \"vocab_size\": 320, \"hidden_size\": 64,"
+          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 1,"
+          " \"intermediate_size\": 128, \"rms_norm_eps\": 1e-5, \"head_dim\": 32,"
+          " \"sliding_window\": 4096, \"max_position_embeddings\": 65536, \"rope_theta\": 1e6}";
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_int_equal(a.n_kv_heads, 1);
+    assert_int_equal(a.head_dim, 32);
+    assert_int_equal(a.n_ctx, 65536);
+    assert_int_equal(a.sliding_window, 4096);
+    assert_true(a.rope_theta == 1e6f);
+}
+
+/* vocab_size is signed (negative: separate classifier); INT32_MIN has no positive counterpart. */
+static void llama2c_header_vocab_int32_min_is_refused(void **st) {
+    (void)st;
+    static const int32_t vocabs[] = {INT32_MIN, INT32_MIN + 1, -(1 << 22) - 1, 0, (1 << 22) + 1};
+    for (size_t i = 0; i < sizeof vocabs / sizeof vocabs[0]; i++) {
+        int32_t h[7] = {64, 172, 5, 8, 4, vocabs[i], 512};
+        slate__import imp;
+        slate_error e;
+        memset(&e, 0, sizeof e);
+        assert_int_equal(slate__import_llama2c_mem((const uint8_t *)h, sizeof h, &imp, &e),
+                         SLATE_E_FORMAT);
+        char want[32];
+        snprintf(want, sizeof want, "vocab %d,", (int)vocabs[i]);
+        if (!strstr(e.message, want)) fail_msg("vocab %d: %s", (int)vocabs[i], e.message);
+    }
+}
+
+/* A minimal import that reaches the builder's checks (which run before the tokenizer is used). */
+static void tiny_import(slate__import *imp) {
+    memset(imp, 0, sizeof *imp);
+    strcpy(imp->a.name, "llama");
+    imp->a.n_vocab = 8;
+    imp->a.dim = imp->a.head_dim = imp->a.ffn_dim = 4;
+    imp->a.n_heads = imp->a.n_kv_heads = 1;
+    imp->a.n_layers = 1;
+    imp->a.n_ctx = 8;
+    imp->a.norm_eps = 1e-5f;
+    imp->a.rope_theta = 10000.0f;
+    imp->a.rope_dim = 4;
+}
+
+static void builder_refuses_non_finite_rope_parameters(void **st) {
+    (void)st;
+    slate_convert_params cp = slate_convert_default_params();
+    slate__import imp;
+    slate_error e;
+    tiny_import(&imp);
+    imp.a.rope_theta = INFINITY;
+    assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("rope.slate"), &e), SLATE_E_FORMAT);
+    assert_non_null(strstr(e.message, "theta inf"));
+    tiny_import(&imp);
+    imp.a.rope_scaling = SLATE__ROPE_SCALING_LINEAR;
+    imp.a.rope_factor = INFINITY;
+    assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("rope.slate"), &e), SLATE_E_FORMAT);
+    assert_non_null(strstr(e.message, "factor inf"));
+}
+
+/* The context limit: a source context past slate's maximum needs an explicit n_ctx. */
+static void builder_asks_for_a_context_when_the_source_one_is_too_large(void **st) {
+    (void)st;
+    slate_convert_params cp = slate_convert_default_params();
+    slate__import imp;
+    slate_error e;
+    tiny_import(&imp);
+    imp.a.n_ctx = SLATE__MAX_CTX + 1;
+    assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("ctx.slate"), &e),
+                     SLATE_E_INVALID_ARG);
+    assert_non_null(strstr(e.message, "16777217"));
+    assert_non_null(strstr(e.message, "--context"));
+}
+
+/* Layout options of a dtype that no matrix gets would be ignored: refused, named. */
+static void builder_refuses_options_no_matrix_uses(void **st) {
+    (void)st;
+    static const struct {
+        slate_dtype dtype;
+        bool asym;
+        int32_t block, bits, group;
+        slate_status status;
+        const char *msg;
+    } cases[] = {
+        {SLATE_DTYPE_F32, true, 0, 0, 0, SLATE_E_INVALID_ARG, "asym applies to q4"},
+        {SLATE_DTYPE_Q8_C, true, 0, 0, 0, SLATE_E_INVALID_ARG, "dtype is q8_c"},
+        {SLATE_DTYPE_Q8_0, false, 64, 0, 0, SLATE_E_INVALID_ARG,
+         "block size applies to q4"},
+        {SLATE_DTYPE_Q4, false, 0, 4, 0, SLATE_E_INVALID_ARG,
+         "pal bits applies to pal"},
+        {SLATE_DTYPE_F16, false, 0, 0, 8, SLATE_E_INVALID_ARG,
+         "pal group applies to pal"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        slate_convert_params cp = slate_convert_default_params();
+        cp.dtype = cases[i].dtype;
+        cp.asym = cases[i].asym;
+        cp.block_size = cases[i].block;
+        cp.pal_bits = cases[i].bits;
+        cp.pal_group = cases[i].group;
+        slate__import imp;
+        slate_error e;
+        memset(&e, 0, sizeof e);
+        tiny_import(&imp);
+        slate_status s = slate__build_package(&imp, &cp, tu_tmp("opts.slate"), &e);
+        if (s != cases[i].status || !strstr(e.message, cases[i].msg))
+            fail_msg("case %zu: expected %s naming '%s', got %s: %s", i,
+                     slate_status_name(cases[i].status), cases[i].msg, slate_status_name(s),
+                     e.message);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(hf_config_keys_are_checked_by_name_and_value),
+        cmocka_unit_test(hf_config_defaults_apply_only_to_absent_keys),
+        cmocka_unit_test(llama2c_header_vocab_int32_min_is_refused),
+        cmocka_unit_test(builder_refuses_non_finite_rope_parameters),
+        cmocka_unit_test(builder_asks_for_a_context_when_the_source_one_is_too_large),
+        cmocka_unit_test(builder_refuses_options_no_matrix_uses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
