@@ -337,37 +337,62 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
                         path, an);
         return s;
     }
+    /* Newer configs (transformers 5) move rope_theta and the scaling keys into one
+     * "rope_parameters" object ({"rope_type": ..., "rope_theta": ..., "factor": ...}). It is
+     * read when the older keys are absent; where both give rope_theta they must agree. */
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
+    if (rp && !cJSON_IsNull(rp) && !cJSON_IsObject(rp)) {
+        char got[64];
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': rope_parameters is %s, expected an object "
+                           "or null", path, json_str(rp, got, sizeof got));
+    }
+    if (cJSON_IsObject(rp) && cJSON_GetObjectItemCaseSensitive(rp, "rope_theta")) {
+        float theta;
+        if ((s = cfg_pos_float(rp, path, "rope_parameters", "rope_theta", KEY_REQUIRED, 0, 0,
+                               &theta, err)))
+            return s;
+        if (cJSON_GetObjectItemCaseSensitive(cfg, "rope_theta") && theta != a->rope_theta)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': rope_theta %g and "
+                               "rope_parameters.rope_theta %g disagree", path, a->rope_theta,
+                               theta);
+        a->rope_theta = theta;
+    }
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    const char *rs_name = "rope_scaling";
     if (rs && !cJSON_IsNull(rs) && !cJSON_IsObject(rs)) {
         char got[64];
         return slate__fail(err, SLATE_E_FORMAT, "'%s': rope_scaling is %s, expected an object "
                            "or null", path, json_str(rs, got, sizeof got));
     }
+    if (!cJSON_IsObject(rs) && cJSON_IsObject(rp)) {
+        rs = rp;
+        rs_name = "rope_parameters";
+    }
     if (cJSON_IsObject(rs)) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
         if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(rs, "type");
-        const char *type = cJSON_IsString(t) ? t->valuestring : "(none)";
+        const char *type = cJSON_IsString(t) ? t->valuestring : rs == rp ? "default" : "(none)";
         if (strcmp(type, "default") == 0) {
             /* no scaling */
         } else if (strcmp(type, "linear") == 0) {
-            if ((s = cfg_pos_float(rs, path, "rope_scaling", "factor", KEY_REQUIRED, 0, 0,
+            if ((s = cfg_pos_float(rs, path, rs_name, "factor", KEY_REQUIRED, 0, 0,
                                    &a->rope_factor, err)))
                 return s;
             a->rope_scaling = SLATE__ROPE_SCALING_LINEAR;
         } else if (strcmp(type, "llama3") == 0) {
-            if ((s = cfg_pos_float(rs, path, "rope_scaling", "factor", KEY_REQUIRED, 0, 0,
+            if ((s = cfg_pos_float(rs, path, rs_name, "factor", KEY_REQUIRED, 0, 0,
                                    &a->rope_factor, err)) ||
-                (s = cfg_pos_float(rs, path, "rope_scaling", "low_freq_factor", KEY_REQUIRED, 0,
+                (s = cfg_pos_float(rs, path, rs_name, "low_freq_factor", KEY_REQUIRED, 0,
                                    0, &a->rope_low_freq, err)) ||
-                (s = cfg_pos_float(rs, path, "rope_scaling", "high_freq_factor", KEY_REQUIRED, 0,
+                (s = cfg_pos_float(rs, path, rs_name, "high_freq_factor", KEY_REQUIRED, 0,
                                    0, &a->rope_high_freq, err)) ||
-                (s = cfg_int(rs, path, "rope_scaling", "original_max_position_embeddings",
+                (s = cfg_int(rs, path, rs_name, "original_max_position_embeddings",
                              KEY_REQUIRED, 1, INT32_MAX, 0, &a->rope_orig_ctx, err)))
                 return s;
             a->rope_scaling = SLATE__ROPE_SCALING_LLAMA3;
         } else {
-            s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': rope_scaling type '%s' is not "
-                            "supported (linear, llama3)", path, type);
+            s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': %s type '%s' is not "
+                            "supported (default, linear, llama3)", path, rs_name, type);
             return s;
         }
     }

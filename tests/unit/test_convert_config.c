@@ -47,6 +47,13 @@ static const cfg_case CFG_CASES[] = {
      SLATE_E_FORMAT, "rope_scaling.original_max_position_embeddings is 6.5"},
     {NULL, "rope_scaling", "[1]", SLATE_E_FORMAT, "rope_scaling is an array"},
     {NULL, "rope_scaling", "null", SLATE_OK, NULL},
+    {NULL, "rope_parameters", "{\"rope_type\": \"default\", \"rope_theta\": 5e5}", SLATE_E_FORMAT,
+     "rope_theta 10000 and rope_parameters.rope_theta 500000 disagree"},
+    {NULL, "rope_parameters", "{\"rope_type\": \"yarn\", \"rope_theta\": 10000}", SLATE_E_UNSUPPORTED,
+     "rope_parameters type 'yarn' is not supported"},
+    {NULL, "rope_parameters", "{\"rope_type\": \"linear\", \"rope_theta\": 10000, \"factor\": -2}",
+     SLATE_E_FORMAT, "rope_parameters.factor is -2"},
+    {NULL, "rope_parameters", "7", SLATE_E_FORMAT, "rope_parameters is 7"},
     {"MistralForCausalLM", "sliding_window", "1e30", SLATE_E_FORMAT,
      "sliding_window is 1e+30, expected an integer in 1..2147483647"},
     {"MistralForCausalLM", "sliding_window", "-7", SLATE_E_FORMAT, "sliding_window is -7"},
@@ -127,6 +134,24 @@ static void hf_config_defaults_apply_only_to_absent_keys(void **st) {
     assert_int_equal(a.n_ctx, 65536);
     assert_int_equal(a.sliding_window, 4096);
     assert_true(a.rope_theta == 1e6f);
+    /* transformers 5: rope_theta and the scaling in rope_parameters (no rope_theta, no
+     * rope_scaling at the top level) are read from there, not replaced by 10000. */
+    cfg = "{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": 320, \"hidden_size\": 64,"
+          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 128,"
+          " \"rms_norm_eps\": 1e-5, \"rope_parameters\": {\"rope_type\": \"llama3\","
+          " \"rope_theta\": 500000.0, \"factor\": 32.0, \"low_freq_factor\": 1.0,"
+          " \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}}";
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_true(a.rope_theta == 5e5f);
+    assert_int_equal(a.rope_scaling, SLATE__ROPE_SCALING_LLAMA3);
+    assert_true(a.rope_factor == 32.0f);
+    assert_int_equal(a.rope_orig_ctx, 8192);
+    cfg = "{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": 320, \"hidden_size\": 64,"
+          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 128,"
+          " \"rms_norm_eps\": 1e-5, \"rope_parameters\": {\"rope_theta\": 1e6}}";
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_true(a.rope_theta == 1e6f);
+    assert_int_equal(a.rope_scaling, SLATE__ROPE_SCALING_NONE);
 }
 
 /* vocab_size is signed (negative: separate classifier); INT32_MIN has no positive counterpart. */
