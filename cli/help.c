@@ -129,6 +129,8 @@ static const help HELP[] = {
      "  --ctx N               each slot's context (default: the package's)\n"
      "  --max-tokens N        cap on a request's max_tokens (default: the context)\n"
      "  --max-body BYTES      largest request body (default 1048576)\n"
+     "  --idle-timeout S      close a connection idle this long; never one being served\n"
+     "                        (default 30)\n"
      "  --template NAME       chat template (default: detected from the model's template)\n"
      "  -t, --threads N       threads per call (default: one per online core)\n"},
     {"synth",

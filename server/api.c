@@ -5,7 +5,9 @@
  * Every bad input gets a 4xx with an OpenAI-style error object naming the field. Requests are
  * validated completely before a slot is taken. Streaming runs the generation on a worker thread
  * that fills a buffer the connection drains; if the client goes away, libmicrohttpd frees the
- * response early, which cancels the generation and frees the slot.
+ * response early, which cancels the generation and frees the slot. A non-streaming request
+ * blocks its connection's thread (libmicrohttpd does not watch the socket meanwhile), so it
+ * looks at the socket itself while queued and while generating, and stops if the client left.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "server.h"
@@ -121,14 +123,35 @@ static void record(srv_server *s, const srv_usage *u, bool cancelled) {
     pthread_mutex_unlock(&s->metrics.mu);
 }
 
-/* Growable text for non-streaming replies. */
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static bool conn_gone(void *user) { return srv_conn_gone(user); }
+
+/* Growable text for non-streaming replies. While a non-streaming generation runs, nothing
+ * watches the client's socket; acc_piece looks every SRV_GONE_POLL_S and cancels the generation
+ * of a client that left, as a disconnect does for a stream. */
 typedef struct text_acc {
     char *p;
     size_t len, cap;
+    struct MHD_Connection *conn;
+    double next_check_s;  /* monotonic time of the next look at the socket */
+    bool gone;            /* the client left: the generation was cancelled */
 } text_acc;
 
 static bool acc_piece(void *user, const char *t, size_t n) {
     text_acc *a = user;
+    double now = now_s();
+    if (now >= a->next_check_s) {
+        a->next_check_s = now + SRV_GONE_POLL_S;
+        if (srv_conn_gone(a->conn)) {
+            a->gone = true;
+            return false;
+        }
+    }
     if (a->len + n + 1 > a->cap) {
         size_t cap = (a->cap ? a->cap * 2 : 1024) + n;
         char *q = realloc(a->p, cap);
@@ -146,6 +169,7 @@ static bool acc_piece(void *user, const char *t, size_t n) {
 
 typedef struct stream {
     srv_server *s;
+    struct MHD_Connection *conn;
     srv_parsed p;
     srv_slot *slot;
     int32_t *ids;
@@ -260,6 +284,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
     pthread_mutex_lock(&st->mu);
     while (st->sent == st->len && !st->done) pthread_cond_wait(&st->cv, &st->mu);
     size_t n = st->len - st->sent;
+    /* This thread was blocked here, maybe for a long prefill: restart the idle timer so the
+     * wait is never counted as client idleness (0.9.75 did not cut such waits in our tests,
+     * but does not promise it). A client that stops reading still times out: this callback
+     * is not called while earlier data waits to be sent. */
+    srv_conn_touch(st->conn, st->s->cfg.idle_timeout_s);
     if (n == 0) {
         pthread_mutex_unlock(&st->mu);
         return MHD_CONTENT_READER_END_OF_STREAM;
@@ -322,8 +351,16 @@ static int generate(srv_server *s, struct MHD_Connection *conn, const char *body
     }
     srv_slot *slot = NULL;
     int32_t reused = 0;
-    int acq = srv_pool_acquire(&s->pool, ids, n_ids, r->conv_id, s->cfg.queue_timeout_s, &slot,
-                               &reused);
+    int acq = srv_pool_acquire_until(&s->pool, ids, n_ids, r->conv_id, s->cfg.queue_timeout_s,
+                                     conn_gone, conn, &slot, &reused);
+    if (acq == SRV_ACQ_GONE) {
+        /* Nobody to answer: close the connection. */
+        pthread_mutex_lock(&s->metrics.mu);
+        s->metrics.cancelled++;
+        pthread_mutex_unlock(&s->metrics.mu);
+        ok = 0;
+        goto out;
+    }
     if (acq != SRV_ACQ_OK) {
         pthread_mutex_lock(&s->metrics.mu);
         s->metrics.rejected_queue_full++;
@@ -347,6 +384,7 @@ static int generate(srv_server *s, struct MHD_Connection *conn, const char *body
             goto out;
         }
         stp->s = s;
+        stp->conn = conn;
         stp->p = p;
         stp->slot = slot;
         stp->ids = ids;
@@ -378,12 +416,20 @@ static int generate(srv_server *s, struct MHD_Connection *conn, const char *body
         return ok; /* the stream owns p, ids */
     }
     text_acc acc = {0};
+    acc.conn = conn;
+    acc.next_check_s = now_s() + SRV_GONE_POLL_S;
     srv_usage u;
     memset(&u, 0, sizeof u);
     atomic_bool cancel;
     atomic_init(&cancel, false);
     st = srv_backend_generate(s->backend, slot, r, ids, n_ids, acc_piece, &acc, &cancel, &u, &err);
     srv_pool_release(&s->pool, slot);
+    if (acc.gone) {
+        record(s, &u, true);
+        free(acc.p);
+        ok = 0;
+        goto out;
+    }
     if (st) {
         free(acc.p);
         ok = error_reply(s, conn, st == SLATE_E_CONTEXT_FULL ? 400 : 500,

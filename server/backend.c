@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "server.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,40 @@ struct srv_backend {
     int32_t n_ctx;
     size_t kv_per_token;
     const char *template_name;
+    char chat_problem[sizeof ((slate_error *)0)->message]; /* why chat cannot work, "" if it can */
 };
+
+static slate_status fail_arg(slate_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static slate_status fail_arg(slate_error *err, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        err->code = SLATE_E_INVALID_ARG;
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return SLATE_E_INVALID_ARG;
+}
+
+/* Renders a one-message conversation to learn, at startup, whether chat requests can work: an
+ * unknown --template must stop the server (else every chat request fails later as if the
+ * client were at fault); a model without a usable template only loses chat completions. */
+static slate_status probe_template(srv_backend *b, slate_error *err) {
+    const slate_chat_message hi = {SLATE_ROLE_USER, "hi", 2};
+    size_t len = 0;
+    slate_error e;
+    slate_status s = slate_chat_render(b->model, b->template_name, &hi, 1, true, NULL, 0, &len, &e);
+    if (s == SLATE_OK || s == SLATE_E_BUFFER_TOO_SMALL) return SLATE_OK;
+    if (b->template_name)
+        return fail_arg(err, "--template '%s': %s", b->template_name, e.message);
+    if (s != SLATE_E_UNSUPPORTED && s != SLATE_E_INVALID_ARG) {
+        if (err) *err = e;
+        return s;
+    }
+    snprintf(b->chat_problem, sizeof b->chat_problem, "%s", e.message);
+    return SLATE_OK;
+}
 
 slate_status srv_backend_open(const srv_config *cfg, srv_backend **out, slate_error *err) {
     *out = NULL;
@@ -36,11 +70,27 @@ slate_status srv_backend_open(const srv_config *cfg, srv_backend **out, slate_er
     b->tok = slate_model_tokenizer(b->model);
     slate_model_info info;
     slate_model_get_info(b->model, &info);
-    b->n_ctx = cfg->n_ctx && cfg->n_ctx < info.n_ctx ? cfg->n_ctx : info.n_ctx;
+    if (cfg->n_ctx > info.n_ctx) {
+        /* Refused like `slate run --context`: a larger context than the package was planned
+         * for is never silently cut down. */
+        s = fail_arg(err, "--ctx %d is outside 1..%d (the package's context)", cfg->n_ctx,
+                     info.n_ctx);
+        goto fail;
+    }
+    b->n_ctx = cfg->n_ctx ? cfg->n_ctx : info.n_ctx;
     b->kv_per_token = info.kv_bytes_per_token;
     b->template_name = cfg->template_name;
+    if ((s = probe_template(b, err))) goto fail;
     *out = b;
     return SLATE_OK;
+fail:
+    slate_model_close(b->model);
+    free(b);
+    return s;
+}
+
+const char *srv_backend_chat_problem(const srv_backend *b) {
+    return b->chat_problem[0] ? b->chat_problem : NULL;
 }
 
 void srv_backend_close(srv_backend *b) {

@@ -9,12 +9,14 @@
 #include "server.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,8 +62,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_size = 0;
         return MHD_YES;
     }
-    if (rc->too_large) return srv_handle(s, conn, method, url, NULL, (size_t)-1) ? MHD_YES : MHD_NO;
-    return srv_handle(s, conn, method, url, rc->body ? rc->body : "", rc->len) ? MHD_YES : MHD_NO;
+    /* The idle timer must not count the time the handler runs (a queue wait up to
+     * --queue-timeout, a long non-streaming generation) as client idleness. libmicrohttpd
+     * 0.9.75 happens to restart the timer when a response is queued, but does not document it;
+     * what it documents is that setting a timeout when it was 0 restarts the timer. So the
+     * timer is off while the handler runs and restarts when it returns. */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    int ok = rc->too_large ? srv_handle(s, conn, method, url, NULL, (size_t)-1)
+                           : srv_handle(s, conn, method, url, rc->body ? rc->body : "", rc->len);
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, s->cfg.idle_timeout_s);
+    return ok ? MHD_YES : MHD_NO;
+}
+
+void srv_conn_touch(struct MHD_Connection *conn, unsigned timeout_s) {
+    /* Documented: setting a timeout when it was 0 restarts the timer. */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, timeout_s);
+}
+
+bool srv_conn_gone(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    /* Peek: 0 is the client's FIN, an error (ECONNRESET...) a reset; bytes (a pipelined next
+     * request) or EAGAIN mean it is still there. Nothing is consumed. */
+    char c;
+    ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -102,6 +129,7 @@ int srv_main(int argc, char **argv) {
     c->queue_max = 16;
     c->queue_timeout_s = 60;
     c->max_body_bytes = 1 << 20;
+    c->idle_timeout_s = SRV_IDLE_TIMEOUT_S;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
@@ -115,6 +143,7 @@ int srv_main(int argc, char **argv) {
         else if (strcmp(a, "--max-tokens") == 0) ok = parse_int(v, 1, 1 << 24, &n) && (c->max_tokens_limit = (int32_t)n);
         else if (strcmp(a, "--max-body") == 0) ok = parse_int(v, 1024, 1 << 30, &n) && (c->max_body_bytes = (size_t)n);
         else if (strcmp(a, "--queue-timeout") == 0) ok = parse_int(v, 0, 86400, &n) && ((c->queue_timeout_s = (double)n), true);
+        else if (strcmp(a, "--idle-timeout") == 0) ok = parse_int(v, 1, 86400, &n) && ((c->idle_timeout_s = (unsigned)n), true);
         else if ((strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0)) ok = parse_int(v, 1, 1024, &n) && (c->n_threads = (int32_t)n);
         else if (strcmp(a, "--template") == 0 && v) c->template_name = v;
         else if (a[0] != '-' && !c->model_path) {
@@ -154,7 +183,7 @@ int srv_main(int argc, char **argv) {
     if (st) {
         fprintf(stderr, "slate serve: %s: %s\n", slate_status_name(st), err.message);
         free(s);
-        return 1;
+        return st == SLATE_E_INVALID_ARG ? 2 : 1;
     }
     if (!c->max_tokens_limit) c->max_tokens_limit = srv_backend_n_ctx(s->backend);
     s->pool.slots = calloc((size_t)c->n_slots, sizeof *s->pool.slots);
@@ -176,18 +205,26 @@ int srv_main(int argc, char **argv) {
         fprintf(stderr, "slate serve: --host must be an IPv4 address, not '%s'\n", c->host);
         goto done;
     }
+    /* Connections beyond the running and queued requests: room for /health, /metrics and
+     * idle keep-alive clients, which the idle timeout (--idle-timeout) closes. Past the
+     * limit new connections are refused, so a crowd of idle clients costs at most this many
+     * threads (one per connection) for the idle timeout. */
+    long conn_limit = (long)c->n_slots + c->queue_max + 256;
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
         (uint16_t)c->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)600, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)(c->n_slots + c->queue_max + 64), MHD_OPTION_END);
+        c->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)conn_limit, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "slate serve: cannot listen on %s:%d\n", c->host, c->port);
         goto done;
     }
     fprintf(stderr, "slate serve: %s on http://%s:%d (%d slots, queue %d%s)\n", c->model_id,
             c->host, c->port, c->n_slots, c->queue_max, c->api_key ? ", api key required" : "");
+    const char *chat_problem = srv_backend_chat_problem(s->backend);
+    if (chat_problem)
+        fprintf(stderr, "slate serve: chat completions are unavailable (%s); /v1/completions "
+                "works, or name a template with --template\n", chat_problem);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);

@@ -29,6 +29,22 @@ static bool fail(srv_parsed *p, unsigned status, const char *param, const char *
     return false;
 }
 
+/* True if the JSON text holds a \u0000 escape: cJSON stores strings NUL-terminated, so such a
+ * string would silently end at the NUL. In valid JSON a backslash only appears inside strings;
+ * the "\u" is an escape when the run of backslashes ending at it is odd ("\\u0000" is a
+ * backslash followed by the text "u0000"). Hex digits are case-insensitive, but '0' has no
+ * case, so only the 'u' matters and JSON spells it lowercase. */
+static bool has_nul_escape(const char *body, size_t len) {
+    for (size_t i = 0; i + 6 <= len; i++) {
+        if (body[i] != '\\' || body[i + 1] != 'u' || memcmp(body + i + 2, "0000", 4) != 0)
+            continue;
+        size_t run = 1;
+        while (run <= i && body[i - run] == '\\') run++;
+        if (run % 2 == 1) return true;
+    }
+    return false;
+}
+
 static bool num_field(srv_parsed *p, const char *key, double lo, double hi, bool integer,
                       double *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(p->json, key);
@@ -55,6 +71,9 @@ bool srv_parse_request(const srv_config *cfg, atomic_ulong *seed_counter, srv_pa
                     "byte %zu)", end ? (size_t)(end - body) : 0);
     if (!cJSON_IsObject(p->json))
         return fail(p, 400, NULL, "invalid_json", "request body must be a JSON object");
+    /* A raw NUL byte is not valid inside a JSON string either, but cJSON copies it. */
+    if (memchr(body, '\0', len) || has_nul_escape(body, len))
+        return fail(p, 400, NULL, "invalid_value", "strings must not contain NUL (\\u0000)");
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(p->json, "model");
     if (model && !cJSON_IsNull(model)) {
         if (!cJSON_IsString(model))

@@ -32,6 +32,7 @@ typedef struct srv_config {
     size_t max_body_bytes;    /* default 1 MiB */
     int32_t n_threads;        /* per slot (0: default) */
     const char *template_name;/* chat template override, NULL: from the model */
+    unsigned idle_timeout_s;  /* close connections idle this long (default SRV_IDLE_TIMEOUT_S) */
 } srv_config;
 
 /* ---- metrics ----------------------------------------------------------------------------- */
@@ -81,7 +82,11 @@ typedef struct srv_pool {
     pthread_cond_t cv;
 } srv_pool;
 
-enum { SRV_ACQ_OK = 0, SRV_ACQ_QUEUE_FULL = 1, SRV_ACQ_TIMEOUT = 2 };
+enum { SRV_ACQ_OK = 0, SRV_ACQ_QUEUE_FULL = 1, SRV_ACQ_TIMEOUT = 2, SRV_ACQ_GONE = 3 };
+
+/* How often a queued or running non-streaming request checks that its client is still there
+ * (seconds): a client that left is noticed within this time. */
+#define SRV_GONE_POLL_S 0.2
 
 /* Picks a slot for a request: the slot bound to conv_id if any, else the idle slot whose ledger
  * shares the longest prefix with ids (ties: least recently used). Waits while all are busy, as
@@ -89,6 +94,11 @@ enum { SRV_ACQ_OK = 0, SRV_ACQ_QUEUE_FULL = 1, SRV_ACQ_TIMEOUT = 2 };
  * length. */
 int srv_pool_acquire(srv_pool *p, const int32_t *ids, int32_t n, const char *conv_id,
                      double timeout_s, srv_slot **out, int32_t *reused);
+/* The same, but while waiting it calls gone(user) every SRV_GONE_POLL_S (without the pool's
+ * mutex held) and gives up with SRV_ACQ_GONE when it returns true. gone may be NULL. */
+int srv_pool_acquire_until(srv_pool *p, const int32_t *ids, int32_t n, const char *conv_id,
+                           double timeout_s, bool (*gone)(void *user), void *user,
+                           srv_slot **out, int32_t *reused);
 void srv_pool_release(srv_pool *p, srv_slot *s);
 int srv_pool_busy(srv_pool *p, int *queue_len);
 int32_t srv_common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb);
@@ -140,7 +150,12 @@ typedef struct srv_usage {
     slate_finish_reason finish;
 } srv_usage;
 
+/* Opens the model and checks the options against it: E_INVALID_ARG (exit 2) for a --ctx past
+ * the package's context or a --template that cannot render a conversation. */
 slate_status srv_backend_open(const srv_config *cfg, srv_backend **out, slate_error *err);
+/* Why chat completions cannot work (the model has no usable chat template and none was
+ * named), or NULL if they can; borrowed until the backend is closed. */
+const char *srv_backend_chat_problem(const srv_backend *b);
 void srv_backend_close(srv_backend *b);
 int32_t srv_backend_n_ctx(const srv_backend *b);
 /* Creates the per-slot conversation objects. */
@@ -178,6 +193,19 @@ int srv_main(int argc, char **argv);
 struct MHD_Connection;
 int srv_handle(srv_server *s, struct MHD_Connection *conn, const char *method, const char *url,
                const char *body, size_t body_len);
+
+/* Default idle timeout of a connection (--idle-timeout), seconds: a connection that sends or
+ * reads nothing for this long is closed, so idle keep-alive clients cannot use up the
+ * connection limit. It never cuts a request that is being served: http.c turns the timer off
+ * while the handler runs (queue wait, non-streaming generation) and stream_read restarts it
+ * whenever it hands out data. */
+#define SRV_IDLE_TIMEOUT_S 30u
+/* Restarts conn's idle timer, timeout_s long (call on conn's own thread). */
+void srv_conn_touch(struct MHD_Connection *conn, unsigned timeout_s);
+/* True if conn's client has closed or reset the connection; for a handler blocked in a long
+ * operation, during which libmicrohttpd does not watch the socket (call on conn's own thread).
+ * A client that half-closes after sending its request counts as gone. */
+bool srv_conn_gone(struct MHD_Connection *conn);
 
 /* Time-constant comparison of two byte strings of possibly different lengths. */
 bool srv_secret_equal(const char *a, const char *b);

@@ -4,7 +4,8 @@
  * id, else to the idle slot whose ledger shares the longest prefix with the request's ids (so a
  * client that resends the whole history gets its cache back), ties and cold requests going to
  * the least recently used idle slot (idle slots are reclaimed LRU). When every slot is busy the
- * request waits in a bounded queue; past the bound, or past the wait timeout, it is refused.
+ * request waits in a bounded queue; past the bound, or past the wait timeout, it is refused; a
+ * waiter whose client has gone (as a callback says) leaves the queue.
  * Calls on one slot are serialized by the busy flag under the pool mutex.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -50,16 +51,31 @@ static srv_slot *pick(srv_pool *p, const int32_t *ids, int32_t n, const char *co
     return best;
 }
 
+static struct timespec after(double s) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += (time_t)s;
+    t.tv_nsec += (long)((s - (double)(time_t)s) * 1e9);
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+static bool before(const struct timespec *a, const struct timespec *b) {
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
 int srv_pool_acquire(srv_pool *p, const int32_t *ids, int32_t n, const char *conv_id,
                      double timeout_s, srv_slot **out, int32_t *reused) {
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += (time_t)timeout_s;
-    deadline.tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    return srv_pool_acquire_until(p, ids, n, conv_id, timeout_s, NULL, NULL, out, reused);
+}
+
+int srv_pool_acquire_until(srv_pool *p, const int32_t *ids, int32_t n, const char *conv_id,
+                           double timeout_s, bool (*gone)(void *user), void *user,
+                           srv_slot **out, int32_t *reused) {
+    struct timespec deadline = after(timeout_s);
     *out = NULL;
     *reused = 0;
     pthread_mutex_lock(&p->mu);
@@ -71,16 +87,31 @@ int srv_pool_acquire(srv_pool *p, const int32_t *ids, int32_t n, const char *con
             return SRV_ACQ_QUEUE_FULL;
         }
         p->n_waiting++;
+        bool left = false;
         while (!(s = pick(p, ids, n, conv_id, reused, &bound_busy))) {
-            if (pthread_cond_timedwait(&p->cv, &p->mu, &deadline) == ETIMEDOUT) {
+            /* Without a gone callback, sleep until the deadline; with one, wake up every
+             * SRV_GONE_POLL_S to ask it (it is called without the mutex held). */
+            struct timespec wake = deadline;
+            if (gone) {
+                struct timespec poll = after(SRV_GONE_POLL_S);
+                if (before(&poll, &deadline)) wake = poll;
+            }
+            int rc = pthread_cond_timedwait(&p->cv, &p->mu, &wake);
+            if (rc == ETIMEDOUT && !before(&wake, &deadline)) {
                 s = pick(p, ids, n, conv_id, reused, &bound_busy);
                 break;
+            }
+            if (rc == ETIMEDOUT && gone) {
+                pthread_mutex_unlock(&p->mu);
+                left = gone(user);
+                pthread_mutex_lock(&p->mu);
+                if (left) break;
             }
         }
         p->n_waiting--;
         if (!s) {
             pthread_mutex_unlock(&p->mu);
-            return SRV_ACQ_TIMEOUT;
+            return left ? SRV_ACQ_GONE : SRV_ACQ_TIMEOUT;
         }
     }
     s->busy = true;

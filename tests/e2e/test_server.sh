@@ -2,7 +2,9 @@
 # slate serve end to end, on loopback only: endpoints with curl, every bad input's status and
 # message, concurrent clients beyond the slots (all answered or told 503, none mixed up), a
 # client disconnect mid-stream freeing its slot, prefix reuse of a resent history (visible in
-# /metrics), and the official `openai` npm client (installed into a scratch folder).
+# /metrics), the official `openai` npm client (installed into a scratch folder), options refused
+# at startup, NUL in JSON strings, and on a second server the idle timeout, long requests that
+# must outlive it, and non-streaming clients that hang up (queued or generating).
 source "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || { echo "skipping: curl missing"; exit 0; }
 $PY "$TOOLS/hfmodel.py" make --variant qwen2 --out "$WORK/hf" --seed 5 >/dev/null
@@ -135,7 +137,80 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
 else
   bad "node/npm missing: the openai client test did not run"
 fi
+# A bad --template or a --ctx past the package's context stops the server at startup (exit 2);
+# `timeout` ends a server that wrongly starts (on a port of its own).
+PORT2=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+expect_exit2() { # expect_exit2 "desc" SUBSTRING args...
+  local d=$1 sub=$2 out rc=0; shift 2
+  out=$(timeout 5 "$SLATE" serve "$WORK/m.slate" --port "$PORT2" "$@" 2>&1 >/dev/null) || rc=$?
+  if [ "$rc" = 2 ] && [[ $out == *"$sub"* ]]; then ok "$d"; else bad "$d: exit $rc: $out"; fi
+}
+expect_exit2 "serve --template bogus: refused at startup" "--template 'bogus'" --template bogus
+expect_exit2 "serve --ctx past the package's context: refused" "--ctx 4097 is outside 1..4096" --ctx 4097
+
+# A NUL in a JSON string would silently cut it (cJSON strings end at NUL): refused, as an
+# escape, in chat content, or as a raw byte; an escaped backslash before u0000 is plain text.
+expect "\\u0000 in a prompt" 400 'must not contain NUL' POST /v1/completions '{"prompt":"a\u0000b","max_tokens":2}'
+expect "\\u0000 in chat content" 400 'must not contain NUL' POST /v1/chat/completions '{"messages":[{"role":"user","content":"x\u0000"}]}'
+expect "\\u0000 after an escaped backslash" 400 'must not contain NUL' POST /v1/completions '{"prompt":"a\\\u0000","max_tokens":2}'
+expect "\\\\u0000 is text, not a NUL" 200 '"text_completion"' POST /v1/completions '{"prompt":"a\\u0000b","max_tokens":2}'
+got=$(printf '{"prompt":"a\0b"}' | curl -s -o "$WORK/body" -w '%{http_code}' "${AUTH[@]}" "${J[@]}" --data-binary @- "$URL/v1/completions")
+check "raw NUL byte in the body: 400" test "$got" = 400 -a -n "$(grep 'must not contain NUL' "$WORK/body")"
 kill -INT $SERVER
 wait $SERVER
 check "server stops cleanly on SIGINT" test $? -eq 0
+
+# Timeouts and disconnects, on a second server: one slot, a queue of one, a 1 s idle timeout,
+# and a model without a chat template whose long generations (16k tokens of a 32k context)
+# take seconds.
+$PY - "$WORK/hf" <<'PYEOF'
+import json, sys
+p = sys.argv[1] + "/tokenizer_config.json"
+c = json.load(open(p)); c.pop("chat_template", None); json.dump(c, open(p, "w"))
+PYEOF
+"$SLATE" convert "$WORK/hf" -o "$WORK/long.slate" --context 32768 --max-query 64 2>/dev/null
+"$SLATE" serve "$WORK/long.slate" --port "$PORT" --slots 1 --queue 1 --idle-timeout 1 -t 1 \
+  2>"$WORK/serve2.log" &
+SERVER=$!
+for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
+check "a model without a chat template: the log says chat completions are unavailable" \
+  grep -q "chat completions are unavailable" "$WORK/serve2.log"
+health() { curl -s "$URL/health"; }
+cancelled() { curl -s "$URL/metrics" | awk '/^slate_cancelled_total/ {print $2}'; }
+# A non-streaming client that hangs up mid-generation cancels it (before: it ran to the end).
+c0=$(cancelled)
+curl -s --max-time 0.5 -o /dev/null "${J[@]}" \
+  --data '{"prompt":"long story","max_tokens":16000,"ignore_eos":true}' "$URL/v1/completions" || true
+freed=no
+for _ in $(seq 10); do health | grep -q '"slots_busy":0' && { freed=yes; break; }; sleep 0.1; done
+check "non-streaming disconnect cancels the generation within 1 s" test "$freed" = yes
+check "... and is counted in /metrics" test "$(cancelled)" -gt "$c0"
+# Idle connections are closed after --idle-timeout; a request that runs (or waits in the
+# queue) longer than that is not cut.
+$PY -c 'import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.settimeout(5); t = time.time()
+sys.exit(0 if s.recv(1) == b"" and time.time() - t < 3 else 1)' "$PORT" &
+IDLE=$!
+curl -s -o "$WORK/long.body" -w '%{http_code} %{time_total}' "${J[@]}" \
+  --data '{"prompt":"long story","max_tokens":16000,"ignore_eos":true}' "$URL/v1/completions" >"$WORK/long.code" &
+LONG=$!
+sleep 0.3
+curl -s --max-time 0.6 -o /dev/null "${J[@]}" --data '{"prompt":"gone","max_tokens":5}' "$URL/v1/completions" &
+GONE=$!
+sleep 0.2
+check "a second request waits in the queue" bash -c "curl -s $URL/health | grep -q '\"queue_length\":1'"
+wait $GONE || true
+sleep 0.3
+check "a queued client that hangs up leaves the queue" bash -c "curl -s $URL/health | grep -q '\"queue_length\":0'"
+curl -s -o "$WORK/queued.body" -w '%{http_code} %{time_total}' "${J[@]}" \
+  --data '{"prompt":"patient","max_tokens":5,"stream":true}' "$URL/v1/completions" >"$WORK/queued.code" &
+QUEUED=$!
+wait $LONG $QUEUED || true
+check "idle connection closed after the 1 s idle timeout" wait $IDLE
+check "a generation longer than the idle timeout is answered ($(cat "$WORK/long.code") s)" \
+  grep -q '"finish_reason":"length"' "$WORK/long.body"
+check "a request queued longer than the idle timeout is answered ($(cat "$WORK/queued.code") s)" \
+  grep -q '^data: \[DONE\]' "$WORK/queued.body"
+kill -INT $SERVER
+wait $SERVER || true
 finish

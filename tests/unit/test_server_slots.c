@@ -123,6 +123,38 @@ static void a_waiter_gets_the_slot_when_it_is_released(void **st) {
     free_pool();
 }
 
+static int g_gone_calls;
+static bool gone_on_third_call(void *user) {
+    (void)user;
+    return ++g_gone_calls >= 3;
+}
+
+static void a_waiter_whose_client_left_leaves_the_queue(void **st) {
+    (void)st;
+    reset_pool(1, 1);
+    srv_slot *s, *t;
+    int32_t reused, x[] = {1};
+    assert_int_equal(srv_pool_acquire(&g_pool, x, 1, NULL, 1, &s, &reused), SRV_ACQ_OK);
+    g_gone_calls = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(srv_pool_acquire_until(&g_pool, x, 1, NULL, 30, gone_on_third_call, NULL,
+                                            &t, &reused), SRV_ACQ_GONE);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    /* Asked every SRV_GONE_POLL_S: gone on the third look, long before the 30 s timeout. */
+    assert_int_equal(g_gone_calls, 3);
+    assert_true(waited >= 2.5 * SRV_GONE_POLL_S && waited < 10 * SRV_GONE_POLL_S);
+    assert_null(t);
+    assert_int_equal(g_pool.n_waiting, 0);
+    /* A waiter whose client stays still times out as before. */
+    g_gone_calls = -1000;
+    assert_int_equal(srv_pool_acquire_until(&g_pool, x, 1, NULL, 0.05, gone_on_third_call, NULL,
+                                            &t, &reused), SRV_ACQ_TIMEOUT);
+    srv_pool_release(&g_pool, s);
+    free_pool();
+}
+
 static void api_key_comparison_checks_every_byte(void **st) {
     (void)st;
     assert_true(srv_secret_equal("sk-abc", "sk-abc"));
@@ -157,6 +189,7 @@ int main(void) {
         cmocka_unit_test(cold_requests_take_the_least_recently_used_idle_slot),
         cmocka_unit_test(conversation_id_keeps_its_slot),
         cmocka_unit_test(full_queue_is_refused_and_waiters_time_out),
+        cmocka_unit_test(a_waiter_whose_client_left_leaves_the_queue),
         cmocka_unit_test(a_waiter_gets_the_slot_when_it_is_released),
         cmocka_unit_test(api_key_comparison_checks_every_byte),
         cmocka_unit_test(metrics_render_counters_and_cumulative_histograms),
