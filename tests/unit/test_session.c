@@ -503,14 +503,14 @@ static char *summarize(void *user, const char *transcript, size_t len) {
     return strdup(b);
 }
 
-static slate_session *mk_summarizing(slate_model *m, sum_cb *c) {
+static slate_session *mk_summarizing(slate_model *m, sum_cb *c, int32_t n_summary_max) {
     slate_session_params p = slate_session_default_params();
     p.template_name = "chatml";
     p.context_policy = SLATE_CONTEXT_SUMMARIZE;
     p.n_reserve = 40;
     p.summarize = c ? summarize : NULL;
     p.summarize_user = c;
-    p.n_summary_max = 16;
+    p.n_summary_max = n_summary_max;
     slate_session *s = NULL;
     slate_error e;
     if (slate_session_create(m, &p, &s, &e)) fail_msg("%s", e.message);
@@ -533,7 +533,7 @@ static void summarize_with_a_callback_replaces_earlier_turns_by_the_summary(void
     fx *f = *stp;
     sum_cb c;
     memset(&c, 0, sizeof c);
-    slate_session *s = mk_summarizing(f->small, &c);
+    slate_session *s = mk_summarizing(f->small, &c, 16);
     say(s, SLATE_ROLE_SYSTEM, "Be-brief.");
     ev_log l;
     int i = run_until_summary(s, 0, &l);
@@ -568,7 +568,7 @@ static void summarize_with_a_callback_replaces_earlier_turns_by_the_summary(void
 
     /* Without a system message the summary becomes one. */
     memset(&c, 0, sizeof c);
-    s = mk_summarizing(f->small, &c);
+    s = mk_summarizing(f->small, &c, 16);
     run_until_summary(s, 0, &l);
     slate_session_message(s, 0, &role, &text, &len);
     assert_int_equal(role, SLATE_ROLE_SYSTEM);
@@ -581,7 +581,7 @@ static void summarize_callback_returning_null_fails_the_turn_cleanly(void **stp)
     sum_cb c;
     memset(&c, 0, sizeof c);
     c.fail = true;
-    slate_session *s = mk_summarizing(f->small, &c);
+    slate_session *s = mk_summarizing(f->small, &c, 16);
     slate_error e;
     slate_status st = SLATE_OK;
     int i = 0;
@@ -598,7 +598,7 @@ static void summarize_callback_returning_null_fails_the_turn_cleanly(void **stp)
 
 static void summarize_without_a_callback_asks_the_model(void **stp) {
     fx *f = *stp;
-    slate_session *s = mk_summarizing(f->wide, NULL);
+    slate_session *s = mk_summarizing(f->wide, NULL, 16);
     say(s, SLATE_ROLE_SYSTEM, "Be-brief.");
     ev_log l;
     run_until_summary(s, 0, &l);
@@ -620,16 +620,10 @@ static void summarize_without_a_callback_asks_the_model(void **stp) {
  * (it used to drop the turns with an empty summary); the conversation is kept as it was. */
 static void summarize_too_big_for_the_context_fails_instead_of_dropping_turns(void **stp) {
     fx *f = *stp;
-    slate_session_params p = slate_session_default_params();
-    p.template_name = "chatml";
-    p.context_policy = SLATE_CONTEXT_SUMMARIZE;
-    p.n_reserve = 40;
     slate_model_info mi;
     assert_int_equal(slate_model_get_info(f->small, &mi), SLATE_OK);
-    p.n_summary_max = mi.n_ctx - 2;
-    slate_session *s = NULL;
+    slate_session *s = mk_summarizing(f->small, NULL, mi.n_ctx - 2);
     slate_error e;
-    if (slate_session_create(f->small, &p, &s, &e)) fail_msg("%s", e.message);
     say(s, SLATE_ROLE_SYSTEM, "Be-brief.");
     slate_status st = SLATE_OK;
     int i = 0;
@@ -651,14 +645,8 @@ static void summarize_too_big_for_the_context_fails_instead_of_dropping_turns(vo
  * small context without the caller choosing a number. */
 static void summarize_default_budget_fits_a_small_context(void **stp) {
     fx *f = *stp;
-    slate_session_params p = slate_session_default_params();
-    assert_int_equal(p.n_summary_max, 0);
-    p.template_name = "chatml";
-    p.context_policy = SLATE_CONTEXT_SUMMARIZE;
-    p.n_reserve = 40;
-    slate_session *s = NULL;
-    slate_error e;
-    if (slate_session_create(f->wide, &p, &s, &e)) fail_msg("%s", e.message);
+    assert_int_equal(slate_session_default_params().n_summary_max, 0);
+    slate_session *s = mk_summarizing(f->wide, NULL, 0);
     say(s, SLATE_ROLE_SYSTEM, "Be-brief.");
     ev_log l;
     run_until_summary(s, 0, &l);
