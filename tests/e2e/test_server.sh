@@ -213,4 +213,18 @@ check "a request queued longer than the idle timeout is answered ($(cat "$WORK/q
   grep -q '^data: \[DONE\]' "$WORK/queued.body"
 kill -INT $SERVER
 wait $SERVER || true
+
+# Llama 2's template puts a system message inside the first user message: a conversation of a
+# system message alone renders as nothing, and the 400 says so instead of "the prompt is empty".
+"$SLATE" serve "$WORK/m.slate" --port "$PORT" --template llama2 -t 1 2>"$WORK/serve3.log" &
+SERVER=$!
+for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
+AUTH=()
+expect "llama2 template, system message alone: 400 naming the missing user message" 400 \
+  'no place for a system message without a user message' \
+  POST /v1/chat/completions '{"messages":[{"role":"system","content":"Be brief."}],"max_tokens":2}'
+expect "llama2 template, system + user: answered" 200 '"chat.completion"' POST /v1/chat/completions \
+  '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":2}'
+kill -INT $SERVER
+wait $SERVER || true
 finish
