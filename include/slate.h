@@ -648,7 +648,9 @@ typedef struct slate_chat_message {
  * HTTP server): template_name as for sessions (NULL: detect from the model's template; never
  * guessed). The conversation must be well formed (an optional first system message, then user
  * and assistant alternating from user). add_generation_prompt: end with the header that opens
- * the assistant's reply. Writes the text (not terminated) into buf[0..cap); *len_out = its
+ * the assistant's reply; with it, a system message alone is refused (E_INVALID_ARG) by the
+ * templates that put it inside the first user message (llama2, mistral, gemma), which would
+ * otherwise leave it out of the prompt. Writes the text (not terminated) into buf[0..cap); *len_out = its
  * length (or the size needed with E_BUFFER_TOO_SMALL). Tokenize it with
  * SLATE_ENCODE_PARSE_SPECIAL. Returns OK, E_INVALID_ARG, E_UNSUPPORTED, E_BUFFER_TOO_SMALL,
  * E_NOMEM. */

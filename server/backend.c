@@ -168,15 +168,7 @@ slate_status srv_backend_prompt(srv_backend *b, const srv_request *req, int32_t 
         *ids = NULL;
         if (err) {
             err->code = SLATE_E_INVALID_ARG;
-            if (req->chat)
-                /* Llama 2's template puts a system message inside the first user message, so
-                 * a conversation of system messages alone renders as nothing. */
-                snprintf(err->message, sizeof err->message,
-                         "the chat template renders these messages as an empty prompt (it "
-                         "has no place for a system message without a user message): add a "
-                         "user message");
-            else
-                snprintf(err->message, sizeof err->message, "the prompt is empty");
+            snprintf(err->message, sizeof err->message, "the prompt is empty");
         }
         return SLATE_E_INVALID_ARG;
     }

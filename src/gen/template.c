@@ -17,6 +17,9 @@
  *    model does.
  *  - Jinja's trim / Python's strip() remove Unicode whitespace; here only ASCII whitespace
  *    (space, \t, \n, \v, \f, \r) is trimmed.
+ *  - llama2, mistral and gemma put the system message inside the first user message, so a
+ *    prompt (generation prompt requested) of a system message alone is refused: the sources
+ *    render it as nothing (llama2) or leave the system text out.
  *  - llama31: date_string is the template's own default "26 Jul 2024"; Llama 3.2 templates call
  *    strftime_now() for today's date, which would make a rendering (and every cached prefix)
  *    change at midnight.
@@ -385,6 +388,15 @@ slate_status slate__tmpl_render(slate__tmpl t, const slate__chat_msg *msgs, int3
                                    ? role_name(msgs[i].role) : "unknown",
                                (int)msgs[i].role, NAMES[t], role_name(want));
     }
+    /* Llama 2, Mistral and Gemma put the system message inside the first user message: a
+     * prompt of a system message alone would silently leave it out (llama2: an empty prompt;
+     * gemma: only the model turn's header). A render without a generation prompt (a prefix
+     * the session measures) is allowed: there, nothing is generated from it. */
+    if (gen && n == 1 && msgs[0].role == SLATE_ROLE_SYSTEM &&
+        (t == SLATE__TMPL_LLAMA2 || t == SLATE__TMPL_MISTRAL || t == SLATE__TMPL_GEMMA))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "the %s template has no place for a system "
+                           "message without a user message (it goes inside the first user "
+                           "message): add a user message", NAMES[t]);
     switch (t) {
     case SLATE__TMPL_CHATML: render_chatml(msgs, n, gen, out); break;
     case SLATE__TMPL_QWEN3: render_qwen3(msgs, n, gen, out); break;

@@ -215,7 +215,7 @@ kill -INT $SERVER
 wait $SERVER || true
 
 # Llama 2's template puts a system message inside the first user message: a conversation of a
-# system message alone renders as nothing, and the 400 says so instead of "the prompt is empty".
+# system message alone would render as an empty prompt; the 400 names the missing user message.
 "$SLATE" serve "$WORK/m.slate" --port "$PORT" --template llama2 -t 1 2>"$WORK/serve3.log" &
 SERVER=$!
 for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done

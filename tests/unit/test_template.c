@@ -312,6 +312,37 @@ static void trimming_follows_each_template(void **unused) {
                   "<bos><start_of_turn>user\n S \n\nHi<end_of_turn>\n<start_of_turn>model\n");
 }
 
+/* A prompt of a system message alone: families that put the system message inside the first
+ * user message refuse it with a message naming the fix (rendered, it would leave the system
+ * text out); the others render it; without a generation prompt (a prefix the session
+ * measures) every family renders it. */
+static void system_message_alone(void **unused) {
+    (void)unused;
+    const slate__chat_msg sys[] = {{SLATE_ROLE_SYSTEM, "Be brief.", 9}};
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        const char *name = CASES[i].name;
+        bool folds = !strcmp(name, "llama2") || !strcmp(name, "mistral") || !strcmp(name, "gemma");
+        slate__buf b = {0};
+        slate_error e = {0};
+        slate_status st = slate__tmpl_render(slate__tmpl_by_name(name), sys, 1, "<s>", "</s>",
+                                             true, &b, &e);
+        if (folds) {
+            assert_int_equal(st, SLATE_E_INVALID_ARG);
+            if (!strstr(e.message, name) || !strstr(e.message, "add a user message"))
+                fail_msg("%s: %s", name, e.message);
+        } else {
+            assert_int_equal(st, SLATE_OK);
+            slate__buf_append(&b, "", 1);
+            if (!strstr((const char *)b.data, "Be brief."))
+                fail_msg("%s left the system text out: %s", name, (const char *)b.data);
+        }
+        slate__buf_free(&b);
+        assert_int_equal(slate__tmpl_render(slate__tmpl_by_name(name), sys, 1, "<s>", "</s>",
+                                            false, &b, &e), SLATE_OK);
+        slate__buf_free(&b);
+    }
+}
+
 static void qwen3_drops_reasoning_of_earlier_replies(void **unused) {
     (void)unused;
     const slate__chat_msg a[] = {
@@ -503,6 +534,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(each_family_renders_known_conversations_exactly),
         cmocka_unit_test(trimming_follows_each_template),
+        cmocka_unit_test(system_message_alone),
         cmocka_unit_test(qwen3_drops_reasoning_of_earlier_replies),
         cmocka_unit_test(families_are_detected_from_real_tokenizer_configs),
         cmocka_unit_test(families_are_detected_from_official_template_sources),
