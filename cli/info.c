@@ -15,8 +15,8 @@ int slate_cli_info(int argc, char **argv) {
     if (s) return cli_error("info", s, &err);
     size_t len = 0;
     slate_model_describe(m, NULL, 0, &len);
-    char *buf = malloc(len + 1);
-    if (!buf || slate_model_describe(m, buf, len + 1, &len) != SLATE_OK) {
+    char *buf = malloc(len); /* the size needed, with the NUL */
+    if (!buf || slate_model_describe(m, buf, len, &len) != SLATE_OK) {
         free(buf);
         slate_model_close(m);
         fprintf(stderr, "slate info: out of memory\n");

@@ -11,8 +11,9 @@
  * the repetition penalties see only generated tokens (they are off by default).
  * --mem-stats prints the process RSS and the state's reserved/resident memory on stderr.
  * The dump file is opened before any work (an unwritable path fails at once) and, when it is a
- * regular file or new, written to FILE.tmp.<pid> and renamed when complete, so a failed run
- * leaves no partial dump; a FIFO or device (e.g. /dev/stdout) is written directly.
+ * regular file or new, written through slate_output (a temp beside it, renamed when complete,
+ * removed on failure or on a signal), so a failed run leaves no partial dump; a FIFO or device
+ * (e.g. /dev/stdout) is written directly.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
@@ -39,56 +40,63 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* --dump-logits FILE: a regular file (or a new one) is written through slate_output, whole or
+ * not at all (its temp is removed on a signal with the library's other outputs); a device or
+ * FIFO named on purpose (/dev/null, a pipe to a reader) is written directly. Opened before any
+ * work, so a bad path fails at once. */
 typedef struct dump_file {
     const char *path;
-    char tmp[4096]; /* "" when writing path directly */
-    FILE *f;
+    slate_output *out; /* regular files */
+    FILE *f;           /* devices, FIFOs */
 } dump_file;
 
 static bool dump_open(dump_file *d, const char *path) {
     struct stat st;
+    memset(d, 0, sizeof *d);
     d->path = path;
-    d->tmp[0] = '\0';
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        d->f = fopen(path, "wb");
-    } else {
-        int fd = -1;
-        if (snprintf(d->tmp, sizeof d->tmp, "%s.tmp.%ld", path, (long)getpid()) <
-            (int)sizeof d->tmp)
-            fd = open(d->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        d->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-        if (fd >= 0 && !d->f) close(fd);
-        if (!d->f && fd >= 0) unlink(d->tmp);
-    }
-    if (!d->f) {
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        if ((d->f = fopen(path, "wb"))) return true;
         fprintf(stderr, "slate run: cannot write --dump-logits '%s': %s\n", path, strerror(errno));
-        d->tmp[0] = '\0';
+        return false;
+    }
+    slate_error err;
+    if (slate_output_open(path, &d->out, &err) == SLATE_OK) return true;
+    fprintf(stderr, "slate run: cannot write --dump-logits '%s': %s\n", d->path, err.message);
+    return false;
+}
+
+/* Writes the rows and moves the file into place; false (nothing left at the path) on any
+ * error. */
+static bool dump_finish(dump_file *d, const float *rows, size_t n_floats) {
+    slate_error err;
+    if (d->f) {
+        bool ok = fwrite(rows, sizeof *rows, n_floats, d->f) == n_floats;
+        int e = errno;
+        ok = fclose(d->f) == 0 && ok;
+        d->f = NULL;
+        if (!ok) fprintf(stderr, "slate run: cannot write --dump-logits '%s': %s\n", d->path,
+                         strerror(e));
+        return ok;
+    }
+    slate_output *o = d->out;
+    d->out = NULL;
+    if (slate_output_write(o, rows, n_floats * sizeof *rows, &err) != SLATE_OK) {
+        slate_output_discard(o);
+        fprintf(stderr, "slate run: cannot write --dump-logits '%s': %s\n", d->path, err.message);
+        return false;
+    }
+    if (slate_output_commit(o, &err) != SLATE_OK) {
+        fprintf(stderr, "slate run: cannot write --dump-logits '%s': %s\n", d->path, err.message);
         return false;
     }
     return true;
 }
 
-/* Writes the rows and moves the file into place; false (file removed) on any error. */
-static bool dump_finish(dump_file *d, const float *rows, size_t n_floats) {
-    bool ok = fwrite(rows, sizeof *rows, n_floats, d->f) == n_floats && fflush(d->f) == 0;
-    int e = errno;
-    ok = fclose(d->f) == 0 && ok;
-    d->f = NULL;
-    if (ok && d->tmp[0] && rename(d->tmp, d->path) != 0) {
-        e = errno;
-        ok = false;
-    }
-    if (!ok) fprintf(stderr, "slate run: cannot write --dump-logits '%s': %s\n", d->path, strerror(e));
-    if (!ok && d->tmp[0]) unlink(d->tmp);
-    d->tmp[0] = '\0';
-    return ok;
-}
-
 static void dump_abort(dump_file *d) {
     if (d->f) fclose(d->f);
     d->f = NULL;
-    if (d->tmp[0]) unlink(d->tmp);
-    d->tmp[0] = '\0';
+    slate_output_discard(d->out);
+    d->out = NULL;
 }
 
 /* Resident set size of this process (/proc/self/statm), or 0. */
@@ -288,6 +296,7 @@ int slate_cli_run(int argc, char **argv) {
     int rc = 1;
     double t0 = 0;
     dump_file df = {0};
+    int32_t dump_rows = 0;
     if (dump && !dump_open(&df, dump)) return 1;
     slate_status s = slate_model_open(model_path, &mp, &m, &err);
     if (s) {
@@ -337,7 +346,10 @@ int slate_cli_run(int argc, char **argv) {
         n_fed = 0; /* the prompt is in the state; generation continues from its logits */
     }
     if (dump) {
-        int32_t rows = gp.n_predict >= 0 ? gp.n_predict : info.n_ctx;
+        /* One row per sampled token: at most n_predict, and never more than the context left
+         * after the prompt, plus one (a token is sampled at a full context). */
+        int32_t room = slate_state_n_ctx(st) - slate_state_length(st) - n_fed + 1;
+        int32_t rows = gp.n_predict >= 0 && gp.n_predict < room ? gp.n_predict : room;
         if (rows < 1) rows = 1;
         logits = calloc((size_t)rows * (size_t)info.n_vocab, sizeof *logits);
         if (!logits) {
@@ -345,6 +357,7 @@ int slate_cli_run(int argc, char **argv) {
             goto out;
         }
         gp.dump_logits = logits;
+        gp.dump_logits_cap = dump_rows = rows;
     }
     gp.on_piece = print_piece;
     slate_generate_result res;
@@ -359,7 +372,9 @@ int slate_cli_run(int argc, char **argv) {
         res.prefill_ms += t_cache;
         res.ttft_ms += t_cache;
     }
-    if (dump && !dump_finish(&df, logits, (size_t)info.n_vocab * (size_t)res.n_generated))
+    if (dump && !dump_finish(&df, logits, (size_t)info.n_vocab *
+                                              (size_t)(res.n_generated < dump_rows
+                                                           ? res.n_generated : dump_rows)))
         goto out;
     double decode_tps = res.n_generated > 1 && res.decode_ms > 0
                             ? (res.n_generated - 1) / (res.decode_ms / 1000.0)

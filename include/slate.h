@@ -204,6 +204,28 @@ slate_status slate_convert(const char *src_path, const char *out_path,
  * in flight are tracked. */
 void slate_remove_partial_outputs(void);
 
+/* An output file of the caller's, written the way slate writes packages and states: whole or
+ * not at all. Open creates a temp beside path exclusively (path + ".tmp.<pid>.<n>"), tracked by
+ * slate_remove_partial_outputs; commit flushes, syncs and renames it over path; discard
+ * removes it. An existing path must be a regular file (or a symbolic link to one: the file is
+ * replaced with its permissions kept, the link stays); anything else is refused, never
+ * replaced or waited on. Not thread-safe per handle. */
+typedef struct slate_output slate_output;
+
+/* Opens an output for path. Returns OK, E_INVALID_ARG (NULL path/out), E_IO (path is not a
+ * regular file, or the temp cannot be created: the message names it and the reason),
+ * E_NOMEM. On failure *out is NULL. */
+slate_status slate_output_open(const char *path, slate_output **out, slate_error *err);
+/* Appends data[0..len). Returns OK, E_INVALID_ARG, E_IO (the write failed: the output can only
+ * be discarded; commit would fail). */
+slate_status slate_output_write(slate_output *out, const void *data, size_t len,
+                                slate_error *err);
+/* Moves the output into place and frees the handle (also on failure, where the temp is removed
+ * and nothing is left at path). Returns OK, E_INVALID_ARG (NULL), E_IO. */
+slate_status slate_output_commit(slate_output *out, slate_error *err);
+/* Removes the temp and frees the handle; NULL does nothing. */
+void slate_output_discard(slate_output *out);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Synthetic models (benchmarks)                                                              */
 /* ------------------------------------------------------------------------------------------ */
@@ -374,8 +396,8 @@ slate_status slate_model_get_info(const slate_model *model, slate_model_info *in
 const slate_tokenizer *slate_model_tokenizer(const slate_model *model);
 
 /* Writes a human-readable summary of the program (ops, tensors, states, memory plan) into
- * buf[0..cap) as NUL-terminated text; *len_out is the length without the NUL (or the size needed
- * when E_BUFFER_TOO_SMALL). */
+ * buf[0..cap) as NUL-terminated text; *len_out is the length without the NUL, or with
+ * E_BUFFER_TOO_SMALL the size needed with it (allocate *len_out bytes and call again). */
 slate_status slate_model_describe(const slate_model *model, char *buf, size_t cap,
                                   size_t *len_out);
 
@@ -545,8 +567,14 @@ typedef struct slate_generate_params {
                                          order (at most tokens_cap are written; the count is
                                          result.n_generated) */
     int32_t tokens_cap;
-    float *dump_logits;               /* NULL, or room for n_predict * n_vocab floats: the
-                                         logits each sampled token was drawn from */
+    float *dump_logits;               /* NULL, or room for dump_logits_cap rows of n_vocab
+                                         floats: the logits each sampled token was drawn from,
+                                         row i for result token i (at most dump_logits_cap rows
+                                         are written). Rows a call can produce: n_predict, or
+                                         with n_predict < 0 the context left after the prompt,
+                                         plus one (a token is sampled at a full context) */
+    int32_t dump_logits_cap;          /* rows dump_logits has room for: >= 1 with dump_logits,
+                                         0 without */
 } slate_generate_params;
 
 slate_generate_params slate_generate_default_params(void);
@@ -563,8 +591,12 @@ typedef struct slate_generate_result {
 /* Feeds prompt[0..n_prompt) into state (appending to what it holds), then samples up to
  * n_predict tokens, streaming text through on_piece. Stops on EOG/stop tokens, stop strings (a
  * stop string split across tokens still stops and is not emitted), n_predict, a full context
- * (finish = CONTEXT_FULL, status OK), or cancellation. Returns OK, E_INVALID_ARG, E_SHAPE,
- * E_CONTEXT_FULL (the prompt itself does not fit), E_BUSY. */
+ * (finish = CONTEXT_FULL, status OK), or cancellation. The call holds the state from start to
+ * end: any other call on it meanwhile, from another thread or from on_piece, gets E_BUSY. Every
+ * prompt id is checked before anything is fed (E_INVALID_ARG names the first bad one and its
+ * index), so a bad prompt leaves the state as it was. Returns OK, E_INVALID_ARG, E_SHAPE,
+ * E_CONTEXT_FULL (the prompt itself does not fit), E_BUSY, E_CANCELLED (memory pressure reset
+ * the state). */
 slate_status slate_generate(slate_state *state, const int32_t *prompt, int32_t n_prompt,
                             const slate_generate_params *params, slate_generate_result *result,
                             slate_error *err);
@@ -705,9 +737,12 @@ slate_status slate_session_add_message(slate_session *session, slate_role role,
  * E_INVALID_ARG (NULL, no message), E_BUSY. */
 slate_status slate_session_pop_message(slate_session *session, slate_error *err);
 
-/* Number of messages, and message `index` (0-based): *text is borrowed until the conversation
- * next changes, not terminated. After a summary, message 0 is the system message with the
- * summary appended (as rendered). Returns OK or E_INVALID_ARG (NULL, index out of range). */
+/* Number of messages (0 for NULL; -1 while another call runs on the session), and message
+ * `index` (0-based): *text is borrowed until the conversation next changes, not terminated.
+ * After a summary, message 0 is the system message with the summary appended (as rendered).
+ * Returns OK, E_INVALID_ARG (NULL, index out of range), E_BUSY (a call is running on the
+ * session: these getters, like slate_session_get_stats and slate_session_ledger, take the
+ * session as any call does and never read it under a running turn). */
 int32_t slate_session_n_messages(const slate_session *session);
 slate_status slate_session_message(const slate_session *session, int32_t index,
                                    slate_role *role, const char **text, size_t *len);
@@ -790,7 +825,7 @@ typedef struct slate_session_stats {
     int32_t n_summaries;
 } slate_session_stats;
 
-/* Fills *stats. Returns OK or E_INVALID_ARG. */
+/* Fills *stats. Returns OK, E_INVALID_ARG, E_BUSY (a call is running on the session). */
 slate_status slate_session_get_stats(const slate_session *session, slate_session_stats *stats);
 
 /* The session's state, borrowed until the session is freed: for slate_state_get_memory and the
@@ -801,7 +836,8 @@ slate_status slate_session_get_stats(const slate_session *session, slate_session
 slate_state *slate_session_state(slate_session *session);
 
 /* The ledger: *ids (borrowed until the next call that changes the session) holds the *n ids
- * the state holds, in order. Returns OK or E_INVALID_ARG. */
+ * the state holds, in order. Returns OK, E_INVALID_ARG, E_BUSY (a call is running on the
+ * session). */
 slate_status slate_session_ledger(const slate_session *session, const int32_t **ids,
                                   int32_t *n);
 
@@ -1092,7 +1128,8 @@ slate_status slate_state_set_profiling(slate_state *state, bool on);
 /* Copies the profile (one record per op, in program order) into buf[0..cap); *n_out = the number
  * of ops (also when the buffer is too small: then E_BUFFER_TOO_SMALL and nothing is copied).
  * Counters are zero if profiling was never on. Returns OK, E_INVALID_ARG (NULL state or n_out,
- * NULL buf with cap > 0), E_BUFFER_TOO_SMALL. Does not allocate. */
+ * NULL buf with cap > 0), E_BUFFER_TOO_SMALL, E_BUSY (a call is running on the state: the
+ * counters are being written). Does not allocate. */
 slate_status slate_state_profile(const slate_state *state, slate_op_profile *buf, size_t cap,
                                  size_t *n_out);
 

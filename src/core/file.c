@@ -214,8 +214,10 @@ slate_status slate__atomic_commit(slate__atomic_file *f, slate_error *err) {
     bool ok = !f->failed && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
     int e = errno;
     if (!ok) {
+        slate_status st = slate__fail(err, SLATE_E_IO, "writing '%s' failed: %s", f->final_path,
+                                      strerror(e));
         slate__atomic_abort(f);
-        return slate__fail(err, SLATE_E_IO, "writing failed: %s", strerror(e));
+        return st;
     }
     f->fp = NULL;
     if (fclose(fp) != 0 || rename(f->tmp_path, f->final_path) != 0) {
@@ -230,4 +232,50 @@ slate_status slate__atomic_commit(slate__atomic_file *f, slate_error *err) {
     slate__free(f->tmp_path);
     memset(f, 0, sizeof *f);
     return SLATE_OK;
+}
+
+/* ---- the public face of the atomic writer -------------------------------------------------- */
+
+struct slate_output {
+    slate__atomic_file f;
+};
+
+slate_status slate_output_open(const char *path, slate_output **out, slate_error *err) {
+    if (out) *out = NULL;
+    if (!path || !out)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "path and out must not be NULL");
+    slate_output *o = slate__malloc(sizeof *o);
+    if (!o) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
+    slate_status s = slate__atomic_open(path, &o->f, err);
+    if (s) {
+        slate__free(o);
+        return s;
+    }
+    *out = o;
+    return SLATE_OK;
+}
+
+slate_status slate_output_write(slate_output *out, const void *data, size_t len,
+                                slate_error *err) {
+    if (!out || (!data && len))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "out must not be NULL and data must hold "
+                           "len bytes");
+    slate__atomic_write(&out->f, data, len);
+    if (out->f.failed)
+        return slate__fail(err, SLATE_E_IO, "writing '%s' failed: %s", out->f.tmp_path,
+                           strerror(errno));
+    return SLATE_OK;
+}
+
+slate_status slate_output_commit(slate_output *out, slate_error *err) {
+    if (!out) return slate__fail(err, SLATE_E_INVALID_ARG, "out must not be NULL");
+    slate_status s = slate__atomic_commit(&out->f, err);
+    slate__free(out);
+    return s;
+}
+
+void slate_output_discard(slate_output *out) {
+    if (!out) return;
+    slate__atomic_abort(&out->f);
+    slate__free(out);
 }

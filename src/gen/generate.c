@@ -60,26 +60,44 @@ slate_status slate_generate(slate_state *st, const int32_t *prompt, int32_t n_pr
         (p->tokens_cap > 0 && !p->tokens_out))
         return slate__fail(err, SLATE_E_INVALID_ARG, "stop strings/tokens: count and array "
                            "disagree");
+    if (p->dump_logits_cap < 0 || (p->dump_logits_cap > 0) != (p->dump_logits != NULL))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "dump_logits and dump_logits_cap disagree "
+                           "(cap %d): give both (the rows the buffer holds, >= 1) or neither",
+                           (int)p->dump_logits_cap);
     memset(res, 0, sizeof *res);
     const slate_model *m = st->model;
     const slate_tokenizer *tok = m->tok;
     int32_t n_vocab = m->prog.n_vocab, max_q = m->prog.max_query;
+    for (int32_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= n_vocab)
+            return slate__fail(err, SLATE_E_INVALID_ARG, "prompt token %d (at index %d) is "
+                               "outside the vocabulary 0..%d; nothing was fed", prompt[i], i,
+                               n_vocab - 1);
     /* Models often pad their vocabulary past the tokenizer's (Qwen: 151936 rows for 151669
      * tokens). Padding ids have no text, so sampling only considers the tokenizer's ids; they
      * are always the leading rows. */
     int32_t n_text = slate_tokenizer_n_vocab(tok);
-    if ((int64_t)slate_state_length(st) + n_prompt > slate_state_n_ctx(st))
-        return slate__fail(err, SLATE_E_CONTEXT_FULL, "prompt of %d tokens does not fit: %d of %d "
-                           "positions are used", n_prompt, slate_state_length(st),
-                           slate_state_n_ctx(st));
-    if (n_prompt == 0 && !slate_state_logits(st, NULL))
-        return slate__fail(err, SLATE_E_INVALID_ARG, "empty prompt and no logits in the state to "
-                           "continue from");
+    /* Held for the whole call: between two steps no other call (another thread, or on_piece
+     * calling back) may change or free the state under the loop. */
+    if (!slate__state_acquire(st))
+        return slate__fail(err, SLATE_E_BUSY, "another call is running on this state");
     slate_sampler *smp = NULL;
     slate_detok *dt = NULL;
     emitter e = {0};
     e.p = p;
-    slate_status s = slate_sampler_create(&p->sampler, n_text, &smp, err);
+    slate_status s = SLATE_OK;
+    if ((int64_t)slate_state_length(st) + n_prompt > slate_state_n_ctx(st)) {
+        s = slate__fail(err, SLATE_E_CONTEXT_FULL, "prompt of %d tokens does not fit: %d of %d "
+                        "positions are used", n_prompt, slate_state_length(st),
+                        slate_state_n_ctx(st));
+        goto done;
+    }
+    if (n_prompt == 0 && !slate_state_logits(st, NULL)) {
+        s = slate__fail(err, SLATE_E_INVALID_ARG, "empty prompt and no logits in the state to "
+                        "continue from");
+        goto done;
+    }
+    s = slate_sampler_create(&p->sampler, n_text, &smp, err);
     if (!s) s = slate_detok_create(tok, &dt, err);
     if (!s) s = slate__stop_create(p->stop_strings, p->n_stop, &e.stop, err);
     if (!s && !(e.buf = slate__malloc(PIECE_CAP + slate__stop_max_len(e.stop) + 8)))
@@ -89,7 +107,7 @@ slate_status slate_generate(slate_state *st, const int32_t *prompt, int32_t n_pr
     double t0 = slate__now_ms();
     for (int32_t i = 0; i < n_prompt; i += max_q) {
         int32_t n = n_prompt - i < max_q ? n_prompt - i : max_q;
-        if ((s = slate_state_predict(st, prompt + i, n, NULL, err))) goto done;
+        if ((s = slate__state_predict_held(st, prompt + i, n, NULL, err))) goto done;
     }
     for (int32_t i = 0; i < n_prompt; i++) slate_sampler_accept(smp, prompt[i]);
     res->n_prompt = n_prompt;
@@ -102,7 +120,7 @@ slate_status slate_generate(slate_state *st, const int32_t *prompt, int32_t n_pr
         int32_t next;
         if ((s = slate_sampler_sample(smp, logits, n_text, &next, err))) goto done;
         if (p->tokens_out && res->n_generated < p->tokens_cap) p->tokens_out[res->n_generated] = next;
-        if (p->dump_logits)
+        if (p->dump_logits && res->n_generated < p->dump_logits_cap)
             memcpy(p->dump_logits + (size_t)res->n_generated * (size_t)n_vocab, logits,
                    (size_t)n_vocab * sizeof(float));
         res->n_generated++;
@@ -133,7 +151,7 @@ slate_status slate_generate(slate_state *st, const int32_t *prompt, int32_t n_pr
             res->finish = SLATE_FINISH_CONTEXT_FULL;
             break;
         }
-        if ((s = slate_state_predict(st, &next, 1, NULL, err))) goto done;
+        if ((s = slate__state_predict_held(st, &next, 1, NULL, err))) goto done;
     }
     if (res->finish != SLATE_FINISH_STOP_STRING && res->finish != SLATE_FINISH_CANCELLED) {
         size_t len = 0, n = 0;
@@ -147,6 +165,7 @@ slate_status slate_generate(slate_state *st, const int32_t *prompt, int32_t n_pr
     }
     res->decode_ms = slate__now_ms() - t_prefill - (res->ttft_ms - res->prefill_ms);
 done:
+    slate__state_release(st);
     slate__free(e.buf);
     slate__stop_free(e.stop);
     slate_detok_free(dt);

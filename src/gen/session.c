@@ -322,15 +322,32 @@ slate_status slate_session_pop_message(slate_session *s, slate_error *err) {
     return st;
 }
 
-int32_t slate_session_n_messages(const slate_session *s) { return s ? s->n_msgs : 0; }
+/* The getters take the session like any call (a turn running on another thread changes what
+ * they read); the const is cast away only for that flag. */
+static bool acquire_ro(const slate_session *s) { return acquire((slate_session *)s, PHASE_BUSY); }
+static void release_ro(const slate_session *s) { release((slate_session *)s); }
+
+int32_t slate_session_n_messages(const slate_session *s) {
+    if (!s) return 0;
+    if (!acquire_ro(s)) return -1;
+    int32_t n = s->n_msgs;
+    release_ro(s);
+    return n;
+}
 
 slate_status slate_session_message(const slate_session *s, int32_t index, slate_role *role,
                                    const char **text, size_t *len) {
-    if (!s || index < 0 || index >= s->n_msgs) return SLATE_E_INVALID_ARG;
-    if (role) *role = s->msgs[index].role;
-    if (text) *text = s->msgs[index].text;
-    if (len) *len = s->msgs[index].len;
-    return SLATE_OK;
+    if (!s) return SLATE_E_INVALID_ARG;
+    if (!acquire_ro(s)) return SLATE_E_BUSY;
+    slate_status st = SLATE_E_INVALID_ARG;
+    if (index >= 0 && index < s->n_msgs) {
+        if (role) *role = s->msgs[index].role;
+        if (text) *text = s->msgs[index].text;
+        if (len) *len = s->msgs[index].len;
+        st = SLATE_OK;
+    }
+    release_ro(s);
+    return st;
 }
 
 /* ---- rendering ----------------------------------------------------------------------------- */
@@ -539,7 +556,7 @@ static slate_status decode(turn *t, const slate_generate_params *gp, const int32
         if ((st = slate_sampler_sample(smp, logits, s->n_text, &next, err))) goto done;
         if (gp->tokens_out && res->n_generated < gp->tokens_cap)
             gp->tokens_out[res->n_generated] = next;
-        if (gp->dump_logits)
+        if (gp->dump_logits && res->n_generated < gp->dump_logits_cap)
             memcpy(gp->dump_logits + (size_t)res->n_generated * (size_t)n_vocab, logits,
                    (size_t)n_vocab * sizeof(float));
         res->n_generated++;
@@ -906,6 +923,10 @@ slate_status slate_session_generate(slate_session *s, const slate_generate_param
         (gp->tokens_cap > 0 && !gp->tokens_out))
         return slate__fail(err, SLATE_E_INVALID_ARG, "stop strings, stop tokens or tokens_out: "
                            "count and array disagree");
+    if (gp->dump_logits_cap < 0 || (gp->dump_logits_cap > 0) != (gp->dump_logits != NULL))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "dump_logits and dump_logits_cap disagree "
+                           "(cap %d): give both (the rows the buffer holds, >= 1) or neither",
+                           (int)gp->dump_logits_cap);
     if (!acquire(s, PHASE_RUNNING))
         return slate__fail(err, SLATE_E_BUSY, "another call is running on this session");
     turn t = {.s = s, .cb = cb, .user = user, .t0 = slate__now_ms()};
@@ -981,6 +1002,7 @@ slate_status slate_session_reset(slate_session *s) {
 
 slate_status slate_session_get_stats(const slate_session *s, slate_session_stats *out) {
     if (!s || !out) return SLATE_E_INVALID_ARG;
+    if (!acquire_ro(s)) return SLATE_E_BUSY;
     *out = s->stats;
     out->n_messages = s->n_msgs;
     /* Memory pressure may have emptied an idle state since the last turn. */
@@ -993,6 +1015,7 @@ slate_status slate_session_get_stats(const slate_session *s, slate_session_stats
         if (slate_state_tensor_info(s->state, i, &ti) == SLATE_OK) row += ti.row_bytes;
     }
     out->kv_bytes_used = row * (size_t)out->n_ledger_tokens;
+    release_ro(s);
     return SLATE_OK;
 }
 
@@ -1000,8 +1023,10 @@ slate_state *slate_session_state(slate_session *s) { return s ? s->state : NULL;
 
 slate_status slate_session_ledger(const slate_session *s, const int32_t **ids, int32_t *n) {
     if (!s || !ids || !n) return SLATE_E_INVALID_ARG;
+    if (!acquire_ro(s)) return SLATE_E_BUSY;
     *ids = s->ids;
     *n = s->n_ids;
+    release_ro(s);
     return SLATE_OK;
 }
 

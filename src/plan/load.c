@@ -278,6 +278,10 @@ slate_status slate_model_describe(const slate_model *m, char *buf, size_t cap, s
         p->max_query);
     put(&o, "  total, one state  %12zu bytes\n",
         p->weights_bytes + p->kv_bytes_per_token * (size_t)p->n_ctx + p->scratch_bytes);
-    *len_out = o.len;
-    return buf && o.len < cap ? SLATE_OK : SLATE_E_BUFFER_TOO_SMALL;
+    if (buf && o.len < cap) {
+        *len_out = o.len;
+        return SLATE_OK;
+    }
+    *len_out = o.len + 1; /* the size needed, with the NUL */
+    return SLATE_E_BUFFER_TOO_SMALL;
 }

@@ -117,6 +117,11 @@ static inline void slate__state_release(slate_state *st) {
     atomic_store(&st->busy, SLATE__IDLE);
 }
 
+/* slate_state_predict for a caller that already holds the state (slate__state_acquire):
+ * slate_generate holds it for its whole loop, so no other call can slip in between steps. */
+slate_status slate__state_predict_held(slate_state *st, const int32_t *tokens, int32_t n_tokens,
+                                      const slate_predict_params *params, slate_error *err);
+
 /* Runs the program for the state's current call (tokens, n_q, n_out, mask set). */
 void slate__exec_run(slate_state *st);
 

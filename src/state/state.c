@@ -95,29 +95,21 @@ void slate_state_free(slate_state *st) {
 static bool acquire(slate_state *st) { return slate__state_acquire(st); }
 static void release(slate_state *st) { slate__state_release(st); }
 
-slate_status slate_state_predict(slate_state *st, const int32_t *tokens, int32_t n_tokens,
-                                 const slate_predict_params *params, slate_error *err) {
-    if (!st || !tokens)
-        return slate__fail(err, SLATE_E_INVALID_ARG, "state and tokens must not be NULL");
+slate_status slate__state_predict_held(slate_state *st, const int32_t *tokens, int32_t n_tokens,
+                                      const slate_predict_params *params, slate_error *err) {
     const slate__program *p = &st->model->prog;
     if (n_tokens < 1 || n_tokens > p->max_query)
         return slate__fail(err, SLATE_E_SHAPE, "query length %d outside the package's range "
                            "1..%d", n_tokens, p->max_query);
-    if (!acquire(st))
-        return slate__fail(err, SLATE_E_BUSY, "another call is running on this state");
     slate_status s = slate__state_enter(st, true, err);
-    if (s) goto done;
-    if ((int64_t)st->length + n_tokens > st->n_ctx) {
-        s = slate__fail(err, SLATE_E_CONTEXT_FULL, "%d positions held + %d new exceed the "
-                        "context of %d", (int32_t)st->length, n_tokens, st->n_ctx);
-        goto done;
-    }
+    if (s) return s;
+    if ((int64_t)st->length + n_tokens > st->n_ctx)
+        return slate__fail(err, SLATE_E_CONTEXT_FULL, "%d positions held + %d new exceed the "
+                           "context of %d", (int32_t)st->length, n_tokens, st->n_ctx);
     for (int32_t i = 0; i < n_tokens; i++)
-        if (tokens[i] < 0 || tokens[i] >= p->n_vocab) {
-            s = slate__fail(err, SLATE_E_INVALID_ARG, "token %d (at index %d) is outside the "
-                            "vocabulary 0..%d", tokens[i], i, p->n_vocab - 1);
-            goto done;
-        }
+        if (tokens[i] < 0 || tokens[i] >= p->n_vocab)
+            return slate__fail(err, SLATE_E_INVALID_ARG, "token %d (at index %d) is outside the "
+                               "vocabulary 0..%d", tokens[i], i, p->n_vocab - 1);
     memcpy(st->tokens, tokens, (size_t)n_tokens * sizeof *tokens);
     st->n_q = n_tokens;
     st->n_out = params && params->all_logits ? n_tokens : 1;
@@ -125,8 +117,16 @@ slate_status slate_state_predict(slate_state *st, const int32_t *tokens, int32_t
     slate__exec_run(st);
     st->length += n_tokens;
     st->n_logit_rows = st->n_out;
-    s = slate__state_leave(st, s, err);
-done:
+    return slate__state_leave(st, s, err);
+}
+
+slate_status slate_state_predict(slate_state *st, const int32_t *tokens, int32_t n_tokens,
+                                 const slate_predict_params *params, slate_error *err) {
+    if (!st || !tokens)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "state and tokens must not be NULL");
+    if (!acquire(st))
+        return slate__fail(err, SLATE_E_BUSY, "another call is running on this state");
+    slate_status s = slate__state_predict_held(st, tokens, n_tokens, params, err);
     release(st);
     return s;
 }
@@ -255,6 +255,10 @@ slate_status slate_state_profile(const slate_state *st, slate_op_profile *buf, s
     const slate__program *p = &st->model->prog;
     *n_out = (size_t)p->n_ops;
     if (cap < (size_t)p->n_ops) return SLATE_E_BUFFER_TOO_SMALL;
+    /* The counters are written by a running call: take the state like one (const cast for the
+     * flag only, as in slate_state_read_tensor). */
+    slate_state *ms = (slate_state *)st;
+    if (!acquire(ms)) return SLATE_E_BUSY;
     for (int32_t i = 0; i < p->n_ops; i++) {
         const slate__op *op = &p->ops[i];
         slate_op_profile *r = &buf[i];
@@ -284,5 +288,6 @@ slate_status slate_state_profile(const slate_state *st, slate_op_profile *buf, s
         r->bytes = st->prof[i].bytes;
         r->flops = st->prof[i].flops;
     }
+    release(ms);
     return SLATE_OK;
 }

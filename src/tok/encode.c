@@ -77,7 +77,7 @@ slate_status slate_tokenizer_encode(const slate_tokenizer *tok, const char *text
             frag = pos;
         }
     }
-    if (st == SLATE_OK) st = encode_text(tok, text + frag, len - frag, &out, err);
+    if (st == SLATE_OK && len > frag) st = encode_text(tok, text + frag, len - frag, &out, err);
     if (st != SLATE_OK) return st;
     *n_out = out.n;
     if (out.n > cap)

@@ -46,22 +46,38 @@ check "convert beside a planted out.slate.tmp link succeeds" quiet "$SLATE" info
 check "the victim is untouched" test "$(cat "$WORK/victim")" = victim
 check "no temp file is left" test -z "$(ls "$WORK" | grep 'out.slate.tmp.')"
 
+# killed_mid_write NAME SIG CMD...: starts CMD, which writes $WORK/NAME, waits until its temp
+# file NAME.tmp.* exists, sends SIG after DELAY seconds (default 0), and checks that the signal
+# killed CMD and that nothing named NAME* is left.
+killed_mid_write() {
+  local name=$1 sig=$2; shift 2
+  "$@" >/dev/null 2>&1 &
+  local pid=$! saw rc=0
+  for _ in $(seq 600); do
+    ls "$WORK" | grep -q "^$name.tmp." && break
+    sleep 0.05
+  done
+  saw=$(ls "$WORK" | grep -c "^$name.tmp." || true)
+  sleep "${DELAY:-0}"
+  kill -"$sig" $pid
+  wait $pid || rc=$?
+  check "SIG$sig arrived while $name's temp file existed ($saw) and killed slate $2 ($rc)" \
+    test "$saw" -eq 1 -a "$rc" -gt 128
+  check "SIG$sig: no $name* left" test -z "$(ls "$WORK" | grep "^$name" || true)"
+}
+
 # Killed mid-conversion: the temp file is removed. A model whose k-means takes seconds; the kill
 # comes once the temp file exists.
 "$SLATE" synth --dims hidden=1024,layers=4,heads=16,kv_heads=4,ffn=4096,vocab=32000 -o "$WORK/syn" 2>/dev/null
 for sig in INT TERM; do
-  "$SLATE" convert "$WORK/syn" -o "$WORK/k.slate" --palettize 4 --threads 1 2>/dev/null &
-  pid=$!
-  for _ in $(seq 600); do
-    ls "$WORK" | grep -q '^k.slate.tmp.' && break
-    sleep 0.05
-  done
-  saw=$(ls "$WORK" | grep -c '^k.slate.tmp.' || true)
-  kill -$sig $pid
-  rc=0; wait $pid || rc=$?
-  check "SIG$sig arrived while the temp file existed ($saw) and killed convert ($rc)" \
-    test "$saw" -eq 1 -a "$rc" -gt 128
-  check "SIG$sig: no k.slate* left" test -z "$(ls "$WORK" | grep '^k.slate' || true)"
+  killed_mid_write k.slate $sig "$SLATE" convert "$WORK/syn" -o "$WORK/k.slate" --palettize 4 --threads 1
+done
+
+# Killed mid-run: --dump-logits's temp file goes too (it is one of the library's outputs).
+"$SLATE" convert "$WORK/syn" -o "$WORK/syn.slate" --dtype fp16 2>/dev/null
+for sig in INT TERM; do
+  DELAY=0.3 killed_mid_write dl.bin $sig "$SLATE" run "$WORK/syn.slate" --ids 1 -n -1 --temp 0 -t 1 \
+    --dump-logits "$WORK/dl.bin"
 done
 
 # --dump-logits: written whole or not at all; an unwritable path fails before any work.
@@ -74,6 +90,12 @@ check "a dump cut by the file size limit fails ($rc)" test "$rc" -eq 1
 check "... and leaves no file" test -z "$(ls "$WORK" | grep '^part.bin' || true)"
 quiet run -n 3 --dump-logits "$WORK/d.bin"
 check "a complete dump has 3 rows of 512 floats" test "$(stat -c %s "$WORK/d.bin")" -eq $((3 * 512 * 4))
+# A huge -n allocates rows for the context left, not for -n (it used to ask for -n rows).
+rc=0; run -n 16777216 --dump-logits "$WORK/big.bin" >/dev/null 2>"$WORK/err" || rc=$?
+check "-n 16777216 --dump-logits runs, its rows sized by the context left ($rc: $(tail -c 200 "$WORK/err"))" test "$rc" -eq 0
+sz=$(stat -c %s "$WORK/big.bin" 2>/dev/null || echo 0)
+check "... and dumps one row per token, at most the context ($sz bytes)" \
+  test "$sz" -gt 0 -a $((sz % 2048)) -eq 0 -a "$sz" -le $((513 * 2048))
 out=$(run -n 0 2>&1 >/dev/null)
 check "-n 0 prefills and generates nothing" grep -q "generated 0, finish length" <<<"$out"
 

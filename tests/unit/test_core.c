@@ -84,6 +84,16 @@ static void reader_stops_at_end(void **st) {
     assert_true(r.failed);
 }
 
+/* path holds exactly want[0..n). */
+static void assert_file_holds(const char *path, const char *want, size_t n) {
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(slate__read_file(path, 100, &data, &len, NULL), SLATE_OK);
+    assert_int_equal(len, n);
+    assert_memory_equal(data, want, n);
+    slate__free(data);
+}
+
 static void atomic_writer_leaves_nothing_on_abort(void **st) {
     (void)st;
     const char *path = tu_tmp("atomic.bin");
@@ -98,12 +108,42 @@ static void atomic_writer_leaves_nothing_on_abort(void **st) {
     assert_int_equal(slate__atomic_open(path, &f, NULL), SLATE_OK);
     slate__atomic_write(&f, "abc", 3);
     assert_int_equal(slate__atomic_commit(&f, NULL), SLATE_OK);
-    char *data = NULL;
-    size_t len = 0;
-    assert_int_equal(slate__read_file(path, 100, &data, &len, NULL), SLATE_OK);
-    assert_int_equal(len, 3);
-    assert_memory_equal(data, "abc", 3);
-    slate__free(data);
+    assert_file_holds(path, "abc", 3);
+    unlink(path);
+}
+
+/* The public face (slate_output_*): whole or nothing, the temp gone after discard and commit,
+ * non-regular targets and NULLs refused with a message, and a live temp removed by
+ * slate_remove_partial_outputs. */
+static void output_api_writes_whole_or_nothing(void **st) {
+    (void)st;
+    const char *path = tu_tmp("out.bin");
+    unlink(path);
+    slate_output *o = (slate_output *)1;
+    slate_error e;
+    assert_int_equal(slate_output_open(NULL, &o, &e), SLATE_E_INVALID_ARG);
+    assert_null(o);
+    assert_int_equal(slate_output_open("/dev/null", &o, &e), SLATE_E_IO);
+    assert_non_null(strstr(e.message, "not a regular file"));
+    assert_null(o);
+    assert_int_equal(slate_output_write(NULL, "x", 1, &e), SLATE_E_INVALID_ARG);
+    assert_int_equal(slate_output_commit(NULL, &e), SLATE_E_INVALID_ARG);
+    slate_output_discard(NULL);
+    assert_int_equal(slate_output_open(path, &o, &e), SLATE_OK);
+    assert_int_equal(slate_output_write(o, "ab", 2, &e), SLATE_OK);
+    assert_false(tu_exists(path)); /* nothing at the path until commit */
+    slate_output_discard(o);
+    assert_false(tu_exists(path));
+    assert_int_equal(slate_output_open(path, &o, &e), SLATE_OK);
+    slate_remove_partial_outputs(); /* as a signal handler would: the temp goes */
+    assert_int_equal(slate_output_write(o, "ab", 2, &e), SLATE_OK);
+    assert_int_equal(slate_output_commit(o, &e), SLATE_E_IO); /* nothing left to move */
+    assert_false(tu_exists(path));
+    assert_int_equal(slate_output_open(path, &o, &e), SLATE_OK);
+    assert_int_equal(slate_output_write(o, "abc", 3, &e), SLATE_OK);
+    assert_int_equal(slate_output_write(o, NULL, 0, &e), SLATE_OK);
+    assert_int_equal(slate_output_commit(o, &e), SLATE_OK);
+    assert_file_holds(path, "abc", 3);
     unlink(path);
 }
 
@@ -117,6 +157,7 @@ int main(void) {
         cmocka_unit_test(allocator_counts_and_injects_faults),
         cmocka_unit_test(reader_stops_at_end),
         cmocka_unit_test(atomic_writer_leaves_nothing_on_abort),
+        cmocka_unit_test(output_api_writes_whole_or_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -198,6 +198,7 @@ static void reused_turn_is_bit_identical_to_a_fresh_state_fed_the_same_calls(voi
     slate_generate_params gp = greedy(1);
     float *dump = calloc((size_t)f->big->prog.n_vocab, sizeof(float));
     gp.dump_logits = dump;
+    gp.dump_logits_cap = 1;
     memset(&l2, 0, sizeof l2);
     assert_int_equal(slate_session_generate(s, &gp, on_event, &l2, &r2, NULL), SLATE_OK);
     /* Turn 2 reuses turn 1's prompt and the reply tokens it fed one call each. */
@@ -740,6 +741,45 @@ static void callback_returning_false_cancels_and_keeps_the_text_so_far(void **st
     slate_session_free(s);
 }
 
+/* The getters take the session like any call: from the event callback of a running turn (or
+ * another thread) they get E_BUSY instead of reading what the turn is changing. */
+typedef struct getter_log {
+    slate_session *s;
+    int n_events, n_busy;
+} getter_log;
+static bool call_getters(void *user, const slate_session_event *e) {
+    (void)e;
+    getter_log *g = user;
+    slate_session_stats st;
+    const int32_t *ids;
+    int32_t n;
+    const char *text;
+    size_t len;
+    g->n_events++;
+    g->n_busy += slate_session_get_stats(g->s, &st) == SLATE_E_BUSY;
+    g->n_busy += slate_session_ledger(g->s, &ids, &n) == SLATE_E_BUSY;
+    g->n_busy += slate_session_message(g->s, 0, NULL, &text, &len) == SLATE_E_BUSY;
+    g->n_busy += slate_session_n_messages(g->s) == -1;
+    return true;
+}
+
+static void getters_during_a_turn_return_busy(void **stp) {
+    fx *f = *stp;
+    slate_session *s = mk(f->small, SLATE_CONTEXT_REFUSE, 32);
+    say(s, SLATE_ROLE_USER, "Talk.");
+    slate_generate_params gp = greedy(4);
+    getter_log g = {s, 0, 0};
+    slate_generate_result r;
+    assert_int_equal(slate_session_generate(s, &gp, call_getters, &g, &r, NULL), SLATE_OK);
+    assert_true(g.n_events > 0);
+    assert_int_equal(g.n_busy, 4 * g.n_events);
+    /* Between turns they answer. */
+    slate_session_stats st;
+    assert_int_equal(slate_session_get_stats(s, &st), SLATE_OK);
+    assert_int_equal(slate_session_n_messages(s), 2);
+    slate_session_free(s);
+}
+
 /* ---- memory pressure ------------------------------------------------------------------------ */
 
 static bool pressure_at_first_token(void *user, const slate_session_event *e) {
@@ -1059,6 +1099,7 @@ int main(void) {
         cmocka_unit_test(summarize_default_budget_fits_a_small_context),
         cmocka_unit_test(cancel_from_another_thread_ends_the_turn_as_cancelled),
         cmocka_unit_test(callback_returning_false_cancels_and_keeps_the_text_so_far),
+        cmocka_unit_test(getters_during_a_turn_return_busy),
         cmocka_unit_test(critical_pressure_during_a_reply_ends_it_and_the_next_turn_recomputes),
         cmocka_unit_test(critical_pressure_between_turns_costs_only_the_reuse),
         cmocka_unit_test(saved_and_loaded_session_continues_bit_identically),

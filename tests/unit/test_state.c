@@ -302,6 +302,104 @@ static void misuse_returns_status_with_message(void **stp) {
     slate_state_free(NULL);
 }
 
+/* on_piece calls back into the state that slate_generate is running on. */
+typedef struct reentry {
+    slate_state *st;
+    slate_op_profile *prof; /* room for n_ops records */
+    size_t n_ops;
+    int n_calls, n_busy;
+} reentry;
+static bool call_back_in(void *user, const char *text, size_t len) {
+    (void)text;
+    (void)len;
+    reentry *r = user;
+    int32_t one = 7;
+    size_t n = 0;
+    r->n_calls++;
+    r->n_busy += slate_state_predict(r->st, &one, 1, NULL, NULL) == SLATE_E_BUSY;
+    r->n_busy += slate_state_reset(r->st) == SLATE_E_BUSY;
+    r->n_busy += slate_state_truncate(r->st, 0, NULL) == SLATE_E_BUSY;
+    r->n_busy += slate_state_set_length(r->st, 0, NULL) == SLATE_E_BUSY;
+    r->n_busy += slate_state_profile(r->st, r->prof, r->n_ops, &n) == SLATE_E_BUSY;
+    return true;
+}
+
+/* slate_generate holds the state for the whole call (a call from its callback gets E_BUSY and
+ * changes nothing), checks every prompt id before feeding any, and writes at most
+ * dump_logits_cap rows. */
+static void generate_holds_the_state_and_checks_its_inputs(void **stp) {
+    fx *f = *stp;
+    slate_state_params sp = slate_state_default_params();
+    sp.n_ctx = 24;
+    slate_state *st;
+    slate_error e;
+    assert_int_equal(slate_state_create(f->m, &sp, &st, &e), SLATE_OK);
+    int32_t ids[20];
+    fill_ids(ids, 20, 3);
+    slate_generate_params gp = slate_generate_default_params();
+    gp.sampler.temperature = 0;
+    gp.ignore_eos = true;
+    gp.n_predict = 6;
+    reentry r = {st, NULL, 0, 0, 0};
+    assert_int_equal(slate_state_profile(st, NULL, 0, &r.n_ops), SLATE_E_BUFFER_TOO_SMALL);
+    r.prof = calloc(r.n_ops, sizeof *r.prof);
+    assert_int_equal(slate_state_profile(st, r.prof, r.n_ops, &r.n_ops), SLATE_OK);
+    gp.on_piece = call_back_in;
+    gp.user = &r;
+    slate_generate_result res;
+    assert_int_equal(slate_generate(st, ids, 3, &gp, &res, &e), SLATE_OK);
+    assert_int_equal(res.n_generated, 6);
+    assert_true(r.n_calls > 0);
+    assert_int_equal(r.n_busy, 5 * r.n_calls);
+    /* Prompt + every sampled token but the last is in the cache: nothing from the callback. */
+    assert_int_equal(slate_state_length(st), 3 + 6 - 1);
+    /* A bad id in the second chunk (max query 16): refused before the first chunk is fed. */
+    assert_int_equal(slate_state_reset(st), SLATE_OK);
+    ids[17] = TM_VOCAB + 5;
+    gp.on_piece = NULL;
+    assert_int_equal(slate_generate(st, ids, 20, &gp, &res, &e), SLATE_E_INVALID_ARG);
+    assert_non_null(strstr(e.message, "index 17"));
+    assert_int_equal(slate_state_length(st), 0);
+    fill_ids(ids, 20, 3);
+    /* dump_logits: the cap bounds the rows written; a buffer without a cap is refused. */
+    const int32_t V = f->V, cap = 4;
+    float *dump = malloc(sizeof(float) * (size_t)V * (cap + 1));
+    for (int32_t i = 0; i < V * (cap + 1); i++) dump[i] = -12345.0f;
+    gp.n_predict = -1; /* until the context is full: 24 - 3 + 1 = 22 tokens */
+    gp.dump_logits = dump;
+    assert_int_equal(slate_generate(st, ids, 3, &gp, &res, &e), SLATE_E_INVALID_ARG);
+    assert_non_null(strstr(e.message, "dump_logits_cap"));
+    gp.dump_logits_cap = cap;
+    assert_int_equal(slate_generate(st, ids, 3, &gp, &res, &e), SLATE_OK);
+    assert_int_equal(res.finish, SLATE_FINISH_CONTEXT_FULL);
+    assert_int_equal(res.n_generated, 22);
+    for (int32_t i = 0; i < V * cap; i++) assert_true(dump[i] != -12345.0f);
+    for (int32_t i = V * cap; i < V * (cap + 1); i++) assert_true(dump[i] == -12345.0f);
+    free(dump);
+    free(r.prof);
+    slate_state_free(st);
+}
+
+/* slate_model_describe's E_BUFFER_TOO_SMALL gives the size to allocate (with the NUL). */
+static void describe_reports_the_size_to_allocate(void **stp) {
+    fx *f = *stp;
+    size_t need = 0, len = 0;
+    assert_int_equal(slate_model_describe(f->m, NULL, 0, &need), SLATE_E_BUFFER_TOO_SMALL);
+    char *buf = malloc(need);
+    assert_int_equal(slate_model_describe(f->m, buf, need, &len), SLATE_OK);
+    assert_int_equal(len + 1, need);
+    assert_int_equal(strlen(buf), len);
+    assert_int_equal(slate_model_describe(f->m, buf, need - 1, &len), SLATE_E_BUFFER_TOO_SMALL);
+    assert_int_equal(len, need);
+    free(buf);
+    /* An empty text is a valid input even as NULL. */
+    size_t n = 99;
+    int32_t out[2];
+    assert_int_equal(slate_tokenizer_encode(slate_model_tokenizer(f->m), NULL, 0, 0, out, 2, &n,
+                                            NULL), SLATE_OK);
+    assert_int_equal(n, 0);
+}
+
 static void smaller_state_context_is_enforced(void **stp) {
     fx *f = *stp;
     slate_state_params sp = slate_state_default_params();
@@ -395,6 +493,8 @@ int main(void) {
         cmocka_unit_test(exported_rows_are_each_heads_piece_side_by_side),
         cmocka_unit_test(explicit_causal_mask_equals_default),
         cmocka_unit_test(misuse_returns_status_with_message),
+        cmocka_unit_test(generate_holds_the_state_and_checks_its_inputs),
+        cmocka_unit_test(describe_reports_the_size_to_allocate),
         cmocka_unit_test(smaller_state_context_is_enforced),
         cmocka_unit_test(budget_too_small_is_refused_with_numbers),
         cmocka_unit_test(states_on_several_threads_match_serial_results),
