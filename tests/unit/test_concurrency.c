@@ -168,6 +168,77 @@ static void second_call_on_a_running_state_is_busy(void **stp) {
     slate_state_free(st);
 }
 
+/* slate_generate against a thread that keeps calling predict and profile on the same state:
+ * the generation holds the state from start to end, so each one that starts runs undisturbed
+ * (the same tokens as alone) and the other thread's calls get E_BUSY meanwhile. */
+typedef struct gen_race {
+    slate_state *st;
+    const int32_t *ids;
+    slate_op_profile *prof;
+    size_t n_ops;
+    atomic_int n_busy, n_ok, n_other;
+    atomic_bool stop;
+} gen_race;
+
+static void *poke(void *arg) {
+    gen_race *g = arg;
+    while (!atomic_load(&g->stop)) {
+        size_t n;
+        slate_status s = slate_state_predict(g->st, g->ids, 1, NULL, NULL);
+        slate_status p = slate_state_profile(g->st, g->prof, g->n_ops, &n);
+        if (s == SLATE_E_CONTEXT_FULL) s = SLATE_OK;
+        if (s == SLATE_E_BUSY || p == SLATE_E_BUSY) atomic_fetch_add(&g->n_busy, 1);
+        if (s == SLATE_OK || p == SLATE_OK) atomic_fetch_add(&g->n_ok, 1);
+        if ((s != SLATE_OK && s != SLATE_E_BUSY) || (p != SLATE_OK && p != SLATE_E_BUSY))
+            atomic_fetch_add(&g->n_other, 1);
+    }
+    return NULL;
+}
+
+static slate_status gen(slate_state *st, const int32_t *ids, int32_t *out) {
+    slate_generate_params gp = slate_generate_default_params();
+    gp.sampler.temperature = 0;
+    gp.ignore_eos = true;
+    gp.n_predict = 12;
+    gp.tokens_out = out;
+    gp.tokens_cap = 12;
+    slate_generate_result r;
+    return slate_generate(st, ids, 8, &gp, &r, NULL);
+}
+
+static void generate_holds_its_state_against_another_thread(void **stp) {
+    fx *f = *stp;
+    slate_state *st;
+    assert_int_equal(slate_state_create(f->m, NULL, &st, NULL), SLATE_OK);
+    int32_t want[12], got[12];
+    assert_int_equal(gen(st, f->ids[1], want), SLATE_OK);
+    gen_race g;
+    memset(&g, 0, sizeof g);
+    g.st = st;
+    g.ids = f->ids[2];
+    assert_int_equal(slate_state_profile(st, NULL, 0, &g.n_ops), SLATE_E_BUFFER_TOO_SMALL);
+    g.prof = calloc(g.n_ops, sizeof *g.prof);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, poke, &g), 0);
+    int n_done = 0;
+    for (int i = 0; i < 400 && n_done < 20; i++) {
+        slate_status s = slate_state_reset(st);
+        if (s == SLATE_E_BUSY) continue;
+        assert_int_equal(s, SLATE_OK);
+        s = gen(st, f->ids[1], got);
+        if (s == SLATE_E_BUSY) continue; /* the other thread held it at the start */
+        assert_int_equal(s, SLATE_OK);
+        assert_memory_equal(got, want, sizeof want);
+        n_done++;
+    }
+    atomic_store(&g.stop, true);
+    pthread_join(t, NULL);
+    assert_true(n_done > 0);
+    assert_int_equal(atomic_load(&g.n_other), 0);
+    free(g.prof);
+    slate_state_free(st);
+}
+
 typedef struct presser {
     slate_model *m;
     atomic_bool stop;
@@ -225,6 +296,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(conversations_on_several_threads_equal_each_alone),
         cmocka_unit_test(second_call_on_a_running_state_is_busy),
+        cmocka_unit_test(generate_holds_its_state_against_another_thread),
         cmocka_unit_test(pressure_concurrent_with_predicts_never_corrupts_a_conversation),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
