@@ -66,7 +66,9 @@ static const help HELP[] = {
      "  --context N           the state's context (default: the package's)\n"
      "  --kv-dtype fp16|fp32|int8   the state's cache dtype (default: the package's)\n"
      "  --prompt-cache FILE   reuse FILE's state for the longest common prefix, then save the\n"
-     "                        state after the prompt to FILE\n"
+     "                        state after the prompt to FILE. A state file of another model\n"
+     "                        or a damaged one is replaced; a FILE that is not a slate state\n"
+     "                        file (a package, a text file) is left untouched (with a note)\n"
      "  --dump-logits FILE    write each step's logits (float32 rows of n_vocab) to FILE\n"
      "  --mmap                map the weights from the file instead of reading them into memory\n"
      "  --mem-stats           print RSS and the state's reserved/resident memory\n"},

@@ -7,8 +7,11 @@
  * token ledger and the prompt is reused (the state is truncated to it, capped at the prompt
  * length - 1 unless the whole prompt matches and the file has its logits) and only the rest is
  * prefilled; the state after the prompt is then saved to FILE, so the next run with the same
- * prompt prefix skips that prefill. With the cache the prompt is fed before slate_generate, so
- * the repetition penalties see only generated tokens (they are off by default).
+ * prompt prefix skips that prefill. FILE is replaced only when it is missing or a slate state
+ * file (by its magic; one that cannot be used is noted and replaced); anything else (a package,
+ * a text file, a directory) is noted and left untouched. With the cache the prompt is fed
+ * before slate_generate, so the repetition penalties see only generated tokens (they are off
+ * by default).
  * --mem-stats prints the process RSS and the state's reserved/resident memory on stderr.
  * The dump file is opened before any work (an unwritable path fails at once) and, when it is a
  * regular file or new, written through slate_output (a temp beside it, renamed when complete,
@@ -122,15 +125,69 @@ static void mem_stats(const char *when, slate_state *st) {
     fprintf(stderr, "\n");
 }
 
+/* The first bytes of every slate state file (docs/format.md, "State files"). */
+static const char STATE_MAGIC[8] = {'S', 'L', 'A', 'T', 'E', 'S', 'T', 'A'};
+
+typedef enum cache_kind {
+    CACHE_ABSENT,  /* nothing at the path (or it cannot be reached: saving will say why) */
+    CACHE_STATE,   /* a slate state file, usable or not: read it, then replace it */
+    CACHE_FOREIGN, /* anything else: neither read nor written */
+} cache_kind;
+
+/* What is at the --prompt-cache path. A regular file counts as a state file when it is empty or
+ * starts with the state file magic (or, shorter than 8 bytes, with the magic's first bytes): a
+ * state of another model, a damaged or a truncated one. A package, a text file, a directory, a
+ * FIFO or device (never opened: that could block) and a file that cannot be read are someone
+ * else's: CACHE_FOREIGN, with the reason in why. */
+static cache_kind cache_probe(const char *file, char *why, size_t why_cap) {
+    struct stat sb;
+    if (stat(file, &sb) != 0) return CACHE_ABSENT;
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(why, why_cap, "'%s' is not a slate state file (it is %s)", file,
+                 S_ISDIR(sb.st_mode)    ? "a directory"
+                 : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                                        : "not a regular file");
+        return CACHE_FOREIGN;
+    }
+    char head[sizeof STATE_MAGIC];
+    size_t n = 0;
+    ssize_t r = 1;
+    int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    while (fd >= 0 && n < sizeof head && r != 0) {
+        r = read(fd, head + n, sizeof head - n);
+        if (r > 0) n += (size_t)r;
+        if (r < 0 && errno != EINTR) break;
+    }
+    if (fd < 0 || r < 0) {
+        snprintf(why, why_cap, "cannot read '%s' to check that it is a slate state file: %s",
+                 file, strerror(errno));
+        if (fd >= 0) close(fd);
+        return CACHE_FOREIGN;
+    }
+    close(fd);
+    if (memcmp(head, STATE_MAGIC, n) != 0) {
+        snprintf(why, why_cap, "'%s' is not a slate state file (it does not start with '%.8s')",
+                 file, STATE_MAGIC);
+        return CACHE_FOREIGN;
+    }
+    return CACHE_STATE;
+}
+
 /* Reuses FILE's prefix for ids, prefills the rest, saves the state to FILE. *reused_out: prompt
- * tokens not recomputed. A FILE that is missing or from another model only costs a full
- * prefill (a note on stderr). Returns a status on a real failure (prefill, save). */
+ * tokens not recomputed; *saved_out: whether FILE was written. A FILE that is missing, from
+ * another model or damaged only costs a full prefill (a note on stderr) and is replaced; a FILE
+ * that is not a slate state file is neither read nor written (a note on stderr). Returns a
+ * status on a real failure (prefill, save). */
 static slate_status prompt_cache(slate_state *st, const char *file, const int32_t *ids,
                                  int32_t n_ids, int32_t max_query, int32_t *reused_out,
-                                 slate_error *err) {
+                                 bool *saved_out, slate_error *err) {
     int32_t reuse = 0;
-    struct stat sb;
-    if (stat(file, &sb) == 0) {
+    char why[4200]; /* a path (up to PATH_MAX) and a sentence */
+    cache_kind kind = cache_probe(file, why, sizeof why);
+    if (kind == CACHE_FOREIGN) {
+        fprintf(stderr, "slate run: --prompt-cache: %s; it is left untouched and the whole "
+                        "prompt is prefilled\n", why);
+    } else if (kind == CACHE_STATE) {
         int32_t cap = slate_state_n_ctx(st) + 1;
         int32_t *ledger = malloc((size_t)cap * sizeof *ledger);
         slate_state_extra_out xo;
@@ -171,7 +228,8 @@ static slate_status prompt_cache(slate_state *st, const char *file, const int32_
     x.tokens = ids;
     x.n_tokens = n_ids;
     *reused_out = reuse;
-    return slate_state_save(st, file, &x, err);
+    *saved_out = kind != CACHE_FOREIGN;
+    return *saved_out ? slate_state_save(st, file, &x, err) : SLATE_OK;
 }
 
 /* "1,2,3" -> malloc'd ids; NULL on a malformed list. */
@@ -336,13 +394,14 @@ int slate_cli_run(int argc, char **argv) {
     int32_t n_fed = (int32_t)n_ids, reused = 0;
     if (cache_file) {
         double tc0 = now_ms();
+        bool saved = false;
         if ((s = prompt_cache(st, cache_file, ids, (int32_t)n_ids, info.max_query, &reused,
-                              &err)))
+                              &saved, &err)))
             goto fail;
         t_cache = now_ms() - tc0;
         fprintf(stderr, "[slate] prompt cache %s: reused %d of %zu prompt tokens, prefilled %zu, "
-                        "saved (%.1f ms)\n", cache_file, reused, n_ids, n_ids - (size_t)reused,
-                t_cache);
+                        "%s (%.1f ms)\n", cache_file, reused, n_ids, n_ids - (size_t)reused,
+                saved ? "saved" : "not saved", t_cache);
         n_fed = 0; /* the prompt is in the state; generation continues from its logits */
     }
     if (dump) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_output_files.sh - files slate writes (packages, prompt caches, chat /save) go through an
 # exclusive temp file beside the target: a FIFO or device at the target is refused, never
-# replaced and never waited on; a symbolic link is followed (the link stays); a planted
+# replaced and never waited on (a prompt cache that is not a slate state file, whatever it is,
+# is left alone and the run goes on); a symbolic link is followed (the link stays); a planted
 # OUT.tmp link is not written through; a conversion killed by a signal leaves nothing; a failed
 # write to stdout is exit status 1.
 source "$(dirname "$0")/lib.sh"
@@ -12,17 +13,50 @@ check "stories260K converts" test -s "$WORK/m.slate"
 quiet() { "$@" >/dev/null 2>&1; }
 run() { timeout 60 "$SLATE" run "$WORK/m.slate" -p "Once upon" -n 4 --temp 0 -t 1 "$@"; }
 
-# A FIFO as the prompt cache: refused at once (it used to block in open), left a FIFO.
+# A FIFO as the prompt cache: not a state file, so never opened (that used to block) nor
+# replaced; the run goes on without the cache.
 mkfifo "$WORK/fifo"
 rc=0; run --prompt-cache "$WORK/fifo" >/dev/null 2>"$WORK/err" || rc=$?
-check "prompt cache on a FIFO fails (exit 1, not a hang: $rc)" test "$rc" -eq 1
-check "the FIFO is refused by name" grep -q "fifo' exists and is not a regular file" "$WORK/err"
+check "prompt cache on a FIFO: the run succeeds (exit 0, not a hang: $rc)" test "$rc" -eq 0
+check "the FIFO is named as not a state file" \
+  grep -q "fifo' is not a slate state file (it is a FIFO); it is left untouched" "$WORK/err"
 check "the FIFO is still a FIFO" test -p "$WORK/fifo"
 if [ "$(id -u)" = 0 ] && mknod "$WORK/null" c 1 3 2>/dev/null; then
   rc=0; run --prompt-cache "$WORK/null" >/dev/null 2>&1 || rc=$?
-  check "prompt cache on a character device fails" test "$rc" -eq 1
+  check "prompt cache on a character device: the run succeeds ($rc)" test "$rc" -eq 0
   check "the device is still a device" test -c "$WORK/null"
 fi
+
+# Something else at the prompt cache path (the package itself, a text file, a directory): not a
+# slate state file, so it is neither read nor replaced; a note says so and the run prefills the
+# whole prompt, printing what it prints without a cache.
+run >"$WORK/nocache.txt" 2>/dev/null
+cp "$WORK/m.slate" "$WORK/victim.slate"
+echo "my notes" >"$WORK/notes.txt"
+mkdir "$WORK/dir.state"
+for f in victim.slate notes.txt dir.state; do
+  rc=0; run --prompt-cache "$WORK/$f" >"$WORK/out" 2>"$WORK/err" || rc=$?
+  check "prompt cache on $f: the run succeeds ($rc)" test "$rc" -eq 0
+  check "... printing the uncached text" cmp -s "$WORK/out" "$WORK/nocache.txt"
+  check "... $f is named as not a slate state file, left untouched" \
+    grep -q "$f' is not a slate state file (.*); it is left untouched" "$WORK/err"
+  check "... and reported as not saved" grep -q "prefilled [1-9][0-9]*, not saved" "$WORK/err"
+done
+check "the package given as a prompt cache is unchanged" cmp -s "$WORK/m.slate" "$WORK/victim.slate"
+check "the text file is unchanged" test "$(cat "$WORK/notes.txt")" = "my notes"
+check "the directory is still an empty directory" \
+  test -d "$WORK/dir.state" -a -z "$(ls -A "$WORK/dir.state")"
+# A slate state file that cannot be used is replaced: a truncated one, one of another cache dtype.
+quiet run --prompt-cache "$WORK/good.state"
+head -c 100 "$WORK/good.state" >"$WORK/trunc.state"
+for c in "trunc.state:SLATE_E_FORMAT:a truncated" "f32.state:SLATE_E_INVALID_ARG:another dtype's"; do
+  IFS=: read -r f st what <<<"$c"
+  [ "$f" = f32.state ] && quiet run --prompt-cache "$WORK/f32.state" --kv-dtype fp32
+  run --prompt-cache "$WORK/$f" >/dev/null 2>"$WORK/err"
+  check "$what state file is not used" grep -q "$f' not used ($st" "$WORK/err"
+  run --prompt-cache "$WORK/$f" >/dev/null 2>"$WORK/err"
+  check "... and is replaced by the new state" grep -q "reused [1-9]" "$WORK/err"
+done
 
 # A symbolic link as the prompt cache: the file it points to gets the state, the link stays.
 : >"$WORK/real.state"
