@@ -68,7 +68,8 @@ static const help HELP[] = {
      "  --prompt-cache FILE   reuse FILE's state for the longest common prefix, then save the\n"
      "                        state after the prompt to FILE. A state file of another model\n"
      "                        or a damaged one is replaced; a FILE that is not a slate state\n"
-     "                        file (a package, a text file) is left untouched (with a note)\n"
+     "                        file (a package, a text file) is left untouched (with a note);\n"
+     "                        a save that fails is a note, not an error\n"
      "  --dump-logits FILE    write each step's logits (float32 rows of n_vocab) to FILE\n"
      "  --mmap                map the weights from the file instead of reading them into memory\n"
      "  --mem-stats           print RSS and the state's reserved/resident memory\n"},

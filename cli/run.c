@@ -9,9 +9,9 @@
  * prefilled; the state after the prompt is then saved to FILE, so the next run with the same
  * prompt prefix skips that prefill. FILE is replaced only when it is missing or a slate state
  * file (by its magic; one that cannot be used is noted and replaced); anything else (a package,
- * a text file, a directory) is noted and left untouched. With the cache the prompt is fed
- * before slate_generate, so the repetition penalties see only generated tokens (they are off
- * by default).
+ * a text file, a directory) is noted and left untouched; a failed save is a note too (the
+ * cache only saves time). With the cache the prompt is fed before slate_generate, so the
+ * repetition penalties see only generated tokens (they are off by default).
  * --mem-stats prints the process RSS and the state's reserved/resident memory on stderr.
  * The dump file is opened before any work (an unwritable path fails at once) and, when it is a
  * regular file or new, written through slate_output (a temp beside it, renamed when complete,
@@ -176,8 +176,8 @@ static cache_kind cache_probe(const char *file, char *why, size_t why_cap) {
 /* Reuses FILE's prefix for ids, prefills the rest, saves the state to FILE. *reused_out: prompt
  * tokens not recomputed; *saved_out: whether FILE was written. A FILE that is missing, from
  * another model or damaged only costs a full prefill (a note on stderr) and is replaced; a FILE
- * that is not a slate state file is neither read nor written (a note on stderr). Returns a
- * status on a real failure (prefill, save). */
+ * that is not a slate state file is neither read nor written (a note on stderr), and a save
+ * that fails is a note on stderr. Returns a status only when the prefill fails. */
 static slate_status prompt_cache(slate_state *st, const char *file, const int32_t *ids,
                                  int32_t n_ids, int32_t max_query, int32_t *reused_out,
                                  bool *saved_out, slate_error *err) {
@@ -228,8 +228,18 @@ static slate_status prompt_cache(slate_state *st, const char *file, const int32_
     x.tokens = ids;
     x.n_tokens = n_ids;
     *reused_out = reuse;
-    *saved_out = kind != CACHE_FOREIGN;
-    return *saved_out ? slate_state_save(st, file, &x, err) : SLATE_OK;
+    *saved_out = false;
+    if (kind == CACHE_FOREIGN) return SLATE_OK;
+    /* The cache only saves time: a save that fails (a read-only folder, a full disk) costs the
+     * next run a prefill, not this run its output. */
+    slate_error se;
+    memset(&se, 0, sizeof se);
+    slate_status s = slate_state_save(st, file, &x, &se);
+    if (s)
+        fprintf(stderr, "slate run: prompt cache '%s' not saved (%s: %s); the run goes on\n",
+                file, slate_status_name(s), se.message);
+    *saved_out = s == SLATE_OK;
+    return SLATE_OK;
 }
 
 /* "1,2,3" -> malloc'd ids; NULL on a malformed list. */

@@ -58,6 +58,25 @@ for c in "trunc.state:SLATE_E_FORMAT:a truncated" "f32.state:SLATE_E_INVALID_ARG
   check "... and is replaced by the new state" grep -q "reused [1-9]" "$WORK/err"
 done
 
+# A prompt cache that cannot be saved only costs the next run its prefill: a note names the file
+# and the reason, and the run prints its text and exits 0. A path under a regular file fails
+# with ENOTDIR even for root; a read-only folder is tried only where permissions apply.
+: >"$WORK/plainfile"
+unwritable=("$WORK/plainfile/cache.state")
+if [ "$(id -u)" != 0 ]; then
+  mkdir "$WORK/ro"
+  chmod 555 "$WORK/ro"
+  unwritable+=("$WORK/ro/cache.state")
+fi
+for f in "${unwritable[@]}"; do
+  rc=0; run --prompt-cache "$f" >"$WORK/out" 2>"$WORK/err" || rc=$?
+  check "unsavable prompt cache ${f#"$WORK"/}: the run succeeds ($rc)" test "$rc" -eq 0
+  check "... printing the uncached text" cmp -s "$WORK/out" "$WORK/nocache.txt"
+  check "... and a note naming the file and why" \
+    grep -q "prompt cache '$f' not saved (SLATE_E_IO: .*\(Not a directory\|Permission denied\)" \
+    "$WORK/err"
+done
+
 # A symbolic link as the prompt cache: the file it points to gets the state, the link stays.
 : >"$WORK/real.state"
 ln -s real.state "$WORK/link.state"
