@@ -7,7 +7,8 @@
  * "/text"): /reset, /save FILE, /load FILE, /stats (one "[stats] key=value ..." line on
  * stdout, then a blank line), /help, /quit. Ctrl-C stops the reply being generated; at the
  * prompt it quits. A turn that fails prints its error and is taken back (its message is
- * removed), the chat goes on, and the exit status is 1 at the end.
+ * removed), the chat goes on, and the exit status is 1 at the end; so does a line that holds a
+ * NUL byte (refused, not cut at the NUL) and an unknown command.
  */
 #define _POSIX_C_SOURCE 200809L /* getline, sigaction */
 #include "cli.h"
@@ -224,6 +225,14 @@ int slate_cli_chat(int argc, char **argv) {
         }
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
         if (n == 0) continue;
+        const char *nul = memchr(line, '\0', (size_t)n);
+        if (nul) { /* C strings would drop what follows it: refuse, as the server does */
+            bool cmd = line[0] == '/' && line[1] != '/';
+            fprintf(stderr, "slate chat: the %s contains a NUL byte (at byte %td of the line); "
+                    "not sent\n", cmd ? "command" : "message", nul - line);
+            rc = 1;
+            continue;
+        }
         if (line[0] == '/' && line[1] != '/') {
             const char *arg;
             if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
@@ -260,7 +269,7 @@ int slate_cli_chat(int argc, char **argv) {
             continue;
         }
         const char *text = line[0] == '/' ? line + 1 : line;
-        if (!chat_turn(s, text, strlen(text), &gp, ++turns)) rc = 1;
+        if (!chat_turn(s, text, (size_t)n - (size_t)(text - line), &gp, ++turns)) rc = 1;
     }
     g_session = NULL;
 out:

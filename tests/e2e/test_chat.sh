@@ -4,7 +4,8 @@
 # reply each, followed by a blank line; /stats shows cross-turn reuse from the second turn on;
 # /reset starts a new conversation (the system message stays, and its cache is reused);
 # /save + /load restore a conversation; greedy chats are reproducible; unknown templates,
-# models without a template and unknown commands are refused with their message.
+# models without a template, unknown commands and lines holding a NUL byte are refused with
+# their message.
 source "$(dirname "$0")/lib.sh"
 
 $PY "$TOOLS/hfmodel.py" make --variant qwen2 --out "$WORK/q" --seed 11 >/dev/null
@@ -86,6 +87,17 @@ printf '/bogus\nHello\n' | chat >/dev/null 2>"$WORK/bogus.err" || rc=$?
 check "an unknown command is reported, the chat goes on, the exit status is 1" \
   test "$rc" -eq 1 -a "$(grep -ac '^\[slate\] reply 1: ' "$WORK/bogus.err")" -eq 1
 check "... naming the command" grep -aq "unknown command '/bogus'" "$WORK/bogus.err"
+
+# A line with a NUL byte is refused whole (it used to be sent cut at the NUL); the next line is
+# read and answered, and the exit status is 1.
+rc=0
+printf 'Hel\0lo\n/stats\nHello\n/stats\n' | chat >"$WORK/nul" 2>"$WORK/nul.err" || rc=$?
+check "a message with a NUL byte is refused, the chat goes on, the exit status is 1 ($rc)" \
+  test "$rc" -eq 1 -a "$(grep -ac '^\[slate\] reply [0-9]*: ' "$WORK/nul.err")" -eq 1
+check "... saying why" grep -aq "the message contains a NUL byte (at byte 3 of the line); not sent" \
+  "$WORK/nul.err"
+check "... and nothing of it reaches the conversation (1 message, then 3)" \
+  test "$(field messages 1 "$WORK/nul")" = 1 -a "$(field messages 2 "$WORK/nul")" = 3
 
 # A small context with the roll policy drops old turns instead of failing.
 printf 'one two three four\nfive six seven eight\nnine ten eleven twelve\n/stats\n' | \
