@@ -432,9 +432,9 @@ int slate_cli_run(int argc, char **argv) {
     slate_generate_result res;
     (void)t0;
     s = slate_generate(st, ids, n_fed, &gp, &res, &err);
+    if (s) goto fail; /* stdout gets no newline: nothing was generated, or the text is cut */
     printf("\n");
     fflush(stdout);
-    if (s) goto fail;
     if (want_mem) mem_stats("after generate", st);
     if (cache_file) { /* count the prompt work done before slate_generate */
         res.n_prompt = (int32_t)n_ids;

@@ -12,6 +12,9 @@ check "prompt longer than max_query is prefilled in chunks" \
   "$SLATE" run "$WORK/ok.slate" --ids 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18 -n 1
 expect_fail "token id outside the vocabulary" SLATE_E_INVALID_ARG "outside the vocabulary" \
   "$SLATE" run "$WORK/ok.slate" --ids 1,2,5000 -n 1
+n_out=$("$SLATE" run "$WORK/ok.slate" --ids 1,2,5000 -n 1 2>/dev/null | wc -c || true)
+check "... and a failed run prints nothing on stdout, not even a newline ($n_out bytes)" \
+  test "$n_out" -eq 0
 expect_fail "prompt past the context" SLATE_E_CONTEXT_FULL "does not fit" \
   "$SLATE" run "$WORK/ok.slate" -p "$(head -c 200 /dev/zero | tr '\0' 'a')" -n 1
 size=$(stat -c %s "$WORK/ok.slate")
