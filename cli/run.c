@@ -242,22 +242,46 @@ static slate_status prompt_cache(slate_state *st, const char *file, const int32_
     return SLATE_OK;
 }
 
-/* "1,2,3" -> malloc'd ids; NULL on a malformed list. */
+/* "1,2,3" -> malloc'd ids (*n_out of them; "" gives none). Each element is decimal digits with
+ * an optional '-' (a negative id is refused later with the vocabulary's range) that fits in
+ * int32; no spaces, no empty element ("1,,2", "1,2,"). NULL, with a message on stderr naming
+ * the bad element, on anything else. */
 static int32_t *parse_ids(const char *s, size_t *n_out) {
     size_t cap = 1;
     for (const char *c = s; *c; c++) cap += *c == ',';
     int32_t *ids = malloc(cap * sizeof *ids);
+    if (!ids) {
+        fprintf(stderr, "slate run: out of memory for --ids (%zu ids)\n", cap);
+        return NULL;
+    }
     size_t n = 0;
     const char *c = s;
-    while (ids && *c) {
-        char *end;
-        long v = strtol(c, &end, 10);
-        if (end == c || v < INT32_MIN || v > INT32_MAX || (*end && *end != ',')) {
+    bool more = *s != '\0'; /* "" lists nothing; otherwise each element, the last included */
+    while (more) {
+        size_t len = strcspn(c, ",");
+        const char *digits = c + (*c == '-');
+        size_t n_digits = len - (size_t)(digits - c);
+        const char *why = NULL;
+        long long v = 0;
+        if (len == 0) {
+            why = "is empty";
+        } else if (n_digits == 0 || strspn(digits, "0123456789") < n_digits) {
+            why = "is not an integer";
+        } else {
+            errno = 0;
+            v = strtoll(c, NULL, 10); /* stops at the ',' */
+            if (errno == ERANGE || v < INT32_MIN || v > INT32_MAX)
+                why = "is out of the int32 range";
+        }
+        if (why) {
+            fprintf(stderr, "slate run: --ids must be comma-separated integers without spaces, "
+                            "e.g. 1,2,3: element %zu ('%.*s') %s\n", n + 1, (int)len, c, why);
             free(ids);
             return NULL;
         }
         ids[n++] = (int32_t)v;
-        c = *end ? end + 1 : end;
+        more = c[len] == ',';
+        if (more) c += len + 1;
     }
     *n_out = n;
     return ids;
@@ -375,10 +399,7 @@ int slate_cli_run(int argc, char **argv) {
     size_t n_ids = 0, plen = prompt ? strlen(prompt) : 0;
     if (ids_arg) {
         ids = parse_ids(ids_arg, &n_ids);
-        if (!ids) {
-            fprintf(stderr, "slate run: --ids must be comma-separated integers\n");
-            goto out;
-        }
+        if (!ids) goto out; /* parse_ids said why */
     } else {
         s = slate_tokenizer_encode(tok, prompt, plen, SLATE_ENCODE_ADD_BOS, NULL, 0, &n_ids, &err);
     }

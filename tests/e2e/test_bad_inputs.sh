@@ -15,6 +15,15 @@ expect_fail "token id outside the vocabulary" SLATE_E_INVALID_ARG "outside the v
 n_out=$("$SLATE" run "$WORK/ok.slate" --ids 1,2,5000 -n 1 2>/dev/null | wc -c || true)
 check "... and a failed run prints nothing on stdout, not even a newline ($n_out bytes)" \
   test "$n_out" -eq 0
+# --ids is strict: comma-separated integers, no spaces, no empty element; the bad one is named.
+for c in "1,2,|element 3 ('') is empty" "1,,2|element 2 ('') is empty" \
+         " 1|element 1 (' 1') is not an integer" "1, 2|element 2 (' 2') is not an integer" \
+         "1,2x|element 2 ('2x') is not an integer" "+1|element 1 ('+1') is not an integer" \
+         "1,4294967297|element 2 ('4294967297') is out of the int32 range"; do
+  expect_fail "--ids '${c%%|*}' is refused" "" \
+    "--ids must be comma-separated integers without spaces, e.g. 1,2,3: ${c#*|}" \
+    "$SLATE" run "$WORK/ok.slate" --ids "${c%%|*}" -n 1
+done
 expect_fail "prompt past the context" SLATE_E_CONTEXT_FULL "does not fit" \
   "$SLATE" run "$WORK/ok.slate" -p "$(head -c 200 /dev/zero | tr '\0' 'a')" -n 1
 size=$(stat -c %s "$WORK/ok.slate")
