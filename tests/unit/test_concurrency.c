@@ -10,6 +10,7 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,40 +169,62 @@ static void second_call_on_a_running_state_is_busy(void **stp) {
     slate_state_free(st);
 }
 
-/* slate_generate against a thread that keeps calling predict and profile on the same state:
- * the generation holds the state from start to end, so each one that starts runs undisturbed
- * (the same tokens as alone) and the other thread's calls get E_BUSY meanwhile. */
+/* slate_generate against a thread that calls predict and profile on the same state while the
+ * generation runs: it holds the state from start to end, so it gives the same tokens as alone
+ * and every one of those calls gets E_BUSY. The other thread calls only while a generation is
+ * running (from its first piece until it returns), so it can neither starve the generations'
+ * starts nor touch the state between two of them. */
 typedef struct gen_race {
     slate_state *st;
     const int32_t *ids;
     slate_op_profile *prof;
     size_t n_ops;
-    atomic_int n_busy, n_ok, n_other;
-    atomic_bool stop;
+    atomic_bool running, stop;
+    atomic_int epoch, seen; /* main: epoch++ after each generation; poke: seen = epoch when idle */
+    atomic_int n_busy, n_other; /* n_other: +1 per OK / CONTEXT_FULL, +1000 per anything else */
 } gen_race;
 
 static void *poke(void *arg) {
     gen_race *g = arg;
     while (!atomic_load(&g->stop)) {
+        int e = atomic_load(&g->epoch);
+        if (!atomic_load(&g->running)) {
+            atomic_store(&g->seen, e);
+            sched_yield();
+            continue;
+        }
         size_t n;
         slate_status s = slate_state_predict(g->st, g->ids, 1, NULL, NULL);
         slate_status p = slate_state_profile(g->st, g->prof, g->n_ops, &n);
-        if (s == SLATE_E_CONTEXT_FULL) s = SLATE_OK;
-        if (s == SLATE_E_BUSY || p == SLATE_E_BUSY) atomic_fetch_add(&g->n_busy, 1);
-        if (s == SLATE_OK || p == SLATE_OK) atomic_fetch_add(&g->n_ok, 1);
-        if ((s != SLATE_OK && s != SLATE_E_BUSY) || (p != SLATE_OK && p != SLATE_E_BUSY))
-            atomic_fetch_add(&g->n_other, 1);
+        /* Busy while the generation runs; OK (or a full context) when the call lands after it
+         * returned and before the main thread clears `running`. */
+        atomic_fetch_add(s == SLATE_E_BUSY ? &g->n_busy : &g->n_other,
+                         s == SLATE_E_BUSY || s == SLATE_OK || s == SLATE_E_CONTEXT_FULL ? 1 : 1000);
+        atomic_fetch_add(p == SLATE_E_BUSY ? &g->n_busy : &g->n_other,
+                         p == SLATE_E_BUSY || p == SLATE_OK ? 1 : 1000);
     }
     return NULL;
 }
 
-static slate_status gen(slate_state *st, const int32_t *ids, int32_t *out) {
+static bool mark_running(void *user, const char *text, size_t len) {
+    (void)text;
+    (void)len;
+    if (user) { /* and a pause inside the call, for the other thread's calls to meet */
+        atomic_store(&((gen_race *)user)->running, true);
+        sleep_us(100);
+    }
+    return true;
+}
+
+static slate_status gen(slate_state *st, const int32_t *ids, int32_t *out, gen_race *g) {
     slate_generate_params gp = slate_generate_default_params();
     gp.sampler.temperature = 0;
     gp.ignore_eos = true;
-    gp.n_predict = 12;
+    gp.n_predict = 24;
     gp.tokens_out = out;
-    gp.tokens_cap = 12;
+    gp.tokens_cap = 24;
+    gp.on_piece = mark_running;
+    gp.user = g;
     slate_generate_result r;
     return slate_generate(st, ids, 8, &gp, &r, NULL);
 }
@@ -210,8 +233,8 @@ static void generate_holds_its_state_against_another_thread(void **stp) {
     fx *f = *stp;
     slate_state *st;
     assert_int_equal(slate_state_create(f->m, NULL, &st, NULL), SLATE_OK);
-    int32_t want[12], got[12];
-    assert_int_equal(gen(st, f->ids[1], want), SLATE_OK);
+    int32_t want[24], got[24];
+    assert_int_equal(gen(st, f->ids[1], want, NULL), SLATE_OK);
     gen_race g;
     memset(&g, 0, sizeof g);
     g.st = st;
@@ -220,21 +243,18 @@ static void generate_holds_its_state_against_another_thread(void **stp) {
     g.prof = calloc(g.n_ops, sizeof *g.prof);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, poke, &g), 0);
-    int n_done = 0;
-    for (int i = 0; i < 400 && n_done < 20; i++) {
-        slate_status s = slate_state_reset(st);
-        if (s == SLATE_E_BUSY) continue;
-        assert_int_equal(s, SLATE_OK);
-        s = gen(st, f->ids[1], got);
-        if (s == SLATE_E_BUSY) continue; /* the other thread held it at the start */
-        assert_int_equal(s, SLATE_OK);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(slate_state_reset(st), SLATE_OK);
+        assert_int_equal(gen(st, f->ids[1], got, &g), SLATE_OK);
+        atomic_store(&g.running, false);
+        int e = atomic_fetch_add(&g.epoch, 1) + 1;
+        while (atomic_load(&g.seen) != e) sched_yield(); /* its last call has returned */
         assert_memory_equal(got, want, sizeof want);
-        n_done++;
     }
     atomic_store(&g.stop, true);
     pthread_join(t, NULL);
-    assert_true(n_done > 0);
-    assert_int_equal(atomic_load(&g.n_other), 0);
+    assert_true(atomic_load(&g.n_other) < 1000); /* no status but BUSY, OK, CONTEXT_FULL */
+    assert_true(atomic_load(&g.n_busy) > 0);
     free(g.prof);
     slate_state_free(st);
 }
