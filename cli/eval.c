@@ -164,6 +164,24 @@ int slate_cli_eval(int argc, char **argv) {
         sd->tok = slate_model_tokenizer(sd->m);
     }
     if (!same_vocab(&s_m, &s_r)) goto out;
+    /* The window: a position is scored against the next token of its window, so a window of
+     * fewer than 2 tokens scores nothing (a package converted with --context 1). */
+    int32_t ctx = s_m.info.n_ctx < s_r.info.n_ctx ? s_m.info.n_ctx : s_r.info.n_ctx;
+    if (ctx_arg) {
+        if (ctx_arg > ctx) {
+            fprintf(stderr, "slate eval: --ctx %lld exceeds the smaller context of the two "
+                            "packages (%d)\n", ctx_arg, ctx);
+            goto out;
+        }
+        ctx = (int32_t)ctx_arg;
+    } else if (ctx < 2) {
+        fprintf(stderr, "slate eval: the smaller context of the two packages is %d ('%s': %d, "
+                        "'%s': %d); eval needs windows of at least 2 tokens\n", ctx, s_m.path,
+                s_m.info.n_ctx, s_r.path, s_r.info.n_ctx);
+        goto out;
+    } else if (ctx > 512) {
+        ctx = 512;
+    }
     size_t text_len = 0;
     if (!(text = read_text(text_path, &text_len))) {
         fprintf(stderr, "slate eval: cannot read '%s' (missing, unreadable or over %u bytes)\n",
@@ -187,17 +205,6 @@ int slate_cli_eval(int argc, char **argv) {
         fprintf(stderr, "slate eval: '%s' gives %zu token(s); at least 2 are needed\n",
                 text_path, n_ids);
         goto out;
-    }
-    int32_t ctx = s_m.info.n_ctx < s_r.info.n_ctx ? s_m.info.n_ctx : s_r.info.n_ctx;
-    if (ctx_arg) {
-        if (ctx_arg > ctx) {
-            fprintf(stderr, "slate eval: --ctx %lld exceeds the smaller context of the two "
-                            "packages (%d)\n", ctx_arg, ctx);
-            goto out;
-        }
-        ctx = (int32_t)ctx_arg;
-    } else if (ctx > 512) {
-        ctx = 512;
     }
     int32_t chunk = EVAL_CHUNK;
     if (chunk > s_m.info.max_query) chunk = s_m.info.max_query;
@@ -253,6 +260,11 @@ int slate_cli_eval(int argc, char **argv) {
                 n_pos++;
             }
         }
+    }
+    if (n_pos == 0) { /* cannot happen with >= 2 tokens and windows >= 2; never print NaN */
+        fprintf(stderr, "slate eval: no position was scored ('%s' gives %zu tokens, windows of "
+                        "%d)\n", text_path, n_ids, ctx);
+        goto out;
     }
     double kl_mean = kl_sum / (double)n_pos, top1 = (double)n_agree / (double)n_pos;
     /* The cache dtype of each side (the package's default; it changes the logits too). */

@@ -143,4 +143,13 @@ assert 0 < e["kl_mean"] < 1e-3 and e["top1_agreement"] >= 0.9, e
 "$SLATE" convert "$WORK/other" -o "$WORK/other.slate" 2>/dev/null
 expect_fail "eval refuses packages with different vocabularies" "" "vocabularies differ" \
   "$SLATE" eval "$WORK/tiny.slate" --ref "$WORK/other.slate" --text "$WORK/text.txt"
+# A package of context 1 leaves windows of 1 token: nothing to score. Refused with both
+# contexts named, and nothing (no NaN, no invalid JSON) on stdout.
+"$SLATE" convert "$d" -o "$WORK/c1.slate" --context 1 2>/dev/null
+expect_fail "eval refuses windows below 2 tokens, naming both contexts" "" \
+  "the smaller context of the two packages is 1 ('$WORK/c1.slate': 1, '$WORK/tiny.slate': 2304)" \
+  "$SLATE" eval "$WORK/c1.slate" --ref "$WORK/tiny.slate" --text "$WORK/text.txt"
+rc=0; out=$("$SLATE" eval "$WORK/tiny.slate" --ref "$WORK/c1.slate" --text "$WORK/text.txt" \
+  --json 2>/dev/null) || rc=$?
+check "... --json too: exit 1, nothing on stdout (rc $rc, '$out')" test "$rc" -eq 1 -a -z "$out"
 finish
