@@ -18,8 +18,14 @@
  *     (27 * 26 tokens: " a", "ab", ...), level 3 every level-2 token + a letter, and so on; each
  *     merge "prefix letter" makes a token no other merge makes. The last three ids are the
  *     special tokens. It depends only on n_vocab.
- *   - Atomic folder: everything goes into out_dir.tmp, each file is flushed and fsynced, and the
- *     folder is renamed at the end. A failure removes what was written.
+ *   - Atomic folder: everything goes into out_dir.tmp, and the folder is renamed at the end. A
+ *     failure removes what was written. Each file goes through the library's atomic writer
+ *     (a temp NAME.tmp.<pid>.<n> inside out_dir.tmp, which slate_remove_partial_outputs
+ *     unlinks when a signal kills the program), is flushed and fsynced when complete, and is
+ *     renamed to NAME only once every file is complete: a run interrupted by a signal while
+ *     writing leaves at most an empty out_dir.tmp, which the next run removes. At most
+ *     MAX_HELD files wait uncommitted (the writer tracks 16 in flight); with more shards the
+ *     oldest files are committed early, and an interrupt leaves those in out_dir.tmp.
  * Formats: safetensors (huggingface/safetensors README, "Format": u64 header length, JSON header
  * padded with spaces, data), the sharded index (model.safetensors.index.json: weight_map), and
  * tokenizer.json as written by the `tokenizers` library (model.type "BPE").
@@ -43,6 +49,7 @@
 #define MAX_VOCAB (1 << 22)                /* the tokenizer loader's limit */
 #define DEFAULT_SHARD_BYTES ((size_t)1 << 32)
 #define PATH_CAP 4096
+#define MAX_HELD 12                        /* files written but not yet renamed into place */
 
 static const char *const SPECIALS[N_SPECIAL] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
 
@@ -266,54 +273,54 @@ static slate_status make_plan(const slate_synth_params *sp, plan *p, slate_error
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
+/* One file of the folder, written through the atomic writer (a tracked temp beside its name). */
 typedef struct out {
-    FILE *f;
-    const char *path;
-    slate_status s;
+    slate__atomic_file f;
+    slate_status s; /* the first error of the file */
     slate_error *err;
 } out;
 
-static bool out_open(out *o, const char *path, slate_error *err) {
-    memset(o, 0, sizeof *o);
-    o->path = path;
-    o->err = err;
-    o->f = fopen(path, "wb");
-    if (!o->f) {
-        o->s = slate__fail(err, SLATE_E_IO, "cannot create '%s': %s", path, strerror(errno));
-        return false;
-    }
-    return true;
-}
+/* The folder being written: files[0..n) are complete (synced) or being written, none renamed
+ * into place yet. */
+typedef struct folder {
+    const char *dir;
+    out files[MAX_HELD];
+    int n;
+    slate_error *err;
+} folder;
 
 static void out_write(out *o, const void *data, size_t len) {
     if (o->s || !len) return;
-    if (fwrite(data, 1, len, o->f) != len)
-        o->s = slate__fail(o->err, SLATE_E_IO, "writing '%s' failed: %s", o->path,
+    slate__atomic_write(&o->f, data, len);
+    if (o->f.failed)
+        o->s = slate__fail(o->err, SLATE_E_IO, "writing '%s' failed: %s", o->f.final_path,
                            strerror(errno));
 }
 
 static void out_printf(out *o, const char *fmt, ...) SLATE__PRINTF(2, 3);
 static void out_printf(out *o, const char *fmt, ...) {
     if (o->s) return;
+    char small[1024], *buf = small;
     va_list ap;
     va_start(ap, fmt);
-    int n = vfprintf(o->f, fmt, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        o->s = slate__fail(o->err, SLATE_E_IO, "writing '%s' failed: %s", o->path,
-                           strerror(errno));
-}
-
-/* Flushes, fsyncs and closes; returns the first error of the file. */
-static slate_status out_close(out *o) {
-    if (!o->f) return o->s;
-    bool ok = fflush(o->f) == 0 && fsync(fileno(o->f)) == 0;
-    int e = errno;
-    ok = fclose(o->f) == 0 && ok;
-    o->f = NULL;
-    if (!ok && !o->s)
-        o->s = slate__fail(o->err, SLATE_E_IO, "writing '%s' failed: %s", o->path, strerror(e));
-    return o->s;
+    if (n < 0) {
+        o->s = slate__fail(o->err, SLATE_E_INTERNAL, "formatting '%s' failed", o->f.final_path);
+        return;
+    }
+    if ((size_t)n >= sizeof small) {
+        if (!(buf = slate__malloc((size_t)n + 1))) {
+            o->s = slate__fail(o->err, SLATE_E_NOMEM, "out of memory writing '%s'",
+                               o->f.final_path);
+            return;
+        }
+        va_start(ap, fmt);
+        vsnprintf(buf, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    out_write(o, buf, (size_t)n);
+    if (buf != small) slate__free(buf);
 }
 
 static bool path_join(char *buf, const char *dir, const char *name) {
@@ -321,23 +328,84 @@ static bool path_join(char *buf, const char *dir, const char *name) {
     return n > 0 && n < PATH_CAP;
 }
 
+/* Commits the oldest file (renames it into place): makes room for one more. */
+static slate_status folder_commit_oldest(folder *fo) {
+    slate_status s = slate__atomic_commit(&fo->files[0].f, fo->err);
+    memmove(&fo->files[0], &fo->files[1], (size_t)(fo->n - 1) * sizeof fo->files[0]);
+    fo->n--;
+    return s;
+}
+
+/* Opens dir/name for writing; NULL (with the status in *s) on failure. */
+static out *folder_open(folder *fo, const char *name, slate_status *s) {
+    char path[PATH_CAP];
+    if (!path_join(path, fo->dir, name)) {
+        *s = slate__fail(fo->err, SLATE_E_INVALID_ARG, "path too long: '%s/%s'", fo->dir, name);
+        return NULL;
+    }
+    if (fo->n == MAX_HELD && (*s = folder_commit_oldest(fo))) return NULL;
+    out *o = &fo->files[fo->n];
+    memset(o, 0, sizeof *o);
+    o->err = fo->err;
+    if ((*s = slate__atomic_open(path, &o->f, fo->err))) return NULL;
+    fo->n++;
+    return o;
+}
+
+/* The file is complete: flush and fsync it now, so that committing the folder at the end is
+ * only renames (a signal then finds every file still a temp, or the folder done). Returns the
+ * file's first error. */
+static slate_status out_done(out *o) {
+    FILE *fp = o->f.fp;
+    if (!o->s && (fflush(fp) != 0 || fsync(fileno(fp)) != 0))
+        o->s = slate__fail(o->err, SLATE_E_IO, "writing '%s' failed: %s", o->f.final_path,
+                           strerror(errno));
+    return o->s;
+}
+
+/* Renames every complete file into place, oldest first. */
+static slate_status folder_commit(folder *fo) {
+    slate_status s = SLATE_OK;
+    while (fo->n > 0 && !s) s = folder_commit_oldest(fo);
+    return s;
+}
+
+/* Removes the temps of the files not committed. */
+static void folder_abort(folder *fo) {
+    for (int i = 0; i < fo->n; i++) slate__atomic_abort(&fo->files[i].f);
+    fo->n = 0;
+}
+
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Removes a (stale or half-written) synth folder: the files synth writes, then the folder. */
+/* A name synth writes: *.json, *.safetensors, or the atomic writer's temp of one
+ * (NAME.tmp.<pid>.<n>, left by a run killed with SIGKILL). */
+static bool synth_file_name(const char *name) {
+    return ends_with(name, ".json") || ends_with(name, ".safetensors") ||
+           strstr(name, ".json.tmp.") || strstr(name, ".safetensors.tmp.");
+}
+
+/* Removes a (stale or half-written) synth folder: the files synth writes, then the folder. A
+ * symbolic link or a file at dir is refused, never followed. */
 static slate_status remove_tmp_dir(const char *dir, slate_error *err) {
+    struct stat st;
+    if (lstat(dir, &st) != 0)
+        return errno == ENOENT ? SLATE_OK
+                               : slate__fail(err, SLATE_E_IO, "cannot inspect '%s': %s", dir,
+                                             strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return slate__fail(err, SLATE_E_IO, "'%s' exists and is not a folder (%s); synth "
+                           "writes its temp folder there: remove it by hand", dir,
+                           S_ISLNK(st.st_mode) ? "a symbolic link" : "a file");
     DIR *d = opendir(dir);
-    if (!d) return errno == ENOENT ? SLATE_OK
-                                   : slate__fail(err, SLATE_E_IO, "cannot open '%s': %s", dir,
-                                                 strerror(errno));
+    if (!d) return slate__fail(err, SLATE_E_IO, "cannot open '%s': %s", dir, strerror(errno));
     struct dirent *e;
     char path[PATH_CAP];
     while ((e = readdir(d)) != NULL)
-        if ((ends_with(e->d_name, ".json") || ends_with(e->d_name, ".safetensors")) &&
-            path_join(path, dir, e->d_name))
-            unlink(path);
+        if (synth_file_name(e->d_name) && path_join(path, dir, e->d_name)) unlink(path);
     closedir(d);
     if (rmdir(dir) != 0)
         return slate__fail(err, SLATE_E_IO, "cannot remove the stale folder '%s': %s (it holds "
@@ -347,40 +415,38 @@ static slate_status remove_tmp_dir(const char *dir, slate_error *err) {
 
 /* ---- config.json ------------------------------------------------------------------------------ */
 
-static slate_status write_config(const char *dir, const plan *p, slate_error *err) {
-    char path[PATH_CAP];
-    out o;
-    if (!path_join(path, dir, "config.json"))
-        return slate__fail(err, SLATE_E_INVALID_ARG, "path too long: '%s'", dir);
-    if (!out_open(&o, path, err)) return o.s;
+static slate_status write_config(folder *fo, const plan *p) {
+    slate_status st;
+    out *o = folder_open(fo, "config.json", &st);
+    if (!o) return st;
     const shape *s = &p->s;
     int32_t eot = s->n_vocab - N_SPECIAL;
     const char *torch_dtype = p->dtype == SLATE_DTYPE_F32   ? "float32"
                               : p->dtype == SLATE_DTYPE_F16 ? "float16"
                                                             : "bfloat16";
-    out_printf(&o, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", s->arch,
+    out_printf(o, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", s->arch,
                s->model_type);
-    out_printf(&o, "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
+    out_printf(o, "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
                "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
                "  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n  \"vocab_size\": %d,\n"
                "  \"max_position_embeddings\": %d,\n",
                s->dim, s->ffn_dim, s->n_layers, s->n_heads, s->n_kv_heads, p->head_dim,
                s->n_vocab, s->n_ctx);
-    out_printf(&o, "  \"rms_norm_eps\": %g,\n  \"rope_theta\": %.1f,\n  \"hidden_act\": \"silu\",\n"
+    out_printf(o, "  \"rms_norm_eps\": %g,\n  \"rope_theta\": %.1f,\n  \"hidden_act\": \"silu\",\n"
                "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\",\n"
                "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"initializer_range\": %g,\n",
                s->norm_eps, s->rope_theta, s->tied ? "true" : "false", torch_dtype, eot, eot,
                (double)STD_WEIGHT);
     if (s->qkv_bias)
-        out_printf(&o, "  \"sliding_window\": %d,\n  \"use_sliding_window\": false,\n", s->n_ctx);
+        out_printf(o, "  \"sliding_window\": %d,\n  \"use_sliding_window\": false,\n", s->n_ctx);
     if (s->rope_factor > 0)
-        out_printf(&o, "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.1f, "
+        out_printf(o, "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.1f, "
                    "\"low_freq_factor\": %.1f, \"high_freq_factor\": %.1f, "
                    "\"original_max_position_embeddings\": %d},\n",
                    s->rope_factor, s->rope_low, s->rope_high, s->rope_orig_ctx);
-    out_printf(&o, "  \"slate_synth\": {\"shape\": \"%s\", \"note\": \"random weights\"}\n}\n",
+    out_printf(o, "  \"slate_synth\": {\"shape\": \"%s\", \"note\": \"random weights\"}\n}\n",
                s->name);
-    return out_close(&o);
+    return out_done(o);
 }
 
 /* ---- tokenizer ------------------------------------------------------------------------------ */
@@ -444,23 +510,21 @@ static int merged_text(uint64_t m, uint8_t *buf) {
     return level;
 }
 
-static slate_status write_tokenizer(const char *dir, const plan *p, slate_error *err) {
-    char path[PATH_CAP];
-    out o;
-    if (!path_join(path, dir, "tokenizer.json"))
-        return slate__fail(err, SLATE_E_INVALID_ARG, "path too long: '%s'", dir);
-    if (!out_open(&o, path, err)) return o.s;
+static slate_status write_tokenizer(folder *fo, const plan *p) {
+    slate_status s;
+    out *o = folder_open(fo, "tokenizer.json", &s);
+    if (!o) return s;
     uint8_t byte_of_id[256];
     uint32_t cp[256];
     byte_map(byte_of_id, cp);
     int32_t n_vocab = p->s.n_vocab, first_special = n_vocab - N_SPECIAL;
-    out_printf(&o, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n"
+    out_printf(o, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n"
                "  \"added_tokens\": [\n");
     for (int i = 0; i < N_SPECIAL; i++)
-        out_printf(&o, "    {\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": "
+        out_printf(o, "    {\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": "
                    "false, \"rstrip\": false, \"normalized\": false, \"special\": true}%s\n",
                    first_special + i, SPECIALS[i], i + 1 < N_SPECIAL ? "," : "");
-    out_printf(&o, "  ],\n  \"normalizer\": null,\n"
+    out_printf(o, "  ],\n  \"normalizer\": null,\n"
                "  \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
                "\"trim_offsets\": true, \"use_regex\": true},\n"
                "  \"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
@@ -472,48 +536,45 @@ static slate_status write_tokenizer(const char *dir, const plan *p, slate_error 
                "\"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": false,\n"
                "    \"vocab\": {");
     for (int id = 0; id < 256; id++) {
-        out_printf(&o, "%s\"", id ? ", " : "");
-        put_symbol(&o, cp, byte_of_id[id]);
-        out_printf(&o, "\": %d", id);
+        out_printf(o, "%s\"", id ? ", " : "");
+        put_symbol(o, cp, byte_of_id[id]);
+        out_printf(o, "\": %d", id);
     }
     uint8_t text[16];
     for (int32_t m = 0; m < first_special - 256; m++) {
         int len = merged_text((uint64_t)m, text);
-        out_printf(&o, ",%s\"", m % 8 == 0 ? "\n      " : " ");
-        for (int i = 0; i < len; i++) put_symbol(&o, cp, text[i]);
-        out_printf(&o, "\": %d", 256 + m);
+        out_printf(o, ",%s\"", m % 8 == 0 ? "\n      " : " ");
+        for (int i = 0; i < len; i++) put_symbol(o, cp, text[i]);
+        out_printf(o, "\": %d", 256 + m);
     }
-    out_printf(&o, "},\n    \"merges\": [");
+    out_printf(o, "},\n    \"merges\": [");
     for (int32_t m = 0; m < first_special - 256; m++) {
         int len = merged_text((uint64_t)m, text);
-        out_printf(&o, "%s\"", m == 0 ? "\n      " : m % 8 == 0 ? ",\n      " : ", ");
-        for (int i = 0; i < len - 1; i++) put_symbol(&o, cp, text[i]);
-        out_printf(&o, " ");
-        put_symbol(&o, cp, text[len - 1]);
-        out_printf(&o, "\"");
+        out_printf(o, "%s\"", m == 0 ? "\n      " : m % 8 == 0 ? ",\n      " : ", ");
+        for (int i = 0; i < len - 1; i++) put_symbol(o, cp, text[i]);
+        out_printf(o, " ");
+        put_symbol(o, cp, text[len - 1]);
+        out_printf(o, "\"");
     }
-    out_printf(&o, "]\n  }\n}\n");
-    slate_status s = out_close(&o);
-    if (s) return s;
+    out_printf(o, "]\n  }\n}\n");
+    if ((s = out_done(o))) return s;
 
-    if (!path_join(path, dir, "tokenizer_config.json"))
-        return slate__fail(err, SLATE_E_INVALID_ARG, "path too long: '%s'", dir);
-    if (!out_open(&o, path, err)) return o.s;
-    out_printf(&o, "{\n  \"add_bos_token\": false,\n  \"add_prefix_space\": false,\n"
+    if (!(o = folder_open(fo, "tokenizer_config.json", &s))) return s;
+    out_printf(o, "{\n  \"add_bos_token\": false,\n  \"add_prefix_space\": false,\n"
                "  \"added_tokens_decoder\": {\n");
     for (int i = 0; i < N_SPECIAL; i++)
-        out_printf(&o, "    \"%d\": {\"content\": \"%s\", \"single_word\": false, \"lstrip\": "
+        out_printf(o, "    \"%d\": {\"content\": \"%s\", \"single_word\": false, \"lstrip\": "
                    "false, \"rstrip\": false, \"normalized\": false, \"special\": true}%s\n",
                    first_special + i, SPECIALS[i], i + 1 < N_SPECIAL ? "," : "");
-    out_printf(&o, "  },\n  \"bos_token\": null,\n  \"eos_token\": \"%s\",\n"
+    out_printf(o, "  },\n  \"bos_token\": null,\n  \"eos_token\": \"%s\",\n"
                "  \"pad_token\": \"%s\",\n  \"unk_token\": null,\n", SPECIALS[0], SPECIALS[0]);
-    out_printf(&o, "  \"chat_template\": \"{%% for message in messages %%}{{ '<|im_start|>' + "
+    out_printf(o, "  \"chat_template\": \"{%% for message in messages %%}{{ '<|im_start|>' + "
                "message['role'] + '\\\\n' + message['content'] + '<|im_end|>' + '\\\\n' }}"
                "{%% endfor %%}{%% if add_generation_prompt %%}{{ '<|im_start|>assistant\\\\n' }}"
                "{%% endif %%}\",\n");
-    out_printf(&o, "  \"clean_up_tokenization_spaces\": false,\n  \"model_max_length\": %d,\n"
+    out_printf(o, "  \"clean_up_tokenization_spaces\": false,\n  \"model_max_length\": %d,\n"
                "  \"tokenizer_class\": \"PreTrainedTokenizerFast\"\n}\n", p->s.n_ctx);
-    return out_close(&o);
+    return out_done(o);
 }
 
 /* ---- weights -------------------------------------------------------------------------------- */
@@ -562,12 +623,10 @@ static slate_status write_tensor_data(out *o, const plan *p, const tdesc *t, uin
     return o->s;
 }
 
-static slate_status write_shard(const char *dir, const plan *p, int32_t shard, uint64_t seed,
-                                float *f, uint8_t *bytes, progress *pr, slate_error *err) {
-    char name[64], path[PATH_CAP];
+static slate_status write_shard(folder *fo, const plan *p, int32_t shard, uint64_t seed,
+                                float *f, uint8_t *bytes, progress *pr) {
+    char name[64];
     shard_name(name, sizeof name, p, shard);
-    if (!path_join(path, dir, name))
-        return slate__fail(err, SLATE_E_INVALID_ARG, "path too long: '%s'", dir);
     const char *dt = p->dtype == SLATE_DTYPE_F32 ? "F32" : p->dtype == SLATE_DTYPE_F16 ? "F16"
                                                                                        : "BF16";
     slate__buf h = {0};
@@ -593,49 +652,49 @@ static slate_status write_shard(const char *dir, const plan *p, int32_t shard, u
     while (!h.failed && h.len % 8) slate__buf_append(&h, " ", 1); /* data area 8-aligned */
     if (h.failed) {
         slate__buf_free(&h);
-        return slate__fail(err, SLATE_E_NOMEM, "out of memory for the safetensors header");
+        return slate__fail(fo->err, SLATE_E_NOMEM, "out of memory for the safetensors header");
     }
-    out o;
-    if (!out_open(&o, path, err)) {
+    slate_status s;
+    out *o = folder_open(fo, name, &s);
+    if (!o) {
         slate__buf_free(&h);
-        return o.s;
+        return s;
     }
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
-    out_write(&o, len8, 8);
-    out_write(&o, h.data, h.len);
+    out_write(o, len8, 8);
+    out_write(o, h.data, h.len);
     slate__buf_free(&h);
-    for (int32_t i = 0; i < p->n_t && !o.s; i++)
-        if (p->t[i].shard == shard) write_tensor_data(&o, p, &p->t[i], seed, f, bytes, pr);
-    return out_close(&o);
+    for (int32_t i = 0; i < p->n_t && !o->s; i++)
+        if (p->t[i].shard == shard) write_tensor_data(o, p, &p->t[i], seed, f, bytes, pr);
+    return out_done(o);
 }
 
-static slate_status write_index(const char *dir, const plan *p, slate_error *err) {
-    char path[PATH_CAP], name[64];
-    out o;
-    if (!path_join(path, dir, "model.safetensors.index.json"))
-        return slate__fail(err, SLATE_E_INVALID_ARG, "path too long: '%s'", dir);
-    if (!out_open(&o, path, err)) return o.s;
-    out_printf(&o, "{\n  \"metadata\": {\"total_size\": %llu},\n  \"weight_map\": {\n",
+static slate_status write_index(folder *fo, const plan *p) {
+    char name[64];
+    slate_status s;
+    out *o = folder_open(fo, "model.safetensors.index.json", &s);
+    if (!o) return s;
+    out_printf(o, "{\n  \"metadata\": {\"total_size\": %llu},\n  \"weight_map\": {\n",
                (unsigned long long)p->total_bytes);
     for (int32_t i = 0; i < p->n_t; i++) {
         shard_name(name, sizeof name, p, p->t[i].shard);
-        out_printf(&o, "    \"%s\": \"%s\"%s\n", p->t[i].name, name, i + 1 < p->n_t ? "," : "");
+        out_printf(o, "    \"%s\": \"%s\"%s\n", p->t[i].name, name, i + 1 < p->n_t ? "," : "");
     }
-    out_printf(&o, "  }\n}\n");
-    return out_close(&o);
+    out_printf(o, "  }\n}\n");
+    return out_done(o);
 }
 
-static slate_status write_weights(const char *dir, const plan *p, const slate_synth_params *sp,
-                                  slate_error *err) {
+static slate_status write_weights(folder *fo, const plan *p, const slate_synth_params *sp) {
     float *f = slate__malloc(CHUNK * sizeof *f);
     uint8_t *bytes = slate__malloc(CHUNK * 2);
     slate_status s = SLATE_OK;
-    if (!f || !bytes) s = slate__fail(err, SLATE_E_NOMEM, "out of memory for the write buffers");
+    if (!f || !bytes)
+        s = slate__fail(fo->err, SLATE_E_NOMEM, "out of memory for the write buffers");
     progress pr = {sp->progress, 0, p->total_bytes, 0};
     for (int32_t i = 0; i < p->n_shards && !s; i++)
-        s = write_shard(dir, p, i, sp->seed, f, bytes, &pr, err);
-    if (!s && p->n_shards > 1) s = write_index(dir, p, err);
+        s = write_shard(fo, p, i, sp->seed, f, bytes, &pr);
+    if (!s && p->n_shards > 1) s = write_index(fo, p);
     if (pr.on) fprintf(stderr, "\n");
     slate__free(f);
     slate__free(bytes);
@@ -658,26 +717,38 @@ slate_status slate_synth(const char *out_dir, const slate_synth_params *params,
     dir[n] = '\0';
     memcpy(tmp, dir, n);
     memcpy(tmp + n, ".tmp", 5);
-    struct stat stt;
-    if (stat(dir, &stt) == 0)
-        return slate__fail(err, SLATE_E_INVALID_ARG, "'%s' already exists; synth writes a new "
-                           "folder (remove it first)", dir);
+    /* The parameters first: a bad shape is the caller's mistake whatever is at out_dir. */
     plan p;
     slate_status s = make_plan(params, &p, err);
     if (s) {
         slate__free(p.t);
         return s;
     }
+    /* lstat: anything at out_dir, a dangling symbolic link included, would make the final
+     * rename fail after every weight was written. */
+    struct stat stt;
+    if (lstat(dir, &stt) == 0) {
+        s = S_ISLNK(stt.st_mode) && stat(dir, &stt) != 0
+                ? slate__fail(err, SLATE_E_INVALID_ARG, "'%s' already exists (a symbolic link "
+                              "to a missing target); synth writes a new folder (remove it "
+                              "first)", dir)
+                : slate__fail(err, SLATE_E_INVALID_ARG, "'%s' already exists; synth writes a "
+                              "new folder (remove it first)", dir);
+        goto done;
+    }
     if ((s = remove_tmp_dir(tmp, err))) goto done;
     if (mkdir(tmp, 0755) != 0) {
         s = slate__fail(err, SLATE_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
         goto done;
     }
-    if (!(s = write_config(tmp, &p, err)) && !(s = write_tokenizer(tmp, &p, err)) &&
-        !(s = write_weights(tmp, &p, params, err)) && rename(tmp, dir) != 0)
+    folder fo = {.dir = tmp, .err = err};
+    if (!(s = write_config(&fo, &p)) && !(s = write_tokenizer(&fo, &p)) &&
+        !(s = write_weights(&fo, &p, params)) && !(s = folder_commit(&fo)) &&
+        rename(tmp, dir) != 0)
         s = slate__fail(err, SLATE_E_IO, "cannot rename '%s' to '%s': %s", tmp, dir,
                         strerror(errno));
     if (s) {
+        folder_abort(&fo);
         slate_error ignored;
         remove_tmp_dir(tmp, &ignored);
     }

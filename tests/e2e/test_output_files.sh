@@ -113,7 +113,7 @@ killed_mid_write() {
   saw=$(ls "$WORK" | grep -c "^$name.tmp." || true)
   sleep "${DELAY:-0}"
   kill -"$sig" $pid
-  wait $pid || rc=$?
+  wait $pid 2>/dev/null || rc=$?
   check "SIG$sig arrived while $name's temp file existed ($saw) and killed slate $2 ($rc)" \
     test "$saw" -eq 1 -a "$rc" -gt 128
   check "SIG$sig: no $name* left" test -z "$(ls "$WORK" | grep "^$name" || true)"
@@ -125,6 +125,39 @@ killed_mid_write() {
 for sig in INT TERM; do
   killed_mid_write k.slate $sig "$SLATE" convert "$WORK/syn" -o "$WORK/k.slate" --palettize 4 --threads 1
 done
+
+# synth killed while writing the weights: every file of DIR.tmp is still one of the writer's
+# tracked temps, so the signal leaves at most an empty DIR.tmp (no half-written safetensors
+# hogging the disk), and the next run removes it. After SIGKILL (no handler runs) the temps
+# stay, and the next run removes them too.
+sdims=hidden=1024,layers=16,heads=16,kv_heads=4,ffn=4096,vocab=32000
+for sig in INT TERM HUP KILL; do
+  rm -rf "$WORK/sk" "$WORK/sk.tmp"
+  "$SLATE" synth --dims "$sdims" -o "$WORK/sk" --dtype f32 >/dev/null 2>&1 &
+  pid=$! rc=0
+  for _ in $(seq 600); do
+    ls "$WORK/sk.tmp" 2>/dev/null | grep -q '^model.safetensors' && break
+    sleep 0.02
+  done
+  kill -$sig $pid
+  wait $pid 2>/dev/null || rc=$?
+  check "synth SIG$sig: killed while writing the weights ($rc)" test "$rc" -gt 128
+  check "synth SIG$sig: no folder" test ! -e "$WORK/sk"
+  if [ $sig != KILL ]; then
+    check "synth SIG$sig: DIR.tmp is gone or empty ($(ls "$WORK/sk.tmp" 2>/dev/null | tr '\n' ' '))" \
+      test -z "$(ls -A "$WORK/sk.tmp" 2>/dev/null)"
+  fi
+  check "synth SIG$sig: the next run cleans up and succeeds" \
+    "$SLATE" synth --dims hidden=64,layers=1,heads=4,ffn=64,vocab=300 -o "$WORK/sk"
+  check "synth SIG$sig: ... leaving no DIR.tmp" test ! -e "$WORK/sk.tmp"
+done
+rm -rf "$WORK/sk"
+# -o a dangling symbolic link: refused before any weight is written, the link left alone.
+ln -s nowhere "$WORK/dangling"
+expect_fail "synth -o a dangling link is refused up front" SLATE_E_INVALID_ARG \
+  "'$WORK/dangling' already exists (a symbolic link to a missing target)" \
+  "$SLATE" synth --dims "$sdims" -o "$WORK/dangling"
+check "... no dangling.tmp written, the link stays" test ! -e "$WORK/dangling.tmp" -a -L "$WORK/dangling"
 
 # Killed mid-run: --dump-logits's temp file goes too (it is one of the library's outputs).
 "$SLATE" convert "$WORK/syn" -o "$WORK/syn.slate" --dtype fp16 2>/dev/null

@@ -327,6 +327,51 @@ static void failed_synth_leaves_no_folder_and_a_stale_tmp_is_replaced(void **unu
     assert_non_null(strstr(e.message, "remove it by hand"));
     assert_true(tu_exists(in_dir(tmp3, "notes.txt")));
     assert_false(tu_exists(dir3));
+    /* A symbolic link planted at DIR.tmp is refused, not followed: the folder it points to
+     * keeps its .json files. */
+    const char *dir4 = tu_tmp("planted");
+    const char *victim = tu_tmp("victim_dir");
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && echo keep > '%s/config.json' && ln -s '%s' "
+             "'%s.tmp'", victim, victim, victim, dir4);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(slate_synth(dir4, &p, &e), SLATE_E_IO);
+    if (!strstr(e.message, "is not a folder (a symbolic link)")) fail_msg("got: %s", e.message);
+    assert_true(tu_exists(in_dir(victim, "config.json")));
+    assert_false(tu_exists(dir4));
+}
+
+static void temps_of_a_killed_run_are_removed_by_the_next(void **unused) {
+    (void)unused;
+    /* SIGKILL runs no handler: the writer's temps (NAME.tmp.<pid>.<n>) stay in DIR.tmp. */
+    const char *dir = tu_tmp("killed");
+    char cmd[2300];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s.tmp' && : > '%s.tmp/model.safetensors.tmp.1.3' && "
+             ": > '%s.tmp/config.json.tmp.1.0'", dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    slate_synth_params p = tiny();
+    p.n_layers = 1;
+    synth_ok(dir, &p);
+    assert_true(tu_exists(in_dir(dir, "model.safetensors")));
+    assert_false(tu_exists(in_dir(dir, "model.safetensors.tmp.1.3")));
+}
+
+static void a_dangling_link_at_out_dir_is_refused_before_writing(void **unused) {
+    (void)unused;
+    const char *dir = tu_tmp("dangling");
+    char cmd[1100], tmp[1024];
+    snprintf(cmd, sizeof cmd, "ln -s nowhere '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+    slate_synth_params p = tiny();
+    slate_error e;
+    assert_int_equal(slate_synth(dir, &p, &e), SLATE_E_INVALID_ARG);
+    if (!strstr(e.message, "already exists (a symbolic link to a missing target)"))
+        fail_msg("got: %s", e.message);
+    assert_false(tu_exists(tmp));
+    /* Bad dims are named first, whatever is at out_dir. */
+    p.n_vocab = 258;
+    assert_int_equal(slate_synth(dir, &p, &e), SLATE_E_INVALID_ARG);
+    if (!strstr(e.message, "n_vocab is 258")) fail_msg("got: %s", e.message);
 }
 
 static void shape_names_are_listed_in_order(void **unused) {
@@ -348,6 +393,8 @@ int main(void) {
         cmocka_unit_test(named_shapes_keep_their_architecture_under_dim_overrides),
         cmocka_unit_test(bad_parameters_are_refused_naming_the_culprit),
         cmocka_unit_test(failed_synth_leaves_no_folder_and_a_stale_tmp_is_replaced),
+        cmocka_unit_test(temps_of_a_killed_run_are_removed_by_the_next),
+        cmocka_unit_test(a_dangling_link_at_out_dir_is_refused_before_writing),
         cmocka_unit_test(shape_names_are_listed_in_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
