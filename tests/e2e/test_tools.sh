@@ -19,6 +19,13 @@ expect_fail "synth refuses an unknown shape, listing the known ones" SLATE_E_INV
   "$SLATE" synth --shape llama-70b -o "$WORK/nope"
 check "the synthetic folder converts (f32)" "$SLATE" convert "$d" -o "$WORK/tiny.slate"
 check "the synthetic folder converts (fp16)" "$SLATE" convert "$d" -o "$WORK/tiny16.slate" --dtype fp16
+# Without --dtype the weights are fp32 whatever the source's dtype, as convert --help says.
+"$SLATE" synth --dims "$dims" -o "$WORK/tinybf" --dtype bf16 2>/dev/null
+"$SLATE" convert "$WORK/tinybf" -o "$WORK/tinybf.slate" 2>/dev/null
+check "a bf16 folder converts to fp32 weights by default" \
+  grep -q "(f32 [1-9][0-9]*, f16 0, bf16 0)" <<<"$("$SLATE" info "$WORK/tinybf.slate")"
+check "... which convert --help states as the --dtype default" \
+  grep -q "(default fp32, whatever the source's" <<<"$("$SLATE" convert --help)"
 
 # bench --json: one object, every key, positive numbers.
 if "$SLATE" bench "$WORK/tiny.slate" -t 2 --json -n 8 --bw-mib 64 >"$WORK/bench.json" 2>"$WORK/bench.err"; then
