@@ -2,6 +2,7 @@
  * bytes on one line, separated by spaces. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,11 @@ int slate_cli_tokenize(int argc, char **argv) {
         else return cli_bad_option("tokenize", argv[i]);
     }
     if (!src) return cli_usage("tokenize");
+    /* The tokenizer first: a missing SOURCE is reported at once, not after stdin's EOF. */
+    slate_error err;
+    slate_tokenizer *tok = NULL;
+    slate_status s = slate_tokenizer_open(src, &tok, &err);
+    if (s) return cli_error("tokenize", s, &err);
     size_t cap = 1 << 16, len = 0;
     char *text = malloc(cap);
     for (size_t n; text && (n = fread(text + len, 1, cap - len, stdin)) > 0;) {
@@ -27,15 +33,15 @@ int slate_cli_tokenize(int argc, char **argv) {
         }
     }
     if (!text) {
-        fprintf(stderr, "slate tokenize: out of memory\n");
+        slate_tokenizer_free(tok);
+        fprintf(stderr, "slate tokenize: out of memory reading stdin (%zu bytes read)\n", len);
         return 1;
     }
-    slate_error err;
-    slate_tokenizer *tok = NULL;
-    slate_status s = slate_tokenizer_open(src, &tok, &err);
-    if (s) {
+    if (ferror(stdin)) { /* e.g. stdin is a directory (EISDIR): not an empty text */
+        fprintf(stderr, "slate tokenize: cannot read stdin: %s\n", strerror(errno));
         free(text);
-        return cli_error("tokenize", s, &err);
+        slate_tokenizer_free(tok);
+        return 1;
     }
     size_t n = 0;
     s = slate_tokenizer_encode(tok, text, len, flags, NULL, 0, &n, &err);

@@ -34,6 +34,18 @@ printf 'X' | dd of="$WORK/flip.slate" bs=1 seek=300 conv=notrunc 2>/dev/null
 expect_fail "corrupt metadata byte" SLATE_E_FORMAT "checksum" "$SLATE" info "$WORK/flip.slate"
 expect_fail "not a package" SLATE_E_FORMAT "bad magic" "$SLATE" info "$WORK/hf/config.json"
 
+# tokenize: a stdin that cannot be read (a directory) is an error, not an empty text; a missing
+# SOURCE is reported at once, not after stdin's EOF (a FIFO held open never gives one).
+rc=0; out=$("$SLATE" tokenize "$WORK/ok.slate" <"$WORK" 2>"$WORK/err") || rc=$?
+check "tokenize < a directory exits 1 with nothing on stdout ($rc, '$out')" test "$rc" -eq 1 -a -z "$out"
+check "... saying stdin cannot be read" grep -q "cannot read stdin: Is a directory" "$WORK/err"
+mkfifo "$WORK/never_ends"
+exec 3<>"$WORK/never_ends"
+rc=0; timeout 10 "$SLATE" tokenize "$WORK/missing.json" <"$WORK/never_ends" 2>"$WORK/err" || rc=$?
+exec 3>&-
+check "tokenize of a missing SOURCE fails without waiting for stdin ($rc)" test "$rc" -eq 1
+check "... naming it" grep -q "cannot open '$WORK/missing.json'" "$WORK/err"
+
 # Lying sources refused by convert, with no output file left behind.
 cp -r "$WORK/hf" "$WORK/lie"
 $PY - "$WORK/lie/model.safetensors" <<'PYEOF'
