@@ -16,7 +16,8 @@
  *     a second state that decodes from depth 0, timed apart: the VM's memory bandwidth drifts
  *     by 20 % and more between seconds, so the share a depth keeps of depth-0 speed is taken
  *     from these pairs (the same window), not from the separate depth-0 row;
- *   - time to first token: a 32-token prompt's prefill plus the first (greedy) sample;
+ *   - time to first token: a 32-token prompt's prefill (the context's length when that is
+ *     shorter; the output says how many) plus the first (greedy) sample;
  *   - peak RSS (VmHWM), taken before the bandwidth test allocates its buffer;
  *   - the 1-minute load average before the run (other work on the machine skews everything);
  *   - weight GB/s during decode = weight bytes per token x tok/s, where the bytes per token are
@@ -454,14 +455,16 @@ static slate_status measure_decode(bench *b, decode_res *r, double bytes_per_tok
     return SLATE_OK;
 }
 
-/* Prefill of a TTFT_PROMPT-token prompt plus the first greedy sample; median of 3. */
-static slate_status measure_ttft(bench *b, double *ttft_ms) {
+/* Prefill of a TTFT_PROMPT-token prompt (fewer when the context is smaller: *n_prompt says how
+ * many) plus the first greedy sample; median of 3. */
+static slate_status measure_ttft(bench *b, double *ttft_ms, int32_t *n_prompt) {
     slate_sampler_params sp = slate_sampler_default_params();
     sp.temperature = 0.0f;
     slate_sampler *smp = NULL;
     slate_status s = slate_sampler_create(&sp, b->info.n_vocab, &smp, &b->err);
     if (s) return s;
     int32_t n = TTFT_PROMPT < slate_state_n_ctx(b->st) ? TTFT_PROMPT : slate_state_n_ctx(b->st);
+    *n_prompt = n;
     fill_ids(b, n, 300);
     double v[3];
     for (int i = 0; i < 3 && !s; i++) {
@@ -599,6 +602,7 @@ static int run_default(bench *b) {
     b->ids_cap = sp.n_ctx;
     b->ids = malloc((size_t)b->ids_cap * sizeof *b->ids);
     double bytes_tok = 0, ttft = 0, bw = 0;
+    int32_t ttft_tokens = 0; /* the TTFT prompt actually fed: TTFT_PROMPT or the context */
     size_t rss = 0;
     if (!b->ids) {
         fprintf(stderr, "slate bench: out of memory\n");
@@ -626,7 +630,7 @@ static int run_default(bench *b) {
         if ((s = measure_decode(b, &dc[i], bytes_tok))) goto fail;
     }
     b->what = "ttft";
-    if ((s = measure_ttft(b, &ttft))) goto fail;
+    if ((s = measure_ttft(b, &ttft, &ttft_tokens))) goto fail;
     if (b->profile) {
         b->what = "profile";
         if ((s = run_profiles(b, &pdec, &ppre))) goto fail;
@@ -682,7 +686,7 @@ static int run_default(bench *b) {
         }
         printf("],\n \"ttft_ms\": %.3f, \"ttft_prompt_tokens\": %d, \"peak_rss_bytes\": %zu, "
                "\"machine_read_gb_s\": %.3f, \"machine_read_buffer_bytes\": %zu",
-               ttft, TTFT_PROMPT, rss, bw, b->bw_bytes);
+               ttft, ttft_tokens, rss, bw, b->bw_bytes);
         if (b->profile) {
             printf(",\n \"profile\": {\"decode\": ");
             json_profile(&pdec);
@@ -724,7 +728,11 @@ static int run_default(bench *b) {
                            100.0 * dc[i].ms_depth0 / dc[i].ms_per_token, dc[i].ms_depth0);
             }
         }
-        printf("TTFT       %.2f ms (%d-token prompt + first sample)\n", ttft, TTFT_PROMPT);
+        printf("TTFT       %.2f ms (%d-token prompt + first sample", ttft, ttft_tokens);
+        if (ttft_tokens < TTFT_PROMPT)
+            printf("; the usual %d-token prompt does not fit the context %d", TTFT_PROMPT,
+                   sp.n_ctx);
+        printf(")\n");
         printf("peak RSS   %.3f GB\n", (double)rss / 1e9);
         printf("machine    read bandwidth %.1f GB/s (%d threads over %zu MiB, best of %d)\n", bw,
                b->info.n_threads, b->bw_bytes >> 20, BW_RUNS);

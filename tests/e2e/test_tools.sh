@@ -87,6 +87,17 @@ assert "longer than the context" in b["prefill"][1]["skipped"], b["prefill"]
 assert b["decode"][0]["tok_s"] > 0 and "exceed the context 256" in b["decode"][1]["skipped"]
 ' "$WORK/short.json"
 
+# TTFT's prompt is cut to a context shorter than 32 tokens: the output says how long it was.
+"$SLATE" convert "$d" -o "$WORK/c8.slate" --context 8 --max-query 8 2>/dev/null
+"$SLATE" bench "$WORK/c8.slate" -n 2 --bw-mib 16 >"$WORK/c8.txt" 2>&1 || true
+"$SLATE" bench "$WORK/c8.slate" -n 2 --bw-mib 16 --json >"$WORK/c8.json" 2>/dev/null || true
+check "bench TTFT names the prompt actually fed (8 tokens in a context of 8)" \
+  grep -q "^TTFT .*(8-token prompt + first sample; the usual 32-token prompt does not fit" "$WORK/c8.txt"
+check "... and so does --json" $PY -c '
+import json, sys
+assert json.load(open(sys.argv[1]))["ttft_prompt_tokens"] == 8
+assert json.load(open(sys.argv[2]))["ttft_prompt_tokens"] == 32' "$WORK/c8.json" "$WORK/bench.json"
+
 "$SLATE" bench "$WORK/tiny16.slate" --profile -n 4 --bw-mib 16 >"$WORK/prof.txt" 2>&1 || true
 check "bench --profile reports decode and prefill" grep -q "^profile: prefill" "$WORK/prof.txt"
 check "bench --profile names the matmul groups with kernel and dtype" \
