@@ -24,9 +24,11 @@
  *     what the profiler counts for one decode step (every matrix once + one embedding row), and
  *     its fraction of the machine's read bandwidth, measured here: every thread streams its
  *     share of a buffer far larger than the LLC (1 GiB by default), best of 5.
- * --profile adds the per-op report (slate_state_profile) of a decode (at depth 512, or
- * --profile-depth N, which implies --profile) and a prefill, grouped by op, weight dtype and
- * weight name with layer numbers replaced by '*'.
+ * --profile adds the per-op report (slate_state_profile) of a decode (at depth 512, or what the
+ * context leaves; or --profile-depth N, which implies --profile and is refused when N + -n
+ * exceeds the package's context) and a prefill, grouped by op, weight dtype and weight name
+ * with layer numbers replaced by '*'. Options of the other kind of run (--profile,
+ * --profile-depth, --bw-mib with --mode; --prompt, --ctx, --kv-io without it) are refused.
  * --mode runs the design's comparison instead: the same greedy decode of -n tokens after a
  * --prompt-token prompt, three ways: recompute (no cache: every step resets and re-feeds the
  * whole sequence), kv-io (the cache is an explicit input and output, as in a stateless model
@@ -92,6 +94,8 @@ typedef struct bench {
     unsigned modes;
     int32_t n_decode, n_prompt;
     int32_t profile_depth; /* --profile-depth: cache depth of the profiled decode (default 512) */
+    bool depth_given;      /* --profile-depth given: a depth that does not fit is refused (the
+                              default 512 is cut to what the context leaves) */
     int32_t mode_ctx;  /* --ctx: the modes' state context (0: min(package, max(2048, needed))) */
     bool kvio_live;    /* --kv-io live: import only the live rows (default: all n_ctx rows) */
     bool kv_set;       /* --kv-dtype given: every state's cache dtype is kv */
@@ -584,6 +588,19 @@ static int run_default(bench *b) {
     s = slate_model_open(b->path, &b->mp, &b->m, &b->err);
     double load_first = now_ms() - t0;
     if (s) return cli_error("bench", s, &b->err);
+    slate_model_get_info(b->m, &b->info);
+    /* The profiled decode feeds -n tokens after the given depth: all must fit the context. */
+    if (b->depth_given && (int64_t)b->profile_depth + b->n_decode > b->info.n_ctx) {
+        fprintf(stderr, "slate bench: --profile-depth %d does not fit: the profiled decode of "
+                        "-n %d tokens from there needs %lld positions, the package's context is "
+                        "%d (largest depth: %s%d)\n", b->profile_depth, b->n_decode,
+                (long long)b->profile_depth + b->n_decode, b->info.n_ctx,
+                b->info.n_ctx >= b->n_decode ? "" : "none; -n at most ",
+                b->info.n_ctx >= b->n_decode ? b->info.n_ctx - b->n_decode : b->info.n_ctx);
+        slate_model_close(b->m);
+        b->m = NULL;
+        return 2;
+    }
     slate_model_close(b->m);
     b->m = NULL;
     t0 = now_ms();
@@ -595,6 +612,8 @@ static int run_default(bench *b) {
     b->n_ids = n_tok > 0 && n_tok < b->info.n_vocab ? n_tok : b->info.n_vocab;
 
     int32_t need = 2048 + DECODE_WARMUP + b->n_decode;
+    if (b->profile && b->profile_depth + b->n_decode > need) /* fits: checked after the open */
+        need = b->profile_depth + b->n_decode;
     slate_state_params sp = slate_state_default_params();
     sp.kv_dtype_set = b->kv_set;
     sp.kv_dtype = b->kv;
@@ -1051,6 +1070,9 @@ int slate_cli_bench(int argc, char **argv) {
     b.profile_depth = 512;
     b.bw_bytes = (size_t)1 << 30;
     b.seed = 1234;
+    /* Options of one kind of run only, the last given of each (named when refused). */
+    const char *mode_opt = NULL, *default_opt = NULL;
+    bool kvio_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -1072,12 +1094,15 @@ int slate_cli_bench(int argc, char **argv) {
         } else if (strcmp(a, "--prompt") == 0) {
             NEED(cli_parse_int(v, 1, 1 << 20, &n), "an integer in 1..1048576");
             b.n_prompt = (int32_t)n;
+            mode_opt = a;
         } else if (strcmp(a, "--ctx") == 0) {
             NEED(cli_parse_int(v, 1, 1 << 24, &n), "an integer in 1..16777216");
             b.mode_ctx = (int32_t)n;
+            mode_opt = a;
         } else if (strcmp(a, "--kv-io") == 0) {
             NEED(v && (strcmp(v, "ctx") == 0 || strcmp(v, "live") == 0), "ctx or live");
             b.kvio_live = strcmp(v, "live") == 0;
+            kvio_given = true;
         } else if (strcmp(a, "--kv-dtype") == 0) {
             NEED(v && (!strcmp(v, "fp32") || !strcmp(v, "f32") || !strcmp(v, "fp16") ||
                        !strcmp(v, "f16") || !strcmp(v, "int8") || !strcmp(v, "i8")),
@@ -1089,10 +1114,13 @@ int slate_cli_bench(int argc, char **argv) {
         } else if (strcmp(a, "--bw-mib") == 0) {
             NEED(cli_parse_int(v, 1, 1 << 20, &n), "an integer in 1..1048576");
             b.bw_bytes = (size_t)n << 20;
+            default_opt = a;
         } else if (strcmp(a, "--profile-depth") == 0) {
-            NEED(cli_parse_int(v, 0, INT32_MAX, &n), "a non-negative integer");
+            NEED(cli_parse_int(v, 0, 1 << 24, &n), "an integer in 0..16777216");
             b.profile_depth = (int32_t)n;
             b.profile = true;
+            b.depth_given = true;
+            default_opt = a;
         } else if (strcmp(a, "--seed") == 0) {
             NEED(cli_parse_int(v, 0, INT64_MAX, &n), "a non-negative integer");
             b.seed = (uint64_t)n;
@@ -1115,6 +1143,7 @@ int slate_cli_bench(int argc, char **argv) {
             b.json = true;
         } else if (strcmp(a, "--profile") == 0) {
             b.profile = true;
+            default_opt = a;
         } else if (strcmp(a, "--mmap") == 0) {
             b.mp.use_mmap = true;
         } else if (a[0] != '-' && !b.path) {
@@ -1125,8 +1154,19 @@ int slate_cli_bench(int argc, char **argv) {
 #undef NEED
     }
     if (!b.path) return cli_usage("bench");
-    if (b.modes && b.profile) {
-        fprintf(stderr, "slate bench: --profile goes with the default run, not with --mode\n");
+    /* An option the chosen run would not use is refused, not ignored. */
+    if (b.modes && default_opt) {
+        fprintf(stderr, "slate bench: %s goes with the default run, not with --mode\n",
+                default_opt);
+        return 2;
+    }
+    if (!b.modes && mode_opt) {
+        fprintf(stderr, "slate bench: %s goes with --mode (the default run does not use it)\n",
+                mode_opt);
+        return 2;
+    }
+    if (kvio_given && !(b.modes & MODE_KVIO)) {
+        fprintf(stderr, "slate bench: --kv-io goes with --mode kv-io (or all)\n");
         return 2;
     }
     return b.modes ? run_modes(&b) : run_default(&b);

@@ -161,7 +161,8 @@ static const help HELP[] = {
      "  -n N                  decode tokens per measurement (default 32)\n"
      "  --json                one JSON object on stdout instead of the table\n"
      "  --profile             per-op report: kernel, ISA, dtype, time share, GB/s, GFLOP/s\n"
-     "  --profile-depth N     --profile: cache depth of the profiled decode (default 512)\n"
+     "  --profile-depth N     --profile: cache depth of the profiled decode (default 512, or\n"
+     "                        what the context leaves; N + -n must fit the context)\n"
      "  --mmap                map the weights instead of reading them into memory\n"
      "  --kv-dtype fp16|fp32|int8   the states' cache dtype (default: the package's)\n"
      "  --bw-mib N            buffer of the read-bandwidth test (default 1024)\n"
@@ -171,7 +172,9 @@ static const help HELP[] = {
      "  --prompt N            --mode: prompt tokens (default 128)\n"
      "  --ctx N               --mode: the state's context = kv-io's cache shape (default\n"
      "                        min(package context, max(2048, prompt + n + 1)))\n"
-     "  --kv-io ctx|live      kv-io copies all ctx rows (default) or only the live ones\n"},
+     "  --kv-io ctx|live      --mode kv-io: copy all ctx rows (default) or only the live ones\n"
+     "  (--profile, --profile-depth and --bw-mib go with the default run only; --prompt, --ctx\n"
+     "  and --kv-io with --mode only: given with the other, they are refused)\n"},
     {"eval",
      "usage: slate eval MODEL.slate --ref REF.slate --text FILE [options]\n"
      "  KL divergence, top-1 agreement and perplexity of MODEL against REF over FILE.\n"

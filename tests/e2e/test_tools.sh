@@ -103,10 +103,23 @@ check "bench --profile reports decode and prefill" grep -q "^profile: prefill" "
 check "bench --profile names the matmul groups with kernel and dtype" \
   grep -Eq '(avx512_vnni|avx512|avx2|ref) +matmul +f16 +blk\.\*\.ffn_up\.weight \(2\)' "$WORK/prof.txt"
 check "bench --profile lists scalar fallbacks" grep -q "scalar fallbacks:" "$WORK/prof.txt"
-# --profile-depth: the decode is profiled from that depth, or from what the context leaves.
+# --profile-depth: the decode is profiled from that depth; --profile alone from 512 or what the
+# context leaves; a --profile-depth that does not fit is refused, naming the largest that does.
 "$SLATE" bench "$WORK/tiny16.slate" --profile-depth 100 -n 4 --bw-mib 16 --json >"$WORK/pd.json" 2>/dev/null || true
-"$SLATE" bench "$WORK/short.slate" --profile-depth 2048 -n 4 --bw-mib 16 --json >"$WORK/pd2.json" 2>/dev/null || true
-check "bench --profile-depth profiles decode at that depth (clamped to the context)" $PY -c '
+"$SLATE" bench "$WORK/short.slate" --profile -n 4 --bw-mib 16 --json >"$WORK/pd2.json" 2>/dev/null || true
+rc=0; "$SLATE" bench "$WORK/short.slate" --profile-depth 2048 -n 4 --bw-mib 16 >/dev/null \
+  2>"$WORK/pd3.err" || rc=$?
+check "bench --profile-depth past the context exits 2 ($rc)" test "$rc" -eq 2
+check "... naming the largest depth that fits" grep -q "^slate bench: --profile-depth 2048 does not \
+fit: the profiled decode of -n 4 tokens from there needs 2052 positions, the package's context is \
+256 (largest depth: 252)$" "$WORK/pd3.err"
+# A depth past the default runs' 2048 + 2 + n positions gets a state that holds it (it used to
+# be cut to 2050).
+"$SLATE" bench "$WORK/tiny16.slate" --profile-depth 2200 -n 4 --bw-mib 16 --json >"$WORK/pd4.json" 2>/dev/null || true
+check "bench --profile-depth 2200 profiles at 2200" $PY -c '
+import json, sys
+assert json.load(open(sys.argv[1]))["profile"]["decode"]["depth"] == 2200' "$WORK/pd4.json"
+check "bench --profile-depth profiles decode at that depth (--profile: cut to the context)" $PY -c '
 import json, sys
 for path, depth in ((sys.argv[1], 100), (sys.argv[2], 256 - 4)):
     d = json.load(open(path))["profile"]["decode"]
@@ -136,6 +149,17 @@ check "bench --mode kv-io (text) prints the table" bash -c \
   "'$SLATE' bench '$WORK/tiny16.slate' --mode kv-io --prompt 8 -n 4 | grep -q 'kv-io .* yes'"
 expect_fail "bench --mode refuses a prompt past the context" "" "exceed the package's context" \
   "$SLATE" bench "$WORK/short.slate" --mode all --prompt 250 -n 8
+# Options of the other kind of run are refused (exit 2), naming the option given.
+for c in "--prompt 8|--prompt goes with --mode (the default run does not use it)" \
+         "--ctx 64|--ctx goes with --mode" "--kv-io live|--kv-io goes with --mode kv-io (or all)" \
+         "--mode state --kv-io live|--kv-io goes with --mode kv-io" \
+         "--mode state --profile-depth 5|--profile-depth goes with the default run, not with --mode" \
+         "--mode state --profile|--profile goes with the default run" \
+         "--mode all --bw-mib 4|--bw-mib goes with the default run"; do
+  rc=0; "$SLATE" bench "$WORK/tiny.slate" ${c%%|*} -n 2 >/dev/null 2>"$WORK/opt.err" || rc=$?
+  check "bench ${c%%|*}: exit 2 ($rc) and '${c#*|}'" \
+    bash -c '[ "$1" -eq 2 ] && grep -qF -- "$2" "$3"' _ "$rc" "slate bench: ${c#*|}" "$WORK/opt.err"
+done
 
 # eval: a package against itself, fp16 against f32, and different vocabularies.
 cat >"$WORK/text.txt" <<'EOF'
