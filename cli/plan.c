@@ -79,13 +79,21 @@ int slate_cli_plan(int argc, char **argv) {
     const char *path = NULL, *device = NULL;
     slate_plan_params pp = slate_plan_default_params();
     bool have_budget = false;
+    /* --devices is a command of its own: anything beside it would be ignored, so it is refused. */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--devices") != 0) continue;
+        if (argc == 2) {
+            list_devices();
+            return 0;
+        }
+        fprintf(stderr, "slate plan: --devices takes no other argument, not '%s' (slate plan "
+                        "--devices: the device table)\n", argv[i == 1 ? 2 : 1]);
+        return 2;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long n;
-        if (strcmp(a, "--devices") == 0) {
-            list_devices();
-            return 0;
-        } else if (strcmp(a, "--context") == 0) {
+        if (strcmp(a, "--context") == 0) {
             if (!cli_parse_int(v, 1, 1 << 24, &n)) {
                 fprintf(stderr, "slate plan: --context must be an integer in 1..%d\n", 1 << 24);
                 return 2;
@@ -140,6 +148,16 @@ int slate_cli_plan(int argc, char **argv) {
         pp.budget_bytes = dev.budget_bytes;
     }
     slate_plan p;
+    if (pp.n_ctx) { /* --context against the package's: a usage error, not a failed plan */
+        slate_plan_params p0 = pp;
+        p0.n_ctx = 0;
+        if ((s = slate_plan_file(path, &p0, &p, &err))) return cli_error("plan", s, &err);
+        if (pp.n_ctx > p.n_ctx_max) {
+            fprintf(stderr, "slate plan: --context must be in 1..%d (the package's context), not "
+                            "%d\n", p.n_ctx_max, pp.n_ctx);
+            return 2;
+        }
+    }
     if ((s = slate_plan_file(path, &pp, &p, &err))) return cli_error("plan", s, &err);
     char b1[32], b2[32], b3[32];
     printf("%s: context %d (package maximum %d), max query %d, %d state(s), cache %s\n", path,

@@ -42,6 +42,18 @@ expect_fail "unknown device is refused with the known names" SLATE_E_INVALID_ARG
   "$SLATE" plan "$WORK/m.slate" --device toaster
 expect_fail "plan of a missing file names it" SLATE_E_IO "nope.slate" \
   "$SLATE" plan "$WORK/nope.slate"
+# Usage errors exit 2 with a message naming what was wrong: a --context past the package's
+# (not the library's SLATE_E_INVALID_ARG, exit 1), arguments beside --devices (not ignored).
+for c in "$WORK/m.slate --context 100000|--context must be in 1..512 (the package's context), not 100000" \
+         "--devices $WORK/m.slate|--devices takes no other argument, not '$WORK/m.slate'" \
+         "--devices --budget 1G|--devices takes no other argument, not '--budget'" \
+         "$WORK/m.slate --devices|--devices takes no other argument, not '$WORK/m.slate'"; do
+  rc=0; "$SLATE" plan ${c%%|*} >"$WORK/out" 2>"$WORK/err" || rc=$?
+  check "plan ${c%%|*}: exit 2 ($rc), '${c#*|}', nothing on stdout" \
+    bash -c '[ "$1" -eq 2 ] && grep -qF -- "$2" "$3" && [ ! -s "$4" ]' _ "$rc" "slate plan: ${c#*|}" \
+    "$WORK/err" "$WORK/out"
+done
+check "plan --context 512 (the package's) is accepted" "$SLATE" plan "$WORK/m.slate" --context 512
 
 # ---- cache dtypes ----
 "$SLATE" run "$WORK/m.slate" -p "$prompt" -n 196 --temp 0 >"$WORK/out.txt" 2>/dev/null
