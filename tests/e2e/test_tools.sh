@@ -17,6 +17,23 @@ expect_fail "synth refuses an existing folder" SLATE_E_INVALID_ARG "already exis
 expect_fail "synth refuses an unknown shape, listing the known ones" SLATE_E_INVALID_ARG \
   "known: tinyllama-1.1b, smollm2-135m, llama-3.2-1b, qwen2.5-0.5b" \
   "$SLATE" synth --shape llama-70b -o "$WORK/nope"
+# --dims: strict items, the library's limits, checked before -o (an existing folder here), all
+# usage errors (exit 2); --shape and --dims together are refused (the folder would carry a
+# named shape's label with other dims).
+for c in "--dims hidden=256,layers=2,heads=4,ffn=64,vocab=300,hidden=128|--dims gives hidden twice (256, then 128)" \
+         "--dims hidden=64,,layers=2|--dims item 2 is empty in 'hidden=64,,layers=2'" \
+         "--dims $dims,|--dims item 8 is empty" \
+         "--dims ${dims/hidden=64/hidden=1}|--dims hidden must be an integer in 2..65536, not '1'" \
+         "--dims ${dims/hidden=64/hidden=65537}|--dims hidden must be an integer in 2..65536, not '65537'" \
+         "--dims ${dims/layers=2/layers=2000}|--dims layers must be an integer in 1..1024" \
+         "--dims ${dims/vocab=320/vocab=258}|--dims vocab must be an integer in 259..4194304" \
+         "--dims ${dims/,vocab=320/}|--dims needs vocab" \
+         "--dims ${dims/kv_heads=2/kv_heads=3}|--dims heads 4 must be a multiple of kv_heads 3" \
+         "--shape tinyllama-1.1b --dims layers=2|--shape and --dims both given"; do
+  rc=0; "$SLATE" synth ${c%%|*} -o "$d" >/dev/null 2>"$WORK/dims.err" || rc=$?
+  check "synth ${c%%|*}: exit 2 ($rc), '${c#*|}'" \
+    bash -c '[ "$1" -eq 2 ] && grep -qF -- "$2" "$3"' _ "$rc" "slate synth: ${c#*|}" "$WORK/dims.err"
+done
 check "the synthetic folder converts (f32)" "$SLATE" convert "$d" -o "$WORK/tiny.slate"
 check "the synthetic folder converts (fp16)" "$SLATE" convert "$d" -o "$WORK/tiny16.slate" --dtype fp16
 # Without --dtype the weights are fp32 whatever the source's dtype, as convert --help says.
