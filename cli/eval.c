@@ -13,12 +13,15 @@
  * Log-softmax is computed in double from the float logits, so a package against itself gives
  * KL exactly 0 and agreement 1. The CLI uses only slate.h.
  */
+#define _POSIX_C_SOURCE 200809L /* fileno */
 #include "cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define EVAL_CHUNK 128            /* rows per predict call: bounds the copied logits */
 #define MAX_TEXT_BYTES (64u << 20)
@@ -88,14 +91,33 @@ static void json_str(const char *key, const char *v) {
     printf("\", ");
 }
 
+/* The text file, at most MAX_TEXT_BYTES; NULL with the reason printed. A directory is named as
+ * such (fopen opens one; the read then fails with EISDIR). */
 static char *read_text(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    if (!f) {
+        fprintf(stderr, "slate eval: cannot open --text '%s': %s\n", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "slate eval: --text '%s' is a directory, not a text file\n", path);
+        fclose(f);
+        return NULL;
+    }
     char *buf = malloc(MAX_TEXT_BYTES + 1);
     size_t n = buf ? fread(buf, 1, MAX_TEXT_BYTES + 1, f) : 0;
-    bool bad = ferror(f) || n > MAX_TEXT_BYTES;
+    int e = errno;
+    if (!buf)
+        fprintf(stderr, "slate eval: out of memory for --text '%s'\n", path);
+    else if (ferror(f))
+        fprintf(stderr, "slate eval: cannot read --text '%s': %s\n", path, strerror(e));
+    else if (n > MAX_TEXT_BYTES)
+        fprintf(stderr, "slate eval: --text '%s' is over %u bytes (64 MiB), the most eval "
+                        "reads\n", path, MAX_TEXT_BYTES);
+    bool bad = !buf || ferror(f) || n > MAX_TEXT_BYTES;
     fclose(f);
-    if (!buf || bad) {
+    if (bad) {
         free(buf);
         return NULL;
     }
@@ -127,7 +149,8 @@ int slate_cli_eval(int argc, char **argv) {
             i++;
         } else if (strcmp(a, "--max-tokens") == 0 && v) {
             if (!cli_parse_int(v, 2, 1LL << 40, &max_tokens)) {
-                fprintf(stderr, "slate eval: --max-tokens must be an integer >= 2\n");
+                fprintf(stderr, "slate eval: --max-tokens must be an integer in 2..%lld, not "
+                                "'%s'\n", 1LL << 40, v);
                 return 2;
             }
             i++;
@@ -183,11 +206,7 @@ int slate_cli_eval(int argc, char **argv) {
         ctx = 512;
     }
     size_t text_len = 0;
-    if (!(text = read_text(text_path, &text_len))) {
-        fprintf(stderr, "slate eval: cannot read '%s' (missing, unreadable or over %u bytes)\n",
-                text_path, MAX_TEXT_BYTES);
-        goto out;
-    }
+    if (!(text = read_text(text_path, &text_len))) goto out;
     size_t n_ids = 0;
     s = slate_tokenizer_encode(s_m.tok, text, text_len, SLATE_ENCODE_ADD_BOS, NULL, 0, &n_ids,
                                &err);

@@ -34,6 +34,19 @@ printf 'X' | dd of="$WORK/flip.slate" bs=1 seek=300 conv=notrunc 2>/dev/null
 expect_fail "corrupt metadata byte" SLATE_E_FORMAT "checksum" "$SLATE" info "$WORK/flip.slate"
 expect_fail "not a package" SLATE_E_FORMAT "bad magic" "$SLATE" info "$WORK/hf/config.json"
 
+# Messages name what was wrong: eval's --max-tokens states its range, a directory as --text is
+# called one.
+echo "a small text to score" >"$WORK/t.txt"
+EV=("$SLATE" eval "$WORK/ok.slate" --ref "$WORK/ok.slate")
+for c in "2|--max-tokens 10000000000000 --text $WORK/t.txt|slate eval: --max-tokens must be an integer in 2..1099511627776, not '10000000000000'" \
+         "1|--text $WORK|slate eval: --text '$WORK' is a directory, not a text file" \
+         "1|--text $WORK/none.txt|slate eval: cannot open --text '$WORK/none.txt': No such file or directory"; do
+  IFS='|' read -r want args msg <<<"$c"
+  rc=0; "${EV[@]}" $args >/dev/null 2>"$WORK/err" || rc=$?
+  check "eval $args: exit $want ($rc), '$msg'" \
+    bash -c '[ "$1" -eq "$2" ] && grep -qF -- "$3" "$4"' _ "$rc" "$want" "$msg" "$WORK/err"
+done
+
 # tokenize: a stdin that cannot be read (a directory) is an error, not an empty text; a missing
 # SOURCE is reported at once, not after stdin's EOF (a FIFO held open never gives one).
 rc=0; out=$("$SLATE" tokenize "$WORK/ok.slate" <"$WORK" 2>"$WORK/err") || rc=$?
