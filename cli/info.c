@@ -5,13 +5,22 @@
 #include <stdlib.h>
 
 int slate_cli_info(int argc, char **argv) {
-    if (argc > 1 && argv[1][0] == '-') return cli_bad_option("info", argv[1]);
-    if (argc != 2) return cli_usage("info");
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '-') return cli_bad_option("info", argv[i]);
+        if (path) {
+            fprintf(stderr, "slate info: unexpected argument '%s' (info takes one package, "
+                            "'%s' was the first)\n", argv[i], path);
+            return 2;
+        }
+        path = argv[i];
+    }
+    if (!path) return cli_usage("info");
     slate_error err;
     slate_model *m = NULL;
     slate_model_params mp = slate_model_default_params();
     mp.use_mmap = true; /* info reads no weights */
-    slate_status s = slate_model_open(argv[1], &mp, &m, &err);
+    slate_status s = slate_model_open(path, &mp, &m, &err);
     if (s) return cli_error("info", s, &err);
     size_t len = 0;
     slate_model_describe(m, NULL, 0, &len);

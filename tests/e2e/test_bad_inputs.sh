@@ -35,7 +35,7 @@ expect_fail "corrupt metadata byte" SLATE_E_FORMAT "checksum" "$SLATE" info "$WO
 expect_fail "not a package" SLATE_E_FORMAT "bad magic" "$SLATE" info "$WORK/hf/config.json"
 
 # Messages name what was wrong: eval's --max-tokens states its range, a directory as --text is
-# called one.
+# called one; info names the argument it does not take (exit 2 for usage errors).
 echo "a small text to score" >"$WORK/t.txt"
 EV=("$SLATE" eval "$WORK/ok.slate" --ref "$WORK/ok.slate")
 for c in "2|--max-tokens 10000000000000 --text $WORK/t.txt|slate eval: --max-tokens must be an integer in 2..1099511627776, not '10000000000000'" \
@@ -45,6 +45,11 @@ for c in "2|--max-tokens 10000000000000 --text $WORK/t.txt|slate eval: --max-tok
   rc=0; "${EV[@]}" $args >/dev/null 2>"$WORK/err" || rc=$?
   check "eval $args: exit $want ($rc), '$msg'" \
     bash -c '[ "$1" -eq "$2" ] && grep -qF -- "$3" "$4"' _ "$rc" "$want" "$msg" "$WORK/err"
+done
+for c in "--bogus|unknown or incomplete option '--bogus'" "extra|unexpected argument 'extra'"; do
+  rc=0; "$SLATE" info "$WORK/ok.slate" "${c%%|*}" >/dev/null 2>"$WORK/err" || rc=$?
+  check "info MODEL ${c%%|*}: exit 2 ($rc), naming it" \
+    bash -c '[ "$1" -eq 2 ] && grep -qF -- "$2" "$3"' _ "$rc" "slate info: ${c#*|}" "$WORK/err"
 done
 
 # tokenize: a stdin that cannot be read (a directory) is an error, not an empty text; a missing
