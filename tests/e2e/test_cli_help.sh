@@ -38,7 +38,9 @@ for c in "${CMDS[@]}"; do
   mapfile -t listed < <(grep -oE '^  (-[a-z], )?--?[a-z][-a-z0-9]*' <<<"$help" | grep -oE -- '--?[a-z][-a-z0-9]*')
   extra=""
   for o in "${listed[@]}"; do
-    printf '%s\n' "${opts[@]}" | grep -qxF -- "$o" || extra="$extra $o"
+    # (a here-string, not printf | grep -q: under pipefail, grep -q exiting at the first match
+    # can kill printf with SIGPIPE and fail the pipeline, naming a listed option as unknown)
+    grep -qxF -- "$o" <<<"$(printf '%s\n' "${opts[@]}")" || extra="$extra $o"
   done
   check "$c --help lists only options its parser accepts${extra:+ (unknown:$extra)}" test -z "$extra"
 
