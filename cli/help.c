@@ -39,7 +39,7 @@ static const help HELP[] = {
      "                        (default 16)\n"
      "  --keep DTYPE:PATTERN  tensors whose names match the glob keep DTYPE (f32, f16, bf16,\n"
      "                        int8, int8-b32, int4, pal); the last matching rule wins. Default:\n"
-     "                        embedding and output head int8 when compressing\n"
+     "                        embedding and output head int8-b32 when compressing\n"
      "  --kv-dtype fp16|fp32  the declared cache dtype (default fp16; int8 is chosen per\n"
      "                        state: slate run --kv-dtype int8)\n"
      "  --context N           the declared context (default: the source's)\n"

@@ -151,7 +151,7 @@ typedef struct slate_convert_params {
                                    a compressed one, Q8_0, Q4, Q8_C or PAL (see
                                    "Compression") */
     const char *tokenizer_path; /* llama2.c checkpoints: the tokenizer .bin; NULL: look for
-                                   tokenizer.bin / tok512.bin beside SRC */
+                                   tok<n_vocab>.bin, then tokenizer.bin, beside SRC */
     int32_t n_ctx;              /* context length to declare; 0: the source's own value */
     int32_t max_query;          /* largest query length per call; 0: min(512, n_ctx) */
     bool progress;              /* print per-tensor progress on stderr */
@@ -173,8 +173,8 @@ typedef struct slate_convert_params {
     const slate_convert_keep *keep;   /* n_keep rules (borrowed during the call); may be NULL */
     int32_t n_keep;
     bool convert_quantized;           /* false (default): tensors already quantized in the source
-                                         (GGUF Q8_0, Q4_0) keep their bytes, as Q8_0 and Q4
-                                         block 32, whatever dtype says; keep rules still apply.
+                                         (GGUF Q8_0, Q4_0, Q4_1) keep their bytes, as Q8_0 and
+                                         Q4 block 32 (Q4_1: asymmetric), whatever dtype says; keep rules still apply.
                                          true: they get the dtype chosen for them like any other
                                          tensor (bytes copied unchanged when it is their own
                                          format) */
@@ -289,7 +289,8 @@ enum {
 /* Encodes text[0..len) (UTF-8, need not be NUL-terminated) into ids[0..cap).
  * flags: SLATE_ENCODE_*. *n_out receives the number of ids; if cap is too small, returns
  * SLATE_E_BUFFER_TOO_SMALL with *n_out set to the number needed. Invalid UTF-8 is encoded byte by
- * byte (byte fallback), never rejected. Returns OK, E_INVALID_ARG, E_BUFFER_TOO_SMALL, E_NOMEM. */
+ * byte (byte fallback), never rejected. Returns OK, E_INVALID_ARG, E_BUFFER_TOO_SMALL, E_NOMEM,
+ * E_INTERNAL (the pre-split regex engine failed). */
 slate_status slate_tokenizer_encode(const slate_tokenizer *tok, const char *text, size_t len,
                                     uint32_t flags, int32_t *ids, size_t cap, size_t *n_out,
                                     slate_error *err);
@@ -463,7 +464,8 @@ int32_t slate_state_n_ctx(const slate_state *state);  /* capacity in positions *
 slate_status slate_state_reset(slate_state *state);
 
 /* Shortens the state to `length` positions, keeping the cache prefix. length must be
- * 0..current length. Returns OK, E_INVALID_ARG, E_BUSY. */
+ * 0..current length. Returns OK, E_INVALID_ARG, E_BUSY, E_CANCELLED (memory pressure reset the state), E_IO / E_FORMAT (a spilled state could not be read back;
+ * it was reset). */
 slate_status slate_state_truncate(slate_state *state, int32_t length, slate_error *err);
 
 typedef struct slate_tensor_info {
@@ -483,17 +485,22 @@ slate_status slate_state_tensor_info(const slate_state *state, int32_t index,
  * cache dtype, as rows of row_bytes (every kv head's piece of a position side by side, whatever
  * the in-memory layout); *len_out = bytes written (or needed, with E_BUFFER_TOO_SMALL). Like
  * every call that touches the cache it takes the state (E_BUSY while another call runs) and
- * reads a spilled state back first. */
+ * reads a spilled state back first. Returns OK, E_INVALID_ARG, E_BUFFER_TOO_SMALL, E_BUSY,
+ * E_CANCELLED (memory pressure reset the state), E_IO / E_FORMAT (a spilled state could not be read back;
+ * it was reset). */
 slate_status slate_state_read_tensor(const slate_state *state, int32_t index, void *buf,
                                      size_t cap, size_t *len_out, slate_error *err);
 
 /* Import: sets positions [0, n_positions) of state tensor `index` from data (n_positions *
- * row_bytes bytes). After importing every tensor, call slate_state_set_length(). */
+ * row_bytes bytes). After importing every tensor, call slate_state_set_length(). Returns OK,
+ * E_INVALID_ARG, E_BUSY, E_CANCELLED (memory pressure reset the state), E_IO / E_FORMAT (a spilled state could not be read back;
+ * it was reset). */
 slate_status slate_state_write_tensor(slate_state *state, int32_t index, const void *data,
                                       size_t len, int32_t n_positions, slate_error *err);
 
 /* Declares that the first `length` positions of every state tensor hold valid cache rows
- * (after slate_state_write_tensor). Returns OK, E_INVALID_ARG (length > n_ctx), E_BUSY. */
+ * (after slate_state_write_tensor). Returns OK, E_INVALID_ARG (length > n_ctx), E_BUSY, E_IO /
+ * E_FORMAT (a spilled state could not be read back; it was reset). */
 slate_status slate_state_set_length(slate_state *state, int32_t length, slate_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -595,8 +602,8 @@ typedef struct slate_generate_result {
  * end: any other call on it meanwhile, from another thread or from on_piece, gets E_BUSY. Every
  * prompt id is checked before anything is fed (E_INVALID_ARG names the first bad one and its
  * index), so a bad prompt leaves the state as it was. Returns OK, E_INVALID_ARG, E_SHAPE,
- * E_CONTEXT_FULL (the prompt itself does not fit), E_BUSY, E_CANCELLED (memory pressure reset
- * the state). */
+ * E_CONTEXT_FULL (the prompt itself does not fit), E_BUSY, E_NOMEM, E_CANCELLED (memory pressure reset the state), E_IO / E_FORMAT (a spilled state could not be read back;
+ * it was reset). */
 slate_status slate_generate(slate_state *state, const int32_t *prompt, int32_t n_prompt,
                             const slate_generate_params *params, slate_generate_result *result,
                             slate_error *err);
@@ -793,7 +800,8 @@ typedef bool (*slate_session_event_fn)(void *user, const slate_session_event *ev
  * stay removed, and the ledger still matches the state.
  * Returns OK, E_INVALID_ARG (NULL, bad params, last message not the user's), E_CONTEXT_FULL
  * (refuse policy, or the last message alone does not fit: with the numbers), E_CANCELLED (the
- * summarize callback returned NULL), E_NOMEM, E_BUSY. */
+ * summarize callback returned NULL), E_NOMEM, E_BUSY, E_IO / E_FORMAT (the session's state was
+ * spilled by memory pressure and could not be read back). */
 slate_status slate_session_generate(slate_session *session, const slate_generate_params *params,
                                     slate_session_event_fn cb, void *user,
                                     slate_generate_result *result, slate_error *err);
@@ -986,9 +994,12 @@ typedef struct slate_state_extra_out {
     size_t user_len;        /* out: bytes in the file */
 } slate_state_extra_out;
 
-/* Writes the state to path atomically (path.tmp, fsync, rename; nothing is left at path on
- * failure). extra may be NULL. A spilled state is read back first. Returns OK, E_INVALID_ARG
- * (NULL, extra counts out of range), E_IO, E_NOMEM, E_BUSY. */
+/* Writes the state to path atomically: a temp created exclusively beside it (path +
+ * ".tmp.<pid>.<n>"), fsync, rename; nothing is left at path on failure, and an existing path
+ * must be a regular file (or a symbolic link to one). extra may be NULL. A spilled state is
+ * read back first. Returns OK, E_INVALID_ARG (NULL, extra counts out of range), E_IO, E_NOMEM,
+ * E_BUSY, E_CANCELLED (memory pressure reset the state), E_FORMAT (a spilled state could not
+ * be read back; it was reset). */
 slate_status slate_state_save(slate_state *state, const char *path,
                               const slate_state_extra *extra, slate_error *err);
 

@@ -10,7 +10,7 @@
  * Section kinds (each exactly once):
  *   1 META       UTF-8 JSON: architecture, hyper-parameters, allowed shapes, inputs, outputs,
  *                states, activations, tensor table (name, dtype, shape, offset in DATA, size),
- *                program (ordered ops over named tensors), special tokens, generation defaults,
+ *                program (ordered ops over named tensors), special tokens (bos, eos, stop ids),
  *                chat template. CRC-32 checked at open.
  *   2 TOKENIZER  binary blob, layout in src/tok/serialize.c and docs/format.md. CRC-32 checked.
  *   3 DATA       weight bytes. Starts at a multiple of 64; every tensor's offset (relative to the

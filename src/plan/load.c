@@ -129,12 +129,6 @@ static slate_status open_pkg(slate__pkg *pkg, const char *path, const slate_mode
         }
         m->stop_ids[m->n_stop_ids++] = (int32_t)sid->valuedouble;
     }
-    const cJSON *gen = cJSON_GetObjectItemCaseSensitive(pkg->json, "generation");
-    m->gen.temperature = num_or(gen, "temperature", 0.8f);
-    m->gen.top_p = num_or(gen, "top_p", 0.95f);
-    m->gen.min_p = num_or(gen, "min_p", 0.05f);
-    m->gen.top_k = (int32_t)num_or(gen, "top_k", 40);
-    m->gen.repeat_penalty = num_or(gen, "repeat_penalty", 1.0f);
     if ((s = slate__tok_deserialize(pkg->tok, pkg->tok_len, &m->tok, err))) goto fail;
     if (slate_tokenizer_n_vocab(m->tok) > m->prog.n_vocab) {
         s = slate__fail(err, SLATE_E_FORMAT, "tokenizer has %d tokens but the model's vocabulary "

@@ -13,11 +13,6 @@
 #include <sched.h>
 #include <stdatomic.h>
 
-typedef struct slate__gen_defaults {
-    float temperature, top_p, min_p, repeat_penalty;
-    int32_t top_k;
-} slate__gen_defaults;
-
 typedef struct slate__hparams {
     int32_t n_layers, n_kv_heads, head_dim; /* from META hparams; 0 when not declared */
 } slate__hparams;
@@ -30,7 +25,6 @@ struct slate_model {
     char *chat_template;         /* may be NULL */
     int32_t stop_ids[8];         /* ids that end generation besides the tokenizer's EOG set */
     int32_t n_stop_ids;
-    slate__gen_defaults gen;
     uint8_t *weights_heap;       /* allocation holding DATA read into anonymous memory
                                   * (use_mmap = false); data points inside it */
     const uint8_t *weights_map;  /* mapping base when use_mmap */
