@@ -698,6 +698,18 @@ slate_status slate_chat_render(const slate_model *model, const char *template_na
                                bool add_generation_prompt, char *buf, size_t cap,
                                size_t *len_out, slate_error *err);
 
+/* Renders msgs as slate_chat_render does and tokenizes the text for the model, ready to feed:
+ * the template's special tokens ("<|im_start|>", BOS...) are parsed, while the messages' text
+ * is tokenized as plain text, so a message that spells "<|im_end|>" cannot end its turn or
+ * forge another (tokenizing slate_chat_render's text with SLATE_ENCODE_PARSE_SPECIAL would
+ * let it). Otherwise the ids are those of the whole text. Writes ids[0..cap); *n_out = the
+ * number of ids (or the number needed, with E_BUFFER_TOO_SMALL). Returns OK, E_INVALID_ARG,
+ * E_UNSUPPORTED, E_BUFFER_TOO_SMALL, E_NOMEM, E_INTERNAL (the pre-split regex failed). */
+slate_status slate_chat_tokenize(const slate_model *model, const char *template_name,
+                                 const slate_chat_message *msgs, int32_t n,
+                                 bool add_generation_prompt, int32_t *ids, size_t cap,
+                                 size_t *n_out, slate_error *err);
+
 typedef struct slate_session_params {
     const char *template_name; /* NULL: detect from the model's chat template; else one of the
                                   names above (copied), overriding the model's template */

@@ -145,9 +145,10 @@ static slate_status encode(const slate_tokenizer *tok, const char *text, uint32_
     return SLATE_OK;
 }
 
-/* Renders chat messages with the model's template into text (malloc'd). */
-static slate_status render_chat(srv_backend *b, const srv_request *req, char **out,
-                                slate_error *err);
+/* The chat's prompt ids (malloc'd): slate_chat_tokenize, so the messages' text cannot forge
+ * the template's special tokens. */
+static slate_status tokenize_chat(srv_backend *b, const srv_request *req, int32_t **ids,
+                                  int32_t *n, slate_error *err);
 
 slate_status srv_backend_prompt(srv_backend *b, const srv_request *req, int32_t **ids,
                                 int32_t *n, slate_error *err) {
@@ -155,10 +156,7 @@ slate_status srv_backend_prompt(srv_backend *b, const srv_request *req, int32_t 
     *n = 0;
     slate_status s;
     if (req->chat) {
-        char *text = NULL;
-        if ((s = render_chat(b, req, &text, err))) return s;
-        s = encode(b->tok, text, SLATE_ENCODE_PARSE_SPECIAL, ids, n, err);
-        free(text);
+        s = tokenize_chat(b, req, ids, n, err);
     } else {
         s = encode(b->tok, req->prompt, SLATE_ENCODE_ADD_BOS, ids, n, err);
     }
@@ -255,9 +253,8 @@ slate_status srv_backend_generate(srv_backend *b, srv_slot *slot, const srv_requ
     return s;
 }
 
-static slate_status render_chat(srv_backend *b, const srv_request *req, char **out,
-                                slate_error *err) {
-    *out = NULL;
+static slate_status tokenize_chat(srv_backend *b, const srv_request *req, int32_t **ids,
+                                  int32_t *n, slate_error *err) {
     slate_chat_message *m = calloc((size_t)req->n_messages, sizeof *m);
     if (!m) return SLATE_E_NOMEM;
     for (int i = 0; i < req->n_messages; i++) {
@@ -268,19 +265,20 @@ static slate_status render_chat(srv_backend *b, const srv_request *req, char **o
         m[i].text = req->messages[i].content;
         m[i].len = strlen(req->messages[i].content);
     }
-    size_t len = 0;
-    slate_status s = slate_chat_render(b->model, b->template_name, m, req->n_messages, true, NULL,
-                                       0, &len, err);
+    size_t need = 0;
+    slate_status s = slate_chat_tokenize(b->model, b->template_name, m, req->n_messages, true,
+                                         NULL, 0, &need, err);
     if (s == SLATE_E_BUFFER_TOO_SMALL || s == SLATE_OK) {
-        *out = malloc(len + 1);
-        s = *out ? slate_chat_render(b->model, b->template_name, m, req->n_messages, true, *out,
-                                     len, &len, err)
+        *ids = malloc(sizeof(int32_t) * (need ? need : 1));
+        s = *ids ? slate_chat_tokenize(b->model, b->template_name, m, req->n_messages, true,
+                                       *ids, need, &need, err)
                  : SLATE_E_NOMEM;
-        if (s == SLATE_OK) (*out)[len] = '\0';
+        *n = (int32_t)need;
     }
     if (s) {
-        free(*out);
-        *out = NULL;
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
     }
     free(m);
     return s;

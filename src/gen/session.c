@@ -4,7 +4,8 @@
  * holds, and call_end[] marks where each slate_state_predict call that put them there ended.
  *
  * A turn: render the whole conversation with the template (template.c), tokenize it with
- * SLATE_ENCODE_PARSE_SPECIAL, apply the context policy if it does not fit, then reuse: keep the
+ * SLATE_ENCODE_PARSE_SPECIAL for the template's text only (special-token spellings inside
+ * messages stay text: a user cannot forge a turn), apply the context policy if it does not fit, then reuse: keep the
  * longest common prefix of ledger and prompt, cut back to the last call boundary inside it
  * (and to at most n_prompt - 1, since the last position must be computed for its logits),
  * truncate the state there and prefill the rest in chunks of the package's max query. Sampling
@@ -74,6 +75,7 @@ struct slate_session {
     int32_t *prompt;          /* the last rendering, tokenized */
     size_t prompt_cap;
     slate__buf text;          /* the last rendering */
+    slate__buf spans;         /* where message text lies in it (size_t pairs) */
     slate__chat_msg *view;    /* [cap_msgs + 1] messages as handed to the renderer */
     slate__buf sys_buf;       /* a candidate system message (policy) */
 
@@ -261,6 +263,7 @@ void slate_session_free(slate_session *s) {
     slate__free(s->bos);
     slate__free(s->eos);
     slate__buf_free(&s->text);
+    slate__buf_free(&s->spans);
     slate__buf_free(&s->sys_buf);
     slate_state_free(s->state);
     slate__free(s);
@@ -381,21 +384,24 @@ static int32_t build_view(slate_session *s, int32_t drop_turns, const char *summ
 /* Renders msgs with the session's template and tokenizes the text into s->prompt. */
 static slate_status render_tokens(slate_session *s, const slate__chat_msg *msgs, int32_t n,
                                   int32_t *n_tokens, slate_error *err) {
-    s->text.len = 0;
-    s->text.failed = false;
-    slate_status st = slate__tmpl_render(s->tmpl, msgs, n, s->bos, s->eos, true, &s->text, err);
+    s->text.len = s->spans.len = 0;
+    s->text.failed = s->spans.failed = false;
+    slate_status st = slate__tmpl_render_spans(s->tmpl, msgs, n, s->bos, s->eos, true, &s->text,
+                                               &s->spans, err);
     if (st) return st;
+    /* The template's special tokens are parsed; the messages' text stays text. */
     const char *text = s->text.data ? (const char *)s->text.data : "";
-    size_t need = 0;
-    st = slate_tokenizer_encode(s->tok, text, s->text.len, SLATE_ENCODE_PARSE_SPECIAL, s->prompt,
-                                s->prompt_cap, &need, err);
+    const size_t *plain = (const size_t *)s->spans.data;
+    size_t n_plain = s->spans.len / (2 * sizeof(size_t)), need = 0;
+    st = slate__tok_encode_spans(s->tok, text, s->text.len, SLATE_ENCODE_PARSE_SPECIAL, plain,
+                                 n_plain, s->prompt, s->prompt_cap, &need, err);
     if (st == SLATE_E_BUFFER_TOO_SMALL) {
         int32_t *p = slate__realloc(s->prompt, need * sizeof *p);
         if (!p) return slate__fail(err, SLATE_E_NOMEM, "out of memory for %zu prompt ids", need);
         s->prompt = p;
         s->prompt_cap = need;
-        st = slate_tokenizer_encode(s->tok, text, s->text.len, SLATE_ENCODE_PARSE_SPECIAL,
-                                    s->prompt, s->prompt_cap, &need, err);
+        st = slate__tok_encode_spans(s->tok, text, s->text.len, SLATE_ENCODE_PARSE_SPECIAL,
+                                     plain, n_plain, s->prompt, s->prompt_cap, &need, err);
     }
     if (st) return st;
     if (need == 0)
@@ -866,17 +872,19 @@ static slate_status fit_conversation(slate_session *s, turn *t, int32_t *n_promp
 static slate_status prefix_tokens(slate_session *s, int32_t k, const int32_t *prompt, int32_t n,
                                   int32_t *out, slate_error *err) {
     *out = 0;
-    slate__buf text = {0};
-    slate_status st = slate__tmpl_render(s->tmpl, s->view, k, s->bos, s->eos, false, &text, err);
+    slate__buf text = {0}, spans = {0};
+    slate_status st = slate__tmpl_render_spans(s->tmpl, s->view, k, s->bos, s->eos, false, &text,
+                                               &spans, err);
     size_t got = 0;
     int32_t *ids = NULL;
     if (!st && text.len) {
         if (!(ids = slate__malloc((size_t)n * sizeof *ids))) {
             st = slate__fail(err, SLATE_E_NOMEM, "out of memory");
         } else {
-            slate_status e = slate_tokenizer_encode(s->tok, (const char *)text.data, text.len,
-                                                    SLATE_ENCODE_PARSE_SPECIAL, ids, (size_t)n,
-                                                    &got, NULL);
+            slate_status e = slate__tok_encode_spans(
+                s->tok, (const char *)text.data, text.len, SLATE_ENCODE_PARSE_SPECIAL,
+                (const size_t *)spans.data, spans.len / (2 * sizeof(size_t)), ids, (size_t)n,
+                &got, NULL);
             if (e == SLATE_E_NOMEM) st = slate__fail(err, SLATE_E_NOMEM, "out of memory");
             else if (e == SLATE_OK && got < (size_t)n && memcmp(ids, prompt, got * sizeof *ids) == 0)
                 *out = (int32_t)got;
@@ -884,6 +892,7 @@ static slate_status prefix_tokens(slate_session *s, int32_t k, const int32_t *pr
     }
     slate__free(ids);
     slate__buf_free(&text);
+    slate__buf_free(&spans);
     return st;
 }
 

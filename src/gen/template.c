@@ -106,9 +106,24 @@ static void rstrip_nl(const char *t, size_t *len) {
     while (*len && t[*len - 1] == '\n') (*len)--;
 }
 
-static void put(slate__buf *o, const char *s) { slate__buf_append(o, s, strlen(s)); }
-static void put_n(slate__buf *o, const char *s, size_t n) { slate__buf_append(o, s, n); }
-static void put_trim(slate__buf *o, const slate__chat_msg *m) {
+/* A renderer's output: the text, and optionally where message text lies in it. put() writes
+ * the template's own text; put_n() and put_trim() write message text (every call of theirs
+ * below does), whose spans are recorded when asked, so the encoder can keep special-token
+ * spellings inside messages as plain text. */
+typedef struct rout {
+    slate__buf *b;
+    slate__buf *spans; /* NULL, or size_t pairs {start, end} of message text in b */
+} rout;
+
+static void put(rout *o, const char *s) { slate__buf_append(o->b, s, strlen(s)); }
+static void put_n(rout *o, const char *s, size_t n) {
+    if (o->spans && n) {
+        size_t se[2] = {o->b->len, o->b->len + n};
+        slate__buf_append(o->spans, se, sizeof se);
+    }
+    slate__buf_append(o->b, s, n);
+}
+static void put_trim(rout *o, const slate__chat_msg *m) {
     size_t n = m->len;
     const char *t = trim(m->text, &n);
     put_n(o, t, n);
@@ -140,7 +155,7 @@ static const char *find_first(const char *hay, size_t n, const char *needle) {
  * '<|im_start|>assistant\n'); tests/tools/hfmodel.py writes the same template. Qwen2.5 and
  * SmolLM2 templates add a default system message when there is none; that text is model
  * specific and is not injected here (pass it as the system message). */
-static void render_chatml(const slate__chat_msg *m, int32_t n, bool gen, slate__buf *o) {
+static void render_chatml(const slate__chat_msg *m, int32_t n, bool gen, rout *o) {
     for (int32_t i = 0; i < n; i++) {
         put(o, "<|im_start|>");
         put(o, role_name(m[i].role));
@@ -156,7 +171,7 @@ static void render_chatml(const slate__chat_msg *m, int32_t n, bool gen, slate__
  * "</think>" (leading newlines dropped); one after it is written with its reasoning as
  * "<think>\n" + reasoning + "\n</think>\n\n" + answer when it is the last message or has
  * reasoning. No tools, no enable_thinking switch. */
-static void render_qwen3(const slate__chat_msg *m, int32_t n, bool gen, slate__buf *o) {
+static void render_qwen3(const slate__chat_msg *m, int32_t n, bool gen, rout *o) {
     int32_t last_query = n - 1;
     for (int32_t i = n - 1; i >= 0; i--)
         if (m[i].role == SLATE_ROLE_USER) {
@@ -212,7 +227,7 @@ static void render_qwen3(const slate__chat_msg *m, int32_t n, bool gen, slate__b
  * here `gen` false leaves it out, which only the session's search for reusable message
  * boundaries asks for (its prompts always have gen true). */
 static void render_llama3(const slate__chat_msg *m, int32_t n, const char *bos, bool gen,
-                          slate__buf *o) {
+                          rout *o) {
     for (int32_t i = 0; i < n; i++) {
         if (i == 0) put(o, bos);
         put(o, "<|start_header_id|>");
@@ -230,7 +245,7 @@ static void render_llama3(const slate__chat_msg *m, int32_t n, const char *bos, 
  * + 'Today Date: 26 Jul 2024\n\n' + system|trim + '<|eot_id|>', then the messages as in Llama 3
  * and the assistant header when add_generation_prompt. */
 static void render_llama31(const slate__chat_msg *m, int32_t n, const char *bos, bool gen,
-                           slate__buf *o) {
+                           rout *o) {
     put(o, bos);
     put(o, "<|start_header_id|>system<|end_header_id|>\n\n"
            "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
@@ -252,7 +267,7 @@ static void render_llama31(const slate__chat_msg *m, int32_t n, const char *bos,
  * message is bos_token + '[INST] ' + content.strip() + ' [/INST]'; an assistant message is
  * ' ' + content.strip() + ' ' + eos_token. No generation prompt: the prompt ends at [/INST]. */
 static void render_llama2(const slate__chat_msg *m, int32_t n, const char *bos, const char *eos,
-                          slate__buf *o) {
+                          rout *o) {
     int32_t i = 0;
     const slate__chat_msg *sys = NULL;
     if (n > 0 && m[0].role == SLATE_ROLE_SYSTEM) sys = &m[i++];
@@ -289,7 +304,7 @@ static void render_llama2(const slate__chat_msg *m, int32_t n, const char *bos, 
  * bos_token, then '[INST] ' + content + ' [/INST]' for a user message and content + eos_token
  * for an assistant message. System message: see the file comment. */
 static void render_mistral(const slate__chat_msg *m, int32_t n, const char *bos, const char *eos,
-                           slate__buf *o) {
+                           rout *o) {
     put(o, bos);
     int32_t i = 0;
     const slate__chat_msg *sys = NULL;
@@ -315,7 +330,7 @@ static void render_mistral(const slate__chat_msg *m, int32_t n, const char *bos,
  * first user turn; each message is '<start_of_turn>' + (user | model) + '\n' + content|trim +
  * '<end_of_turn>\n'; the generation prompt is '<start_of_turn>model\n'. */
 static void render_gemma(const slate__chat_msg *m, int32_t n, const char *bos, bool gen,
-                         slate__buf *o) {
+                         rout *o) {
     put(o, bos);
     int32_t i = 0;
     const slate__chat_msg *sys = NULL;
@@ -337,7 +352,7 @@ static void render_gemma(const slate__chat_msg *m, int32_t n, const char *bos, b
  * message is skipped), then '<|assistant|>\n' with add_generation_prompt, else eos_token. The
  * first Phi-3-mini template began with bos_token and dropped system messages. */
 static void render_phi3(const slate__chat_msg *m, int32_t n, const char *eos, bool gen,
-                        slate__buf *o) {
+                        rout *o) {
     for (int32_t i = 0; i < n; i++) {
         if (m[i].role == SLATE_ROLE_SYSTEM && m[i].len == 0) continue;
         put(o, "<|");
@@ -353,7 +368,7 @@ static void render_phi3(const slate__chat_msg *m, int32_t n, const char *eos, bo
  * content + eos_token, each followed by the newline the template keeps after the expression
  * (trim_blocks removes only the ones after block tags); then '<|assistant|>\n'. */
 static void render_zephyr(const slate__chat_msg *m, int32_t n, const char *eos, bool gen,
-                          slate__buf *o) {
+                          rout *o) {
     for (int32_t i = 0; i < n; i++) {
         put(o, "<|");
         put(o, role_name(m[i].role));
@@ -368,6 +383,12 @@ static void render_zephyr(const slate__chat_msg *m, int32_t n, const char *eos, 
 slate_status slate__tmpl_render(slate__tmpl t, const slate__chat_msg *msgs, int32_t n,
                                 const char *bos, const char *eos, bool gen, slate__buf *out,
                                 slate_error *err) {
+    return slate__tmpl_render_spans(t, msgs, n, bos, eos, gen, out, NULL, err);
+}
+
+slate_status slate__tmpl_render_spans(slate__tmpl t, const slate__chat_msg *msgs, int32_t n,
+                                      const char *bos, const char *eos, bool gen,
+                                      slate__buf *out, slate__buf *spans, slate_error *err) {
     if (t <= SLATE__TMPL_NONE || t >= SLATE__TMPL_COUNT)
         return slate__fail(err, SLATE_E_INVALID_ARG, "chat template %d is not known; known: %s",
                            (int)t, slate__tmpl_names());
@@ -397,19 +418,21 @@ slate_status slate__tmpl_render(slate__tmpl t, const slate__chat_msg *msgs, int3
         return slate__fail(err, SLATE_E_INVALID_ARG, "the %s template has no place for a system "
                            "message without a user message (it goes inside the first user "
                            "message): add a user message", NAMES[t]);
+    rout o = {out, spans};
     switch (t) {
-    case SLATE__TMPL_CHATML: render_chatml(msgs, n, gen, out); break;
-    case SLATE__TMPL_QWEN3: render_qwen3(msgs, n, gen, out); break;
-    case SLATE__TMPL_LLAMA3: render_llama3(msgs, n, bos, gen, out); break;
-    case SLATE__TMPL_LLAMA31: render_llama31(msgs, n, bos, gen, out); break;
-    case SLATE__TMPL_LLAMA2: render_llama2(msgs, n, bos, eos, out); break;
-    case SLATE__TMPL_MISTRAL: render_mistral(msgs, n, bos, eos, out); break;
-    case SLATE__TMPL_GEMMA: render_gemma(msgs, n, bos, gen, out); break;
-    case SLATE__TMPL_PHI3: render_phi3(msgs, n, eos, gen, out); break;
-    case SLATE__TMPL_ZEPHYR: render_zephyr(msgs, n, eos, gen, out); break;
+    case SLATE__TMPL_CHATML: render_chatml(msgs, n, gen, &o); break;
+    case SLATE__TMPL_QWEN3: render_qwen3(msgs, n, gen, &o); break;
+    case SLATE__TMPL_LLAMA3: render_llama3(msgs, n, bos, gen, &o); break;
+    case SLATE__TMPL_LLAMA31: render_llama31(msgs, n, bos, gen, &o); break;
+    case SLATE__TMPL_LLAMA2: render_llama2(msgs, n, bos, eos, &o); break;
+    case SLATE__TMPL_MISTRAL: render_mistral(msgs, n, bos, eos, &o); break;
+    case SLATE__TMPL_GEMMA: render_gemma(msgs, n, bos, gen, &o); break;
+    case SLATE__TMPL_PHI3: render_phi3(msgs, n, eos, gen, &o); break;
+    case SLATE__TMPL_ZEPHYR: render_zephyr(msgs, n, eos, gen, &o); break;
     default: break;
     }
-    if (out->failed) return slate__fail(err, SLATE_E_NOMEM, "out of memory rendering the chat");
+    if (out->failed || (spans && spans->failed))
+        return slate__fail(err, SLATE_E_NOMEM, "out of memory rendering the chat");
     return SLATE_OK;
 }
 

@@ -58,6 +58,14 @@ slate_status slate__tmpl_render(slate__tmpl t, const slate__chat_msg *msgs, int3
                                 const char *bos, const char *eos, bool add_generation_prompt,
                                 slate__buf *out, slate_error *err);
 
+/* slate__tmpl_render that also appends to spans (when not NULL) a pair of size_t {start, end}
+ * for each stretch of message text in out (offsets into out->data, ascending): the stretches
+ * whose special-token spellings must stay plain text (slate__tok_encode_spans). */
+slate_status slate__tmpl_render_spans(slate__tmpl t, const slate__chat_msg *msgs, int32_t n,
+                                      const char *bos, const char *eos,
+                                      bool add_generation_prompt, slate__buf *out,
+                                      slate__buf *spans, slate_error *err);
+
 /* The family for a model: `name` if given (E_INVALID_ARG if unknown), else the one detected in
  * the model's Jinja template (E_UNSUPPORTED if the model has none or it matches no family; the
  * message lists the known names). Never guesses. */

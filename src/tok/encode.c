@@ -45,6 +45,12 @@ static slate_status encode_text(const slate_tokenizer *tok, const char *text, si
 slate_status slate_tokenizer_encode(const slate_tokenizer *tok, const char *text, size_t len,
                                     uint32_t flags, int32_t *ids, size_t cap, size_t *n_out,
                                     slate_error *err) {
+    return slate__tok_encode_spans(tok, text, len, flags, NULL, 0, ids, cap, n_out, err);
+}
+
+slate_status slate__tok_encode_spans(const slate_tokenizer *tok, const char *text, size_t len,
+                                     uint32_t flags, const size_t *plain, size_t n_plain,
+                                     int32_t *ids, size_t cap, size_t *n_out, slate_error *err) {
     if (n_out) *n_out = 0;
     if (!tok || !n_out)
         return slate__fail(err, SLATE_E_INVALID_ARG, "slate_tokenizer_encode: %s is NULL",
@@ -65,8 +71,16 @@ slate_status slate_tokenizer_encode(const slate_tokenizer *tok, const char *text
     size_t frag = 0; /* start of the current stretch of plain text */
     slate_status st = SLATE_OK;
     if (tok->n_special > 0) {
+        size_t k = 0; /* the first plain span that does not end at or before pos */
         for (size_t pos = 0; pos < len && st == SLATE_OK;) {
-            int32_t id = match_special(tok, text, pos, len, parse_special);
+            while (k < n_plain && plain[2 * k + 1] <= pos) k++;
+            /* Inside a plain span only user-defined tokens are found, and no added token
+             * crosses a span's edge (none starts in the template and ends in a message, or the
+             * other way round). */
+            bool in_plain = k < n_plain && plain[2 * k] <= pos;
+            size_t lim = k >= n_plain ? len : in_plain ? plain[2 * k + 1] : plain[2 * k];
+            if (lim > len) lim = len;
+            int32_t id = match_special(tok, text, pos, lim, parse_special && !in_plain);
             if (id < 0) {
                 pos++;
                 continue;

@@ -218,6 +218,15 @@ const char *slate__tok_piece_bytes(const slate_tokenizer *tok, int32_t id, bool 
 bool slate__tok_strips_space(const slate_tokenizer *tok, int32_t id, const char *piece,
                              size_t len);
 
+/* slate_tokenizer_encode, with plain[0..2 n_plain) pairs {start, end} (ascending, disjoint)
+ * of text inside which no CONTROL or UNKNOWN token is recognized even with
+ * SLATE_ENCODE_PARSE_SPECIAL (nor one that starts before a span and runs into it): a chat
+ * template's text keeps its special tokens while the messages' text cannot forge them. The
+ * plain text is otherwise tokenized as if the spans were not there. */
+slate_status slate__tok_encode_spans(const slate_tokenizer *tok, const char *text, size_t len,
+                                     uint32_t flags, const size_t *plain, size_t n_plain,
+                                     int32_t *ids, size_t cap, size_t *n_out, slate_error *err);
+
 /* Output of an encode: ids beyond cap are counted, not stored. */
 typedef struct slate__tok_out {
     int32_t *ids;
