@@ -137,9 +137,10 @@ bool srv_parse_request(const srv_config *cfg, atomic_ulong *seed_counter, srv_pa
     r->sampler.min_p = 0.0f;
     r->max_tokens = 256;
     if (r->max_tokens > cfg->max_tokens_limit) r->max_tokens = cfg->max_tokens_limit;
-    const char *mt_key = cJSON_GetObjectItemCaseSensitive(p->json, "max_completion_tokens")
-                             ? "max_completion_tokens"
-                             : "max_tokens";
+    /* max_completion_tokens (the newer name) wins, but only when given: a client that sends
+     * it as null still means max_tokens. */
+    const cJSON *mct = cJSON_GetObjectItemCaseSensitive(p->json, "max_completion_tokens");
+    const char *mt_key = mct && !cJSON_IsNull(mct) ? "max_completion_tokens" : "max_tokens";
     d = -1;
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(p->json, mt_key);
     if (mt && cJSON_IsNumber(mt) && mt->valuedouble > cfg->max_tokens_limit &&

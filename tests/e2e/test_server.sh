@@ -40,6 +40,7 @@ expect() { # expect "desc" STATUS SUBSTRING METHOD PATH [BODY]
 expect "GET /v1/models lists the model" 200 '"id":"m"' GET /v1/models
 expect "completion" 200 '"text_completion"' POST /v1/completions '{"model":"m","prompt":"Hello","max_tokens":5,"temperature":0}'
 expect "chat completion" 200 '"chat.completion"' POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":5,"temperature":0}'
+expect "max_completion_tokens null: max_tokens applies" 200 '"completion_tokens":3' POST /v1/completions '{"prompt":"Hello","max_tokens":3,"max_completion_tokens":null,"temperature":0,"ignore_eos":true}'
 expect "usage figures in a reply" 200 '"completion_tokens":5' POST /v1/completions '{"prompt":"Hello","max_tokens":5,"temperature":0,"stop":"@@"}'
 out=$(curl -sN "${AUTH[@]}" "${J[@]}" --data '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":6,"stream":true}' "$URL/v1/chat/completions")
 check "streaming chat ends with data: [DONE]" test "$(printf '%s' "$out" | tail -n 1)" = "data: [DONE]"
