@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 enum { EP_CHAT, EP_COMPLETIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER };
@@ -466,7 +467,8 @@ out:
 static bool authorized(srv_server *s, struct MHD_Connection *conn) {
     if (!s->cfg.api_key) return true;
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
+    /* The auth scheme is case-insensitive (RFC 7235 section 2.1). */
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
     return srv_secret_equal(h + 7, s->cfg.api_key);
 }
 

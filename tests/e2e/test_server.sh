@@ -74,6 +74,8 @@ expect "unknown endpoint" 404 "unknown endpoint" GET /v1/nothing
 expect "wrong method" 405 "needs POST" GET /v1/completions
 got=$(curl -s -o "$WORK/body" -w '%{http_code}' "$URL/v1/models")
 check "missing API key: 401" test "$got" = 401
+got=$(curl -s -o "$WORK/body" -w '%{http_code}' -H "Authorization: bearer $KEY" "$URL/v1/models")
+check "auth scheme is case-insensitive (bearer): 200" test "$got" = 200
 got=$(curl -s -o "$WORK/body" -w '%{http_code}' -H "Authorization: Bearer nope" "$URL/v1/models")
 check "bad API key: 401 with invalid_api_key" test "$got" = 401 -a -n "$(grep invalid_api_key "$WORK/body")"
 
