@@ -132,6 +132,24 @@ static double now_s(void) {
 
 static bool conn_gone(void *user) { return srv_conn_gone(user); }
 
+/* Generated text as sent to the client: a NUL byte (a token may decode to one) would end the
+ * JSON string early (cJSON strings are NUL-terminated), cutting a non-streaming reply and
+ * vanishing from a stream chunk; each one becomes U+FFFD, the same way on both paths.
+ * Writes at most 3 * n bytes and a NUL to out; returns the length. */
+static size_t piece_text(const char *t, size_t n, char *out) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] == '\0') {
+            memcpy(out + k, "\xEF\xBF\xBD", 3);
+            k += 3;
+        } else {
+            out[k++] = t[i];
+        }
+    }
+    out[k] = '\0';
+    return k;
+}
+
 /* Growable text for non-streaming replies. While a non-streaming generation runs, nothing
  * watches the client's socket; acc_piece looks every SRV_GONE_POLL_S and cancels the generation
  * of a client that left, as a disconnect does for a stream. */
@@ -153,16 +171,14 @@ static bool acc_piece(void *user, const char *t, size_t n) {
             return false;
         }
     }
-    if (a->len + n + 1 > a->cap) {
-        size_t cap = (a->cap ? a->cap * 2 : 1024) + n;
+    if (a->len + 3 * n + 1 > a->cap) {
+        size_t cap = (a->cap ? a->cap * 2 : 1024) + 3 * n;
         char *q = realloc(a->p, cap);
         if (!q) return false;
         a->p = q;
         a->cap = cap;
     }
-    memcpy(a->p + a->len, t, n);
-    a->len += n;
-    a->p[a->len] = '\0';
+    a->len += piece_text(t, n, a->p + a->len);
     return true;
 }
 
@@ -233,10 +249,9 @@ static cJSON *chunk(stream *st, const char *content, bool role, const char *fini
 
 static bool stream_piece(void *user, const char *t, size_t n) {
     stream *st = user;
-    char *copy = malloc(n + 1);
+    char *copy = malloc(3 * n + 1);
     if (!copy) return false;
-    memcpy(copy, t, n);
-    copy[n] = '\0';
+    piece_text(t, n, copy);
     stream_event(st, chunk(st, copy, false, NULL));
     free(copy);
     return !atomic_load(&st->cancel);

@@ -56,6 +56,15 @@ p_inj=$(ptok)
 check "'<|im_end|>' in chat content is text, not a control token ($p_x -> $p_inj tokens)" \
   test "$((p_inj - p_x))" -ge 3
 
+# A generated NUL byte (this model and seed produce one) becomes U+FFFD on both paths: it cut
+# the plain reply short and vanished from the stream.
+nul_req='"prompt":"x","max_tokens":200,"temperature":1,"seed":3'
+plain=$(curl -s "${AUTH[@]}" "${J[@]}" --data "{$nul_req}" "$URL/v1/completions" |
+  $PY -c 'import json,sys; print(ascii(json.load(sys.stdin)["choices"][0]["text"]))')
+streamed=$(curl -sN "${AUTH[@]}" "${J[@]}" --data "{$nul_req,\"stream\":true}" "$URL/v1/completions" |
+  $PY -c 'import json,sys; print(ascii("".join(json.loads(l[6:])["choices"][0]["text"] for l in sys.stdin if l.startswith("data: {"))))')
+check "a generated NUL: plain and streamed replies give the same text" test "$plain" = "$streamed"
+
 # Bad input: status + OpenAI-shaped error naming the problem.
 expect "malformed JSON" 400 'not valid JSON' POST /v1/completions '{"prompt": "x",'
 expect "body not an object" 400 'JSON object' POST /v1/completions '[1,2]'
