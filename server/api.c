@@ -62,11 +62,14 @@ static int error_reply(srv_server *s, struct MHD_Connection *conn, unsigned stat
 static int error_reply(srv_server *s, struct MHD_Connection *conn, unsigned status,
                        const char *type, const char *param, const char *code,
                        const char *retry_after, const char *fmt, ...) {
-    char msg[512];
+    char raw[512], msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    /* Every error body is valid UTF-8, whatever client bytes the message quotes and wherever
+     * the buffer cut it. */
+    srv_utf8_clip(msg, sizeof msg, raw, sizeof raw);
     cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
     cJSON_AddStringToObject(e, "message", msg);
     cJSON_AddStringToObject(e, "type", type);
@@ -497,9 +500,12 @@ int srv_handle(srv_server *s, struct MHD_Connection *conn, const char *method, c
     else if (strcmp(url, "/health") == 0) ep = EP_HEALTH;
     else if (strcmp(url, "/metrics") == 0) ep = EP_METRICS;
     count_request(s, ep);
-    if (ep == EP_OTHER)
+    if (ep == EP_OTHER) {
+        char m[64], u[256];
         return error_reply(s, conn, 404, "invalid_request_error", NULL, "not_found", NULL,
-                           "unknown endpoint %s %.200s", method, url);
+                           "unknown endpoint %s %s", srv_utf8_clip(m, sizeof m, method, 32),
+                           srv_utf8_clip(u, sizeof u, url, 200));
+    }
     if (ep != EP_HEALTH && !authorized(s, conn))
         return error_reply(s, conn, 401, "invalid_request_error", NULL, "invalid_api_key", NULL,
                            "missing or incorrect API key (send 'Authorization: Bearer KEY')");

@@ -15,6 +15,53 @@
 
 
 
+/* Length of the valid UTF-8 character at s (1..4), or 0 if s does not start one (an
+ * overlong form, a surrogate, past U+10FFFF, a stray continuation byte, a NUL). Stops at a
+ * NUL, so it never reads past a C string's end. */
+static size_t utf8_char_len(const unsigned char *s) {
+    unsigned c = s[0];
+    if (c >= 0x01 && c < 0x80) return 1;
+    size_t n;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF) return 0;
+    return n;
+}
+
+char *srv_utf8_clip(char *dst, size_t cap, const char *src, size_t max) {
+    const unsigned char *s = (const unsigned char *)src;
+    size_t i = 0, k = 0;
+    while (i < max && s[i]) {
+        size_t n = utf8_char_len(s + i);
+        const char *bytes = (const char *)s + i;
+        size_t out = n;
+        if (n == 0) {
+            bytes = "\xEF\xBF\xBD";
+            out = 3;
+            n = 1;
+        }
+        if (i + n > max || k + out + 1 > cap) break;
+        memcpy(dst + k, bytes, out);
+        k += out;
+        i += n;
+    }
+    dst[k] = '\0';
+    return dst;
+}
+
 static bool fail(srv_parsed *p, unsigned status, const char *param, const char *code,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 static bool fail(srv_parsed *p, unsigned status, const char *param, const char *code,
@@ -78,9 +125,11 @@ bool srv_parse_request(const srv_config *cfg, atomic_ulong *seed_counter, srv_pa
     if (model && !cJSON_IsNull(model)) {
         if (!cJSON_IsString(model))
             return fail(p, 400, "model", "invalid_type", "'model' must be a string");
+        char clip[128];
         if (strcmp(model->valuestring, cfg->model_id) != 0)
-            return fail(p, 404, "model", "model_not_found", "the model '%.100s' does not exist; "
-                        "this server serves '%s'", model->valuestring, cfg->model_id);
+            return fail(p, 404, "model", "model_not_found", "the model '%s' does not exist; "
+                        "this server serves '%s'",
+                        srv_utf8_clip(clip, sizeof clip, model->valuestring, 100), cfg->model_id);
     }
     if (chat) {
         const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(p->json, "messages");
@@ -97,11 +146,12 @@ bool srv_parse_request(const srv_config *cfg, atomic_ulong *seed_counter, srv_pa
             if (!cJSON_IsObject(m) || !cJSON_IsString(role))
                 return fail(p, 400, "messages", "invalid_type", "messages[%d].role must be a "
                             "string", r->n_messages);
+            char clip[64];
             if (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
                 strcmp(role->valuestring, "assistant") && strcmp(role->valuestring, "developer"))
-                return fail(p, 400, "messages", "invalid_value", "messages[%d].role '%.40s' is "
+                return fail(p, 400, "messages", "invalid_value", "messages[%d].role '%s' is "
                             "not one of system, developer, user, assistant", r->n_messages,
-                            role->valuestring);
+                            srv_utf8_clip(clip, sizeof clip, role->valuestring, 40));
             const char *text = NULL;
             if (cJSON_IsString(content)) {
                 text = content->valuestring;

@@ -80,6 +80,21 @@ expect "prompt past the context" 400 "context_length_exceeded" POST /v1/completi
 big=$($PY -c 'print("{\"prompt\":\"" + "b" * 70000 + "\"}")')
 expect "body too large" 413 "exceeds 65536 bytes" POST /v1/completions "$big"
 expect "unknown endpoint" 404 "unknown endpoint" GET /v1/nothing
+# Client bytes quoted in an error are cut on a character boundary and invalid bytes replaced:
+# every error body is valid UTF-8.
+utf8_ok() { $PY -c 'import sys; open(sys.argv[1], "rb").read().decode("utf-8")' "$WORK/body"; }
+long_model=$($PY -c 'print("a" + "\u00e9" * 80)')
+req POST /v1/completions "{\"model\":\"$long_model\",\"prompt\":\"x\"}" >/dev/null
+check "a long model name cut mid-character: the error is valid UTF-8" utf8_ok
+req POST /v1/completions "$(printf '{"model":"\xff\xc3(","prompt":"x"}')" >/dev/null
+check "invalid bytes in a model name: the error is valid UTF-8" utf8_ok
+long_role=$($PY -c 'print("r" + "\u00e9" * 30)')
+req POST /v1/chat/completions "{\"messages\":[{\"role\":\"$long_role\",\"content\":\"x\"}]}" >/dev/null
+check "a long role cut mid-character: the error is valid UTF-8" utf8_ok
+req GET "/v1/x$($PY -c 'print("%C3%A9" * 120)')" >/dev/null
+check "a long URL cut mid-character: the 404 is valid UTF-8" utf8_ok
+req GET "/v1/%FF%FE" >/dev/null
+check "invalid bytes in the URL: the 404 is valid UTF-8" utf8_ok
 expect "wrong method" 405 "needs POST" GET /v1/completions
 got=$(curl -s -o "$WORK/body" -w '%{http_code}' "$URL/v1/models")
 check "missing API key: 401" test "$got" = 401
