@@ -496,7 +496,8 @@ int srv_handle(srv_server *s, struct MHD_Connection *conn, const char *method, c
     bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
     if (strcmp(url, "/v1/chat/completions") == 0) ep = EP_CHAT;
     else if (strcmp(url, "/v1/completions") == 0) ep = EP_COMPLETIONS;
-    else if (strcmp(url, "/v1/models") == 0) ep = EP_MODELS;
+    else if (strcmp(url, "/v1/models") == 0 || strncmp(url, "/v1/models/", 11) == 0)
+        ep = EP_MODELS;
     else if (strcmp(url, "/health") == 0) ep = EP_HEALTH;
     else if (strcmp(url, "/metrics") == 0) ep = EP_METRICS;
     count_request(s, ep);
@@ -522,14 +523,22 @@ int srv_handle(srv_server *s, struct MHD_Connection *conn, const char *method, c
     case EP_CHAT: return generate(s, conn, body, len, true);
     case EP_COMPLETIONS: return generate(s, conn, body, len, false);
     case EP_MODELS: {
-        cJSON *j = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "object", "list");
-        cJSON *data = cJSON_AddArrayToObject(j, "data"), *m = cJSON_CreateObject();
-        cJSON_AddItemToArray(data, m);
+        cJSON *m = cJSON_CreateObject();
         cJSON_AddStringToObject(m, "id", s->cfg.model_id);
         cJSON_AddStringToObject(m, "object", "model");
         cJSON_AddNumberToObject(m, "created", (double)s->created);
         cJSON_AddStringToObject(m, "owned_by", "slate");
+        if (url[10] == '/') { /* GET /v1/models/{id}: the served model, or 404 */
+            if (strcmp(url + 11, s->cfg.model_id) == 0) return respond_json(s, conn, 200, m);
+            cJSON_Delete(m);
+            char clip[128];
+            return error_reply(s, conn, 404, "invalid_request_error", "model", "model_not_found",
+                               NULL, "the model '%s' does not exist; this server serves '%s'",
+                               srv_utf8_clip(clip, sizeof clip, url + 11, 100), s->cfg.model_id);
+        }
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "object", "list");
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "data"), m);
         return respond_json(s, conn, 200, j);
     }
     case EP_HEALTH: {

@@ -106,6 +106,54 @@ static bool num_field(srv_parsed *p, const char *key, double lo, double hi, bool
     return true;
 }
 
+/* Content given as parts ([{"type": "text", "text": ...}, ...]): the text parts joined with
+ * nothing between them; any other part (image_url, input_audio...) is refused, naming it. The
+ * joined string replaces the message's content in the JSON tree, which owns it. */
+static bool join_text_parts(srv_parsed *p, int i, cJSON *msg, const cJSON *content,
+                            const char **text) {
+    size_t len = 0;
+    int k = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, content) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsObject(part) || !cJSON_IsString(type))
+            return fail(p, 400, "messages", "invalid_type", "messages[%d].content[%d] must be "
+                        "an object with a string 'type'", i, k);
+        if (strcmp(type->valuestring, "text") != 0) {
+            char clip[64];
+            return fail(p, 400, "messages", "invalid_value", "messages[%d].content[%d] has type "
+                        "'%s'; this server takes only text parts", i, k,
+                        srv_utf8_clip(clip, sizeof clip, type->valuestring, 40));
+        }
+        if (!cJSON_IsString(t))
+            return fail(p, 400, "messages", "invalid_type", "messages[%d].content[%d].text must "
+                        "be a string", i, k);
+        len += strlen(t->valuestring);
+        k++;
+    }
+    if (k == 0)
+        return fail(p, 400, "messages", "invalid_value", "messages[%d].content has no parts", i);
+    char *joined = malloc(len + 1);
+    if (!joined) return fail(p, 500, NULL, NULL, "out of memory");
+    size_t at = 0;
+    cJSON_ArrayForEach(part, content) {
+        const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        size_t n = strlen(t);
+        memcpy(joined + at, t, n);
+        at += n;
+    }
+    joined[at] = '\0';
+    cJSON *str = cJSON_CreateString(joined);
+    free(joined);
+    if (!str || !cJSON_ReplaceItemInObjectCaseSensitive(msg, "content", str)) {
+        cJSON_Delete(str);
+        return fail(p, 500, NULL, NULL, "out of memory");
+    }
+    *text = str->valuestring;
+    return true;
+}
+
 bool srv_parse_request(const srv_config *cfg, atomic_ulong *seed_counter, srv_parsed *p,
                        const char *body, size_t len, bool chat) {
     memset(&p->req, 0, sizeof p->req);
@@ -155,14 +203,13 @@ bool srv_parse_request(const srv_config *cfg, atomic_ulong *seed_counter, srv_pa
             const char *text = NULL;
             if (cJSON_IsString(content)) {
                 text = content->valuestring;
-            } else if (cJSON_IsArray(content) && cJSON_GetArraySize(content) == 1 &&
-                       cJSON_IsString(cJSON_GetObjectItemCaseSensitive(
-                           cJSON_GetArrayItem(content, 0), "text"))) {
-                text = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(content, 0), "text")
-                           ->valuestring;
+            } else if (cJSON_IsNull(content) && strcmp(role->valuestring, "assistant") == 0) {
+                text = ""; /* an assistant turn that only called tools, as clients resend it */
+            } else if (cJSON_IsArray(content)) {
+                if (!join_text_parts(p, r->n_messages, (cJSON *)m, content, &text)) return false;
             } else {
                 return fail(p, 400, "messages", "invalid_type", "messages[%d].content must be "
-                            "a string", r->n_messages);
+                            "a string or an array of text parts", r->n_messages);
             }
             r->messages[r->n_messages].role =
                 strcmp(role->valuestring, "developer") == 0 ? "system" : role->valuestring;

@@ -38,6 +38,11 @@ expect() { # expect "desc" STATUS SUBSTRING METHOD PATH [BODY]
 }
 
 expect "GET /v1/models lists the model" 200 '"id":"m"' GET /v1/models
+expect "GET /v1/models/{id} for the served model" 200 '"object":"model"' GET /v1/models/m
+expect "GET /v1/models/{id} for another model: 404" 404 'model_not_found' GET /v1/models/gpt-9
+expect "chat content as several text parts" 200 '"chat.completion"' POST /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"text","text":"Hi"},{"type":"text","text":" there"}]}],"max_tokens":2}'
+expect "chat content: a non-text part is refused, named" 400 "content\[1\] has type 'image_url'" POST /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"text","text":"Hi"},{"type":"image_url","text":"x"}]}],"max_tokens":2}'
+expect "assistant content null is empty text" 200 '"chat.completion"' POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":null},{"role":"user","content":"Go"}],"max_tokens":2}'
 expect "completion" 200 '"text_completion"' POST /v1/completions '{"model":"m","prompt":"Hello","max_tokens":5,"temperature":0}'
 expect "chat completion" 200 '"chat.completion"' POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":5,"temperature":0}'
 expect "max_completion_tokens null: max_tokens applies" 200 '"completion_tokens":3' POST /v1/completions '{"prompt":"Hello","max_tokens":3,"max_completion_tokens":null,"temperature":0,"ignore_eos":true}'
