@@ -154,6 +154,42 @@ static bool join_text_parts(srv_parsed *p, int i, cJSON *msg, const cJSON *conte
     return true;
 }
 
+/* True if the field asks for something: present, not null, and not one of its no-op values
+ * (false, 0, 1 for best_of, an empty object or array, "none", {"type": "text"}). */
+static bool asks_for(const cJSON *v, const char *key) {
+    if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v)) return false;
+    if (cJSON_IsNumber(v)) return v->valuedouble != (strcmp(key, "best_of") == 0 ? 1 : 0);
+    if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
+        if (strcmp(key, "response_format") == 0) {
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "type");
+            return !(cJSON_IsString(t) && strcmp(t->valuestring, "text") == 0);
+        }
+        return cJSON_GetArraySize(v) > 0;
+    }
+    if (cJSON_IsString(v)) return strcmp(v->valuestring, "none") != 0;
+    return true;
+}
+
+/* OpenAI fields for things this server does not do: silently ignoring them would hand the
+ * client something other than what it asked for, so a request that asks is refused. */
+static bool refuse_unsupported(srv_parsed *p) {
+    static const char *const keys[] = {"logprobs", "top_logprobs", "echo", "best_of",
+                                       "logit_bias", "tools", "tool_choice", "response_format",
+                                       "functions", "function_call"};
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(p->json, "tools");
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(p->json, keys[i]);
+        /* tool_choice "auto" without tools is a no-op too. */
+        if (strcmp(keys[i], "tool_choice") == 0 && cJSON_IsString(v) &&
+            strcmp(v->valuestring, "auto") == 0 && !asks_for(tools, "tools"))
+            continue;
+        if (asks_for(v, keys[i]))
+            return fail(p, 400, keys[i], "unsupported_parameter", "'%s' is not supported by "
+                        "this server (only its no-op value is accepted)", keys[i]);
+    }
+    return true;
+}
+
 bool srv_parse_request(const srv_config *cfg, atomic_ulong *seed_counter, srv_parsed *p,
                        const char *body, size_t len, bool chat) {
     memset(&p->req, 0, sizeof p->req);
@@ -225,6 +261,7 @@ bool srv_parse_request(const srv_config *cfg, atomic_ulong *seed_counter, srv_pa
             return fail(p, 400, "prompt", "invalid_type", "'prompt' must be a string");
         r->prompt = prompt->valuestring;
     }
+    if (!refuse_unsupported(p)) return false;
     double d;
     r->sampler = slate_sampler_default_params();
     /* OpenAI's defaults: temperature 1, top_p 1, no top-k/min-p. */

@@ -78,6 +78,15 @@ expect "wrong type: messages" 400 "'messages' must be a non-empty array" POST /v
 expect "wrong role" 400 "not one of" POST /v1/chat/completions '{"messages":[{"role":"robot","content":"x"}]}'
 expect "temperature out of range" 400 "'temperature' is 7" POST /v1/completions '{"prompt":"x","temperature":7}'
 expect "n other than 1" 400 "n must be 1" POST /v1/completions '{"prompt":"x","n":2}'
+# Fields asking for what the server does not do are refused, named; their no-op values pass.
+for f in '"logprobs":true' '"top_logprobs":2' '"echo":true' '"best_of":3' '"logit_bias":{"5":10}' \
+         '"tools":[{"type":"function","function":{"name":"f"}}]' '"tool_choice":"required"' \
+         '"response_format":{"type":"json_object"}'; do
+  name=${f%%\":*}; name=${name#\"}
+  expect "unsupported $f: 400" 400 "'$name' is not supported" POST /v1/completions "{\"prompt\":\"x\",\"max_tokens\":1,$f}"
+done
+expect "the same fields with no-op values: accepted" 200 '"text_completion"' POST /v1/completions \
+  '{"prompt":"x","max_tokens":1,"logprobs":false,"top_logprobs":0,"echo":false,"best_of":1,"logit_bias":{},"tools":[],"tool_choice":"none","response_format":{"type":"text"},"functions":null}'
 expect "unknown model" 404 "model_not_found" POST /v1/completions '{"model":"gpt-9","prompt":"x"}'
 expect "max_tokens past the limit" 400 "more than this server's limit" POST /v1/completions '{"prompt":"x","max_tokens":100000}'
 long=$($PY -c 'print("a " * 5000)')
