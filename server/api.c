@@ -490,16 +490,42 @@ static bool authorized(srv_server *s, struct MHD_Connection *conn) {
     return srv_secret_equal(h + 7, s->cfg.api_key);
 }
 
+static int endpoint(const char *url) {
+    if (strcmp(url, "/v1/chat/completions") == 0) return EP_CHAT;
+    if (strcmp(url, "/v1/completions") == 0) return EP_COMPLETIONS;
+    if (strcmp(url, "/v1/models") == 0 || strncmp(url, "/v1/models/", 11) == 0) return EP_MODELS;
+    if (strcmp(url, "/health") == 0) return EP_HEALTH;
+    if (strcmp(url, "/metrics") == 0) return EP_METRICS;
+    return EP_OTHER;
+}
+
+int srv_precheck(srv_server *s, struct MHD_Connection *conn, const char *url) {
+    int ep = endpoint(url);
+    unsigned status = 0;
+    if (ep != EP_OTHER && ep != EP_HEALTH && !authorized(s, conn)) {
+        status = 401;
+    } else {
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        char *end;
+        if (cl && *cl) {
+            unsigned long long n = strtoull(cl, &end, 10);
+            if (!*end && n > s->cfg.max_body_bytes) status = 413;
+        }
+    }
+    if (!status) return -1;
+    count_request(s, ep);
+    if (status == 401)
+        return error_reply(s, conn, 401, "invalid_request_error", NULL, "invalid_api_key", NULL,
+                           "missing or incorrect API key (send 'Authorization: Bearer KEY')");
+    return error_reply(s, conn, 413, "invalid_request_error", NULL, "body_too_large", NULL,
+                       "request body exceeds %zu bytes", s->cfg.max_body_bytes);
+}
+
 int srv_handle(srv_server *s, struct MHD_Connection *conn, const char *method, const char *url,
                const char *body, size_t len) {
-    int ep = EP_OTHER;
     bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
-    if (strcmp(url, "/v1/chat/completions") == 0) ep = EP_CHAT;
-    else if (strcmp(url, "/v1/completions") == 0) ep = EP_COMPLETIONS;
-    else if (strcmp(url, "/v1/models") == 0 || strncmp(url, "/v1/models/", 11) == 0)
-        ep = EP_MODELS;
-    else if (strcmp(url, "/health") == 0) ep = EP_HEALTH;
-    else if (strcmp(url, "/metrics") == 0) ep = EP_METRICS;
+    int ep = endpoint(url);
     count_request(s, ep);
     if (ep == EP_OTHER) {
         char m[64], u[256];

@@ -1,7 +1,8 @@
 /*
  * http.c - libmicrohttpd plumbing for `slate serve`: one thread per connection (a generation
  * blocks its connection's thread, never the others), request bodies accumulated up to the
- * configured limit (past it: 413 without reading the rest), then api.c handles the complete
+ * configured limit (past it: 413 without keeping the rest; a Content-Length past it or a bad API
+ * key is refused from the headers, before any body is read), then api.c handles the complete
  * request. Also the daemon's start/stop and the command-line options.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -24,6 +25,7 @@ typedef struct req_ctx {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool answered; /* refused from its headers (srv_precheck): the body is not wanted */
 } req_ctx;
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -36,6 +38,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         rc = calloc(1, sizeof *rc);
         if (!rc) return MHD_NO;
         *con_cls = rc;
+        int early = srv_precheck(s, conn, url);
+        if (early < 0) return MHD_YES;
+        rc->answered = true;
+        return early ? MHD_YES : MHD_NO;
+    }
+    if (rc->answered) {
+        *upload_size = 0;
         return MHD_YES;
     }
     if (*upload_size) {

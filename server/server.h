@@ -200,6 +200,12 @@ struct MHD_Connection;
 int srv_handle(srv_server *s, struct MHD_Connection *conn, const char *method, const char *url,
                const char *body, size_t body_len);
 
+/* Looks at a request's headers before its body is read: a missing or wrong API key (401) or a
+ * Content-Length past --max-body (413) is answered at once, so the body is never read (and a
+ * client that sent "Expect: 100-continue" is not told to send it). Returns -1 if the request
+ * may go on, else whether the reply was queued (1) or not (0). */
+int srv_precheck(srv_server *s, struct MHD_Connection *conn, const char *url);
+
 /* Default idle timeout of a connection (--idle-timeout), seconds: a connection that sends or
  * reads nothing for this long is closed, so idle keep-alive clients cannot use up the
  * connection limit. It never cuts a request that is being served: http.c turns the timer off

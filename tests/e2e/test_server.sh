@@ -94,6 +94,18 @@ expect "prompt past the context" 400 "context_length_exceeded" POST /v1/completi
 big=$($PY -c 'print("{\"prompt\":\"" + "b" * 70000 + "\"}")')
 expect "body too large" 413 "exceeds 65536 bytes" POST /v1/completions "$big"
 expect "unknown endpoint" 404 "unknown endpoint" GET /v1/nothing
+# A Content-Length past --max-body, or a bad API key, is answered from the headers: a client
+# that asks "Expect: 100-continue" is refused before it uploads (it used to get 100 Continue,
+# send all 2 MB, then the 413).
+head -c 2000000 /dev/zero | tr '\0' a >"$WORK/huge"
+early() { # early KEY -> "STATUS BYTES_UPLOADED"
+  curl -s -o "$WORK/body" -w '%{http_code} %{size_upload}' -H "Authorization: Bearer $1" "${J[@]}" \
+    -H 'Expect: 100-continue' --expect100-timeout 5 --data-binary @"$WORK/huge" "$URL/v1/completions"
+}
+got=$(early "$KEY")
+check "body over --max-body with Expect: 413 before the upload ($got)" test "${got% *}" = 413 -a "${got#* }" -lt 1000000
+got=$(early nope)
+check "bad API key with Expect: 401 before the upload ($got)" test "${got% *}" = 401 -a "${got#* }" -lt 1000000
 # Client bytes quoted in an error are cut on a character boundary and invalid bytes replaced:
 # every error body is valid UTF-8.
 utf8_ok() { $PY -c 'import sys; open(sys.argv[1], "rb").read().decode("utf-8")' "$WORK/body"; }
