@@ -133,7 +133,16 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static bool conn_gone(void *user) { return srv_conn_gone(user); }
+typedef struct waiter {
+    srv_server *s;
+    struct MHD_Connection *conn;
+} waiter;
+
+/* While queued: give up if the client left or the server is shutting down. */
+static bool queue_gone(void *user) {
+    waiter *w = user;
+    return atomic_load(&w->s->stopping) || srv_conn_gone(w->conn);
+}
 
 /* Generated text as sent to the client: a NUL byte (a token may decode to one) would end the
  * JSON string early (cJSON strings are NUL-terminated), cutting a non-streaming reply and
@@ -159,13 +168,19 @@ static size_t piece_text(const char *t, size_t n, char *out) {
 typedef struct text_acc {
     char *p;
     size_t len, cap;
+    srv_server *s;
     struct MHD_Connection *conn;
     double next_check_s;  /* monotonic time of the next look at the socket */
     bool gone;            /* the client left: the generation was cancelled */
+    bool shutdown;        /* the server is stopping: the generation ended early */
 } text_acc;
 
 static bool acc_piece(void *user, const char *t, size_t n) {
     text_acc *a = user;
+    if (atomic_load(&a->s->stopping)) {
+        a->shutdown = true;
+        return false;
+    }
     double now = now_s();
     if (now >= a->next_check_s) {
         a->next_check_s = now + SRV_GONE_POLL_S;
@@ -201,6 +216,7 @@ typedef struct stream {
     char *buf;        /* SSE bytes not yet sent */
     size_t len, cap, sent;
     bool done;
+    bool shutdown;    /* the server is stopping: the generation ended early */
     atomic_bool cancel;
 } stream;
 
@@ -252,6 +268,10 @@ static cJSON *chunk(stream *st, const char *content, bool role, const char *fini
 
 static bool stream_piece(void *user, const char *t, size_t n) {
     stream *st = user;
+    if (atomic_load(&st->s->stopping)) {
+        st->shutdown = true;
+        return false;
+    }
     char *copy = malloc(3 * n + 1);
     if (!copy) return false;
     piece_text(t, n, copy);
@@ -278,7 +298,7 @@ static void *stream_worker(void *arg) {
         cJSON_AddStringToObject(e, "type", "server_error");
         stream_event(st, j);
     } else if (!cancelled) {
-        cJSON *j = chunk(st, NULL, false, finish_name(u.finish));
+        cJSON *j = chunk(st, NULL, false, st->shutdown ? "length" : finish_name(u.finish));
         cJSON_AddItemToObject(j, "usage", usage_json(&u));
         stream_event(st, j);
         if (st->p.req.include_usage) {
@@ -370,8 +390,19 @@ static int generate(srv_server *s, struct MHD_Connection *conn, const char *body
     }
     srv_slot *slot = NULL;
     int32_t reused = 0;
+    waiter w = {s, conn};
     int acq = srv_pool_acquire_until(&s->pool, ids, n_ids, r->conv_id, s->cfg.queue_timeout_s,
-                                     conn_gone, conn, &slot, &reused);
+                                     queue_gone, &w, &slot, &reused);
+    if (acq == SRV_ACQ_OK && atomic_load(&s->stopping)) {
+        /* A slot freed by the shutdown itself: this request was queued; it does not start. */
+        srv_pool_release(&s->pool, slot);
+        acq = SRV_ACQ_GONE;
+    }
+    if (acq == SRV_ACQ_GONE && atomic_load(&s->stopping) && !srv_conn_gone(conn)) {
+        ok = error_reply(s, conn, 503, "server_error", NULL, "shutting_down", NULL,
+                         "server is shutting down");
+        goto out;
+    }
     if (acq == SRV_ACQ_GONE) {
         /* Nobody to answer: close the connection. */
         pthread_mutex_lock(&s->metrics.mu);
@@ -435,6 +466,7 @@ static int generate(srv_server *s, struct MHD_Connection *conn, const char *body
         return ok; /* the stream owns p, ids */
     }
     text_acc acc = {0};
+    acc.s = s;
     acc.conn = conn;
     acc.next_check_s = now_s() + SRV_GONE_POLL_S;
     srv_usage u;
@@ -469,7 +501,7 @@ static int generate(srv_server *s, struct MHD_Connection *conn, const char *body
     } else {
         cJSON_AddStringToObject(c, "text", acc.p ? acc.p : "");
     }
-    cJSON_AddStringToObject(c, "finish_reason", finish_name(u.finish));
+    cJSON_AddStringToObject(c, "finish_reason", acc.shutdown ? "length" : finish_name(u.finish));
     cJSON_AddItemToObject(j, "usage", usage_json(&u));
     free(acc.p);
     ok = respond_json(s, conn, 200, j);
@@ -539,6 +571,9 @@ int srv_handle(srv_server *s, struct MHD_Connection *conn, const char *method, c
     if (body == NULL && len == (size_t)-1)
         return error_reply(s, conn, 413, "invalid_request_error", NULL, "body_too_large", NULL,
                            "request body exceeds %zu bytes", s->cfg.max_body_bytes);
+    if ((ep == EP_CHAT || ep == EP_COMPLETIONS) && atomic_load(&s->stopping))
+        return error_reply(s, conn, 503, "server_error", NULL, "shutting_down", NULL,
+                           "server is shutting down");
     if ((ep == EP_CHAT || ep == EP_COMPLETIONS) && !post)
         return error_reply(s, conn, 405, "invalid_request_error", NULL, "method_not_allowed",
                            NULL, "%s needs POST", url);

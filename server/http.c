@@ -38,6 +38,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         rc = calloc(1, sizeof *rc);
         if (!rc) return MHD_NO;
         *con_cls = rc;
+        atomic_fetch_add(&s->n_open, 1);
         int early = srv_precheck(s, conn, url);
         if (early < 0) return MHD_YES;
         rc->answered = true;
@@ -102,11 +103,12 @@ bool srv_conn_gone(struct MHD_Connection *conn) {
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)cls;
+    srv_server *s = cls;
     (void)conn;
     (void)toe;
     req_ctx *rc = *con_cls;
     if (rc) {
+        atomic_fetch_sub(&s->n_open, 1);
         free(rc->body);
         free(rc);
         *con_cls = NULL;
@@ -220,7 +222,8 @@ int srv_main(int argc, char **argv) {
      * threads (one per connection) for the idle timeout. */
     long conn_limit = (long)c->n_slots + c->queue_max + 256;
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+            MHD_USE_ITC, /* ITC: MHD_quiesce_daemon needs it in this mode */
         (uint16_t)c->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
         c->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)conn_limit, MHD_OPTION_END);
@@ -241,8 +244,27 @@ int srv_main(int argc, char **argv) {
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+    /* Graceful stop: take no new connections, refuse new and queued generation requests
+     * (503), end running generations early (finish_reason "length"; a stream still gets its
+     * final chunk and data: [DONE]), and wait up to SRV_SHUTDOWN_GRACE_S for the replies to
+     * go out before closing everything. */
     fprintf(stderr, "slate serve: stopping\n");
+    MHD_socket listen_fd = MHD_quiesce_daemon(d);
+    atomic_store(&s->stopping, true);
+    pthread_mutex_lock(&s->pool.mu);
+    pthread_cond_broadcast(&s->pool.cv);
+    pthread_mutex_unlock(&s->pool.mu);
+    for (int waited_ms = 0; atomic_load(&s->n_open) > 0; waited_ms += 20) {
+        if (waited_ms >= SRV_SHUTDOWN_GRACE_S * 1000) {
+            fprintf(stderr, "slate serve: %d requests still open after %.0f s; closing them\n",
+                    atomic_load(&s->n_open), SRV_SHUTDOWN_GRACE_S);
+            break;
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
     MHD_stop_daemon(d);
+    if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
     rc = 0;
 done:
     for (int i = 0; i < s->pool.n; i++) srv_backend_slot_free(&s->pool.slots[i]);

@@ -189,7 +189,13 @@ typedef struct srv_server {
     srv_metrics metrics;
     uint64_t created;         /* unix seconds */
     atomic_ulong next_id;
+    atomic_bool stopping;     /* SIGINT/SIGTERM: finishing what runs, taking nothing new */
+    atomic_int n_open;        /* requests begun whose response is not yet sent (http.c) */
 } srv_server;
+
+/* Longest wait, seconds, after SIGINT/SIGTERM for running requests to end before the server
+ * stops anyway. */
+#define SRV_SHUTDOWN_GRACE_S 5.0
 
 /* Entry point of `slate serve` (argv[0] is "serve"). */
 int srv_main(int argc, char **argv);

@@ -277,6 +277,36 @@ check "a request queued longer than the idle timeout is answered ($(cat "$WORK/q
 kill -INT $SERVER
 wait $SERVER || true
 
+# Graceful stop on SIGINT: a running stream ends with a final chunk and data: [DONE], a running
+# non-streaming request is answered with what it has (finish_reason "length"), a queued one gets
+# 503 "server is shutting down", and the server exits 0 well within its 5 s grace (before: the
+# daemon stopped at once and all three got cut or empty replies).
+"$SLATE" serve "$WORK/long.slate" --port "$PORT" --slots 2 --queue 1 -t 1 2>"$WORK/serve4.log" &
+SERVER=$!
+for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
+long_req='"prompt":"long story","max_tokens":16000,"ignore_eos":true'
+curl -sN -o "$WORK/stop.stream" "${J[@]}" --data "{$long_req,\"stream\":true}" "$URL/v1/completions" &
+S1=$!
+curl -s -o "$WORK/stop.plain" "${J[@]}" --data "{$long_req}" "$URL/v1/completions" &
+S2=$!
+for _ in $(seq 50); do health | grep -q '"slots_busy":2' && break; sleep 0.05; done
+curl -s -o "$WORK/stop.queued" -w '%{http_code}' "${J[@]}" --data "{$long_req}" "$URL/v1/completions" >"$WORK/stop.qcode" &
+S3=$!
+for _ in $(seq 50); do health | grep -q '"queue_length":1' && break; sleep 0.05; done
+t0=$(date +%s.%N)
+kill -INT $SERVER
+rc=0; wait $SERVER || rc=$?
+t1=$(date +%s.%N)
+wait $S1 $S2 $S3 || true
+check "SIGINT with requests running: exit 0 within the grace ($($PY -c "print(round($t1 - $t0, 2))") s)" \
+  test "$rc" = 0 -a "$($PY -c "print(int($t1 - $t0 < 4))")" = 1
+check "... a running stream ends with a final chunk and data: [DONE]" \
+  bash -c "grep -q '\"finish_reason\":\"length\"' '$WORK/stop.stream' && test \"\$(tail -n 2 '$WORK/stop.stream' | head -n 1)\" = 'data: [DONE]'"
+check "... a running non-streaming request is answered (finish_reason length)" \
+  grep -q '"finish_reason":"length"' "$WORK/stop.plain"
+check "... a queued request gets 503 server is shutting down" \
+  bash -c "test \"\$(cat '$WORK/stop.qcode')\" = 503 && grep -q 'server is shutting down' '$WORK/stop.queued'"
+
 # Llama 2's template puts a system message inside the first user message: a conversation of a
 # system message alone would render as an empty prompt; the 400 names the missing user message.
 "$SLATE" serve "$WORK/m.slate" --port "$PORT" --template llama2 -t 1 2>"$WORK/serve3.log" &
