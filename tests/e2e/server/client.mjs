@@ -1,5 +1,5 @@
 // client.mjs - drives `slate serve` with the official `openai` npm client: a non-streaming and a
-// streaming chat completion, a completion, and the models list. Exits non-zero on any mismatch.
+// streaming chat completion, a completion, the models list and one model. Exits non-zero on any mismatch.
 // Usage: node client.mjs BASE_URL API_KEY MODEL_ID
 import OpenAI from "openai";
 
@@ -15,6 +15,11 @@ const models = await client.models.list();
 const ids = [];
 for await (const m of models) ids.push(m.id);
 check("models.list names the served model", ids.includes(model), JSON.stringify(ids));
+const one = await client.models.retrieve(model);
+check("models.retrieve returns the served model", one.id === model, JSON.stringify(one));
+let missing = 0;
+try { await client.models.retrieve("no-such-model"); } catch (e) { missing = e.status; }
+check("models.retrieve of another id is a 404", missing === 404, String(missing));
 
 const messages = [{ role: "user", content: "Say hello." }];
 const r = await client.chat.completions.create({ model, messages, max_tokens: 16, temperature: 0 });
