@@ -128,21 +128,27 @@ void srv_backend_slot_free(srv_slot *slot) {
 
 size_t srv_backend_kv_bytes(const srv_slot *slot) { return atomic_load(&slot->kv_bytes); }
 
-static slate_status encode(const slate_tokenizer *tok, const char *text, uint32_t flags,
-                           int32_t **ids, int32_t *n, slate_error *err) {
-    size_t need = 0, len = strlen(text);
-    slate_status s = slate_tokenizer_encode(tok, text, len, flags, NULL, 0, &need, err);
-    if (s && s != SLATE_E_BUFFER_TOO_SMALL) return s;
-    *ids = malloc(sizeof(int32_t) * (need ? need : 1));
-    if (!*ids) return SLATE_E_NOMEM;
-    s = slate_tokenizer_encode(tok, text, len, flags, *ids, need, &need, err);
+/* A prompt's ids are only useful up to the context: one encode into room for n_ctx ids. A
+ * longer prompt gives E_BUFFER_TOO_SMALL with its full count in need (the encoder counts past
+ * cap), which the caller refuses by that count: no second pass. */
+static slate_status take_ids(slate_status s, size_t need, int32_t **ids, int32_t *n) {
+    if (s == SLATE_E_BUFFER_TOO_SMALL) s = SLATE_OK;
     if (s) {
         free(*ids);
         *ids = NULL;
         return s;
     }
-    *n = (int32_t)need;
+    *n = need > (size_t)INT32_MAX ? INT32_MAX : (int32_t)need;
     return SLATE_OK;
+}
+
+static slate_status encode(const srv_backend *b, const char *text, uint32_t flags,
+                           int32_t **ids, int32_t *n, slate_error *err) {
+    size_t need = 0;
+    if (!(*ids = malloc(sizeof(int32_t) * (size_t)b->n_ctx))) return SLATE_E_NOMEM;
+    slate_status s = slate_tokenizer_encode(b->tok, text, strlen(text), flags, *ids,
+                                            (size_t)b->n_ctx, &need, err);
+    return take_ids(s, need, ids, n);
 }
 
 /* The chat's prompt ids (malloc'd): slate_chat_tokenize, so the messages' text cannot forge
@@ -158,7 +164,7 @@ slate_status srv_backend_prompt(srv_backend *b, const srv_request *req, int32_t 
     if (req->chat) {
         s = tokenize_chat(b, req, ids, n, err);
     } else {
-        s = encode(b->tok, req->prompt, SLATE_ENCODE_ADD_BOS, ids, n, err);
+        s = encode(b, req->prompt, SLATE_ENCODE_ADD_BOS, ids, n, err);
     }
     if (s) return s;
     if (*n == 0) {
@@ -266,19 +272,11 @@ static slate_status tokenize_chat(srv_backend *b, const srv_request *req, int32_
         m[i].len = strlen(req->messages[i].content);
     }
     size_t need = 0;
-    slate_status s = slate_chat_tokenize(b->model, b->template_name, m, req->n_messages, true,
-                                         NULL, 0, &need, err);
-    if (s == SLATE_E_BUFFER_TOO_SMALL || s == SLATE_OK) {
-        *ids = malloc(sizeof(int32_t) * (need ? need : 1));
-        s = *ids ? slate_chat_tokenize(b->model, b->template_name, m, req->n_messages, true,
-                                       *ids, need, &need, err)
-                 : SLATE_E_NOMEM;
-        *n = (int32_t)need;
-    }
-    if (s) {
-        free(*ids);
-        *ids = NULL;
-        *n = 0;
+    slate_status s = SLATE_E_NOMEM;
+    if ((*ids = malloc(sizeof(int32_t) * (size_t)b->n_ctx))) {
+        s = slate_chat_tokenize(b->model, b->template_name, m, req->n_messages, true, *ids,
+                                (size_t)b->n_ctx, &need, err);
+        s = take_ids(s, need, ids, n);
     }
     free(m);
     return s;
