@@ -136,6 +136,8 @@ static const help HELP[] = {
      "  --max-body BYTES      largest request body (default 1048576)\n"
      "  --idle-timeout S      close a connection idle this long; never one being served\n"
      "                        (default 30)\n"
+     "  --request-timeout S   a request's headers and body must arrive within S seconds of the\n"
+     "                        connection opening or its previous reply (default 30)\n"
      "  --template NAME       chat template (default: detected from the model's template)\n"
      "  -t, --threads N       threads per call (default: one per online core)\n"},
     {"synth",

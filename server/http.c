@@ -28,6 +28,78 @@ typedef struct req_ctx {
     bool answered; /* refused from its headers (srv_precheck): the body is not wanted */
 } req_ctx;
 
+/* The request deadline (--request-timeout). libmicrohttpd's idle timer restarts with every byte,
+ * so a client that trickles its headers or body (slowloris) would hold its connection, and its
+ * thread, for ever. Each connection is tracked from its start: while no request of it is being
+ * handled (from its start or its previous reply until its next request is in), the main loop
+ * shuts down the socket of one that has waited longer than the deadline. A request being
+ * handled, or its reply being sent (a queue wait, a long stream), is never cut. */
+typedef struct srv_conn {
+    int fd;
+    bool handling; /* a request's handler runs or its reply is being sent */
+    bool cut;
+    double since;  /* when it began waiting for a request (CLOCK_MONOTONIC seconds) */
+    struct srv_conn *prev, *next;
+} srv_conn;
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    srv_server *s = cls;
+    srv_conn *sc = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || !(sc = calloc(1, sizeof *sc))) return; /* untracked: only the idle timer */
+        sc->fd = ci->connect_fd;
+        sc->since = mono_s();
+        pthread_mutex_lock(&s->conns_mu);
+        sc->next = s->conns;
+        if (s->conns) s->conns->prev = sc;
+        s->conns = sc;
+        pthread_mutex_unlock(&s->conns_mu);
+        *socket_context = sc;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && sc) {
+        pthread_mutex_lock(&s->conns_mu);
+        if (sc->prev) sc->prev->next = sc->next;
+        else s->conns = sc->next;
+        if (sc->next) sc->next->prev = sc->prev;
+        pthread_mutex_unlock(&s->conns_mu);
+        free(sc);
+        *socket_context = NULL;
+    }
+}
+
+/* Marks conn's request as being handled (on) or its reply as sent (off: the deadline for the
+ * next request starts). */
+static void conn_handling(srv_server *s, struct MHD_Connection *conn, bool on) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    srv_conn *sc = ci ? ci->socket_context : NULL;
+    if (!sc) return;
+    pthread_mutex_lock(&s->conns_mu);
+    sc->handling = on;
+    if (!on) sc->since = mono_s();
+    pthread_mutex_unlock(&s->conns_mu);
+}
+
+/* Cuts the connections that have waited for their request longer than the deadline. */
+static void cut_late_requests(srv_server *s) {
+    double now = mono_s(), limit = (double)s->cfg.request_timeout_s;
+    pthread_mutex_lock(&s->conns_mu);
+    for (srv_conn *sc = s->conns; sc; sc = sc->next)
+        if (!sc->handling && !sc->cut && now - sc->since > limit) {
+            shutdown(sc->fd, SHUT_RDWR); /* its thread sees the end and closes it */
+            sc->cut = true;
+        }
+    pthread_mutex_unlock(&s->conns_mu);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls) {
@@ -42,6 +114,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         int early = srv_precheck(s, conn, url);
         if (early < 0) return MHD_YES;
         rc->answered = true;
+        conn_handling(s, conn, true); /* its refusal is being sent */
         return early ? MHD_YES : MHD_NO;
     }
     if (rc->answered) {
@@ -78,6 +151,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
      * what it documents is that setting a timeout when it was 0 restarts the timer. So the
      * timer is off while the handler runs and restarts when it returns. */
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    conn_handling(s, conn, true);
     int ok = rc->too_large ? srv_handle(s, conn, method, url, NULL, (size_t)-1)
                            : srv_handle(s, conn, method, url, rc->body ? rc->body : "", rc->len);
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, s->cfg.idle_timeout_s);
@@ -107,6 +181,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)conn;
     (void)toe;
     req_ctx *rc = *con_cls;
+    conn_handling(s, conn, false);
     if (rc) {
         atomic_fetch_sub(&s->n_open, 1);
         free(rc->body);
@@ -141,6 +216,7 @@ int srv_main(int argc, char **argv) {
     c->queue_timeout_s = 60;
     c->max_body_bytes = 1 << 20;
     c->idle_timeout_s = SRV_IDLE_TIMEOUT_S;
+    c->request_timeout_s = SRV_REQUEST_TIMEOUT_S;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
@@ -155,6 +231,7 @@ int srv_main(int argc, char **argv) {
         else if (strcmp(a, "--max-body") == 0) ok = parse_int(v, 1024, 1 << 30, &n) && (c->max_body_bytes = (size_t)n);
         else if (strcmp(a, "--queue-timeout") == 0) ok = parse_int(v, 0, 86400, &n) && ((c->queue_timeout_s = (double)n), true);
         else if (strcmp(a, "--idle-timeout") == 0) ok = parse_int(v, 1, 86400, &n) && ((c->idle_timeout_s = (unsigned)n), true);
+        else if (strcmp(a, "--request-timeout") == 0) ok = parse_int(v, 1, 86400, &n) && ((c->request_timeout_s = (unsigned)n), true);
         else if ((strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0)) ok = parse_int(v, 1, 1024, &n) && (c->n_threads = (int32_t)n);
         else if (strcmp(a, "--template") == 0 && v) c->template_name = v;
         else if (a[0] != '-' && !c->model_path) {
@@ -188,6 +265,7 @@ int srv_main(int argc, char **argv) {
     srv_metrics_init(&s->metrics);
     s->created = (uint64_t)time(NULL);
     pthread_mutex_init(&s->pool.mu, NULL);
+    pthread_mutex_init(&s->conns_mu, NULL);
     pthread_cond_init(&s->pool.cv, NULL);
     s->pool.queue_max = c->queue_max;
     slate_status st = srv_backend_open(c, &s->backend, &err);
@@ -225,7 +303,8 @@ int srv_main(int argc, char **argv) {
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
             MHD_USE_ITC, /* ITC: MHD_quiesce_daemon needs it in this mode */
         (uint16_t)c->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, s, MHD_OPTION_CONNECTION_TIMEOUT,
         c->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)conn_limit, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "slate serve: cannot listen on %s:%d\n", c->host, c->port);
@@ -243,6 +322,7 @@ int srv_main(int argc, char **argv) {
     while (!g_stop) {
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
+        cut_late_requests(s);
     }
     /* Graceful stop: take no new connections, refuse new and queued generation requests
      * (503), end running generations early (finish_reason "length"; a stream still gets its

@@ -33,6 +33,9 @@ typedef struct srv_config {
     int32_t n_threads;        /* per slot (0: default) */
     const char *template_name;/* chat template override, NULL: from the model */
     unsigned idle_timeout_s;  /* close connections idle this long (default SRV_IDLE_TIMEOUT_S) */
+    unsigned request_timeout_s; /* a request's headers and body must be in this long after the
+                                   connection opened or its previous reply was sent (default
+                                   SRV_REQUEST_TIMEOUT_S) */
 } srv_config;
 
 /* ---- metrics ----------------------------------------------------------------------------- */
@@ -191,6 +194,8 @@ typedef struct srv_server {
     atomic_ulong next_id;
     atomic_bool stopping;     /* SIGINT/SIGTERM: finishing what runs, taking nothing new */
     atomic_int n_open;        /* requests begun whose response is not yet sent (http.c) */
+    pthread_mutex_t conns_mu; /* guards conns */
+    struct srv_conn *conns;   /* open connections, for the request deadline (http.c) */
 } srv_server;
 
 /* Longest wait, seconds, after SIGINT/SIGTERM for running requests to end before the server
@@ -218,6 +223,7 @@ int srv_precheck(srv_server *s, struct MHD_Connection *conn, const char *url);
  * while the handler runs (queue wait, non-streaming generation) and stream_read restarts it
  * whenever it hands out data. */
 #define SRV_IDLE_TIMEOUT_S 30u
+#define SRV_REQUEST_TIMEOUT_S 30u
 /* Restarts conn's idle timer, timeout_s long (call on conn's own thread). */
 void srv_conn_touch(struct MHD_Connection *conn, unsigned timeout_s);
 /* True if conn's client has closed or reset the connection; for a handler blocked in a long

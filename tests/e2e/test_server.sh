@@ -232,8 +232,8 @@ p = sys.argv[1] + "/tokenizer_config.json"
 c = json.load(open(p)); c.pop("chat_template", None); json.dump(c, open(p, "w"))
 PYEOF
 "$SLATE" convert "$WORK/hf" -o "$WORK/long.slate" --context 32768 --max-query 64 2>/dev/null
-"$SLATE" serve "$WORK/long.slate" --port "$PORT" --slots 1 --queue 1 --idle-timeout 1 -t 1 \
-  2>"$WORK/serve2.log" &
+"$SLATE" serve "$WORK/long.slate" --port "$PORT" --slots 1 --queue 1 --idle-timeout 1 \
+  --request-timeout 2 -t 1 2>"$WORK/serve2.log" &
 SERVER=$!
 for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
 check "a model without a chat template: the log says chat completions are unavailable" \
@@ -248,6 +248,28 @@ freed=no
 for _ in $(seq 10); do health | grep -q '"slots_busy":0' && { freed=yes; break; }; sleep 0.1; done
 check "non-streaming disconnect cancels the generation within 1 s" test "$freed" = yes
 check "... and is counted in /metrics" test "$(cancelled)" -gt "$c0"
+# A client that trickles its headers (a line every 0.3 s, so never idle for the 1 s idle
+# timeout) is cut by the 2 s request deadline (slowloris); before, it held its connection as
+# long as it kept trickling.
+$PY -c 'import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); t = time.time()
+s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+try:
+    while time.time() - t < 8:
+        time.sleep(0.3)
+        s.sendall(b"X-Slow: 1\r\n")
+except OSError:
+    pass
+s.settimeout(2)
+try:
+    gone = s.recv(1) == b""
+except OSError:
+    gone = True
+dt = time.time() - t
+print("%.1f" % dt); sys.exit(0 if gone and dt < 5 else 1)' "$PORT" >"$WORK/loris.out" && rc=0 || rc=$?
+check "a client trickling its headers is cut by --request-timeout ($(cat "$WORK/loris.out") s)" test "$rc" -eq 0
+check "... and the server still answers" bash -c "curl -sf $URL/health >/dev/null"
+
 # Idle connections are closed after --idle-timeout; a request that runs (or waits in the
 # queue) longer than that is not cut.
 $PY -c 'import socket, sys, time
