@@ -138,6 +138,8 @@ static const help HELP[] = {
      "                        (default 30)\n"
      "  --request-timeout S   a request's headers and body must arrive within S seconds of the\n"
      "                        connection opening or its previous reply (default 30)\n"
+     "  --conns-per-ip N      connections one client address may hold open (default: slots +\n"
+     "                        queue + 128, half the spare room; 0: no limit, e.g. behind a proxy)\n"
      "  --template NAME       chat template (default: detected from the model's template)\n"
      "  -t, --threads N       threads per call (default: one per online core)\n"},
     {"synth",

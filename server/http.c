@@ -217,6 +217,7 @@ int srv_main(int argc, char **argv) {
     c->max_body_bytes = 1 << 20;
     c->idle_timeout_s = SRV_IDLE_TIMEOUT_S;
     c->request_timeout_s = SRV_REQUEST_TIMEOUT_S;
+    c->conns_per_ip = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
@@ -232,6 +233,7 @@ int srv_main(int argc, char **argv) {
         else if (strcmp(a, "--queue-timeout") == 0) ok = parse_int(v, 0, 86400, &n) && ((c->queue_timeout_s = (double)n), true);
         else if (strcmp(a, "--idle-timeout") == 0) ok = parse_int(v, 1, 86400, &n) && ((c->idle_timeout_s = (unsigned)n), true);
         else if (strcmp(a, "--request-timeout") == 0) ok = parse_int(v, 1, 86400, &n) && ((c->request_timeout_s = (unsigned)n), true);
+        else if (strcmp(a, "--conns-per-ip") == 0) ok = parse_int(v, 0, 1 << 20, &n) && ((c->conns_per_ip = n), true);
         else if ((strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0)) ok = parse_int(v, 1, 1024, &n) && (c->n_threads = (int32_t)n);
         else if (strcmp(a, "--template") == 0 && v) c->template_name = v;
         else if (a[0] != '-' && !c->model_path) {
@@ -298,14 +300,20 @@ int srv_main(int argc, char **argv) {
      * idle keep-alive clients, which the idle timeout (--idle-timeout) closes. Past the
      * limit new connections are refused, so a crowd of idle clients costs at most this many
      * threads (one per connection) for the idle timeout. */
-    long conn_limit = (long)c->n_slots + c->queue_max + 256;
+    long conn_limit = (long)c->n_slots + c->queue_max + SRV_SPARE_CONNS;
+    /* One client address may hold the running and queued requests plus half the spare room,
+     * so a client that keeps opening connections (or trickles them, up to --request-timeout
+     * each) cannot take them all: another address still gets in. Behind a reverse proxy every
+     * client has the proxy's address: raise the limit or turn it off (0). */
+    if (c->conns_per_ip < 0) c->conns_per_ip = (long)c->n_slots + c->queue_max + SRV_SPARE_CONNS / 2;
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
             MHD_USE_ITC, /* ITC: MHD_quiesce_daemon needs it in this mode */
         (uint16_t)c->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &addr,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
         on_connection, s, MHD_OPTION_CONNECTION_TIMEOUT,
-        c->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)conn_limit, MHD_OPTION_END);
+        c->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)conn_limit,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)c->conns_per_ip, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "slate serve: cannot listen on %s:%d\n", c->host, c->port);
         goto done;

@@ -33,6 +33,8 @@ typedef struct srv_config {
     int32_t n_threads;        /* per slot (0: default) */
     const char *template_name;/* chat template override, NULL: from the model */
     unsigned idle_timeout_s;  /* close connections idle this long (default SRV_IDLE_TIMEOUT_S) */
+    long conns_per_ip;        /* open connections one client address may hold; 0: no limit;
+                                 -1 (default): slots + queue + SRV_SPARE_CONNS / 2 */
     unsigned request_timeout_s; /* a request's headers and body must be in this long after the
                                    connection opened or its previous reply was sent (default
                                    SRV_REQUEST_TIMEOUT_S) */
@@ -224,6 +226,9 @@ int srv_precheck(srv_server *s, struct MHD_Connection *conn, const char *url);
  * whenever it hands out data. */
 #define SRV_IDLE_TIMEOUT_S 30u
 #define SRV_REQUEST_TIMEOUT_S 30u
+/* Connections open at once beyond the running and queued requests (/health, /metrics, idle
+ * keep-alive clients). */
+#define SRV_SPARE_CONNS 256
 /* Restarts conn's idle timer, timeout_s long (call on conn's own thread). */
 void srv_conn_touch(struct MHD_Connection *conn, unsigned timeout_s);
 /* True if conn's client has closed or reset the connection; for a handler blocked in a long

@@ -4,7 +4,8 @@
 # client disconnect mid-stream freeing its slot, prefix reuse of a resent history (visible in
 # /metrics), the official `openai` npm client (installed into a scratch folder), options refused
 # at startup, NUL in JSON strings, and on a second server the idle timeout, long requests that
-# must outlive it, and non-streaming clients that hang up (queued or generating).
+# must outlive it, and non-streaming clients that hang up (queued or generating), slowloris
+# clients, graceful stop, and the per-address connection limit.
 source "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || { echo "skipping: curl missing"; exit 0; }
 $PY "$TOOLS/hfmodel.py" make --variant qwen2 --out "$WORK/hf" --seed 5 >/dev/null
@@ -210,6 +211,7 @@ expect_exit2() { # expect_exit2 "desc" SUBSTRING args...
 }
 expect_exit2 "serve --template bogus: refused at startup" "--template 'bogus'" --template bogus
 expect_exit2 "serve --ctx past the package's context: refused" "--ctx 4097 is outside 1..4096" --ctx 4097
+expect_exit2 "serve --conns-per-ip -1: refused" "bad value for --conns-per-ip: '-1'" --conns-per-ip -1
 
 # A NUL in a JSON string would silently cut it (cJSON strings end at NUL): refused, as an
 # escape, in chat content, or as a raw byte; an escaped backslash before u0000 is plain text.
@@ -331,10 +333,40 @@ check "... a queued request gets 503 server is shutting down" \
 
 # Llama 2's template puts a system message inside the first user message: a conversation of a
 # system message alone would render as an empty prompt; the 400 names the missing user message.
-"$SLATE" serve "$WORK/m.slate" --port "$PORT" --template llama2 -t 1 2>"$WORK/serve3.log" &
+# On the same server, --conns-per-ip 3: a fourth connection from 127.0.0.1 is closed unanswered
+# while another loopback address (127.0.0.2) is still served, and once one of the three closes
+# 127.0.0.1 gets in again (before: one address could hold every connection).
+"$SLATE" serve "$WORK/m.slate" --port "$PORT" --template llama2 --conns-per-ip 3 -t 1 \
+  2>"$WORK/serve3.log" &
 SERVER=$!
 for _ in $(seq 100); do curl -sf "$URL/health" >/dev/null && break; sleep 0.1; done
 AUTH=()
+$PY -c 'import socket, sys, time
+port = int(sys.argv[1])
+def health(src):
+    s = socket.socket(); s.settimeout(3); s.bind((src, 0)); s.connect(("127.0.0.1", port))
+    try:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        return s.recv(64).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+    finally:
+        s.close()
+held = []
+for _ in range(3):
+    h = socket.create_connection(("127.0.0.1", port)); held.append(h)
+time.sleep(0.3)
+fourth = health("127.0.0.1")
+other = health("127.0.0.2")
+held.pop().close()
+again = False
+for _ in range(20):
+    time.sleep(0.1)
+    if health("127.0.0.1"):
+        again = True; break
+print(fourth, other, again)
+sys.exit(0 if not fourth and other and again else 1)' "$PORT" >"$WORK/perip.out" && rc=0 || rc=$?
+check "--conns-per-ip 3: a fourth connection from one address is refused, another address is served, a freed one is reused ($(cat "$WORK/perip.out"))" test "$rc" -eq 0
 expect "llama2 template, system message alone: 400 naming the missing user message" 400 \
   'no place for a system message without a user message' \
   POST /v1/chat/completions '{"messages":[{"role":"system","content":"Be brief."}],"max_tokens":2}'
