@@ -4,9 +4,10 @@
  * a terminal and on a pipe alike, so a script can feed lines and read replies. Everything
  * else goes to stderr: the prompt marker "> " (terminal only), one "[slate] reply N: ..." line
  * per turn, context-policy notes and errors. Commands start with '/' ("//text" sends
- * "/text"): /reset, /save FILE, /load FILE, /stats (one "[stats] key=value ..." line on
- * stdout, then a blank line), /help, /quit. Ctrl-C stops the reply being generated; at the
- * prompt it quits. A turn that fails prints its error and is taken back (its message is
+ * "/text"): /reset, /undo, /save FILE, /load FILE, /stats (one "[stats] key=value ..." line
+ * on stdout, then a blank line), /help, /quit. Ctrl-C stops the reply being generated (the
+ * exchange stays, with the reply so far, possibly empty: templates that need user and
+ * assistant turns to alternate still render; /undo takes it back); at the prompt it quits. A turn that fails prints its error and is taken back (its message is
  * removed), the chat goes on, and the exit status is 1 at the end; so does a line that holds a
  * NUL byte (refused, not cut at the NUL) and an unknown command.
  */
@@ -74,8 +75,9 @@ static void print_stats(slate_session *s) {
 }
 
 static void help(void) {
-    fprintf(stderr, "commands: /reset (new conversation), /save FILE, /load FILE, /stats, /help, "
-                    "/quit; \"//text\" sends \"/text\"; Ctrl-C stops a reply\n");
+    fprintf(stderr, "commands: /reset (new conversation), /undo (take back the last exchange), "
+                    "/save FILE, /load FILE, /stats, /help, /quit; \"//text\" sends \"/text\"; "
+                    "Ctrl-C stops a reply\n");
 }
 
 /* Runs one turn for `text`; returns false if it failed (the message is taken back then). */
@@ -108,6 +110,33 @@ static bool chat_turn(slate_session *s, const char *text, size_t len,
             slate_finish_reason_str(res.finish), res.n_prompt,
             (long long)(after.n_tokens_reused - before.n_tokens_reused), res.ttft_ms, tps);
     return true;
+}
+
+/* /undo: takes back the last exchange (the reply, also one cut short or empty after Ctrl-C, and
+ * the user message before it), so the conversation reads as if it had never been sent; the
+ * cache keeps what still matches for the next turn. Returns false (with a message) when there
+ * is no exchange to take back. */
+static bool undo(slate_session *s) {
+    int32_t n = slate_session_n_messages(s);
+    slate_role last = SLATE_ROLE_SYSTEM, prev = SLATE_ROLE_SYSTEM;
+    const char *text;
+    size_t len;
+    if (n >= 2 && slate_session_message(s, n - 1, &last, &text, &len) == SLATE_OK &&
+        slate_session_message(s, n - 2, &prev, &text, &len) == SLATE_OK &&
+        last == SLATE_ROLE_ASSISTANT && prev == SLATE_ROLE_USER) {
+        slate_error err;
+        slate_status st = slate_session_pop_message(s, &err);
+        if (!st) st = slate_session_pop_message(s, &err);
+        if (st) {
+            cli_error("chat", st, &err);
+            return false;
+        }
+        fprintf(stderr, "[slate] took back the last exchange (%d messages left)\n",
+                slate_session_n_messages(s));
+        return true;
+    }
+    fprintf(stderr, "slate chat: /undo: no exchange to take back\n");
+    return false;
 }
 
 static const char *arg_of(const char *line, const char *cmd) {
@@ -247,6 +276,8 @@ int slate_cli_chat(int argc, char **argv) {
                                                    &err);
                 if (st) rc = cli_error("chat", st, &err);
                 else fprintf(stderr, "[slate] new conversation\n");
+            } else if (!strcmp(line, "/undo")) {
+                if (!undo(s)) rc = 1;
             } else if ((arg = arg_of(line, "/save")) || (arg = arg_of(line, "/load"))) {
                 bool save = line[1] == 's';
                 if (!*arg) {

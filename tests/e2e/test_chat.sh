@@ -2,7 +2,8 @@
 # `slate chat` end to end on a small random Hugging Face model whose tokenizer_config.json has a
 # ChatML template (tests/tools/hfmodel.py make --variant qwen2): messages on a pipe give one
 # reply each, followed by a blank line; /stats shows cross-turn reuse from the second turn on;
-# /reset starts a new conversation (the system message stays, and its cache is reused);
+# /reset starts a new conversation (the system message stays, and its cache is reused); /undo
+# takes back the last exchange;
 # /save + /load restore a conversation; greedy chats are reproducible; unknown templates,
 # models without a template, unknown commands and lines holding a NUL byte are refused with
 # their message.
@@ -56,6 +57,23 @@ check "/reset: a new conversation keeps only the system message" \
 check "/reset: the next turn reuses the system message's cache" \
   test "$(field messages 2 "$WORK/reset")" = 3 -a "$(field tokens_reused 2 "$WORK/reset")" -gt 0
 check "/reset is acknowledged" grep -aq 'new conversation' "$WORK/reset.err"
+
+# /undo takes back the last exchange: the conversation continues as if it had never been sent
+# (the same greedy reply as a chat without it), reusing the cache of what still matches; with
+# no exchange left it is refused.
+printf 'Hello\nAnd then?\n/undo\n/stats\nTell me more\n/stats\n/undo\n/undo\n/undo\n' | chat \
+  >"$WORK/undo" 2>"$WORK/undo.err" && rc_undo=0 || rc_undo=$?
+printf 'Hello\nTell me more\n' | chat >"$WORK/noundo" 2>/dev/null || true
+check "/undo: the last exchange is taken back (3 messages left)" \
+  test "$(field messages 1 "$WORK/undo")" = 3
+# (Replies are paragraphs; the undone exchange's reply, the second, was printed before /undo.)
+check "/undo: the next reply is the one a chat without the exchange gives" \
+  cmp -s <(grep -av '^\[stats\]' "$WORK/undo" | awk 'BEGIN { RS = "" } NR != 2') \
+  <(awk 'BEGIN { RS = "" } 1' "$WORK/noundo")
+check "/undo: the next turn reuses the cache (tokens reused > 0)" \
+  test "$(field tokens_reused 2 "$WORK/undo")" -gt 0
+check "/undo with no exchange left: refused with a message, exit status 1" \
+  bash -c "test $rc_undo = 1 && test \"\$(grep -ac 'took back the last exchange' '$WORK/undo.err')\" = 3 && grep -aq 'no exchange to take back' '$WORK/undo.err'"
 
 printf 'Hello\nAnd then?\n/save %s\nOne more\n' "$WORK/c.state" | chat >"$WORK/a.out" \
   2>"$WORK/a.err" || rc=$?
