@@ -51,15 +51,44 @@ static const char *kind_name(uint32_t k) {
     return "?";
 }
 
-static slate_status parse(slate__pkg *p, slate_error *err) {
+/* What a file that is not a package looks like, from its first 64 bytes (size: the file's), as
+ * the end of the bad-magic message: the formats `slate convert` reads and slate's own state
+ * files, which are easy to give by mistake. "" when it looks like none of them. */
+static const char *foreign_hint(const uint8_t *h, uint64_t size) {
+    if (memcmp(h, "GGUF", 4) == 0)
+        return "; it is a GGUF file: convert it first (slate convert FILE -o OUT.slate)";
+    if (memcmp(h, "SLATESTA", 8) == 0)
+        return "; it is a slate state file (a saved conversation or prompt cache), not a model";
+    uint64_t n = le64(h);
+    if (n >= 2 && n <= size - 8 && h[8] == '{')
+        return "; it is a safetensors file: convert its Hugging Face folder first (slate "
+               "convert DIR -o OUT.slate)";
+    if (h[0] == '{')
+        return "; it looks like JSON: convert the Hugging Face folder it belongs to first (slate "
+               "convert DIR -o OUT.slate)";
+    /* llama2.c: seven int32 (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, whose
+     * sign says whether the classifier is shared, seq_len). */
+    int32_t v[7];
+    for (int i = 0; i < 7; i++) v[i] = (int32_t)le32(h + 4 * i);
+    int32_t vocab = v[5] < 0 ? -v[5] : v[5];
+    if (v[0] > 0 && v[0] <= 65536 && v[1] > 0 && v[1] <= 1 << 20 && v[2] > 0 && v[2] <= 1024 &&
+        v[3] > 0 && v[3] <= 1024 && v[4] > 0 && v[4] <= v[3] && vocab > 0 && vocab <= 1 << 22 &&
+        v[6] > 0 && v[6] <= 1 << 24)
+        return "; it looks like a llama2.c checkpoint: convert it first (slate convert FILE -o "
+               "OUT.slate)";
+    return "";
+}
+
+static slate_status parse(slate__pkg *p, const char *path, slate_error *err) {
     uint8_t h[64];
     if (p->file_size < 64 || !read_at(p, 0, 64, h))
         return slate__fail_at(err, SLATE_E_FORMAT, 0,
                               "package is %llu bytes, smaller than its 64-byte header",
                               (unsigned long long)p->file_size);
     if (memcmp(h, SLATE__PKG_MAGIC, 8) != 0)
-        return slate__fail_at(err, SLATE_E_FORMAT, 0, "not a slate package: bad magic (expected "
-                              "\"SLATEPKG\")");
+        return slate__fail_at(err, SLATE_E_FORMAT, 0, "%s%.256s%snot a slate package: bad magic "
+                              "(expected \"SLATEPKG\")%s", path ? "'" : "", path ? path : "",
+                              path ? "' is " : "", foreign_hint(h, p->file_size));
     uint32_t version = le32(h + 8);
     if (version != SLATE__PKG_VERSION)
         return slate__fail_at(err, SLATE_E_UNSUPPORTED, 8,
@@ -199,11 +228,16 @@ slate_status slate__pkg_open(const char *path, slate__pkg *p, slate_error *err) 
                                       strerror(errno));
     struct stat st;
     if (fstat(p->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        bool dir = S_ISDIR(st.st_mode);
         slate__pkg_close(p);
+        if (dir)
+            return slate__fail(err, SLATE_E_IO, "'%s' is a directory, not a slate package (a "
+                               "Hugging Face folder is converted first: slate convert DIR -o "
+                               "OUT.slate)", path);
         return slate__fail(err, SLATE_E_IO, "'%s' is not a regular file", path);
     }
     p->file_size = (uint64_t)st.st_size;
-    slate_status s = parse(p, err);
+    slate_status s = parse(p, path, err);
     if (s != SLATE_OK) slate__pkg_close(p);
     return s;
 }
@@ -214,7 +248,7 @@ slate_status slate__pkg_open_mem(const uint8_t *data, size_t size, slate__pkg *p
     p->fd = -1;
     p->mem = data;
     p->file_size = size;
-    slate_status s = parse(p, err);
+    slate_status s = parse(p, NULL, err);
     if (s != SLATE_OK) slate__pkg_close(p);
     return s;
 }

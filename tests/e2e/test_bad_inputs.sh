@@ -33,6 +33,31 @@ cp "$WORK/ok.slate" "$WORK/flip.slate"
 printf 'X' | dd of="$WORK/flip.slate" bs=1 seek=300 conv=notrunc 2>/dev/null
 expect_fail "corrupt metadata byte" SLATE_E_FORMAT "checksum" "$SLATE" info "$WORK/flip.slate"
 expect_fail "not a package" SLATE_E_FORMAT "bad magic" "$SLATE" info "$WORK/hf/config.json"
+# A file given where a package goes is named, and so is what it looks like when it is something
+# slate reads (before: "bad magic" alone, without the path).
+expect_fail "JSON for a package: named, called JSON" SLATE_E_FORMAT \
+  "'$WORK/hf/config.json' is not a slate package: bad magic (expected \"SLATEPKG\"); it looks like JSON" \
+  "$SLATE" info "$WORK/hf/config.json"
+st_file=$(ls "$WORK"/hf/*.safetensors | head -n 1)
+expect_fail "a safetensors file for a package: called one" SLATE_E_FORMAT \
+  "it is a safetensors file: convert its Hugging Face folder first" "$SLATE" run "$st_file" -p hi
+expect_fail "a Hugging Face folder for a package: called a directory" SLATE_E_IO \
+  "'$WORK/hf' is a directory, not a slate package (a Hugging Face folder is converted first" \
+  "$SLATE" run "$WORK/hf" -p hi
+"$SLATE" run "$WORK/ok.slate" -p hi -n 2 --prompt-cache "$WORK/cache.state" >/dev/null 2>&1
+expect_fail "a state file for a package: called one" SLATE_E_FORMAT \
+  "it is a slate state file (a saved conversation or prompt cache), not a model" \
+  "$SLATE" info "$WORK/cache.state"
+printf 'GGUF\003\000\000\000' | cat - <(head -c 100 /dev/zero) >"$WORK/x.gguf"
+expect_fail "a GGUF file for a package: called one" SLATE_E_FORMAT \
+  "it is a GGUF file: convert it first" "$SLATE" info "$WORK/x.gguf"
+if [ -f "$SLATE_MODELS_DIR/stories260K/stories260K.bin" ]; then
+  expect_fail "a llama2.c checkpoint for a package: called one" SLATE_E_FORMAT \
+    "it looks like a llama2.c checkpoint" "$SLATE" info "$SLATE_MODELS_DIR/stories260K/stories260K.bin"
+fi
+expect_fail "a text file for a package: named, no guess" SLATE_E_FORMAT \
+  "'$WORK/t0.txt' is not a slate package: bad magic (expected \"SLATEPKG\")" \
+  bash -c "printf '%080d' 0 >'$WORK/t0.txt'; '$SLATE' info '$WORK/t0.txt' 2>&1 >/dev/null | grep -v 'it is\|looks like' >&2; exit 1"
 
 # Messages name what was wrong: eval's --max-tokens states its range, a directory as --text is
 # called one; info names the argument it does not take (exit 2 for usage errors).
