@@ -1008,8 +1008,11 @@ typedef struct slate_state_extra_out {
 
 /* Writes the state to path atomically: a temp created exclusively beside it (path +
  * ".tmp.<pid>.<n>"), fsync, rename; nothing is left at path on failure, and an existing path
- * must be a regular file (or a symbolic link to one). extra may be NULL. A spilled state is
- * read back first. Returns OK, E_INVALID_ARG (NULL, extra counts out of range), E_IO, E_NOMEM,
+ * must be a regular file (or a symbolic link to one) holding a slate state file, empty, or
+ * shorter than the magic and starting like it: anything else (a package named by mistake) is
+ * refused with E_INVALID_ARG and left as it was. extra may be NULL. A spilled state is
+ * read back first. Returns OK, E_INVALID_ARG (NULL, extra counts out of range, a file that is
+ * not a state file at path), E_IO, E_NOMEM,
  * E_BUSY, E_CANCELLED (memory pressure reset the state), E_FORMAT (a spilled state could not
  * be read back; it was reset). */
 slate_status slate_state_save(slate_state *state, const char *path,

@@ -131,6 +131,9 @@ typedef struct slate__atomic_file {
 } slate__atomic_file;
 /* fopen(path, "rb") that cannot block (O_NONBLOCK: a FIFO opens and reads as empty). */
 FILE *slate__fopen_read(const char *path);
+/* The first bytes (up to cap) of path when it is a regular file: how many were read; 0 when
+ * nothing is there, it is not a regular file, cannot be read or is empty. Never blocks. */
+size_t slate__file_head(const char *path, void *buf, size_t cap);
 slate_status slate__atomic_open(const char *path, slate__atomic_file *f, slate_error *err);
 void slate__atomic_write(slate__atomic_file *f, const void *data, size_t len);
 slate_status slate__atomic_commit(slate__atomic_file *f, slate_error *err);

@@ -35,6 +35,23 @@ FILE *slate__fopen_read(const char *path) {
     return fp;
 }
 
+size_t slate__file_head(const char *path, void *buf, size_t cap) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    size_t n = 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        while (n < cap) {
+            ssize_t r = read(fd, (char *)buf + n, cap - n);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            n += (size_t)r;
+        }
+    }
+    close(fd);
+    return n;
+}
+
 slate_status slate__read_file(const char *path, size_t max_bytes, char **out, size_t *len_out,
                               slate_error *err) {
     *out = NULL;

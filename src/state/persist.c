@@ -186,10 +186,26 @@ static void write_state(const slate_state *st, const slate_state_extra *x, sink 
     payload(st, x, emit_sink, k);
 }
 
+/* A save replaces what is at path only when that is a slate state file (or an empty file, or
+ * one shorter than the magic that starts like it: a damaged save): a package, a checkpoint or
+ * any other file named by mistake (`/save model.slate`) is refused, not destroyed. What is not a
+ * regular file is left to the atomic writer, which refuses it too. */
+static slate_status refuse_foreign(const char *path, slate_error *err) {
+    char head[8];
+    size_t n = slate__file_head(path, head, sizeof head);
+    if (n > 0 && memcmp(head, MAGIC, n) != 0)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "'%s' exists and is not a slate state "
+                           "file (it does not start with '" MAGIC "'); it is not replaced: "
+                           "remove it first or save elsewhere", path);
+    return SLATE_OK;
+}
+
 slate_status slate__state_save_locked(slate_state *st, const char *path,
                                       const slate_state_extra *x, slate_error *err) {
+    slate_status s = refuse_foreign(path, err);
+    if (s) return s;
     slate__atomic_file f;
-    slate_status s = slate__atomic_open(path, &f, err);
+    s = slate__atomic_open(path, &f, err);
     if (s) return s;
     sink k = {&f, NULL, 0};
     write_state(st, x, &k);

@@ -2,7 +2,8 @@
 # test_output_files.sh - files slate writes (packages, prompt caches, chat /save) go through an
 # exclusive temp file beside the target: a FIFO or device at the target is refused, never
 # replaced and never waited on (a prompt cache that is not a slate state file, whatever it is,
-# is left alone and the run goes on); a symbolic link is followed (the link stays); a planted
+# is left alone and the run goes on; a state save never replaces a file that is not a state
+# file: chat /save onto a package is refused); a symbolic link is followed (the link stays); a planted
 # OUT.tmp link is not written through; a conversion killed by a signal leaves nothing; a failed
 # write to stdout is exit status 1.
 source "$(dirname "$0")/lib.sh"
@@ -90,6 +91,13 @@ check "the next run reuses the prompt through the link" grep -q "reused [1-9]" <
 out=$(printf 'Hi\n/save %s\n' "$WORK/fifo" | timeout 60 "$SLATE" chat "$WORK/m.slate" --template llama2 -n 4 -t 1 2>&1 >/dev/null || true)
 check "chat /save onto a FIFO is refused" grep -q "not a regular file" <<<"$out"
 check "the FIFO is still a FIFO after /save" test -p "$WORK/fifo"
+# chat /save onto the model's own package (a slip of the keyboard): refused, the package is
+# unchanged and still opens; before, the state file replaced it.
+cp "$WORK/m.slate" "$WORK/m.copy"
+out=$(printf 'Hi\n/save %s\n' "$WORK/m.slate" | timeout 60 "$SLATE" chat "$WORK/m.slate" --template llama2 -n 4 -t 1 2>&1 >/dev/null || true)
+check "chat /save onto a package is refused" \
+  grep -q "m.slate' exists and is not a slate state file (it does not start with 'SLATESTA'); it is not replaced" <<<"$out"
+check "the package is unchanged after /save" cmp -s "$WORK/m.slate" "$WORK/m.copy"
 
 # The old fixed temp name, planted as a link to a victim: convert does not write through it.
 echo victim >"$WORK/victim"

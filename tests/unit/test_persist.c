@@ -382,17 +382,34 @@ static void save_is_atomic(void **stp) {
     assert_int_equal(slate_state_save(st, "/nonexistent-dir/x.state", NULL, &e), SLATE_E_IO);
     assert_non_null(strstr(e.message, "/nonexistent-dir/x.state.tmp"));
     const char *path = tu_tmp("atomic.state");
+    /* A file that is not a state file (a package named by mistake) is refused, untouched. */
     FILE *fp = fopen(path, "wb");
-    fputs("old content", fp);
+    fputs("SLATEPKG old content", fp);
     fclose(fp);
-    assert_int_equal(slate_state_save(st, path, NULL, &e), SLATE_OK);
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    assert_false(tu_exists(tmp));
-    slate_state *b = new_state(f->m, -1, 0);
-    assert_int_equal(slate_state_load(b, path, NULL, &e), SLATE_OK);
-    assert_int_equal(slate_state_length(b), 5);
-    slate_state_free(b);
+    assert_int_equal(slate_state_save(st, path, NULL, &e), SLATE_E_INVALID_ARG);
+    assert_non_null(strstr(e.message, "exists and is not a slate state file"));
+    char old[32] = "";
+    fp = fopen(path, "rb");
+    assert_non_null(fgets(old, sizeof old, fp));
+    fclose(fp);
+    assert_string_equal(old, "SLATEPKG old content");
+    /* An empty file, a damaged save shorter than the magic, and a state file are replaced. */
+    const char *replaceable[] = {"", "SLAT"};
+    for (int i = 0; i < 3; i++) {
+        if (i < 2) {
+            fp = fopen(path, "wb");
+            fputs(replaceable[i], fp);
+            fclose(fp);
+        }
+        assert_int_equal(slate_state_save(st, path, NULL, &e), SLATE_OK);
+        char tmp[600];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        assert_false(tu_exists(tmp));
+        slate_state *b = new_state(f->m, -1, 0);
+        assert_int_equal(slate_state_load(b, path, NULL, &e), SLATE_OK);
+        assert_int_equal(slate_state_length(b), 5);
+        slate_state_free(b);
+    }
     slate_state_free(st);
 }
 
