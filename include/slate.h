@@ -192,7 +192,9 @@ slate_convert_params slate_convert_default_params(void);
  * *.safetensors, tokenizer.json). The output is written to a temp file created exclusively
  * beside it (out_path + ".tmp.<pid>.<n>"), flushed and renamed: on failure no file is left at
  * out_path (an existing file there stays untouched). An existing out_path must be a regular
- * file (or a symbolic link to one: the file is replaced, the link kept).
+ * file (or a symbolic link to one: the file is replaced, the link kept) holding a slate
+ * package, or empty: the source itself or any other file is refused with E_INVALID_ARG and
+ * left as it was. A package as src_path is refused with E_INVALID_ARG.
  * Returns SLATE_OK, E_INVALID_ARG, E_IO, E_FORMAT (lying or corrupt source), E_UNSUPPORTED
  * (unknown architecture or tensor type), E_NOMEM. */
 slate_status slate_convert(const char *src_path, const char *out_path,

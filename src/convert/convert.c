@@ -4,6 +4,7 @@
  * header is validated against the file size) and runs the importer, then the builder.
  */
 #include "convert.h"
+#include "pkg/format.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -23,21 +24,40 @@ slate_status slate_convert(const char *src, const char *out, const slate_convert
         return slate__fail(err, SLATE_E_INVALID_ARG, "source and output paths must not be NULL");
     slate_convert_params dp = slate_convert_default_params();
     if (!params) params = &dp;
-    struct stat st;
+    struct stat st, ost;
     if (stat(src, &st) != 0)
         return slate__fail(err, SLATE_E_IO, "cannot open '%s': no such file or directory", src);
+    /* The output replaces only a package (or an empty file, or a damaged one shorter than the
+     * magic that starts like it): never the source itself (`-o model.gguf` for model.gguf) nor
+     * any other file named by mistake, which would be lost once the package was renamed over it. */
+    if (stat(out, &ost) == 0 && S_ISREG(ost.st_mode)) {
+        if (ost.st_dev == st.st_dev && ost.st_ino == st.st_ino)
+            return slate__fail(err, SLATE_E_INVALID_ARG, "the output '%s' is the source; convert "
+                               "writes a new package beside it (choose another output path)",
+                               out);
+        char head[8];
+        size_t n = slate__file_head(out, head, sizeof head);
+        if (n > 0 && memcmp(head, SLATE__PKG_MAGIC, n) != 0)
+            return slate__fail(err, SLATE_E_INVALID_ARG, "the output '%s' exists and is not a "
+                               "slate package; it is not replaced (remove it first or choose "
+                               "another output path)", out);
+    }
     slate__import imp;
     slate_status s;
     if (S_ISDIR(st.st_mode)) {
         s = slate__import_hf(src, &imp, err);
     } else {
-        char magic[4] = {0};
+        char magic[8] = {0};
         FILE *f = fopen(src, "rb");
         if (!f) return slate__fail(err, SLATE_E_IO, "cannot open '%s'", src);
-        size_t got = fread(magic, 1, 4, f);
+        size_t got = fread(magic, 1, 8, f);
         fclose(f);
-        if (got == 4 && memcmp(magic, "GGUF", 4) == 0)
+        if (got >= 4 && memcmp(magic, "GGUF", 4) == 0)
             s = slate__import_gguf(src, &imp, err);
+        else if (got == 8 && memcmp(magic, SLATE__PKG_MAGIC, 8) == 0)
+            return slate__fail(err, SLATE_E_INVALID_ARG, "'%s' is a slate package already; "
+                               "convert reads a Hugging Face folder, a GGUF file or a llama2.c "
+                               "checkpoint", src);
         else
             s = slate__import_llama2c(src, params->tokenizer_path, &imp, err);
     }

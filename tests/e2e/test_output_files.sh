@@ -3,7 +3,8 @@
 # exclusive temp file beside the target: a FIFO or device at the target is refused, never
 # replaced and never waited on (a prompt cache that is not a slate state file, whatever it is,
 # is left alone and the run goes on; a state save never replaces a file that is not a state
-# file: chat /save onto a package is refused); a symbolic link is followed (the link stays); a planted
+# file: chat /save onto a package is refused; convert's output replaces only a package,
+# never its source); a symbolic link is followed (the link stays); a planted
 # OUT.tmp link is not written through; a conversion killed by a signal leaves nothing; a failed
 # write to stdout is exit status 1.
 source "$(dirname "$0")/lib.sh"
@@ -98,6 +99,30 @@ out=$(printf 'Hi\n/save %s\n' "$WORK/m.slate" | timeout 60 "$SLATE" chat "$WORK/
 check "chat /save onto a package is refused" \
   grep -q "m.slate' exists and is not a slate state file (it does not start with 'SLATESTA'); it is not replaced" <<<"$out"
 check "the package is unchanged after /save" cmp -s "$WORK/m.slate" "$WORK/m.copy"
+
+# convert's output replaces only a package (or an empty file): the source itself, directly or
+# through a link, and any other file are refused and left as they were (before, `-o` naming
+# the source replaced the checkpoint with the package); a package as the source is named one.
+cp "$M/stories260K.gguf" "$WORK/src.gguf"
+cp "$WORK/src.gguf" "$WORK/src.copy"
+ln -s src.gguf "$WORK/src-link.slate"
+echo '{"keep": true}' >"$WORK/notes.json"
+for o in src.gguf src-link.slate notes.json; do
+  out=$("$SLATE" convert "$WORK/src.gguf" -o "$WORK/$o" 2>&1) && rc=0 || rc=$?
+  check "convert -o $o: refused (exit $rc)" test "$rc" -eq 1
+  case $o in
+    notes.json) check "... named: exists and is not a slate package" \
+                  grep -q "output '$WORK/notes.json' exists and is not a slate package; it is not replaced" <<<"$out" ;;
+    *) check "... named: the output is the source" grep -q "is the source; convert writes a new package" <<<"$out" ;;
+  esac
+done
+check "the source is unchanged" cmp -s "$WORK/src.gguf" "$WORK/src.copy"
+check "the other file is unchanged" grep -q keep "$WORK/notes.json"
+: >"$WORK/empty.slate"
+check "convert -o an empty file: written" quiet "$SLATE" convert "$WORK/src.gguf" -o "$WORK/empty.slate"
+check "convert -o an existing package: replaced" quiet "$SLATE" convert "$WORK/src.gguf" -o "$WORK/empty.slate"
+out=$("$SLATE" convert "$WORK/empty.slate" -o "$WORK/again.slate" 2>&1 || true)
+check "convert of a package: named as a package already" grep -q "is a slate package already" <<<"$out"
 
 # The old fixed temp name, planted as a link to a victim: convert does not write through it.
 echo victim >"$WORK/victim"
