@@ -16,7 +16,8 @@
  * The dump file is opened before any work (an unwritable path fails at once) and, when it is a
  * regular file or new, written through slate_output (a temp beside it, renamed when complete,
  * removed on failure or on a signal), so a failed run leaves no partial dump; a FIFO or device
- * (e.g. /dev/stdout) is written directly.
+ * (e.g. /dev/stdout) is written directly. A dump path that is the model package or the prompt
+ * cache is refused.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
@@ -53,10 +54,26 @@ typedef struct dump_file {
     FILE *f;           /* devices, FIFOs */
 } dump_file;
 
-static bool dump_open(dump_file *d, const char *path) {
+/* Whether a and b name one existing file (a link included). */
+static bool same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* Opens the dump; refuses a path that is the model package or the prompt cache (a slip of the
+ * keyboard would replace them with logits). */
+static bool dump_open(dump_file *d, const char *path, const char *model_path,
+                      const char *cache_path) {
     struct stat st;
     memset(d, 0, sizeof *d);
     d->path = path;
+    if (same_file(path, model_path) || same_file(path, cache_path)) {
+        fprintf(stderr, "slate run: --dump-logits '%s' is the %s; it is not replaced (choose "
+                "another file)\n", path, same_file(path, model_path) ? "model package"
+                                                                     : "prompt cache");
+        return false;
+    }
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
         if ((d->f = fopen(path, "wb"))) return true;
         fprintf(stderr, "slate run: cannot write --dump-logits '%s': %s\n", path, strerror(errno));
@@ -389,7 +406,7 @@ int slate_cli_run(int argc, char **argv) {
     double t0 = 0;
     dump_file df = {0};
     int32_t dump_rows = 0;
-    if (dump && !dump_open(&df, dump)) return 1;
+    if (dump && !dump_open(&df, dump, model_path, cache_file)) return 1;
     slate_status s = slate_model_open(model_path, &mp, &m, &err);
     if (s) {
         dump_abort(&df);

@@ -207,6 +207,18 @@ check "... before generating anything" bash -c '! grep -q "generated" "$1"' _ "$
 rc=0; (trap '' XFSZ; ulimit -f 2; run -n 8 --dump-logits "$WORK/part.bin" >/dev/null 2>&1) || rc=$?
 check "a dump cut by the file size limit fails ($rc)" test "$rc" -eq 1
 check "... and leaves no file" test -z "$(ls "$WORK" | grep '^part.bin' || true)"
+# The dump never replaces the model package or the prompt cache (also through another path).
+cp "$WORK/m.slate" "$WORK/m.copy2"
+rc=0; run --dump-logits "$WORK/./m.slate" >/dev/null 2>"$WORK/err" || rc=$?
+check "--dump-logits naming the model package: refused ($rc), named" \
+  grep -q "is the model package; it is not replaced" "$WORK/err"
+check "... the package is unchanged" cmp -s "$WORK/m.slate" "$WORK/m.copy2"
+quiet run --prompt-cache "$WORK/pc.state"
+cp "$WORK/pc.state" "$WORK/pc.copy"
+rc=0; run --prompt-cache "$WORK/pc.state" --dump-logits "$WORK/pc.state" >/dev/null 2>"$WORK/err" || rc=$?
+check "--dump-logits naming the prompt cache: refused ($rc)" \
+  bash -c "test $rc -eq 1 && grep -q 'is the prompt cache; it is not replaced' '$WORK/err'"
+check "... the cache is unchanged" cmp -s "$WORK/pc.state" "$WORK/pc.copy"
 quiet run -n 3 --dump-logits "$WORK/d.bin"
 check "a complete dump has 3 rows of 512 floats" test "$(stat -c %s "$WORK/d.bin")" -eq $((3 * 512 * 4))
 # A huge -n allocates rows for the context left, not for -n (it used to ask for -n rows).
