@@ -8,7 +8,8 @@
  * SLATE_ENCODE_PARSE_SPECIAL, so text from a user cannot smuggle in "<|im_end|>" by default.
  *
  * SPM adds its dummy-prefix space to a stretch of text that starts the input or follows an added
- * token, as llama.cpp does (and sentencepiece-based HF tokenizers in legacy mode). Empty text
+ * token, as llama.cpp does (and sentencepiece-based HF tokenizers in legacy mode); a
+ * tokenizer.json with a Metaspace pre-tokenizer follows HF instead (see encode_text). Empty text
  * gives no ids (just BOS if asked), like llama.cpp and HF.
  *
  * All scratch memory belongs to the call: the tokenizer is never written, so any number of
@@ -32,13 +33,20 @@ static int32_t match_special(const slate_tokenizer *tok, const char *text, size_
     return -1;
 }
 
-/* Every stretch of plain text starts the input or follows an added token, so with SPM it always
- * gets the dummy prefix (when the vocabulary uses one). */
+/* Every stretch of plain text starts the input (at_start) or follows an added token, so with SPM
+ * it gets the dummy prefix when the vocabulary uses one, except where HF's Metaspace would not
+ * add it: the stretch already starts with a space or U+2581 (prefix_unless_spaced), or it
+ * follows an added token (prefix_first_only, prepend_scheme "first"). */
 static slate_status encode_text(const slate_tokenizer *tok, const char *text, size_t len,
-                                slate__tok_out *out, slate_error *err) {
+                                bool at_start, slate__tok_out *out, slate_error *err) {
     if (len == 0) return SLATE_OK;
-    if (tok->kind == SLATE__TOK_SPM)
-        return slate__tok_spm_encode(tok, text, len, tok->add_space_prefix, out, err);
+    if (tok->kind == SLATE__TOK_SPM) {
+        bool prefix = tok->add_space_prefix && (at_start || !tok->prefix_first_only);
+        if (prefix && tok->prefix_unless_spaced &&
+            (text[0] == ' ' || (len >= 3 && memcmp(text, "\xE2\x96\x81", 3) == 0)))
+            prefix = false;
+        return slate__tok_spm_encode(tok, text, len, prefix, out, err);
+    }
     return slate__tok_bpe_encode(tok, text, len, out, err);
 }
 
@@ -85,13 +93,14 @@ slate_status slate__tok_encode_spans(const slate_tokenizer *tok, const char *tex
                 pos++;
                 continue;
             }
-            st = encode_text(tok, text + frag, pos - frag, &out, err);
+            st = encode_text(tok, text + frag, pos - frag, frag == 0, &out, err);
             slate__tok_emit(&out, id);
             pos += tok->text_off[id + 1] - tok->text_off[id];
             frag = pos;
         }
     }
-    if (st == SLATE_OK && len > frag) st = encode_text(tok, text + frag, len - frag, &out, err);
+    if (st == SLATE_OK && len > frag)
+        st = encode_text(tok, text + frag, len - frag, frag == 0, &out, err);
     if (st != SLATE_OK) return st;
     *n_out = out.n;
     if (out.n > cap)

@@ -8,8 +8,9 @@
  *   4   u32    version = 1
  *   8   u32    kind: 1 = SPM (SentencePiece-style BPE with scores), 2 = BPE (byte-level)
  *   12  u32    flags: bit 0 add_bos, bit 1 add_space_prefix, bit 2 byte_fallback,
- *              bit 3 space_is_plain, bit 4 nfc, bit 5 ignore_merges; other bits must be 0;
- *              bits 1-3 are SPM only and bit 5 BPE only
+ *              bit 3 space_is_plain, bit 4 nfc, bit 5 ignore_merges, bit 6
+ *              prefix_unless_spaced, bit 7 prefix_first_only (HF Metaspace); other bits must
+ *              be 0; bits 1-3 and 6-7 are SPM only and bit 5 BPE only
  *   16  i32    bos_id   \
  *   20  i32    eos_id    |
  *   24  i32    unk_id    |  -1 = none, else 0 .. n_tokens-1
@@ -52,7 +53,9 @@
 #define FLAG_SPACE_IS_PLAIN (1u << 3)
 #define FLAG_NFC (1u << 4)
 #define FLAG_IGNORE_MERGES (1u << 5)
-#define FLAG_ALL 0x3Fu
+#define FLAG_PREFIX_UNLESS_SPACED (1u << 6)
+#define FLAG_PREFIX_FIRST_ONLY (1u << 7)
+#define FLAG_ALL 0xFFu
 
 void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
     if (!tok || !b) return;
@@ -63,7 +66,9 @@ void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
                      (tok->add_space_prefix ? FLAG_ADD_SPACE_PREFIX : 0) |
                      (tok->byte_fallback ? FLAG_BYTE_FALLBACK : 0) |
                      (tok->space_is_plain ? FLAG_SPACE_IS_PLAIN : 0) | (tok->nfc ? FLAG_NFC : 0) |
-                     (tok->ignore_merges ? FLAG_IGNORE_MERGES : 0);
+                     (tok->ignore_merges ? FLAG_IGNORE_MERGES : 0) |
+                     (tok->prefix_unless_spaced ? FLAG_PREFIX_UNLESS_SPACED : 0) |
+                     (tok->prefix_first_only ? FLAG_PREFIX_FIRST_ONLY : 0);
     slate__buf_u32(b, flags);
     slate__buf_i32(b, tok->bos_id);
     slate__buf_i32(b, tok->eos_id);
@@ -130,7 +135,8 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
                               flags & ~FLAG_ALL);
     uint32_t foreign = kind == SLATE__TOK_SPM
                            ? FLAG_IGNORE_MERGES
-                           : FLAG_ADD_SPACE_PREFIX | FLAG_BYTE_FALLBACK | FLAG_SPACE_IS_PLAIN;
+                           : FLAG_ADD_SPACE_PREFIX | FLAG_BYTE_FALLBACK | FLAG_SPACE_IS_PLAIN |
+                                 FLAG_PREFIX_UNLESS_SPACED | FLAG_PREFIX_FIRST_ONLY;
     if (flags & foreign)
         return slate__fail_at(err, SLATE_E_FORMAT, 12,
                               "tokenizer blob: flag bits 0x%x do not apply to %s tokenizers",
@@ -278,6 +284,8 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
         .space_is_plain = (flags & FLAG_SPACE_IS_PLAIN) != 0,
         .nfc = (flags & FLAG_NFC) != 0,
         .ignore_merges = (flags & FLAG_IGNORE_MERGES) != 0,
+        .prefix_unless_spaced = (flags & FLAG_PREFIX_UNLESS_SPACED) != 0,
+        .prefix_first_only = (flags & FLAG_PREFIX_FIRST_ONLY) != 0,
     };
     st = slate__tok_create(&spec, out, err);
 done:

@@ -16,7 +16,9 @@
  * Added tokens are matched as whole strings before the model runs (leftmost, longest first):
  * USER_DEFINED tokens always, CONTROL and UNKNOWN tokens only with SLATE_ENCODE_PARSE_SPECIAL.
  * SPM adds its dummy-prefix space to each stretch of text that starts the input or follows an
- * added token (llama.cpp's behaviour).
+ * added token (llama.cpp's behaviour), except for a tokenizer.json with a Metaspace
+ * pre-tokenizer, which follows HF: no prefix on a stretch that already starts with a space, and
+ * with prepend_scheme "first" none after an added token.
  *
  * Files: tok.c (create, tables, getters), encode.c, spm.c, bpe.c, pretok.c (PCRE2 split),
  * normalize.c (NFC), decode.c, detok.c, serialize.c (STOK blob), open.c (format detection),
@@ -84,6 +86,12 @@ typedef struct slate__tok_spec {
     /* Addition: merges as token id pairs, [n_merges][2] (left, right), rank order. Used instead
      * of `merges` when not NULL (tokenizer.json pair form, deserialization). */
     const int32_t *merge_ids;
+    /* Addition, SPM with add_space_prefix, HF Metaspace pre-tokenizer semantics (both false:
+     * llama.cpp / sentencepiece / HF Prepend normalizer, which prefix every stretch): */
+    bool prefix_unless_spaced; /* no dummy prefix on a stretch that already starts with a space
+                                  (or U+2581): Metaspace never doubles the mark */
+    bool prefix_first_only;    /* the dummy prefix only on text at offset 0 of the input, not
+                                  after an added token (Metaspace prepend_scheme "first") */
 } slate__tok_spec;
 
 slate_status slate__tok_create(const slate__tok_spec *spec, slate_tokenizer **out,
@@ -161,6 +169,7 @@ struct slate_tokenizer {
     int32_t n_tokens;
     int32_t bos_id, eos_id, unk_id, pad_id, eot_id; /* -1: none */
     bool add_bos, add_space_prefix, byte_fallback, space_is_plain, nfc, ignore_merges;
+    bool prefix_unless_spaced, prefix_first_only; /* see slate__tok_spec */
 
     char *text;          /* token texts as given by the spec, back to back */
     uint32_t *text_off;  /* [n_tokens + 1]: token i is text[text_off[i] .. text_off[i+1]) */

@@ -297,6 +297,7 @@ done:
 
 typedef struct pipeline {
     bool byte_level, metaspace, prepend_space, replace_space, nfc;
+    bool prepend_first; /* Metaspace prepend_scheme "first" */
 } pipeline;
 
 static slate_status read_pre_tokenizer(hf *h, const cJSON *pt, pipeline *p, slate_error *err) {
@@ -376,9 +377,10 @@ static slate_status read_pre_tokenizer(hf *h, const cJSON *pt, pipeline *p, slat
                 return slate__fail(err, SLATE_E_UNSUPPORTED,
                                    "tokenizer.json: Metaspace with split true is not supported");
             p->metaspace = true;
-            if (cJSON_IsString(scheme))
+            if (cJSON_IsString(scheme)) {
                 p->prepend_space = strcmp(scheme->valuestring, "never") != 0;
-            else
+                p->prepend_first = strcmp(scheme->valuestring, "first") == 0;
+            } else
                 p->prepend_space = !cJSON_IsFalse(aps);
         } else {
             return slate__fail(err, SLATE_E_UNSUPPORTED,
@@ -581,6 +583,10 @@ slate_status slate__tok_load_hf_mem(const char *data, size_t len, const char *co
             }
         spec.byte_fallback = byte_fallback;
         spec.add_space_prefix = p.prepend_space;
+        /* Metaspace (unlike the Prepend normalizer) adds no mark to text that starts with one,
+         * and with prepend_scheme "first" none to text after an added token. */
+        spec.prefix_unless_spaced = p.metaspace;
+        spec.prefix_first_only = p.metaspace && p.prepend_first;
     } else {
         spec.n_merges = h.n_merges;
         spec.merge_ids = h.merge_ids;

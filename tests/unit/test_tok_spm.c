@@ -468,6 +468,83 @@ static void llama2_style_tokenizer_json_encodes_like_tokenizer_bin(void **st) {
     slate_tokenizer_free(bin);
 }
 
+/* A tokenizer.json with a Metaspace pre-tokenizer (Mistral v0.3, Llama converted with
+ * legacy=false) follows HF tokenizers' metaspace.rs: the mark is prepended only when the text
+ * does not already start with one, and with prepend_scheme "first" only to the text at offset 0
+ * of the input (none after an added token). The Prepend normalizer (Llama 2 legacy files)
+ * always prepends, as sentencepiece and llama.cpp do. Expected ids follow those rules by hand:
+ * "Hi" -> "\u2581Hi" = 7, " Hi" -> "\u2581Hi" = 7, "<s>Hi" -> 1 "Hi" = 1 8. */
+static slate_tokenizer *metaspace_json(const char *pre_tokenizer, const char *normalizer) {
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true},"
+             " {\"id\": 1, \"content\": \"<s>\", \"special\": true},"
+             " {\"id\": 2, \"content\": \"</s>\", \"special\": true}],"
+             " \"normalizer\": %s, \"pre_tokenizer\": %s,"
+             " \"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"unk_token\": \"<unk>\","
+             " \"vocab\": {\"<unk>\": 0, \"<s>\": 1, \"</s>\": 2, \"\xE2\x96\x81\": 3, \"H\": 4,"
+             " \"i\": 5, \"\xE2\x96\x81H\": 6, \"\xE2\x96\x81Hi\": 7, \"Hi\": 8},"
+             " \"merges\": [\"\xE2\x96\x81 H\", \"\xE2\x96\x81H i\", \"H i\"]}}",
+             normalizer, pre_tokenizer);
+    slate_tokenizer *tok = NULL;
+    slate_error err;
+    slate_status s = slate__tok_load_hf_mem(json, strlen(json), NULL, 0, &tok, &err);
+    if (s != SLATE_OK) fprintf(stderr, "%s\n", err.message);
+    assert_int_equal(s, SLATE_OK);
+    return tok;
+}
+
+static void expect_ids(const slate_tokenizer *tok, const char *text, const int32_t *want,
+                       size_t n_want) {
+    int32_t ids[16];
+    size_t n = tu_encode(tok, text, strlen(text), SLATE_ENCODE_PARSE_SPECIAL, ids, 16);
+    if (n != n_want || memcmp(ids, want, n * sizeof *ids) != 0) {
+        fprintf(stderr, "\"%s\":", text);
+        for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]);
+        fprintf(stderr, "\n");
+    }
+    assert_int_equal(n, n_want);
+    assert_memory_equal(ids, want, n * sizeof *ids);
+}
+
+static void metaspace_prefix_follows_hf_prepend_scheme(void **st) {
+    (void)st;
+    static const char first[] = "{\"type\": \"Metaspace\", \"replacement\": \"\xE2\x96\x81\","
+                                " \"prepend_scheme\": \"first\", \"split\": false}";
+    static const char always[] = "{\"type\": \"Metaspace\", \"replacement\": \"\xE2\x96\x81\","
+                                 " \"prepend_scheme\": \"always\", \"split\": false}";
+    static const char legacy[] =
+        "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": "
+        "\"\xE2\x96\x81\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+        "\"content\": \"\xE2\x96\x81\"}]}";
+    slate_tokenizer *tok = metaspace_json(first, "null");
+    expect_ids(tok, "Hi", (const int32_t[]){7}, 1);
+    expect_ids(tok, " Hi", (const int32_t[]){7}, 1);
+    expect_ids(tok, "<s>Hi", (const int32_t[]){1, 8}, 2);
+    expect_ids(tok, "Hi</s> Hi", (const int32_t[]){7, 2, 7}, 3);
+    expect_ids(tok, "Hi</s>Hi", (const int32_t[]){7, 2, 8}, 3);
+    /* The flags survive the package blob. */
+    slate__buf b = {0};
+    slate__tok_serialize(tok, &b);
+    slate_tokenizer *back = NULL;
+    assert_int_equal(slate__tok_deserialize(b.data, b.len, &back, NULL), SLATE_OK);
+    expect_ids(back, " Hi", (const int32_t[]){7}, 1);
+    expect_ids(back, "<s>Hi", (const int32_t[]){1, 8}, 2);
+    slate__buf_free(&b);
+    slate_tokenizer_free(back);
+    slate_tokenizer_free(tok);
+
+    tok = metaspace_json(always, "null");
+    expect_ids(tok, " Hi", (const int32_t[]){7}, 1);
+    expect_ids(tok, "<s>Hi", (const int32_t[]){1, 7}, 2);
+    slate_tokenizer_free(tok);
+
+    tok = metaspace_json("null", legacy); /* Prepend normalizer: always a mark */
+    expect_ids(tok, " Hi", (const int32_t[]){3, 7}, 2);
+    expect_ids(tok, "<s>Hi", (const int32_t[]){1, 7}, 2);
+    slate_tokenizer_free(tok);
+}
+
 int main(void) {
     long long live = slate__alloc_live_bytes();
     const struct CMUnitTest tests[] = {
@@ -483,6 +560,7 @@ int main(void) {
         cmocka_unit_test(special_tokens_match_only_with_parse_special),
         cmocka_unit_test(phi3_user_defined_token_is_always_matched),
         cmocka_unit_test(llama2_style_tokenizer_json_encodes_like_tokenizer_bin),
+        cmocka_unit_test(metaspace_prefix_follows_hf_prepend_scheme),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (slate__alloc_live_bytes() != live) {
