@@ -373,9 +373,12 @@ static slate_status read_pre_tokenizer(hf *h, const cJSON *pt, pipeline *p, slat
                 return slate__fail(err, SLATE_E_UNSUPPORTED,
                                    "tokenizer.json: Metaspace replacement '%s': only U+2581",
                                    rep->valuestring);
-            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(one, "split")))
+            /* HF reads a missing "split" as true (split at every mark, so no merge crosses a
+             * word): only an explicit false is what we do. */
+            if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(one, "split")))
                 return slate__fail(err, SLATE_E_UNSUPPORTED,
-                                   "tokenizer.json: Metaspace with split true is not supported");
+                                   "tokenizer.json: Metaspace with split true is not supported "
+                                   "(a missing \"split\" means true)");
             p->metaspace = true;
             if (cJSON_IsString(scheme)) {
                 p->prepend_space = strcmp(scheme->valuestring, "never") != 0;

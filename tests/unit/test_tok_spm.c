@@ -545,6 +545,31 @@ static void metaspace_prefix_follows_hf_prepend_scheme(void **st) {
     slate_tokenizer_free(tok);
 }
 
+/* HF tokenizers read a Metaspace without "split" as split: true (each word is encoded on its
+ * own, so no merge crosses a mark), which we do not implement: refused, never guessed. */
+static void metaspace_without_split_false_is_refused(void **st) {
+    (void)st;
+    static const char *const pre[] = {
+        "{\"type\": \"Metaspace\", \"replacement\": \"\xE2\x96\x81\", \"add_prefix_space\": true}",
+        "{\"type\": \"Metaspace\", \"replacement\": \"\xE2\x96\x81\", \"prepend_scheme\": "
+        "\"first\", \"split\": true}",
+    };
+    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"pre_tokenizer\": %s, \"model\": {\"type\": \"BPE\", \"byte_fallback\": "
+                 "true, \"vocab\": {\"\xE2\x96\x81\": 0, \"x\": 1, \"\xE2\x96\x81x\": 2}, "
+                 "\"merges\": [[\"\xE2\x96\x81\", \"x\"]]}}",
+                 pre[i]);
+        slate_tokenizer *tok = NULL;
+        slate_error err;
+        assert_int_equal(slate__tok_load_hf_mem(json, strlen(json), NULL, 0, &tok, &err),
+                         SLATE_E_UNSUPPORTED);
+        assert_null(tok);
+        assert_non_null(strstr(err.message, "split"));
+    }
+}
+
 int main(void) {
     long long live = slate__alloc_live_bytes();
     const struct CMUnitTest tests[] = {
@@ -561,6 +586,7 @@ int main(void) {
         cmocka_unit_test(phi3_user_defined_token_is_always_matched),
         cmocka_unit_test(llama2_style_tokenizer_json_encodes_like_tokenizer_bin),
         cmocka_unit_test(metaspace_prefix_follows_hf_prepend_scheme),
+        cmocka_unit_test(metaspace_without_split_false_is_refused),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (slate__alloc_live_bytes() != live) {
