@@ -104,8 +104,28 @@ static void emit_bytes(const slate_tokenizer *tok, const char *s, uint32_t len,
     }
 }
 
+static slate_status spm_encode(const slate_tokenizer *tok, const char *text, size_t len,
+                               bool add_prefix, slate__tok_out *out, slate_error *err);
+
 slate_status slate__tok_spm_encode(const slate_tokenizer *tok, const char *text, size_t len,
                                    bool add_prefix, slate__tok_out *out, slate_error *err) {
+    /* An NFC normalizer (tokenizer.json) runs before anything else, as in HF's pipeline; the
+     * dummy prefix (U+2581) is unchanged by it. */
+    char *norm = NULL;
+    if (tok->nfc && len > 0) {
+        size_t norm_len = len;
+        slate_status st = slate__tok_nfc(text, len, &norm, &norm_len, err);
+        if (st != SLATE_OK) return st;
+        if (norm) text = norm;
+        len = norm_len;
+    }
+    slate_status st = spm_encode(tok, text, len, add_prefix, out, err);
+    slate__free(norm);
+    return st;
+}
+
+static slate_status spm_encode(const slate_tokenizer *tok, const char *text, size_t len,
+                               bool add_prefix, slate__tok_out *out, slate_error *err) {
     size_t n_in = len + (add_prefix ? 1 : 0);
     if (n_in == 0) return SLATE_OK;
     size_t esc_cap, n_cand;

@@ -80,7 +80,7 @@ typedef struct slate__tok_spec {
     bool add_space_prefix; /* SPM: prepend a space to the text before encoding */
     bool byte_fallback;    /* SPM: unknown characters become <0xXX> byte tokens */
     bool space_is_plain;   /* SPM vocab stores the word mark as ' ' (llama2.c), not U+2581 */
-    bool nfc;              /* normalize input to Unicode NFC before encoding (Qwen) */
+    bool nfc;              /* normalize input to Unicode NFC before encoding (Qwen; either kind) */
     bool ignore_merges;    /* BPE: a pre-split piece that is itself a token is taken whole
                               (Llama 3's tokenizer.json sets this) */
     /* Addition: merges as token id pairs, [n_merges][2] (left, right), rank order. Used instead

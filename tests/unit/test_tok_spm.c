@@ -570,6 +570,24 @@ static void metaspace_without_split_false_is_refused(void **st) {
     }
 }
 
+/* An NFC normalizer in a SentencePiece-style tokenizer.json is applied (it was accepted and
+ * ignored, so decomposed text got other ids than its composed form). */
+static void spm_tokenizer_json_applies_its_nfc_normalizer(void **st) {
+    (void)st;
+    static const char json[] =
+        "{\"normalizer\": {\"type\": \"NFC\"}, \"pre_tokenizer\": {\"type\": \"Metaspace\","
+        " \"replacement\": \"\xE2\x96\x81\", \"prepend_scheme\": \"first\", \"split\": false},"
+        " \"model\": {\"type\": \"BPE\", \"byte_fallback\": false, \"unk_token\": \"<unk>\","
+        " \"vocab\": {\"<unk>\": 0, \"\xE2\x96\x81\": 1, \"\xC3\xA9\": 2, \"\xE2\x96\x81\xC3\xA9\": 3,"
+        " \"e\": 4}, \"merges\": [\"\xE2\x96\x81 \xC3\xA9\"]}}";
+    slate_tokenizer *tok = NULL;
+    slate_error err;
+    assert_int_equal(slate__tok_load_hf_mem(json, strlen(json), NULL, 0, &tok, &err), SLATE_OK);
+    expect_ids(tok, "\xC3\xA9", (const int32_t[]){3}, 1);  /* U+00E9 */
+    expect_ids(tok, "e\xCC\x81", (const int32_t[]){3}, 1); /* e + U+0301: the same after NFC */
+    slate_tokenizer_free(tok);
+}
+
 int main(void) {
     long long live = slate__alloc_live_bytes();
     const struct CMUnitTest tests[] = {
@@ -587,6 +605,7 @@ int main(void) {
         cmocka_unit_test(llama2_style_tokenizer_json_encodes_like_tokenizer_bin),
         cmocka_unit_test(metaspace_prefix_follows_hf_prepend_scheme),
         cmocka_unit_test(metaspace_without_split_false_is_refused),
+        cmocka_unit_test(spm_tokenizer_json_applies_its_nfc_normalizer),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (slate__alloc_live_bytes() != live) {
