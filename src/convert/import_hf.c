@@ -331,6 +331,22 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
         return s;
     }
     if (strcmp(family, "mistral") != 0) a->sliding_window = 0;
+    /* The program's feed-forward is SwiGLU: silu(gate) * up. transformers builds the MLP's
+     * activation from hidden_act (ACT2FN: "silu" and "swish" are both SiLU; absent, every
+     * supported config defaults to "silu"); any other would be converted into a different
+     * model, so it is refused. */
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, "hidden_act");
+    if (act && !cJSON_IsString(act)) {
+        char got[64];
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': hidden_act is %s, expected a string "
+                           "(\"silu\")", path, json_str(act, got, sizeof got));
+    }
+    if (act && strcmp(act->valuestring, "silu") != 0 && strcmp(act->valuestring, "swish") != 0) {
+        char got[64];
+        return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': hidden_act %s is not supported "
+                           "(slate's feed-forward is SwiGLU: \"silu\")", path,
+                           json_str(act, got, sizeof got));
+    }
     const cJSON *bias = cJSON_GetObjectItemCaseSensitive(cfg, "attention_bias");
     if (cJSON_IsTrue(bias) && !a->qkv_bias) {
         s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': attention_bias on %s is not supported",

@@ -76,6 +76,14 @@ static const cfg_case CFG_CASES[] = {
     {NULL, "hidden_size", "DEL", SLATE_E_FORMAT, "hidden_size is missing"},
     {NULL, "rms_norm_eps", "0", SLATE_E_FORMAT, "rms_norm_eps is 0, expected a number > 0"},
     {NULL, "rms_norm_eps", "2", SLATE_E_FORMAT, "rms_norm_eps is 2"},
+    /* The program's MLP is SwiGLU: another activation would be a different model. */
+    {NULL, "hidden_act", "\"gelu\"", SLATE_E_UNSUPPORTED, "hidden_act \"gelu\" is not supported"},
+    {"Qwen2ForCausalLM", "hidden_act", "\"relu\"", SLATE_E_UNSUPPORTED,
+     "hidden_act \"relu\" is not supported"},
+    {NULL, "hidden_act", "1", SLATE_E_FORMAT, "hidden_act is 1, expected a string"},
+    {NULL, "hidden_act", "\"silu\"", SLATE_OK, NULL},
+    {NULL, "hidden_act", "\"swish\"", SLATE_OK, NULL},
+    {NULL, "hidden_act", "DEL", SLATE_OK, NULL},
 };
 
 static void hf_config_keys_are_checked_by_name_and_value(void **st) {
