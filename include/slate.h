@@ -174,7 +174,9 @@ typedef struct slate_convert_params {
     int32_t n_keep;
     bool convert_quantized;           /* false (default): tensors already quantized in the source
                                          (GGUF Q8_0, Q4_0, Q4_1) keep their bytes, as Q8_0 and
-                                         Q4 block 32 (Q4_1: asymmetric), whatever dtype says; keep rules still apply.
+                                         Q4 block 32 (Q4_1: asymmetric), whatever dtype says; keep rules still apply
+                                         (a rule's Q4 takes block_size and asym, the bytes
+                                         are copied when that is the source's layout).
                                          true: they get the dtype chosen for them like any other
                                          tensor (bytes copied unchanged when it is their own
                                          format) */

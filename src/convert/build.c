@@ -250,13 +250,17 @@ static void choose_matrix(builder *b, const slate__src_tensor *t, producer *p) {
                (strcmp(t->name, "token_embd.weight") == 0 || strcmp(t->name, "output.weight") == 0)) {
         dt = SLATE_DTYPE_Q8_0;
     }
+    bool kept = false; /* a keep rule chose dt: it gets the layout of the options */
     for (int32_t i = 0; i < cp->n_keep; i++)
         if (fnmatch(cp->keep[i].pattern, t->name, 0) == 0) {
             dt = cp->keep[i].dtype;
             asym = cp->asym;
+            kept = true;
             b->keep_hit[i] = true;
         }
-    int32_t block = src_q && !cp->convert_quantized && dt == sdt ? sblock : block_of(cp, dt);
+    /* The source's block only where its own layout is kept; a keep rule's int4 has
+     * block_size like its asym (the bytes are still copied when that is the source's). */
+    int32_t block = src_q && !cp->convert_quantized && !kept ? sblock : block_of(cp, dt);
     if (dt != SLATE_DTYPE_Q4) asym = false;
     if (block && dt != SLATE_DTYPE_PAL && t->dims[1] % block) { /* PAL: any row length */
         note_fallback(b, t, dt, block);

@@ -81,4 +81,21 @@ print("Q4_1 import: KL %.4f top-1 %.3f; slate int4 --asym: KL %.4f top-1 %.3f"
       % (a["kl_mean"], a["top1_agreement"], b["kl_mean"], b["top1_agreement"]))
 sys.exit(0 if a["kl_mean"] < 0.2 and a["top1_agreement"] >= 0.7
          and a["kl_mean"] < 2 * b["kl_mean"] + 0.01 else 1)' "$WORK/eval-q41.json" "$WORK/eval-own.json"
+
+# A keep rule gives its int4 the options' layout (--block-size as well as --asym), on tensors
+# that are already Q4_1 in the source too: --block-size is never dropped silently.
+"$SLATE" convert "$WORK/q41.gguf" -o "$WORK/keep64.slate" --keep 'int4:blk.*' --asym \
+  --block-size 64 2>/dev/null
+check "--keep int4 with --block-size 64 re-blocks the GGUF's Q4_1 matrices" $PY -c '
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+sec = {}
+for i in range(struct.unpack_from("<I", b, 12)[0]):
+    kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
+    sec[kind] = (off, size)
+meta = json.loads(b[sec[1][0]:sec[1][0] + sec[1][1]])
+q4 = [t for t in meta["tensors"] if t["dtype"] == "q4" and t["name"].startswith("blk.")]
+bad = [t["name"] for t in q4 if t.get("block") != 64 or not t.get("asym")]
+print("%d q4 matrices, %d not asymmetric with block 64: %s" % (len(q4), len(bad), bad[:3]))
+sys.exit(1 if bad or len(q4) < 20 else 0)' "$WORK/keep64.slate"
 finish
