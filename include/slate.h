@@ -151,7 +151,8 @@ typedef struct slate_convert_params {
                                    a compressed one, Q8_0, Q4, Q8_C or PAL (see
                                    "Compression") */
     const char *tokenizer_path; /* llama2.c checkpoints: the tokenizer .bin; NULL: look for
-                                   tok<n_vocab>.bin, then tokenizer.bin, beside SRC */
+                                   tok<n_vocab>.bin, then tokenizer.bin, beside SRC. Must be
+                                   NULL for GGUF and Hugging Face sources (E_INVALID_ARG) */
     int32_t n_ctx;              /* context length to declare; 0: the source's own value */
     int32_t max_query;          /* largest query length per call; 0: min(512, n_ctx) */
     bool progress;              /* print per-tensor progress on stderr */

@@ -44,8 +44,11 @@ slate_status slate_convert(const char *src, const char *out, const slate_convert
     }
     slate__import imp;
     slate_status s;
+    /* A tokenizer path is read from llama2.c checkpoints only (the other formats carry their
+     * tokenizer): given with another source it would be ignored, so it is refused. */
+    const char *kind = NULL;
     if (S_ISDIR(st.st_mode)) {
-        s = slate__import_hf(src, &imp, err);
+        kind = "a Hugging Face folder (its tokenizer is tokenizer.json)";
     } else {
         char magic[8] = {0};
         FILE *f = fopen(src, "rb");
@@ -53,14 +56,22 @@ slate_status slate_convert(const char *src, const char *out, const slate_convert
         size_t got = fread(magic, 1, 8, f);
         fclose(f);
         if (got >= 4 && memcmp(magic, "GGUF", 4) == 0)
-            s = slate__import_gguf(src, &imp, err);
+            kind = "a GGUF file (its tokenizer is in its metadata)";
         else if (got == 8 && memcmp(magic, SLATE__PKG_MAGIC, 8) == 0)
             return slate__fail(err, SLATE_E_INVALID_ARG, "'%s' is a slate package already; "
                                "convert reads a Hugging Face folder, a GGUF file or a llama2.c "
                                "checkpoint", src);
-        else
-            s = slate__import_llama2c(src, params->tokenizer_path, &imp, err);
     }
+    if (kind && params->tokenizer_path)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "a tokenizer path ('%s') applies to "
+                           "llama2.c checkpoints only; '%s' is %s", params->tokenizer_path, src,
+                           kind);
+    if (S_ISDIR(st.st_mode))
+        s = slate__import_hf(src, &imp, err);
+    else if (kind)
+        s = slate__import_gguf(src, &imp, err);
+    else
+        s = slate__import_llama2c(src, params->tokenizer_path, &imp, err);
     if (s) return s;
     s = slate__build_package(&imp, params, out, err);
     slate__import_free(&imp);

@@ -120,9 +120,20 @@ if [ -d "$SLATE_MODELS_DIR/stories260K" ]; then
 fi
 expect_fail "missing source" SLATE_E_IO "no such file" "$SLATE" convert "$WORK/nope" -o "$WORK/n.slate"
 
+sed -i 's/GPTNeoXForCausalLM/LlamaForCausalLM/' "$WORK/hf/config.json"
+# --tokenizer is read from llama2.c checkpoints only: elsewhere it would be ignored.
+expect_fail "--tokenizer with a Hugging Face folder" SLATE_E_INVALID_ARG \
+  "applies to llama2.c checkpoints only; '$WORK/hf' is a Hugging Face folder" \
+  "$SLATE" convert "$WORK/hf" --tokenizer "$WORK/hf/tokenizer.json" -o "$WORK/n.slate"
+if [ -d "$SLATE_MODELS_DIR/stories260K" ]; then
+  expect_fail "--tokenizer with a GGUF file" SLATE_E_INVALID_ARG "is a GGUF file" \
+    "$SLATE" convert "$SLATE_MODELS_DIR/stories260K/stories260K.gguf" \
+    --tokenizer "$SLATE_MODELS_DIR/stories260K/tok512.bin" -o "$WORK/n.slate"
+fi
+check "no output left after refused --tokenizer" test ! -e "$WORK/n.slate"
+
 # Config values: a key that is present must be valid (named with its value), never replaced by
 # a default, truncated or cast out of range.
-sed -i 's/GPTNeoXForCausalLM/LlamaForCausalLM/' "$WORK/hf/config.json"
 $PY "$TOOLS/hfmodel.py" make --variant mistral --out "$WORK/mis" --seed 3 >/dev/null
 cfg_case() { # cfg_case SRC_DIR KEY JSON_VALUE|DEL STATUS MESSAGE: convert SRC with one key changed
   local src=$1 key=$2 val=$3 st=$4 msg=${5:-}
