@@ -743,8 +743,8 @@ void slate_session_free(slate_session *session);
 /* Static name of the session's template family ("chatml", ...); "" for NULL. */
 const char *slate_session_template(const slate_session *session);
 
-/* The model's chat template as stored in the package (Jinja source from tokenizer_config.json
- * or GGUF tokenizer.chat_template), NUL-terminated, borrowed until the model is closed; NULL if
+/* The model's chat template as stored in the package (Jinja source from chat_template.jinja or
+ * tokenizer_config.json, or GGUF tokenizer.chat_template), NUL-terminated, borrowed until the model is closed; NULL if
  * the package has none (or model is NULL). */
 const char *slate_model_chat_template(const slate_model *model);
 

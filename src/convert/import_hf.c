@@ -1,7 +1,7 @@
 /*
  * import_hf.c - importer for Hugging Face folders: config.json, model.safetensors (or shards
  * listed in model.safetensors.index.json), tokenizer.json (+ tokenizer_config.json for special
- * tokens and the chat template). Architectures: LlamaForCausalLM (Llama 2/3/3.1+, TinyLlama,
+ * tokens and the chat template, or chat_template.jinja). Architectures: LlamaForCausalLM (Llama 2/3/3.1+, TinyLlama,
  * SmolLM), MistralForCausalLM, Qwen2ForCausalLM (qkv bias), Qwen3ForCausalLM (q/k norm).
  * HF stores Q/K rows in "rotate_half" order, so the program uses the "half" RoPE layout and no
  * permutation is applied. Names are mapped to the canonical (GGUF-style) ones; a tensor that
@@ -451,13 +451,34 @@ slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *
     imp->a.tied = !has_head;
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     if ((s = slate_tokenizer_open(path, &imp->tok, err))) goto fail;
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    /* The chat template: chat_template.jinja beside the tokenizer (what transformers writes
+     * now; it overrides tokenizer_config.json there too), else tokenizer_config.json's
+     * chat_template: a string, or the older list of {"name", "template"} of which the
+     * "default" one is the chat template. */
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
     FILE *f = fopen(path, "rb");
     if (f) {
         fclose(f);
+        size_t len = 0;
+        if ((s = slate__read_file(path, 16u << 20, &imp->chat_template, &len, err))) goto fail;
+    }
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    f = fopen(path, "rb");
+    if (f) {
+        fclose(f);
         if ((s = read_json(path, &tcfg, err))) goto fail;
-        const cJSON *ct = cJSON_GetObjectItemCaseSensitive(tcfg, "chat_template");
-        if (cJSON_IsString(ct) && !(imp->chat_template = slate__strdup(ct->valuestring))) {
+        const cJSON *ct = cJSON_GetObjectItemCaseSensitive(tcfg, "chat_template"), *e;
+        if (cJSON_IsArray(ct)) {
+            cJSON_ArrayForEach(e, ct) {
+                const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+                if (cJSON_IsString(name) && strcmp(name->valuestring, "default") == 0) {
+                    ct = cJSON_GetObjectItemCaseSensitive(e, "template");
+                    break;
+                }
+            }
+        }
+        if (!imp->chat_template && cJSON_IsString(ct) &&
+            !(imp->chat_template = slate__strdup(ct->valuestring))) {
             s = slate__fail(err, SLATE_E_NOMEM, "out of memory");
             goto fail;
         }

@@ -109,6 +109,29 @@ expect_fail "a model without a chat template is refused, listing the names" SLAT
 printf 'Hello\n' | "$SLATE" chat "$WORK/nt.slate" --template chatml -n 4 --temp 0 \
   >"$WORK/named" 2>"$WORK/named.err" || true
 check "... and works with --template" grep -aq '^\[slate\] reply 1: ' "$WORK/named.err"
+# Where transformers keeps the template now: chat_template.jinja beside the tokenizer (it wins
+# over tokenizer_config.json's), or the older list form whose "default" entry is the template.
+cp -r "$WORK/nt" "$WORK/jt"
+cp -r "$WORK/nt" "$WORK/lt"
+$PY - "$WORK/q/tokenizer_config.json" "$WORK/jt" "$WORK/lt/tokenizer_config.json" <<'EOF'
+import json, sys
+t = json.load(open(sys.argv[1]))["chat_template"]
+open(sys.argv[2] + "/chat_template.jinja", "w").write(t)
+c = json.load(open(sys.argv[2] + "/tokenizer_config.json"))
+c["chat_template"] = "{{ not a template slate knows }}"
+json.dump(c, open(sys.argv[2] + "/tokenizer_config.json", "w"))
+c = json.load(open(sys.argv[3]))
+c["chat_template"] = [{"name": "tool_use", "template": "{{ tools }}"},
+                      {"name": "default", "template": t}]
+json.dump(c, open(sys.argv[3], "w"))
+EOF
+for m in jt lt; do
+  "$SLATE" convert "$WORK/$m" -o "$WORK/$m.slate" 2>/dev/null
+  printf 'Hello\n/stats\n' | "$SLATE" chat "$WORK/$m.slate" -n 4 --temp 0 >"$WORK/$m.out" \
+    2>"$WORK/$m.err" || true
+  check "the template of $m (chat_template.jinja / list form) is found: chatml" \
+    test "$(field template 1 "$WORK/$m.out")" = chatml
+done
 
 rc=0
 printf '/bogus\nHello\n' | chat >/dev/null 2>"$WORK/bogus.err" || rc=$?
