@@ -22,6 +22,10 @@ slate_status slate_convert(const char *src, const char *out, const slate_convert
                            slate_error *err) {
     if (!src || !out)
         return slate__fail(err, SLATE_E_INVALID_ARG, "source and output paths must not be NULL");
+    /* Checked before the conversion, which can take minutes: an empty path would only fail
+     * when the finished temp file (".tmp.<pid>.<n>" in the working folder) is renamed. */
+    if (!out[0])
+        return slate__fail(err, SLATE_E_INVALID_ARG, "the output path is empty");
     slate_convert_params dp = slate_convert_default_params();
     if (!params) params = &dp;
     struct stat st, ost;

@@ -131,6 +131,12 @@ if [ -d "$SLATE_MODELS_DIR/stories260K" ]; then
     --tokenizer "$SLATE_MODELS_DIR/stories260K/tok512.bin" -o "$WORK/n.slate"
 fi
 check "no output left after refused --tokenizer" test ! -e "$WORK/n.slate"
+pushd "$WORK" >/dev/null # where the temp file of an empty path would go
+expect_fail "an empty output path is refused up front" SLATE_E_INVALID_ARG \
+  "the output path is empty" "$SLATE" convert "$WORK/hf" -o ""
+popd >/dev/null
+check "... leaving no temp file in the working folder" \
+  test -z "$(find "$WORK" -maxdepth 1 -name '.tmp.*')"
 
 # Config values: a key that is present must be valid (named with its value), never replaced by
 # a default, truncated or cast out of range.
