@@ -137,6 +137,15 @@ expect_fail "an empty output path is refused up front" SLATE_E_INVALID_ARG \
 popd >/dev/null
 check "... leaving no temp file in the working folder" \
   test -z "$(find "$WORK" -maxdepth 1 -name '.tmp.*')"
+if [ -d "$SLATE_MODELS_DIR/stories260K" ]; then # -o naming an input would replace it
+  cp "$SLATE_MODELS_DIR/stories260K/tok512.bin" "$SLATE_MODELS_DIR/stories260K/stories260K.bin" "$WORK/"
+  chmod u+w "$WORK/tok512.bin" "$WORK/stories260K.bin"
+  expect_fail "-o naming the llama2.c tokenizer is refused" SLATE_E_INVALID_ARG \
+    "output '$WORK/tok512.bin' exists and is not a slate package" "$SLATE" convert \
+    "$WORK/stories260K.bin" --tokenizer "$WORK/tok512.bin" -o "$WORK/tok512.bin"
+  check "... the tokenizer is untouched" \
+    cmp -s "$WORK/tok512.bin" "$SLATE_MODELS_DIR/stories260K/tok512.bin"
+fi
 
 # Config values: a key that is present must be valid (named with its value), never replaced by
 # a default, truncated or cast out of range.
