@@ -1,8 +1,9 @@
 /*
  * import_hf.c - importer for Hugging Face folders: config.json, model.safetensors (or shards
  * listed in model.safetensors.index.json), tokenizer.json (+ tokenizer_config.json for special
- * tokens and the chat template, or chat_template.jinja). Architectures: LlamaForCausalLM (Llama 2/3/3.1+, TinyLlama,
- * SmolLM), MistralForCausalLM, Qwen2ForCausalLM (qkv bias), Qwen3ForCausalLM (q/k norm).
+ * tokens and the chat template, or chat_template.jinja). Architectures: LlamaForCausalLM
+ * (Llama 2/3/3.1+, TinyLlama, SmolLM), MistralForCausalLM, Qwen2ForCausalLM (qkv bias),
+ * Qwen3ForCausalLM (q/k norm).
  * HF stores Q/K rows in "rotate_half" order, so the program uses the "half" RoPE layout and no
  * permutation is applied. Names are mapped to the canonical (GGUF-style) ones; a tensor that
  * maps to nothing is refused, except rotary_emb.inv_freq buffers (recomputed from config).
