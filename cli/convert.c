@@ -36,7 +36,7 @@ int slate_cli_convert(int argc, char **argv) {
     slate_convert_keep keep[MAX_KEEP];
     bool dtype_given = false;
     const char *dtype_opt = NULL; /* the last --dtype/--quantize, for messages */
-    bool pal_given = false, group_given = false, block_given = false;
+    bool pal_given = false, group_given = false, block_given = false, block_from_dtype = false;
     p.progress = isatty(2);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -51,10 +51,20 @@ int slate_cli_convert(int argc, char **argv) {
         } else if ((strcmp(a, "--dtype") == 0 || strcmp(a, "--quantize") == 0) && v) {
             /* One setting: --quantize int4 and --dtype int4 mean the same; the last one wins. */
             bool q = strcmp(a, "--quantize") == 0;
-            if (!parse_wdtype(v, !q, &p.dtype, &p.block_size)) {
+            int32_t blk = 0;
+            if (!parse_wdtype(v, !q, &p.dtype, &blk)) {
                 fprintf(stderr, "slate convert: %s must be %sint8, int8-b32, int4 or int4-b16|b32|b64|"
                         "b128, not '%s'\n", a, q ? "" : "fp32, fp16, bf16, ", v);
                 return 2;
+            }
+            /* int4-bN sets the block size; a later --dtype without one takes back a block
+             * size that only an earlier int4-bN set (the last --dtype wins, whole). */
+            if (blk) {
+                p.block_size = blk;
+                block_from_dtype = true;
+            } else if (block_from_dtype) {
+                p.block_size = 0;
+                block_from_dtype = false;
             }
             dtype_given = true;
             dtype_opt = a;
@@ -67,6 +77,7 @@ int slate_cli_convert(int argc, char **argv) {
             }
             p.block_size = (int32_t)n;
             block_given = true;
+            block_from_dtype = false;
             i++;
         } else if (strcmp(a, "--palettize") == 0 && v) {
             if (!cli_parse_int(v, 2, 8, &n) || n == 5 || n == 7) {

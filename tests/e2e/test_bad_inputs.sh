@@ -235,6 +235,15 @@ if [ -d "$SLATE_MODELS_DIR/stories260K" ]; then
     --keep 'pal:blk.0.attn_q.weight'
   check "--asym with an int4 keep rule converts" "$SLATE" convert "${L2C[@]}" --asym --quantize int8 \
     --keep 'int4:blk.0.attn_q.weight'
+  # The last --dtype wins whole: a later one takes back the block size of an earlier int4-b64
+  # (it was kept, and fp16 was then refused as "block size applies to q4").
+  L2B=("$M/stories260K.bin" --tokenizer "$M/tok512.bin")
+  "$SLATE" convert "${L2B[@]}" -o "$WORK/d16.slate" --dtype fp16 2>/dev/null
+  check "--dtype int4-b64 --dtype fp16 converts as --dtype fp16" bash -c \
+    "'$SLATE' convert ${L2B[*]} -o '$WORK/d16b.slate' --dtype int4-b64 --dtype fp16 2>/dev/null && cmp -s '$WORK/d16.slate' '$WORK/d16b.slate'"
+  "$SLATE" convert "${L2B[@]}" -o "$WORK/d4.slate" --dtype int4 2>/dev/null
+  check "--dtype int4-b64 --dtype int4 converts as --dtype int4 (block 32)" bash -c \
+    "'$SLATE' convert ${L2B[*]} -o '$WORK/d4b.slate' --dtype int4-b64 --dtype int4 2>/dev/null && cmp -s '$WORK/d4.slate' '$WORK/d4b.slate'"
   err=$("$SLATE" convert "${L2C[@]}" --quantize int4 --block-size 128 2>&1 >/dev/null)
   check "int4 fallback to f16 is reported without --progress" \
     grep -q "note: 35 matrices written as f16 instead of q4: rows not a multiple of the q4 block 128" <<<"$err"
