@@ -18,6 +18,20 @@ slate_convert_params slate_convert_default_params(void) {
     return p;
 }
 
+/* A safetensors file: a little-endian u64 header length that fits the file, then '{'. */
+static bool looks_like_safetensors(const char *path, const uint8_t *head) {
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | head[i];
+    char brace = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    bool ok = fseek(f, 8, SEEK_SET) == 0 && fread(&brace, 1, 1, f) == 1 && brace == '{' &&
+              fseek(f, 0, SEEK_END) == 0;
+    long size = ok ? ftell(f) : -1;
+    fclose(f);
+    return ok && size >= 9 && n >= 2 && n <= (uint64_t)size - 8;
+}
+
 slate_status slate_convert(const char *src, const char *out, const slate_convert_params *params,
                            slate_error *err) {
     if (!src || !out)
@@ -65,6 +79,17 @@ slate_status slate_convert(const char *src, const char *out, const slate_convert
             return slate__fail(err, SLATE_E_INVALID_ARG, "'%s' is a slate package already; "
                                "convert reads a Hugging Face folder, a GGUF file or a llama2.c "
                                "checkpoint", src);
+        else if (got == 8 && memcmp(magic, "SLATESTA", 8) == 0)
+            return slate__fail(err, SLATE_E_INVALID_ARG, "'%s' is a slate state file (a saved "
+                               "conversation), not a checkpoint", src);
+        else if (got >= 2 && magic[0] == '{' && strchr("\" \t\r\n}", magic[1]))
+            return slate__fail(err, SLATE_E_INVALID_ARG, "'%s' looks like JSON; convert reads "
+                               "the Hugging Face folder it belongs to (slate convert DIR -o "
+                               "OUT.slate)", src);
+        else if (got == 8 && looks_like_safetensors(src, (const uint8_t *)magic))
+            return slate__fail(err, SLATE_E_INVALID_ARG, "'%s' is a safetensors file; convert "
+                               "reads the Hugging Face folder it belongs to (slate convert DIR "
+                               "-o OUT.slate)", src);
     }
     if (kind && params->tokenizer_path)
         return slate__fail(err, SLATE_E_INVALID_ARG, "a tokenizer path ('%s') applies to "

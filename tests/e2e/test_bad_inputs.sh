@@ -137,6 +137,15 @@ expect_fail "an empty output path is refused up front" SLATE_E_INVALID_ARG \
 popd >/dev/null
 check "... leaving no temp file in the working folder" \
   test -z "$(find "$WORK" -maxdepth 1 -name '.tmp.*')"
+# A file of the wrong kind as the source is called what it is (it was read as a llama2.c
+# checkpoint: "implausible llama2.c header").
+st_src=$(ls "$WORK"/hf/*.safetensors | head -n 1)
+expect_fail "convert of one safetensors file: pass the folder" SLATE_E_INVALID_ARG \
+  "is a safetensors file; convert reads the Hugging Face folder it belongs to" \
+  "$SLATE" convert "$st_src" -o "$WORK/st.slate"
+expect_fail "convert of config.json: pass the folder" SLATE_E_INVALID_ARG \
+  "config.json' looks like JSON; convert reads the Hugging Face folder" \
+  "$SLATE" convert "$WORK/hf/config.json" -o "$WORK/st.slate"
 if [ -d "$SLATE_MODELS_DIR/stories260K" ]; then # -o naming an input would replace it
   cp "$SLATE_MODELS_DIR/stories260K/tok512.bin" "$SLATE_MODELS_DIR/stories260K/stories260K.bin" "$WORK/"
   chmod u+w "$WORK/tok512.bin" "$WORK/stories260K.bin"

@@ -215,6 +215,9 @@ check "--dump-logits naming the model package: refused ($rc), named" \
 check "... the package is unchanged" cmp -s "$WORK/m.slate" "$WORK/m.copy2"
 quiet run --prompt-cache "$WORK/pc.state"
 cp "$WORK/pc.state" "$WORK/pc.copy"
+expect_fail "convert of a state file: called one" SLATE_E_INVALID_ARG \
+  "is a slate state file (a saved conversation), not a checkpoint" \
+  "$SLATE" convert "$WORK/pc.state" -o "$WORK/pc.slate"
 rc=0; run --prompt-cache "$WORK/pc.state" --dump-logits "$WORK/pc.state" >/dev/null 2>"$WORK/err" || rc=$?
 check "--dump-logits naming the prompt cache: refused ($rc)" \
   bash -c "test $rc -eq 1 && grep -q 'is the prompt cache; it is not replaced' '$WORK/err'"
