@@ -6,6 +6,7 @@
 #include "convert.h"
 #include "pkg/format.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -44,7 +45,8 @@ slate_status slate_convert(const char *src, const char *out, const slate_convert
     if (!params) params = &dp;
     struct stat st, ost;
     if (stat(src, &st) != 0)
-        return slate__fail(err, SLATE_E_IO, "cannot open '%s': no such file or directory", src);
+        return slate__fail(err, SLATE_E_IO, "cannot open '%s': %s", src,
+                           errno == ENOENT ? "no such file or directory" : strerror(errno));
     /* The output replaces only a package (or an empty file, or a damaged one shorter than the
      * magic that starts like it): never the source itself (`-o model.gguf` for model.gguf) nor
      * any other file named by mistake, which would be lost once the package was renamed over it. */
@@ -70,7 +72,7 @@ slate_status slate_convert(const char *src, const char *out, const slate_convert
     } else {
         char magic[8] = {0};
         FILE *f = fopen(src, "rb");
-        if (!f) return slate__fail(err, SLATE_E_IO, "cannot open '%s'", src);
+        if (!f) return slate__fail(err, SLATE_E_IO, "cannot open '%s': %s", src, strerror(errno));
         size_t got = fread(magic, 1, 8, f);
         fclose(f);
         if (got >= 4 && memcmp(magic, "GGUF", 4) == 0)
