@@ -1028,7 +1028,9 @@ slate_status slate_state_save(slate_state *state, const char *path,
  * NULL. On failure the state is unchanged. Returns OK, E_INVALID_ARG, E_IO, E_FORMAT
  * (truncated, bad magic, checksum mismatch: with the byte offset), E_UNSUPPORTED (a future
  * version), E_CONTEXT_FULL (more positions than the state's context), E_BUFFER_TOO_SMALL (an
- * extra_out buffer; the sizes needed are in extra_out), E_BUSY. A file from another model is
+ * extra_out buffer; the sizes needed are in extra_out), E_BUSY, E_CANCELLED (critical memory
+ * pressure during the load emptied the state; a reset requested before the load is
+ * acknowledged by a successful one instead, see "Memory pressure"). A file from another model is
  * E_INVALID_ARG with both fingerprints in the message; a cache dtype mismatch is E_INVALID_ARG
  * naming both dtypes. */
 slate_status slate_state_load(slate_state *state, const char *path,

@@ -193,6 +193,11 @@ void slate__state_unregister(slate_state *st);
  * state was busy, reports a pressure reset once (E_CANCELLED) when report_lost (else it is
  * acknowledged silently), and reads a spilled state back. */
 slate_status slate__state_enter(slate_state *st, bool report_lost, slate_error *err);
+/* Applies a reset that critical pressure requested while the state was busy (caller holds
+ * busy): empties it and counts the positions in lost_tokens, to be reported or acknowledged
+ * by the caller. Part of slate__state_enter; a load calls it alone before replacing the
+ * content, so that a request older than the load cannot empty what it loads. */
+void slate__state_apply_reset(slate_state *st);
 /* For slate_state_reset (caller holds busy): acknowledges a pressure reset and drops a spill
  * file without reading it. */
 void slate__state_forget(slate_state *st);

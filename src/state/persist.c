@@ -378,7 +378,11 @@ static slate_status load_common(slate_state *st, const uint8_t *d, size_t len, c
                                 slate_state_extra_out *xo, slate_error *err) {
     if (!acquire(st)) return slate__fail(err, SLATE_E_BUSY, "another call is running on this state");
     /* A spilled state is not read back: on success its content is replaced, on failure it stays
-     * spilled (unchanged). A pressure reset is acknowledged only by a successful load. */
+     * spilled (unchanged). A pressure reset is acknowledged only by a successful load. A reset
+     * requested during an earlier call (one that, unlike predict, does not apply it when it
+     * ends) is applied first: left pending, slate__state_leave below would take it for one
+     * requested during this load and empty the rows just loaded. */
+    slate__state_apply_reset(st);
     slate_status s = slate__state_load_locked(st, d, len, what, xo, err);
     if (!s) {
         slate__state_forget(st); /* drops the spill file, clears a pending reset report */

@@ -200,9 +200,13 @@ static slate_status restore(slate_state *st, slate_error *err) {
     return s;
 }
 
-slate_status slate__state_enter(slate_state *st, bool report_lost, slate_error *err) {
+void slate__state_apply_reset(slate_state *st) {
     if (atomic_exchange(&st->reset_req, false) && st->length > 0 && !st->spilled)
         st->lost_tokens += do_reset(st, SLATE_PRESSURE_CRITICAL, NULL);
+}
+
+slate_status slate__state_enter(slate_state *st, bool report_lost, slate_error *err) {
+    slate__state_apply_reset(st);
     if (st->lost_tokens > 0) {
         int32_t n = st->lost_tokens;
         st->lost_tokens = 0;

@@ -234,6 +234,38 @@ static void busy_state_is_reset_at_its_next_call(void **stp) {
     slate_state_free(st);
 }
 
+/* A reset requested while a call other than predict held the state (a save, a truncate) is
+ * still pending when the state goes idle. A successful load replaces the content: it
+ * acknowledges that reset silently, and must not apply it to the rows it has just loaded. */
+static void load_after_a_pending_reset_keeps_the_loaded_content(void **stp) {
+    fx *f = *stp;
+    int32_t ids[32];
+    fill_ids(ids, 32, 13);
+    slate_state *st;
+    assert_int_equal(slate_state_create(f->m, NULL, &st, NULL), SLATE_OK);
+    feed(st, ids, 20);
+    const char *file = tu_tmp("pending-reset.state");
+    assert_int_equal(slate_state_save(st, file, NULL, NULL), SLATE_OK);
+    float want[TM_VOCAB];
+    memcpy(want, slate_state_logits(st, NULL), sizeof want);
+    atomic_store(&st->busy, SLATE__IN_CALL); /* as if a save or a truncate were running */
+    slate_pressure_report r;
+    assert_int_equal(slate_model_pressure(f->m, SLATE_PRESSURE_CRITICAL, &r, NULL), SLATE_OK);
+    assert_int_equal(r.n_busy, 1);
+    atomic_store(&st->busy, SLATE__IDLE);
+    slate_error e;
+    slate_status s = slate_state_load(st, file, NULL, &e);
+    if (s) fail_msg("load: %s", e.message);
+    assert_int_equal(slate_state_length(st), 20);
+    assert_non_null(slate_state_logits(st, NULL));
+    assert_memory_equal(slate_state_logits(st, NULL), want, sizeof want);
+    /* The pending reset was acknowledged by the load: nothing is reported later. */
+    assert_int_equal(slate_state_predict(st, ids + 20, 1, NULL, &e), SLATE_OK);
+    assert_int_equal(slate_state_length(st), 21);
+    remove(file);
+    slate_state_free(st);
+}
+
 static void unreadable_spill_file_resets_the_state_with_a_message(void **stp) {
     fx *f = *stp;
     int32_t ids[64];
@@ -369,6 +401,7 @@ int main(void) {
         cmocka_unit_test(spilled_state_is_restored_transparently_and_continues_bit_identically),
         cmocka_unit_test(critical_resets_idle_states_and_reports_what_was_lost),
         cmocka_unit_test(busy_state_is_reset_at_its_next_call),
+        cmocka_unit_test(load_after_a_pending_reset_keeps_the_loaded_content),
         cmocka_unit_test(unreadable_spill_file_resets_the_state_with_a_message),
         cmocka_unit_test(pressure_checks_its_arguments),
         cmocka_unit_test(psi_text_maps_to_levels),
