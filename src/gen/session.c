@@ -553,18 +553,32 @@ static slate_status decode(turn *t, const slate_generate_params *gp, const int32
             res->finish = SLATE_FINISH_CANCELLED;
             break;
         }
-        const float *logits = slate_state_logits(s->state, NULL);
-        if (!logits) {
-            st = SLATE__INTERNAL(err, "no logits after the prompt was fed");
+        /* The state is idle between our calls, so memory pressure from another thread may
+         * reset it there (and then release the pages of its logits). Holding it while its
+         * logits are read makes a reset wait for the next predict, which reports it. */
+        if (!slate__state_acquire(s->state)) {
+            st = slate__fail(err, SLATE_E_BUSY, "another call is running on the session's "
+                             "state (it must not be used directly during a turn)");
             goto done;
         }
+        const float *logits = slate_state_logits(s->state, NULL);
+        if (!logits) {
+            /* Critical pressure emptied the state after the last predict: keep the reply so
+             * far, as when the next predict reports the reset. */
+            slate__state_release(s->state);
+            ledger_sync(s);
+            res->finish = SLATE_FINISH_MEMORY_PRESSURE;
+            break;
+        }
         int32_t next;
-        if ((st = slate_sampler_sample(smp, logits, s->n_text, &next, err))) goto done;
-        if (gp->tokens_out && res->n_generated < gp->tokens_cap)
-            gp->tokens_out[res->n_generated] = next;
-        if (gp->dump_logits && res->n_generated < gp->dump_logits_cap)
+        st = slate_sampler_sample(smp, logits, s->n_text, &next, err);
+        if (!st && gp->dump_logits && res->n_generated < gp->dump_logits_cap)
             memcpy(gp->dump_logits + (size_t)res->n_generated * (size_t)n_vocab, logits,
                    (size_t)n_vocab * sizeof(float));
+        slate__state_release(s->state);
+        if (st) goto done;
+        if (gp->tokens_out && res->n_generated < gp->tokens_cap)
+            gp->tokens_out[res->n_generated] = next;
         res->n_generated++;
         if (res->n_generated == 1) {
             t_first = slate__now_ms();

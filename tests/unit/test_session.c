@@ -827,6 +827,74 @@ static void critical_pressure_between_turns_costs_only_the_reuse(void **stp) {
     slate_session_free(s);
 }
 
+static void quiet_pressure(void *user, const slate_pressure_event *ev) {
+    (void)user;
+    (void)ev;
+}
+
+typedef struct hammer {
+    slate_model *m;
+    slate_state *st;
+    atomic_bool stop;
+} hammer;
+
+/* Resets the state whenever it is idle with logits: right after one of the session's
+ * predicts, the moment a reset from another thread does the most harm. */
+static void *hammer_pressure(void *arg) {
+    hammer *h = arg;
+    while (!atomic_load(&h->stop)) {
+        if (atomic_load(&h->st->busy) != SLATE__IDLE || atomic_load(&h->st->n_logit_rows) == 0)
+            continue;
+        slate_model_pressure(h->m, SLATE_PRESSURE_CRITICAL, NULL, NULL);
+    }
+    return NULL;
+}
+
+/* Critical pressure from another thread (the watcher, another part of the program) may empty
+ * the session's state whenever no predict is running on it: between the prefill and the
+ * first sample, or between two decode steps. The turn must end as MEMORY_PRESSURE, never fail
+ * with an internal error because the logits it was about to sample from are gone. */
+static void critical_pressure_from_another_thread_never_fails_a_turn(void **stp) {
+    (void)stp;
+    tm_opts o = tm_default();
+    o.n_ctx = 256;
+    o.max_query = 16;
+    const char *path = tu_tmp("hammered.slate");
+    assert_int_equal(tm_write(path, &o, NULL), SLATE_OK);
+    slate_model_params mp = slate_model_default_params();
+    mp.on_pressure = quiet_pressure; /* thousands of resets: no stderr line for each */
+    mp.n_threads = 1;
+    slate_model *m = NULL;
+    assert_int_equal(slate_model_open(path, &mp, &m, NULL), SLATE_OK);
+    slate_session *s = mk(m, SLATE_CONTEXT_ROLL, 16);
+    hammer h = {m, slate_session_state(s), false};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, hammer_pressure, &h), 0);
+    int n_pressure = 0;
+    for (int i = 0; i < 200; i++) {
+        say(s, SLATE_ROLE_USER, "Hi.");
+        slate_generate_params gp = greedy(2);
+        /* The largest penalty window: the sampler made after the prefill allocates and clears
+         * 4 MiB for it, which widens the window between the last predict and the first sample
+         * to about a millisecond. */
+        gp.sampler.repeat_last_n = 1 << 20;
+        slate_generate_result r;
+        slate_error e;
+        slate_status st = slate_session_generate(s, &gp, NULL, NULL, &r, &e);
+        if (st) {
+            atomic_store(&h.stop, true);
+            pthread_join(th, NULL);
+            fail_msg("turn %d: %s: %s", i, slate_status_name(st), e.message);
+        }
+        n_pressure += r.finish == SLATE_FINISH_MEMORY_PRESSURE;
+    }
+    atomic_store(&h.stop, true);
+    pthread_join(th, NULL);
+    assert_true(n_pressure > 0);
+    slate_session_free(s);
+    assert_int_equal(slate_model_close(m), SLATE_OK);
+}
+
 /* ---- save / load ---------------------------------------------------------------------------- */
 
 static void saved_and_loaded_session_continues_bit_identically(void **stp) {
@@ -1102,6 +1170,7 @@ int main(void) {
         cmocka_unit_test(getters_during_a_turn_return_busy),
         cmocka_unit_test(critical_pressure_during_a_reply_ends_it_and_the_next_turn_recomputes),
         cmocka_unit_test(critical_pressure_between_turns_costs_only_the_reuse),
+        cmocka_unit_test(critical_pressure_from_another_thread_never_fails_a_turn),
         cmocka_unit_test(saved_and_loaded_session_continues_bit_identically),
         cmocka_unit_test(loading_a_file_without_a_conversation_is_refused),
         cmocka_unit_test(a_model_without_a_usable_template_is_refused_listing_the_names),
