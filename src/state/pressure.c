@@ -142,9 +142,12 @@ void slate__state_forget(slate_state *st) {
 
 static bool spill(slate_state *st, slate_pressure_level lvl, size_t *freed) {
     slate_model *m = st->model;
-    char name[64];
-    snprintf(name, sizeof name, "/slate-spill-%ld-%" PRIu64 ".state", (long)getpid(),
-             m->spill_seq++);
+    /* spill_seq counts per model, and several models (or one package opened twice) may share
+     * a spill_dir: the model's address, unique among the live models of this process, keeps
+     * their files apart (the writer would otherwise replace another model's spill). */
+    char name[96];
+    snprintf(name, sizeof name, "/slate-spill-%ld-%" PRIxPTR "-%" PRIu64 ".state",
+             (long)getpid(), (uintptr_t)m, m->spill_seq++);
     size_t dl = strlen(m->spill_dir);
     char *path = slate__malloc(dl + strlen(name) + 1);
     if (!path) {

@@ -266,6 +266,49 @@ static void load_after_a_pending_reset_keeps_the_loaded_content(void **stp) {
     slate_state_free(st);
 }
 
+/* Two models sharing a spill folder (a server with several models, or one package opened
+ * twice) number their spills independently: each spill must still get its own file, or a
+ * state reads back the other's conversation (same package: same fingerprint, accepted). */
+static void models_sharing_a_spill_dir_do_not_overwrite_each_others_spills(void **stp) {
+    fx *f = *stp;
+    slate_model_params mp = slate_model_default_params();
+    mp.spill_dir = f->spill;
+    mp.on_pressure = on_event;
+    mp.pressure_user = f;
+    mp.n_threads = 1;
+    slate_model *m[2];
+    slate_state *st[2], *ref[2];
+    int32_t ids[2][64];
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(slate_model_open(f->path, &mp, &m[k], NULL), SLATE_OK);
+        fill_ids(ids[k], 64, 21 + (uint64_t)k);
+        assert_int_equal(slate_state_create(m[k], NULL, &st[k], NULL), SLATE_OK);
+        assert_int_equal(slate_state_create(m[k], NULL, &ref[k], NULL), SLATE_OK);
+        feed(st[k], ids[k], 40);
+        feed(ref[k], ids[k], 40);
+        slate_pressure_report r;
+        atomic_store(&ref[k]->busy, SLATE__IN_CALL); /* keep the reference out of the spill */
+        assert_int_equal(slate_model_pressure(m[k], SLATE_PRESSURE_MEDIUM, &r, NULL), SLATE_OK);
+        atomic_store(&ref[k]->busy, SLATE__IDLE);
+        assert_int_equal(r.n_spilled, 1);
+    }
+    assert_int_equal(n_files(f->spill), 2);
+    for (int k = 0; k < 2; k++) {
+        slate_error e;
+        slate_status s = slate_state_predict(st[k], ids[k] + 40, 1, NULL, &e);
+        if (s) fail_msg("predict %d: %s", k, e.message);
+        assert_int_equal(slate_state_predict(ref[k], ids[k] + 40, 1, NULL, NULL), SLATE_OK);
+        assert_memory_equal(slate_state_logits(st[k], NULL), slate_state_logits(ref[k], NULL),
+                            sizeof(float) * TM_VOCAB);
+    }
+    assert_int_equal(n_files(f->spill), 0);
+    for (int k = 0; k < 2; k++) {
+        slate_state_free(st[k]);
+        slate_state_free(ref[k]);
+        assert_int_equal(slate_model_close(m[k]), SLATE_OK);
+    }
+}
+
 static void unreadable_spill_file_resets_the_state_with_a_message(void **stp) {
     fx *f = *stp;
     int32_t ids[64];
@@ -402,6 +445,7 @@ int main(void) {
         cmocka_unit_test(critical_resets_idle_states_and_reports_what_was_lost),
         cmocka_unit_test(busy_state_is_reset_at_its_next_call),
         cmocka_unit_test(load_after_a_pending_reset_keeps_the_loaded_content),
+        cmocka_unit_test(models_sharing_a_spill_dir_do_not_overwrite_each_others_spills),
         cmocka_unit_test(unreadable_spill_file_resets_the_state_with_a_message),
         cmocka_unit_test(pressure_checks_its_arguments),
         cmocka_unit_test(psi_text_maps_to_levels),
