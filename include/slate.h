@@ -601,7 +601,9 @@ typedef struct slate_generate_result {
 } slate_generate_result;
 
 /* Feeds prompt[0..n_prompt) into state (appending to what it holds), then samples up to
- * n_predict tokens, streaming text through on_piece. Stops on EOG/stop tokens, stop strings (a
+ * n_predict tokens, streaming text through on_piece (with n_prompt 0 the first token comes from
+ * the logits the state holds: its last position's row, also after an all_logits predict).
+ * Stops on EOG/stop tokens, stop strings (a
  * stop string split across tokens still stops and is not emitted), n_predict, a full context
  * (finish = CONTEXT_FULL, status OK), or cancellation. The call holds the state from start to
  * end: any other call on it meanwhile, from another thread or from on_piece, gets E_BUSY. Every

@@ -116,7 +116,11 @@ slate_status slate_generate(slate_state *st, const int32_t *prompt, int32_t n_pr
     char piece[PIECE_CAP];
     if (p->n_predict == 0) res->finish = SLATE_FINISH_LENGTH; /* prefill only */
     while (p->n_predict != 0) {
-        const float *logits = slate_state_logits(st, NULL);
+        /* The last position's row: a caller's predict with all_logits (continued here with an
+         * empty prompt) leaves one row per position of its call. */
+        int32_t n_rows = 0;
+        const float *logits = slate_state_logits(st, &n_rows);
+        logits += (size_t)(n_rows - 1) * (size_t)n_vocab;
         int32_t next;
         if ((s = slate_sampler_sample(smp, logits, n_text, &next, err))) goto done;
         if (p->tokens_out && res->n_generated < p->tokens_cap) p->tokens_out[res->n_generated] = next;

@@ -327,6 +327,39 @@ static bool call_back_in(void *user, const char *text, size_t len) {
 /* slate_generate holds the state for the whole call (a call from its callback gets E_BUSY and
  * changes nothing), checks every prompt id before feeding any, and writes at most
  * dump_logits_cap rows. */
+/* slate_generate with an empty prompt continues from the state's logits: those of its last
+ * position, also when the last predict kept a row for every position (all_logits). */
+static void generate_without_prompt_samples_from_the_last_position(void **stp) {
+    fx *f = *stp;
+    const int32_t V = f->V;
+    int32_t ids[8];
+    fill_ids(ids, 8, 17);
+    slate_state *st;
+    assert_int_equal(slate_state_create(f->m, NULL, &st, NULL), SLATE_OK);
+    slate_predict_params pp = slate_predict_default_params();
+    pp.all_logits = true;
+    assert_int_equal(slate_state_predict(st, ids, 8, &pp, NULL), SLATE_OK);
+    int32_t n_rows = 0;
+    const float *rows = slate_state_logits(st, &n_rows);
+    assert_int_equal(n_rows, 8);
+    float *want = malloc(sizeof(float) * (size_t)V), *dump = malloc(sizeof(float) * (size_t)V);
+    memcpy(want, rows + (size_t)7 * (size_t)V, sizeof(float) * (size_t)V);
+    slate_generate_params gp = slate_generate_default_params();
+    gp.sampler.temperature = 0;
+    gp.ignore_eos = true;
+    gp.n_predict = 1;
+    gp.dump_logits = dump;
+    gp.dump_logits_cap = 1;
+    slate_generate_result res;
+    slate_error e;
+    assert_int_equal(slate_generate(st, NULL, 0, &gp, &res, &e), SLATE_OK);
+    assert_int_equal(res.n_generated, 1);
+    assert_memory_equal(dump, want, sizeof(float) * (size_t)V);
+    free(want);
+    free(dump);
+    slate_state_free(st);
+}
+
 static void generate_holds_the_state_and_checks_its_inputs(void **stp) {
     fx *f = *stp;
     slate_state_params sp = slate_state_default_params();
@@ -494,6 +527,7 @@ int main(void) {
         cmocka_unit_test(explicit_causal_mask_equals_default),
         cmocka_unit_test(misuse_returns_status_with_message),
         cmocka_unit_test(generate_holds_the_state_and_checks_its_inputs),
+        cmocka_unit_test(generate_without_prompt_samples_from_the_last_position),
         cmocka_unit_test(describe_reports_the_size_to_allocate),
         cmocka_unit_test(smaller_state_context_is_enforced),
         cmocka_unit_test(budget_too_small_is_refused_with_numbers),
