@@ -120,6 +120,10 @@ slate_status slate_generate(slate_state *st, const int32_t *prompt, int32_t n_pr
          * empty prompt) leaves one row per position of its call. */
         int32_t n_rows = 0;
         const float *logits = slate_state_logits(st, &n_rows);
+        if (!logits || n_rows < 1) {
+            s = SLATE__INTERNAL(err, "no logits to sample from");
+            goto done;
+        }
         logits += (size_t)(n_rows - 1) * (size_t)n_vocab;
         int32_t next;
         if ((s = slate_sampler_sample(smp, logits, n_text, &next, err))) goto done;
