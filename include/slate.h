@@ -807,7 +807,8 @@ typedef bool (*slate_session_event_fn)(void *user, const slate_session_event *ev
 /* Runs one turn: the last message must be the user's. Renders the conversation, applies the
  * context policy if it does not fit, reuses the cache (see above), prefills the rest, samples
  * the reply (params: n_predict >= 1 or < 0 for until the context is full; sampler, stop strings
- * and stop tokens as for slate_generate; on_piece and dump_logits are honoured too; NULL:
+ * and stop tokens as for slate_generate; on_piece, tokens_out and dump_logits are honoured
+ * too; ignore_eos is refused with E_INVALID_ARG, a reply ends at the end of its turn; NULL:
  * defaults), streams events through cb (may be NULL) and appends the reply as an assistant
  * message, also when it was cut short (finish LENGTH, CONTEXT_FULL, CANCELLED, or
  * MEMORY_PRESSURE: critical memory pressure emptied the state, see "Memory pressure"; the next

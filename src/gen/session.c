@@ -950,6 +950,12 @@ slate_status slate_session_generate(slate_session *s, const slate_generate_param
         return slate__fail(err, SLATE_E_INVALID_ARG, "dump_logits and dump_logits_cap disagree "
                            "(cap %d): give both (the rows the buffer holds, >= 1) or neither",
                            (int)gp->dump_logits_cap);
+    /* A reply that ran past the end of its turn would break the conversation's structure
+     * (the next turn renders after it): refused rather than silently ignored. */
+    if (gp->ignore_eos)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "ignore_eos does not apply to session turns: "
+                           "a reply ends at the template's end of turn (use slate_generate to "
+                           "run past it)");
     if (!acquire(s, PHASE_RUNNING))
         return slate__fail(err, SLATE_E_BUSY, "another call is running on this session");
     turn t = {.s = s, .cb = cb, .user = user, .t0 = slate__now_ms()};

@@ -196,6 +196,13 @@ static void reused_turn_is_bit_identical_to_a_fresh_state_fed_the_same_calls(voi
     assert_replay_is_bit_identical(f->big, s);
     say(s, SLATE_ROLE_USER, "And-the-sky?");
     slate_generate_params gp = greedy(1);
+    /* ignore_eos would let the reply run past its turn: refused, the conversation unchanged. */
+    gp.ignore_eos = true;
+    slate_error e;
+    assert_int_equal(slate_session_generate(s, &gp, NULL, NULL, NULL, &e), SLATE_E_INVALID_ARG);
+    assert_non_null(strstr(e.message, "ignore_eos does not apply to session turns"));
+    assert_int_equal(slate_session_n_messages(s), 4);
+    gp.ignore_eos = false;
     float *dump = calloc((size_t)f->big->prog.n_vocab, sizeof(float));
     gp.dump_logits = dump;
     gp.dump_logits_cap = 1;
