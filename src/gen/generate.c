@@ -85,7 +85,10 @@ slate_status slate_generate(slate_state *st, const int32_t *prompt, int32_t n_pr
     slate_detok *dt = NULL;
     emitter e = {0};
     e.p = p;
-    slate_status s = SLATE_OK;
+    /* A reset that memory pressure made while the state was idle is reported first (as any
+     * call reports it), and a spilled state is read back before its logits are looked at. */
+    slate_status s = slate__state_enter(st, true, err);
+    if (s) goto done;
     if ((int64_t)slate_state_length(st) + n_prompt > slate_state_n_ctx(st)) {
         s = slate__fail(err, SLATE_E_CONTEXT_FULL, "prompt of %d tokens does not fit: %d of %d "
                         "positions are used", n_prompt, slate_state_length(st),
