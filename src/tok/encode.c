@@ -12,6 +12,15 @@
  * tokenizer.json with a Metaspace pre-tokenizer follows HF instead (see encode_text). Empty text
  * gives no ids (just BOS if asked), like llama.cpp and HF.
  *
+ * Added tokens with lstrip / rstrip (SLATE__TOK_ATTR_*) take the white space before / after them
+ * with them, as HF tokenizers' AddedVocabulary::find_matches does: lstrip goes back no further
+ * than the end of the previous added token (and its own stripped space), rstrip runs to the
+ * next non-space character. Stripping is not matching: it may take white space from a plain
+ * span (the rendered chat text is tokenized as if the spans were not there, as HF tokenizes a
+ * rendered template), but a span still never yields a control token. The search resumes after
+ * the stripped space (HF resumes at the token's own end; the two differ only for an added token
+ * that starts with white space).
+ *
  * All scratch memory belongs to the call: the tokenizer is never written, so any number of
  * threads may encode with one tokenizer at once.
  */
@@ -31,6 +40,18 @@ static int32_t match_special(const slate_tokenizer *tok, const char *text, size_
             return id; /* sorted longest first */
     }
     return -1;
+}
+
+/* Start of the white space that ends text[lo..pos), or pos when there is none. */
+static size_t space_before(const char *text, size_t lo, size_t pos) {
+    for (size_t k; pos > lo && (k = slate__tok_space_len_back(text + lo, pos - lo)) > 0;) pos -= k;
+    return pos;
+}
+
+/* End of the white space that starts text[pos..len), or pos when there is none. */
+static size_t space_after(const char *text, size_t pos, size_t len) {
+    for (size_t k; pos < len && (k = slate__tok_space_len(text + pos, len - pos)) > 0;) pos += k;
+    return pos;
 }
 
 /* Every stretch of plain text starts the input (at_start) or follows an added token, so with SPM
@@ -93,10 +114,13 @@ slate_status slate__tok_encode_spans(const slate_tokenizer *tok, const char *tex
                 pos++;
                 continue;
             }
-            st = encode_text(tok, text + frag, pos - frag, frag == 0, &out, err);
+            size_t start = pos, end = pos + (tok->text_off[id + 1] - tok->text_off[id]);
+            uint8_t attrs = tok->attrs ? tok->attrs[id] : 0;
+            if (attrs & SLATE__TOK_ATTR_LSTRIP) start = space_before(text, frag, start);
+            if (attrs & SLATE__TOK_ATTR_RSTRIP) end = space_after(text, end, len);
+            st = encode_text(tok, text + frag, start - frag, frag == 0, &out, err);
             slate__tok_emit(&out, id);
-            pos += tok->text_off[id + 1] - tok->text_off[id];
-            frag = pos;
+            pos = frag = end;
         }
     }
     if (st == SLATE_OK && len > frag)

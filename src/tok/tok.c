@@ -97,6 +97,18 @@ static slate_status check_spec(const slate__tok_spec *s, slate_error *err) {
                                (unsigned)s->types[i]);
         if (s->scores && isnan(s->scores[i]))
             return slate__fail(err, SLATE_E_FORMAT, "token %d has a NaN score", (int)i);
+        if (s->attrs && (s->attrs[i] & ~SLATE__TOK_ATTR_ALL))
+            return slate__fail(err, SLATE_E_FORMAT, "token %d has attribute bits 0x%x: expected "
+                               "only lstrip (1) and rstrip (2)", (int)i, (unsigned)s->attrs[i]);
+        /* Strip attributes act when an added token is matched; on any other token they would
+         * be silently meaningless, so a spec that puts them there is wrong. */
+        uint8_t type = s->types ? s->types[i] : (uint8_t)SLATE__TOKT_NORMAL;
+        if (s->attrs && s->attrs[i] && type != SLATE__TOKT_USER_DEFINED &&
+            type != SLATE__TOKT_CONTROL && type != SLATE__TOKT_UNKNOWN)
+            return slate__fail(err, SLATE_E_FORMAT,
+                               "token %d has lstrip/rstrip but type %u: only added tokens (user "
+                               "defined, control, unknown) can strip white space",
+                               (int)i, (unsigned)type);
     }
     const struct {
         const char *name;
@@ -151,6 +163,15 @@ static slate_status copy_tokens(slate_tokenizer *t, const slate__tok_spec *s, sl
         t->types[i] = s->types ? s->types[i] : (uint8_t)SLATE__TOKT_NORMAL;
     }
     t->text_off[s->n_tokens] = off;
+    bool any_attr = false;
+    for (int32_t i = 0; s->attrs && i < s->n_tokens && !any_attr; i++) any_attr = s->attrs[i] != 0;
+    if (any_attr) {
+        t->attrs = slate__malloc((size_t)s->n_tokens);
+        if (!t->attrs)
+            return slate__fail(err, SLATE_E_NOMEM, "out of memory copying %d token attributes",
+                               (int)s->n_tokens);
+        memcpy(t->attrs, s->attrs, (size_t)s->n_tokens);
+    }
     return SLATE_OK;
 }
 
@@ -532,6 +553,7 @@ void slate_tokenizer_free(slate_tokenizer *tok) {
     slate__free(tok->text_off);
     slate__free(tok->scores);
     slate__free(tok->types);
+    slate__free(tok->attrs);
     slate__free(tok->piece);
     slate__free(tok->piece_off);
     slate__free(tok->eog);
@@ -576,6 +598,11 @@ slate__tok_type slate__tok_type_of(const slate_tokenizer *tok, int32_t id) {
 float slate__tok_score(const slate_tokenizer *tok, int32_t id) {
     if (!tok || id < 0 || id >= tok->n_tokens) return 0.0f;
     return tok->scores[id];
+}
+
+uint8_t slate__tok_attrs(const slate_tokenizer *tok, int32_t id) {
+    if (!tok || !tok->attrs || id < 0 || id >= tok->n_tokens) return 0;
+    return tok->attrs[id];
 }
 
 bool slate__tok_adds_bos(const slate_tokenizer *tok) {

@@ -92,7 +92,18 @@ typedef struct slate__tok_spec {
                                   (or U+2581): Metaspace never doubles the mark */
     bool prefix_first_only;    /* the dummy prefix only on text at offset 0 of the input, not
                                   after an added token (Metaspace prepend_scheme "first") */
+    /* Addition: [n_tokens] SLATE__TOK_ATTR_* bits, or NULL: none. Only added tokens
+     * (USER_DEFINED, CONTROL, UNKNOWN) may carry them; slate__tok_create refuses others. */
+    const uint8_t *attrs;
 } slate__tok_spec;
+
+/* Added-token attributes, HF tokenizers' AddedToken lstrip / rstrip (llama.cpp's
+ * LLAMA_TOKEN_ATTR_LSTRIP / RSTRIP): when the token is matched, the white space (Unicode
+ * White_Space, as Rust's regex \s) right before it (LSTRIP, back to the end of the previous
+ * added token) or right after it (RSTRIP) is consumed with it and produces no ids. */
+#define SLATE__TOK_ATTR_LSTRIP 0x01u
+#define SLATE__TOK_ATTR_RSTRIP 0x02u
+#define SLATE__TOK_ATTR_ALL 0x03u
 
 slate_status slate__tok_create(const slate__tok_spec *spec, slate_tokenizer **out,
                                slate_error *err);
@@ -134,10 +145,11 @@ slate_status slate__tok_load_gpt2(const char *encoder_json_path, const char *voc
 int32_t slate__tok_pre_regexes(const char *name, const char *const **out);
 
 /* Token metadata (borrowed, valid with the tokenizer): text as stored (spec form), type,
- * score. Out-of-range ids give NULL / 0. */
+ * score, SLATE__TOK_ATTR_* bits. Out-of-range ids give NULL / 0. */
 const char *slate__tok_text(const slate_tokenizer *tok, int32_t id, size_t *len);
 slate__tok_type slate__tok_type_of(const slate_tokenizer *tok, int32_t id);
 float slate__tok_score(const slate_tokenizer *tok, int32_t id);
+uint8_t slate__tok_attrs(const slate_tokenizer *tok, int32_t id);
 /* Whether encode() prepends BOS when asked with SLATE_ENCODE_ADD_BOS. */
 bool slate__tok_adds_bos(const slate_tokenizer *tok);
 
@@ -170,6 +182,7 @@ struct slate_tokenizer {
     int32_t bos_id, eos_id, unk_id, pad_id, eot_id; /* -1: none */
     bool add_bos, add_space_prefix, byte_fallback, space_is_plain, nfc, ignore_merges;
     bool prefix_unless_spaced, prefix_first_only; /* see slate__tok_spec */
+    uint8_t *attrs; /* [n_tokens] SLATE__TOK_ATTR_* bits, or NULL when no token has any */
 
     char *text;          /* token texts as given by the spec, back to back */
     uint32_t *text_off;  /* [n_tokens + 1]: token i is text[text_off[i] .. text_off[i+1]) */
@@ -215,6 +228,10 @@ size_t slate__tok_utf8_len(const uint8_t *s, size_t n);
 /* GPT-2 byte-to-unicode alphabet: the code point standing for byte b, and back (-1: none). */
 uint32_t slate__tok_gpt2_byte_to_cp(uint8_t b);
 int32_t slate__tok_gpt2_cp_to_byte(uint32_t cp);
+/* Byte length of the Unicode White_Space character that starts s[0..n) (space_len) or ends
+ * it (space_len_back), 0 if there is none there. */
+size_t slate__tok_space_len(const char *s, size_t n);
+size_t slate__tok_space_len_back(const char *s, size_t n);
 /* Appends the UTF-8 encoding of cp to out (room for 4 bytes); returns the byte count. */
 size_t slate__tok_utf8_put(uint32_t cp, char *out);
 

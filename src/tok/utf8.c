@@ -84,3 +84,32 @@ size_t slate__tok_utf8_put(uint32_t cp, char *out) {
     o[3] = (uint8_t)(0x80 | (cp & 0x3F));
     return 4;
 }
+
+/* Unicode White_Space (PropList.txt), the set Rust's regex \s matches: what HF tokenizers'
+ * lstrip / rstrip consume. */
+static bool is_white_space(uint32_t cp) {
+    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 ||
+           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+           cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+static uint32_t decode_cp(const uint8_t *s, size_t k) {
+    if (k == 1) return s[0];
+    uint32_t cp = s[0] & (0x7Fu >> k);
+    for (size_t i = 1; i < k; i++) cp = cp << 6 | (s[i] & 0x3Fu);
+    return cp;
+}
+
+size_t slate__tok_space_len(const char *s, size_t n) {
+    const uint8_t *u = (const uint8_t *)s;
+    size_t k = slate__tok_utf8_len(u, n);
+    return k > 0 && is_white_space(decode_cp(u, k)) ? k : 0;
+}
+
+size_t slate__tok_space_len_back(const char *s, size_t n) {
+    const uint8_t *u = (const uint8_t *)s;
+    for (size_t k = 1; k <= 4 && k <= n; k++)
+        if (slate__tok_utf8_len(u + n - k, k) == k)
+            return is_white_space(decode_cp(u + n - k, k)) ? k : 0;
+    return 0;
+}
