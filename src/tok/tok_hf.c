@@ -118,6 +118,7 @@ typedef struct hf {
     int32_t n;
     const char **tokens; /* [n] borrowed from the cJSON trees */
     uint8_t *types;
+    uint8_t *attrs; /* [n] SLATE__TOK_ATTR_* from the added tokens' lstrip / rstrip */
     float *scores;
     const char **pre; /* regex sources (borrowed) */
     int32_t n_pre;
@@ -125,6 +126,35 @@ typedef struct hf {
     int32_t n_merges;
     idmap map;
 } hf;
+
+/* An added token's options: lstrip / rstrip become SLATE__TOK_ATTR_* bits (applied when the
+ * token is matched, encode.c). single_word: true is refused: HF then matches the token only
+ * between non-word characters (Rust regex \w, Unicode), and a match it rejects also hides any
+ * other added token overlapping it; we have no Unicode \w table to reproduce that exactly, and
+ * ignoring the flag would split words HF keeps whole. No shipped vocabulary sets it.
+ * normalized is not applied (see tok.h's limits): it only matters when the normalizer changes
+ * the token's own text. */
+static slate_status added_token_attrs(const cJSON *e, int id, const char *text, uint8_t *attrs,
+                                      slate_error *err) {
+    static const char *const keys[] = {"lstrip", "rstrip", "single_word", "normalized"};
+    bool on[4];
+    for (int i = 0; i < 4; i++) {
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(e, keys[i]);
+        if (j && !cJSON_IsBool(j) && !cJSON_IsNull(j))
+            return slate__fail(err, SLATE_E_FORMAT,
+                               "tokenizer.json: added token %d \"%.64s\": %s is %s, expected a "
+                               "boolean",
+                               id, text, keys[i], type_name(j));
+        on[i] = cJSON_IsTrue(j);
+    }
+    if (on[2])
+        return slate__fail(err, SLATE_E_UNSUPPORTED,
+                           "tokenizer.json: added token %d \"%.64s\" has single_word: true, "
+                           "which is not supported (HF would match it only as a whole word)",
+                           id, text);
+    *attrs = (uint8_t)((on[0] ? SLATE__TOK_ATTR_LSTRIP : 0) | (on[1] ? SLATE__TOK_ATTR_RSTRIP : 0));
+    return SLATE_OK;
+}
 
 static slate_status gather_tokens(hf *h, const cJSON *model, slate_error *err) {
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
@@ -166,8 +196,9 @@ static slate_status gather_tokens(hf *h, const cJSON *model, slate_error *err) {
     h->n = max_id + 1;
     h->tokens = slate__calloc((size_t)h->n, sizeof *h->tokens);
     h->types = slate__malloc((size_t)h->n);
+    h->attrs = slate__calloc((size_t)h->n, 1);
     h->scores = slate__calloc((size_t)h->n, sizeof *h->scores);
-    if (!h->tokens || !h->types || !h->scores)
+    if (!h->tokens || !h->types || !h->attrs || !h->scores)
         return slate__fail(err, SLATE_E_NOMEM, "out of memory for %d tokens", (int)h->n);
     memset(h->types, SLATE__TOKT_NORMAL, (size_t)h->n);
     cJSON_ArrayForEach(e, vocab) {
@@ -189,6 +220,8 @@ static slate_status gather_tokens(hf *h, const cJSON *model, slate_error *err) {
         h->tokens[id] = text;
         const cJSON *special = cJSON_GetObjectItemCaseSensitive(e, "special");
         h->types[id] = cJSON_IsTrue(special) ? SLATE__TOKT_CONTROL : SLATE__TOKT_USER_DEFINED;
+        slate_status st = added_token_attrs(e, (int)id, text, &h->attrs[id], err);
+        if (st != SLATE_OK) return st;
     }
     for (id = 0; id < h->n; id++)
         if (!h->tokens[id])
@@ -463,6 +496,7 @@ static void hf_free(hf *h) {
     cJSON_Delete(h->cfg);
     slate__free(h->tokens);
     slate__free(h->types);
+    slate__free(h->attrs);
     slate__free(h->scores);
     slate__free(h->pre);
     slate__free(h->merge_ids);
@@ -565,7 +599,8 @@ slate_status slate__tok_load_hf_mem(const char *data, size_t len, const char *co
         goto done;
     }
 
-    slate__tok_spec spec = {.kind = kind, .n_tokens = h.n, .tokens = h.tokens, .types = h.types};
+    slate__tok_spec spec = {
+        .kind = kind, .n_tokens = h.n, .tokens = h.tokens, .types = h.types, .attrs = h.attrs};
     spec.unk_id = -1;
     const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
     if (cJSON_IsString(unk)) {

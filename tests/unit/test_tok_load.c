@@ -170,6 +170,95 @@ static void small_tokenizer_json_loads_with_both_merge_forms(void **st) {
     slate_tokenizer_free(tok);
 }
 
+/* Added tokens with lstrip / rstrip (HF AddedToken options). Ids by hand from HF tokenizers'
+ * AddedVocabulary::find_matches: the matched token takes the white space after it (rstrip) or
+ * before it (lstrip, back to the previous added token), that space gives no ids, and the rest
+ * goes through ByteLevel + the GPT-2 regex (" \n ab" alone would be Ġ Ċ Ġab = 3 5 4). */
+static const char k_strip_json[] =
+    "{\"added_tokens\":["
+    "{\"id\":6,\"content\":\"<R>\",\"special\":true,\"rstrip\":true,\"lstrip\":false,"
+    "\"single_word\":false,\"normalized\":false},"
+    "{\"id\":7,\"content\":\"<L>\",\"special\":true,\"lstrip\":true},"
+    "{\"id\":8,\"content\":\"[U]\",\"special\":false,\"rstrip\":true,\"normalized\":true},"
+    "{\"id\":9,\"content\":\"<N>\",\"special\":true,\"lstrip\":null}],"
+    "\"normalizer\":null,"
+    "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},"
+    "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\\u0120\":3,"
+    "\"\\u0120ab\":4,\"\\u010a\":5},\"merges\":[\"a b\",\"\\u0120 ab\"]}}";
+
+static void expect_ids(const slate_tokenizer *tok, const char *text, uint32_t flags,
+                       const int32_t *want, size_t n_want) {
+    int32_t ids[32];
+    size_t n = tu_encode(tok, text, strlen(text), flags, ids, 32);
+    if (n != n_want || memcmp(ids, want, n * sizeof *ids) != 0) {
+        fprintf(stderr, "\"%s\": got", text);
+        for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", (int)ids[i]);
+        fprintf(stderr, "\n");
+    }
+    assert_int_equal(n, n_want);
+    assert_memory_equal(ids, want, n * sizeof *ids);
+}
+#define EXPECT_IDS(tok, text, flags, ...)                                                         \
+    do {                                                                                           \
+        const int32_t want_[] = {__VA_ARGS__};                                                     \
+        expect_ids(tok, text, flags, want_, sizeof want_ / sizeof want_[0]);                       \
+    } while (0)
+
+static void added_tokens_strip_white_space_as_hf_does(void **st) {
+    (void)st;
+    slate_tokenizer *tok = NULL;
+    slate_error err;
+    slate_status s = load_json(k_strip_json, NULL, &tok, &err);
+    if (s != SLATE_OK) fprintf(stderr, "%s\n", err.message);
+    assert_int_equal(s, SLATE_OK);
+    assert_int_equal(slate__tok_attrs(tok, 6), SLATE__TOK_ATTR_RSTRIP);
+    assert_int_equal(slate__tok_attrs(tok, 7), SLATE__TOK_ATTR_LSTRIP);
+    assert_int_equal(slate__tok_attrs(tok, 8), SLATE__TOK_ATTR_RSTRIP);
+    assert_int_equal(slate__tok_attrs(tok, 9), 0);
+    const uint32_t sp = SLATE_ENCODE_PARSE_SPECIAL;
+    EXPECT_IDS(tok, " \n ab", sp, 3, 5, 4);        /* the plain text alone */
+    EXPECT_IDS(tok, "<R> \n ab", sp, 6, 2);        /* rstrip: " \n " gives nothing */
+    EXPECT_IDS(tok, "<R>ab \n ", sp, 6, 2, 3, 5, 3); /* only the space right after it */
+    EXPECT_IDS(tok, "ab \n<L>ab", sp, 2, 7, 2);   /* lstrip: " \n" before it */
+    EXPECT_IDS(tok, "<N> <L>", sp, 9, 7);         /* lstrip back to the previous token */
+    EXPECT_IDS(tok, "<N> <N>", sp, 9, 3, 9);      /* no flags: the space stays */
+    EXPECT_IDS(tok, "<R> <L> ab", sp, 6, 7, 4);   /* <R> took the space, <L> finds none */
+    EXPECT_IDS(tok, "<R>", sp, 6);
+    EXPECT_IDS(tok, "  <L>", sp, 7);
+    /* Unicode White_Space counts (Rust's \s): NBSP, U+3000, U+2028. */
+    EXPECT_IDS(tok, "<R>\xC2\xA0\xE3\x80\x80\xE2\x80\xA8" "ab", sp, 6, 2);
+    /* A user-defined token strips without PARSE_SPECIAL too; control tokens are not matched
+     * then, so nothing is stripped around their spelling. */
+    EXPECT_IDS(tok, "[U] ab", 0, 8, 2);
+    EXPECT_IDS(tok, "ab \n<L>", 0, 2, 3, 5);
+    /* Plain spans: the template's <R> strips the space that starts the message (HF tokenizes
+     * the rendered text whole), but the message's own "<R>" is still only text. */
+    const char *chat = "<R>\n ab<R> ab";
+    size_t span[2] = {4, strlen(chat)};
+    int32_t ids[16], whole[16];
+    size_t n = 0, n_whole = 0;
+    assert_int_equal(slate__tok_encode_spans(tok, chat, strlen(chat), sp, span, 1, ids, 16, &n,
+                                             NULL), SLATE_OK);
+    assert_int_equal(slate_tokenizer_encode(tok, chat, strlen(chat), sp, whole, 16, &n_whole,
+                                            NULL), SLATE_OK);
+    assert_int_equal(n_whole, 4); /* 6 2 6 2: the message's <R> matched, taking its space */
+    assert_int_equal(whole[2], 6);
+    assert_int_equal(whole[3], 2);
+    assert_true(n >= 2);
+    assert_int_equal(ids[0], 6);
+    assert_int_equal(ids[1], 2); /* "\n " stripped across the span's start */
+    for (size_t i = 1; i < n; i++) assert_true(ids[i] != 6);
+    assert_int_equal(ids[n - 1], 4); /* " ab" kept: no <R> matched in the message to strip it */
+    slate_tokenizer_free(tok);
+    /* The helpers behind it. */
+    assert_int_equal(slate__tok_space_len("\xC2\xA0x", 3), 2);
+    assert_int_equal(slate__tok_space_len("\xC2\xA1", 2), 0);
+    assert_int_equal(slate__tok_space_len("\xE3\x80", 2), 0); /* truncated */
+    assert_int_equal(slate__tok_space_len_back("x\xE3\x80\x80", 4), 3);
+    assert_int_equal(slate__tok_space_len_back("x\t", 2), 1);
+    assert_int_equal(slate__tok_space_len_back("\x80\x80", 2), 0);
+}
+
 /* Replaces the first occurrence of `from` in k_good_json by `to`. */
 static char *variant(const char *from, const char *to) {
     const char *at = strstr(k_good_json, from);
@@ -204,6 +293,10 @@ static void tokenizer_json_problems_are_named(void **st) {
         {"{\"added_tokens\":[{\"id\":5,", "{\"added_tokens\":[{\"id\":\"5\",", SLATE_E_FORMAT,
          "added_tokens[0]"},
         {"{\"added_tokens\":[", "{\"added_tokens\":{\"x\":[", SLATE_E_FORMAT, ""},
+        {"\"special\":true}", "\"special\":true,\"rstrip\":\"yes\"}", SLATE_E_FORMAT,
+         "rstrip is a string"},
+        {"\"special\":true}", "\"special\":true,\"single_word\":true}", SLATE_E_UNSUPPORTED,
+         "single_word"},
         {"\"type\":\"BPE\"", "\"type\":\"Unigram\"", SLATE_E_UNSUPPORTED, "Unigram"},
         {"\"type\":\"BPE\"", "\"type\":7", SLATE_E_FORMAT, "model.type"},
         {"\"model\":{", "\"model\":[{", SLATE_E_FORMAT, ""},
@@ -543,6 +636,7 @@ int main(void) {
         cmocka_unit_test(llama2c_load_fails_cleanly_at_every_allocation),
         cmocka_unit_test(small_tokenizer_json_loads_with_both_merge_forms),
         cmocka_unit_test(tokenizer_json_problems_are_named),
+        cmocka_unit_test(added_tokens_strip_white_space_as_hf_does),
         cmocka_unit_test(tokenizer_json_file_with_wrong_types_is_refused_by_open),
         cmocka_unit_test(tokenizer_json_load_fails_cleanly_at_every_allocation),
         cmocka_unit_test(gguf_vocabularies_are_checked),
