@@ -9,8 +9,9 @@
  *   8   u32    kind: 1 = SPM (SentencePiece-style BPE with scores), 2 = BPE (byte-level)
  *   12  u32    flags: bit 0 add_bos, bit 1 add_space_prefix, bit 2 byte_fallback,
  *              bit 3 space_is_plain, bit 4 nfc, bit 5 ignore_merges, bit 6
- *              prefix_unless_spaced, bit 7 prefix_first_only (HF Metaspace); other bits must
- *              be 0; bits 1-3 and 6-7 are SPM only and bit 5 BPE only
+ *              prefix_unless_spaced, bit 7 prefix_first_only (HF Metaspace), bit 8
+ *              has_attrs (the attribute table below follows); other bits must be 0; bits
+ *              1-3 and 6-7 are SPM only and bit 5 BPE only
  *   16  i32    bos_id   \
  *   20  i32    eos_id    |
  *   24  i32    unk_id    |  -1 = none, else 0 .. n_tokens-1
@@ -30,7 +31,17 @@
  *       pre-tokenizer regexes, n_pre records, applied in order:
  *         u32  len (1 .. 65536)
  *         u8   pattern[len]: PCRE2 syntax, UTF-8, no NUL
+ *       token attributes, only with flag bit 8:
+ *         u32  n_attrs   1 .. n_tokens
+ *         n_attrs records, ids strictly ascending:
+ *           u32  id (an added token: type 2 UNKNOWN, 3 CONTROL or 4 USER_DEFINED)
+ *           u8   attrs: bit 0 lstrip, bit 1 rstrip (HF AddedToken); not 0, other bits 0
  *   The blob ends right after the last record: trailing bytes are an error.
+ *
+ * The attribute table was added without a version change: a tokenizer without strip attributes
+ * writes exactly the bytes it always did (bit 8 clear), so blobs from earlier builds read
+ * unchanged and blobs without attributes stay readable by earlier builds; a blob with them is
+ * refused by an earlier build ("unknown flag bits 0x100") instead of being misread.
  *
  * Derived, not stored: the end-of-generation set (eos, eot, and added tokens spelled
  * "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "<|eom_id|>", "<|end|>",
@@ -55,7 +66,8 @@
 #define FLAG_IGNORE_MERGES (1u << 5)
 #define FLAG_PREFIX_UNLESS_SPACED (1u << 6)
 #define FLAG_PREFIX_FIRST_ONLY (1u << 7)
-#define FLAG_ALL 0xFFu
+#define FLAG_HAS_ATTRS (1u << 8)
+#define FLAG_ALL 0x1FFu
 
 void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
     if (!tok || !b) return;
@@ -68,7 +80,8 @@ void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
                      (tok->space_is_plain ? FLAG_SPACE_IS_PLAIN : 0) | (tok->nfc ? FLAG_NFC : 0) |
                      (tok->ignore_merges ? FLAG_IGNORE_MERGES : 0) |
                      (tok->prefix_unless_spaced ? FLAG_PREFIX_UNLESS_SPACED : 0) |
-                     (tok->prefix_first_only ? FLAG_PREFIX_FIRST_ONLY : 0);
+                     (tok->prefix_first_only ? FLAG_PREFIX_FIRST_ONLY : 0) |
+                     (tok->attrs ? FLAG_HAS_ATTRS : 0);
     slate__buf_u32(b, flags);
     slate__buf_i32(b, tok->bos_id);
     slate__buf_i32(b, tok->eos_id);
@@ -94,10 +107,57 @@ void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
         slate__buf_u32(b, len);
         slate__buf_append(b, tok->pre_src[i], len);
     }
+    if (tok->attrs) { /* set only when some token has attributes (slate__tok_create) */
+        uint32_t n_attrs = 0;
+        for (int32_t i = 0; i < tok->n_tokens; i++) n_attrs += tok->attrs[i] != 0;
+        slate__buf_u32(b, n_attrs);
+        for (int32_t i = 0; i < tok->n_tokens; i++) {
+            if (!tok->attrs[i]) continue;
+            slate__buf_u32(b, (uint32_t)i);
+            slate__buf_append(b, &tok->attrs[i], 1);
+        }
+    }
 }
 
 static slate_status bad(slate_error *err, size_t at, const char *what) {
     return slate__fail_at(err, SLATE_E_FORMAT, at, "tokenizer blob: %s at offset %zu", what, at);
+}
+
+/* The attribute table (flag bit 8) into attrs[n_tokens] (zeroed). */
+static slate_status read_attrs(slate__rd *r, uint32_t n_tokens, const uint8_t *types,
+                               uint8_t *attrs, slate_error *err) {
+    size_t at = r->pos;
+    uint32_t n_attrs = slate__rd_u32(r);
+    if (r->failed || n_attrs < 1 || n_attrs > n_tokens || (uint64_t)n_attrs * 5 > r->len - r->pos)
+        return slate__fail_at(err, SLATE_E_FORMAT, at,
+                              "tokenizer blob: attribute table at offset %zu: count %u, expected "
+                              "1..%u records of 5 bytes within the blob",
+                              at, n_attrs, n_tokens);
+    int64_t prev = -1;
+    for (uint32_t k = 0; k < n_attrs; k++) {
+        at = r->pos;
+        uint32_t id = slate__rd_u32(r);
+        uint8_t a = slate__rd_u8(r);
+        if (id >= n_tokens || (int64_t)id <= prev)
+            return slate__fail_at(err, SLATE_E_FORMAT, at,
+                                  "tokenizer blob: attribute record %u names id %u, expected "
+                                  "ascending ids below %u",
+                                  k, id, n_tokens);
+        if (a == 0 || (a & ~SLATE__TOK_ATTR_ALL))
+            return slate__fail_at(err, SLATE_E_FORMAT, at + 4,
+                                  "tokenizer blob: token %u has attributes 0x%x, expected 1 "
+                                  "(lstrip), 2 (rstrip) or 3",
+                                  id, (unsigned)a);
+        if (types[id] != SLATE__TOKT_UNKNOWN && types[id] != SLATE__TOKT_CONTROL &&
+            types[id] != SLATE__TOKT_USER_DEFINED)
+            return slate__fail_at(err, SLATE_E_FORMAT, at,
+                                  "tokenizer blob: token %u has strip attributes but type %u, "
+                                  "expected an added token (2, 3 or 4)",
+                                  id, (unsigned)types[id]);
+        attrs[id] = a;
+        prev = id;
+    }
+    return SLATE_OK;
 }
 
 slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_tokenizer **out,
@@ -172,9 +232,11 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
     float *scores = slate__malloc((size_t)n_tokens * sizeof *scores);
     uint8_t *types = slate__malloc((size_t)n_tokens);
     int32_t *merges = slate__malloc(((size_t)n_merges + 1) * 2 * sizeof *merges);
+    uint8_t *attrs = (flags & FLAG_HAS_ATTRS) ? slate__calloc((size_t)n_tokens, 1) : NULL;
     char **pre = slate__calloc((size_t)n_pre + 1, sizeof *pre);
     slate_status st = SLATE_OK;
-    if (!tokens || !lens || !scores || !types || !merges || !pre) {
+    if (!tokens || !lens || !scores || !types || !merges || !pre ||
+        ((flags & FLAG_HAS_ATTRS) && !attrs)) {
         st = slate__fail(err, SLATE_E_NOMEM, "out of memory reading a tokenizer of %u tokens",
                          n_tokens);
         goto done;
@@ -256,6 +318,7 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
             goto done;
         }
     }
+    if (attrs && (st = read_attrs(&r, n_tokens, types, attrs, err)) != SLATE_OK) goto done;
     if (r.pos != len) {
         st = slate__fail_at(err, SLATE_E_FORMAT, r.pos,
                             "tokenizer blob: %zu unexpected bytes after the last record",
@@ -286,6 +349,7 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
         .ignore_merges = (flags & FLAG_IGNORE_MERGES) != 0,
         .prefix_unless_spaced = (flags & FLAG_PREFIX_UNLESS_SPACED) != 0,
         .prefix_first_only = (flags & FLAG_PREFIX_FIRST_ONLY) != 0,
+        .attrs = attrs,
     };
     st = slate__tok_create(&spec, out, err);
 done:
@@ -294,6 +358,7 @@ done:
     slate__free(scores);
     slate__free(types);
     slate__free(merges);
+    slate__free(attrs);
     if (pre)
         for (uint32_t i = 0; i < n_pre; i++) slate__free(pre[i]);
     slate__free(pre);

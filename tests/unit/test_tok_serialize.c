@@ -266,6 +266,108 @@ static void bad_merges_and_regexes_are_refused(void **st) {
     free(b.data);
 }
 
+/* Byte tokens 0..255, "<R>" (256, CONTROL, rstrip), "<L>" (257, USER_DEFINED, lstrip),
+ * "<N>" (258, CONTROL, no attributes). */
+static slate_tokenizer *strip_tok(void) {
+    const char *tokens[259];
+    char store[256][4];
+    for (int b = 0; b < 256; b++) {
+        size_t n = slate__tok_utf8_put(slate__tok_gpt2_byte_to_cp((uint8_t)b), store[b]);
+        store[b][n] = '\0';
+        tokens[b] = store[b];
+    }
+    tokens[256] = "<R>";
+    tokens[257] = "<L>";
+    tokens[258] = "<N>";
+    uint8_t types[259], attrs[259] = {0};
+    memset(types, SLATE__TOKT_NORMAL, sizeof types);
+    types[256] = types[258] = SLATE__TOKT_CONTROL;
+    types[257] = SLATE__TOKT_USER_DEFINED;
+    attrs[256] = SLATE__TOK_ATTR_RSTRIP;
+    attrs[257] = SLATE__TOK_ATTR_LSTRIP;
+    slate__tok_spec spec = {.kind = SLATE__TOK_BPE, .n_tokens = 259, .tokens = tokens,
+                            .types = types, .attrs = attrs, .bos_id = -1, .eos_id = 258,
+                            .unk_id = -1, .pad_id = -1, .eot_id = -1};
+    slate_tokenizer *tok = NULL;
+    assert_int_equal(slate__tok_create(&spec, &tok, NULL), SLATE_OK);
+    return tok;
+}
+
+static void expect_strips(const slate_tokenizer *tok) {
+    int32_t ids[16];
+    /* "<R> \n x <L>y": " \n " after <R> and " " before <L> give nothing. */
+    size_t n = tu_encode(tok, "<R> \n x <L>y", 12, SLATE_ENCODE_PARSE_SPECIAL, ids, 16);
+    assert_int_equal(n, 4);
+    assert_int_equal(ids[0], 256);
+    assert_int_equal(ids[1], 'x');
+    assert_int_equal(ids[2], 257);
+    assert_int_equal(ids[3], 'y');
+}
+
+/* Strip attributes survive the blob (flag bit 8 + attribute table); a tokenizer without them
+ * keeps the old layout (bit 8 clear, nothing after the regexes); broken tables are refused. */
+static void strip_attributes_round_trip(void **st) {
+    (void)st;
+    long long live = slate__alloc_live_bytes();
+    slate_tokenizer *tok = strip_tok();
+    expect_strips(tok);
+    slate__buf b = {0};
+    slate__tok_serialize(tok, &b);
+    assert_false(b.failed);
+    uint32_t flags = (uint32_t)b.data[12] | (uint32_t)b.data[13] << 8;
+    assert_int_equal(flags & 0x100, 0x100);
+    /* The table ends the blob: count 2, then (256, rstrip), (257, lstrip). */
+    const uint8_t table[] = {2, 0, 0, 0, 0, 1, 0, 0, 2, 1, 1, 0, 0, 1};
+    assert_true(b.len > sizeof table);
+    assert_memory_equal(b.data + b.len - sizeof table, table, sizeof table);
+    slate_tokenizer *back = NULL;
+    assert_int_equal(slate__tok_deserialize(b.data, b.len, &back, NULL), SLATE_OK);
+    expect_strips(back);
+    for (int32_t id = 0; id < 259; id++)
+        assert_int_equal(slate__tok_attrs(back, id), slate__tok_attrs(tok, id));
+    slate__buf b2 = {0};
+    slate__tok_serialize(back, &b2);
+    assert_int_equal(b2.len, b.len);
+    assert_memory_equal(b2.data, b.data, b.len);
+    slate_tokenizer_free(back);
+    slate__buf_free(&b2);
+
+    size_t t = b.len - sizeof table; /* offset of the table */
+    uint8_t *c = malloc(b.len);
+#define BREAK(stmt, needle)                                                                        \
+    do {                                                                                           \
+        memcpy(c, b.data, b.len);                                                                  \
+        stmt;                                                                                      \
+        expect_refused(c, b.len, SLATE_E_FORMAT, needle, true);                                   \
+    } while (0)
+    BREAK(put_u32(c + t, 0), "attribute table");
+    BREAK(put_u32(c + t, 3), "attribute table"); /* more records than bytes */
+    BREAK(c[t + 8] = 0, "attributes 0x0");
+    BREAK(c[t + 8] = 4, "attributes 0x4");
+    BREAK(put_u32(c + t + 9, 256), "ascending");
+    BREAK(put_u32(c + t + 9, 259), "ascending");
+    BREAK(put_u32(c + t + 4, 'x'), "type 1"); /* a NORMAL token cannot strip */
+    BREAK(c[13] &= (uint8_t)~1u, "unexpected bytes"); /* the table without bit 8 */
+#undef BREAK
+    /* Without the table but with bit 8: truncated. */
+    memcpy(c, b.data, b.len);
+    expect_refused(c, t, SLATE_E_FORMAT, "attribute table", true);
+    free(c);
+    slate__buf_free(&b);
+    slate_tokenizer_free(tok);
+
+    /* No attributes: bit 8 clear, so the blob reads in builds older than the table. */
+    slate_tokenizer *plain = tu_tok_load("stories260K/tok512.bin");
+    if (plain) {
+        slate__buf p = {0};
+        slate__tok_serialize(plain, &p);
+        assert_int_equal(p.data[13] & 1, 0);
+        slate__buf_free(&p);
+        slate_tokenizer_free(plain);
+    }
+    assert_int_equal(slate__alloc_live_bytes(), live);
+}
+
 static void allocation_failures_are_clean(void **st) {
     (void)st;
     blob b = tiny_bpe_blob();
@@ -308,6 +410,7 @@ int main(void) {
         cmocka_unit_test(broken_headers_are_refused_with_offsets),
         cmocka_unit_test(every_truncation_is_refused),
         cmocka_unit_test(bad_merges_and_regexes_are_refused),
+        cmocka_unit_test(strip_attributes_round_trip),
         cmocka_unit_test(allocation_failures_are_clean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
