@@ -16,13 +16,56 @@
  *
  * add_bos: tokenizer.ggml.add_bos_token when present; else true for SPM and for "llama-bpe",
  * false otherwise (llama.cpp's defaults).
+ *
+ * Added-token strip flags are not stored in GGUF. Phi-3's tokenizer.json marks its chat tokens
+ * (<|user|>, <|assistant|>, <|end|>, <|system|>, ...) and "</s>" rstrip, so HF drops the "\n"
+ * after them; llama.cpp reproduces that by name (llama-vocab.cpp, load: general.name, lowercased,
+ * containing "phi-3" or "phi3" -> RSTRIP on every CONTROL / USER_DEFINED / UNKNOWN token and on
+ * "</s>", but not on "<unk>", "<s>", "<|endoftext|>"). We apply the same rule to SPM
+ * vocabularies whose general.name says so or whose general.architecture is "phi3": the
+ * architecture catches Phi-3 files named otherwise (e.g. "Phi 3.5 Mini"), and limiting it to
+ * SPM keeps byte-level phi3-architecture vocabularies (Phi-4-mini) as they are. Only added
+ * tokens can carry the flag here ("</s>" is USER_DEFINED in Phi-3 GGUFs).
  */
 #include "tok/tok.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <string.h>
 
 #include "convert/gguf.h"
+
+/* Whether the GGUF is a Phi-3 model by llama.cpp's name rule or by its architecture. */
+static bool is_phi3(const slate__gguf *g) {
+    const char *s;
+    uint64_t len;
+    if (slate__gguf_get_str(g, "general.architecture", &s, &len) && len == 4 &&
+        memcmp(s, "phi3", 4) == 0)
+        return true;
+    if (!slate__gguf_get_str(g, "general.name", &s, &len)) return false;
+    for (uint64_t i = 0; i + 4 <= len; i++) {
+        char c[5];
+        for (int k = 0; k < 5; k++)
+            c[k] = i + (uint64_t)k < len ? (char)tolower((unsigned char)s[i + (uint64_t)k]) : '\0';
+        if (memcmp(c, "phi3", 4) == 0 || memcmp(c, "phi-3", 5) == 0) return true;
+    }
+    return false;
+}
+
+/* llama.cpp's Phi-3 RSTRIP rule (see the file comment) over types[n] / tokens[n]. */
+static void phi3_rstrip(int32_t n, const char *const *tokens, const uint32_t *lens,
+                        const uint8_t *types, uint8_t *attrs) {
+    static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+    for (int32_t i = 0; i < n; i++) {
+        if (types[i] != SLATE__TOKT_CONTROL && types[i] != SLATE__TOKT_USER_DEFINED &&
+            types[i] != SLATE__TOKT_UNKNOWN)
+            continue;
+        attrs[i] = SLATE__TOK_ATTR_RSTRIP;
+        for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++)
+            if (lens[i] == strlen(keep[k]) && memcmp(tokens[i], keep[k], lens[i]) == 0)
+                attrs[i] = 0;
+    }
+}
 
 /* A special token id: absent, -1, or u32 0xFFFFFFFF (how llama.cpp writes "none") mean none. */
 static int32_t get_id(const slate__gguf *g, const char *key, int32_t n_tokens, const char **bad) {
@@ -133,6 +176,7 @@ slate_status slate__tok_from_gguf(const slate__gguf *g, slate_tokenizer **out, s
     uint32_t *lens = slate__calloc((size_t)n, sizeof *lens);
     float *scores = slate__calloc((size_t)n, sizeof *scores);
     uint8_t *types = slate__malloc((size_t)n);
+    uint8_t *attrs = NULL;
     const char **merges = NULL;
     char *merge_pool = NULL;
     slate_status st = SLATE_OK;
@@ -216,6 +260,15 @@ slate_status slate__tok_from_gguf(const slate__gguf *g, slate_tokenizer **out, s
     spec.token_lens = lens;
     spec.scores = scores;
     spec.types = types;
+    if (kind == SLATE__TOK_SPM && is_phi3(g)) {
+        attrs = slate__calloc((size_t)n, 1);
+        if (!attrs) {
+            st = slate__fail(err, SLATE_E_NOMEM, "out of memory for %d token attributes", (int)n);
+            goto done;
+        }
+        phi3_rstrip(n, tokens, lens, types, attrs);
+        spec.attrs = attrs;
+    }
     bool flag;
     spec.add_bos = slate__gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &flag)
                        ? flag
@@ -231,6 +284,7 @@ done:
     slate__free(lens);
     slate__free(scores);
     slate__free(types);
+    slate__free(attrs);
     slate__free(merges);
     slate__free(merge_pool);
     return st;

@@ -35,7 +35,8 @@ static void assert_same_behaviour(const slate_tokenizer *a, const slate_tokenize
     assert_int_equal(slate_tokenizer_eos(a), slate_tokenizer_eos(b));
     for (int32_t id = 0; id < slate_tokenizer_n_vocab(a); id++)
         assert_int_equal(slate_tokenizer_is_eog(a, id), slate_tokenizer_is_eog(b, id));
-    static const char extra[] = "<|im_start|>x<|im_end|><s></s><|endoftext|> \xFF end";
+    static const char extra[] = "<|im_start|>x<|im_end|><s></s><|endoftext|> \xFF end"
+                                "<|user|>\nHi<|end|>\n<|assistant|>\n";
     for (int pass = 0; pass < 2; pass++) {
         const char *p = pass == 0 ? inp : extra;
         size_t l = pass == 0 ? len : sizeof extra - 1;

@@ -291,6 +291,47 @@ static void phi3_user_defined_token_is_always_matched(void **st) {
     slate_tokenizer_free(tok);
 }
 
+/* Phi-3 GGUF: llama.cpp's RSTRIP rule by model name (HF's tokenizer.json has rstrip on these
+ * tokens): the "\n" after each chat marker gives no token, so "Hi" is a fresh stretch with
+ * the dummy prefix, exactly as encoding "Hi" alone. */
+static void phi3_chat_markers_strip_the_following_newline(void **st) {
+    (void)st;
+    slate_tokenizer *tok = tu_tok_load("tokenizers/gguf-vocab/ggml-vocab-phi-3.gguf");
+    if (!tok) skip();
+    const char *chat = "<|user|>\nHi<|end|>\n<|assistant|>\n";
+    int32_t ids[32], hi[8];
+    size_t n = tu_encode(tok, chat, strlen(chat), SLATE_ENCODE_PARSE_SPECIAL, ids, 32);
+    size_t n_hi = tu_encode(tok, "Hi", 2, 0, hi, 8);
+    assert_true(n_hi >= 1);
+    assert_int_equal(n, 3 + n_hi);
+    assert_int_equal(ids[0], 32010); /* <|user|> */
+    assert_memory_equal(ids + 1, hi, n_hi * sizeof *hi);
+    assert_int_equal(ids[1 + n_hi], 32007); /* <|end|> */
+    assert_int_equal(ids[2 + n_hi], 32001); /* <|assistant|> */
+    for (size_t i = 0; i < n; i++) assert_true(ids[i] != 13); /* <0x0A> */
+    /* The rule's exceptions keep their white space; "</s>" (USER_DEFINED) strips. */
+    assert_int_equal(slate__tok_attrs(tok, 32007), SLATE__TOK_ATTR_RSTRIP);
+    assert_int_equal(slate__tok_attrs(tok, 2), SLATE__TOK_ATTR_RSTRIP);  /* </s> */
+    assert_int_equal(slate__tok_attrs(tok, 1), 0);                        /* <s> */
+    assert_int_equal(slate__tok_attrs(tok, 0), 0);                        /* <unk> */
+    assert_int_equal(slate__tok_attrs(tok, 32000), 0);                    /* <|endoftext|> */
+    n = tu_encode(tok, "<|endoftext|>\n", 14, SLATE_ENCODE_PARSE_SPECIAL, ids, 32);
+    assert_int_equal(ids[0], 32000);
+    assert_int_equal(ids[n - 1], 13);
+    /* Without PARSE_SPECIAL the markers are text and nothing is stripped. */
+    n = tu_encode(tok, chat, strlen(chat), 0, ids, 32);
+    int newlines = 0;
+    for (size_t i = 0; i < n; i++) newlines += ids[i] == 13;
+    assert_int_equal(newlines, 3);
+    slate_tokenizer_free(tok);
+    /* Another SPM vocabulary (general.name "llama-spm") gets no attributes. */
+    tok = tu_tok_load("tokenizers/gguf-vocab/ggml-vocab-llama-spm.gguf");
+    if (!tok) return;
+    for (int32_t id = 0; id < slate_tokenizer_n_vocab(tok); id++)
+        assert_int_equal(slate__tok_attrs(tok, id), 0);
+    slate_tokenizer_free(tok);
+}
+
 /* ---- tokenizer.json (Llama 2 style) from tokenizer.bin ------------------------------------- */
 
 typedef struct mrg {
@@ -602,6 +643,7 @@ int main(void) {
         cmocka_unit_test(decode_strips_only_the_dummy_prefix_space),
         cmocka_unit_test(special_tokens_match_only_with_parse_special),
         cmocka_unit_test(phi3_user_defined_token_is_always_matched),
+        cmocka_unit_test(phi3_chat_markers_strip_the_following_newline),
         cmocka_unit_test(llama2_style_tokenizer_json_encodes_like_tokenizer_bin),
         cmocka_unit_test(metaspace_prefix_follows_hf_prepend_scheme),
         cmocka_unit_test(metaspace_without_split_false_is_refused),
