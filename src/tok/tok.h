@@ -15,6 +15,8 @@
  *    tokenizer.json with a ByteLevel pre-tokenizer.
  * Added tokens are matched as whole strings before the model runs (leftmost, longest first):
  * USER_DEFINED tokens always, CONTROL and UNKNOWN tokens only with SLATE_ENCODE_PARSE_SPECIAL.
+ * A matched token with the lstrip / rstrip attribute (HF tokenizer.json; llama.cpp's Phi-3 rule
+ * for GGUF) also consumes the white space before / after it (encode.c).
  * SPM adds its dummy-prefix space to each stretch of text that starts the input or follows an
  * added token (llama.cpp's behaviour), except for a tokenizer.json with a Metaspace
  * pre-tokenizer, which follows HF: no prefix on a stretch that already starts with a space, and
@@ -31,8 +33,14 @@
  *  - With a U+2581 vocabulary, a literal U+2581 in the input reads as a space (sentencepiece
  *    and llama.cpp do the same), so it decodes to ' '.
  *  - NFC (Qwen) changes non-NFC input, so decode(encode(x)) == x only for NFC text.
- *  - HF added-token options lstrip / rstrip / single_word / normalized are not applied, and
- *    decode does no clean_up_tokenization_spaces.
+ *  - Of the HF added-token options, lstrip / rstrip are applied; single_word: true is refused
+ *    (E_UNSUPPORTED, tok_hf.c says why); normalized is not applied (added tokens always match
+ *    the raw input text), which differs from HF only when the normalizer changes a token's
+ *    own spelling. decode does no clean_up_tokenization_spaces, and does not restore white
+ *    space that lstrip / rstrip consumed.
+ *  - lstrip / rstrip consume Unicode White_Space (HF's Rust \s); llama.cpp strips only ASCII
+ *    isspace(), so after a Phi-3 GGUF marker a non-ASCII space (e.g. U+00A0) is consumed here
+ *    and kept by llama.cpp.
  *  - SPM ignores spec merges (it merges by score); tokenizer.json SPM scores are derived from
  *    merge ranks in tok_hf.c.
  */

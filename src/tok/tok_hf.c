@@ -19,6 +19,10 @@
  * 0..n-1 exactly once (vocab and added_tokens together; an added token may repeat a vocab entry
  * with the same text).
  *
+ * Added tokens: "special" true makes a CONTROL token, else USER_DEFINED; lstrip / rstrip
+ * become SLATE__TOK_ATTR_* (applied when matching, encode.c); single_word: true is refused
+ * (added_token_attrs says why); normalized is read for its type only.
+ *
  * JSON parsing uses cJSON (its allocations are outside the counted allocator; every cJSON tree is
  * deleted before return).
  */
