@@ -533,6 +533,13 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
             return s;
         if (T(c, in[0])->out_rows || o->out_rows) return opfail(c, "q/output must have q rows", "", 0, 0);
         if (op->out == in[0]) return opfail(c, "output may not alias q", "", 0, 0);
+        /* The kernel reads K and V with one dtype and one row stride (exec.c): a package cache
+         * dtype that differs between them would read V as K's dtype, past its rows. */
+        if (T(c, in[1])->dtype != T(c, in[2])->dtype)
+            return slate__fail(c->err, SLATE_E_FORMAT, "program op %d (%s): k cache '%s' (%s) "
+                               "and v cache '%s' (%s) must have one dtype", c->index, c->opname,
+                               T(c, in[1])->name, slate_dtype_name(T(c, in[1])->dtype),
+                               T(c, in[2])->name, slate_dtype_name(T(c, in[2])->dtype));
         break;
     }
     case SLATE__OP_ADD:
