@@ -485,8 +485,9 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
         if ((s = need_kind(c, in[0], SLATE__T_ACT, "x")) ||
             (s = need_kind(c, in[1], SLATE__T_WEIGHT, "freqs")) ||
             (s = attr_int(c, "n_heads", 1, 4096, &op->n_heads)) ||
-            (s = attr_int(c, "head_dim", 2, 4096, &op->head_dim)) ||
-            (s = attr_int(c, "rope_dim", 2, 4096, &op->rope_dim)))
+            /* exec.c's rope keeps cos/sin tables of SLATE__MAX_HEAD_DIM / 2 on the stack. */
+            (s = attr_int(c, "head_dim", 2, SLATE__MAX_HEAD_DIM, &op->head_dim)) ||
+            (s = attr_int(c, "rope_dim", 2, SLATE__MAX_HEAD_DIM, &op->rope_dim)))
             return s;
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(c->j, "mode");
         if (!cJSON_IsString(m) || (strcmp(m->valuestring, "adjacent") && strcmp(m->valuestring, "half")))

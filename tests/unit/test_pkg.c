@@ -243,6 +243,44 @@ static void program_errors_are_refused(void **st) {
     expect_meta(j, SLATE_E_FORMAT, NULL);
 }
 
+/* A rope wider than the kernels' largest head (its cos/sin tables live on the stack, sized
+ * for SLATE__MAX_HEAD_DIM) opened, then overflowed those tables on the first predict. Built on
+ * a model whose k bias is f32 [512], so it can serve as the freqs of a 1024-wide rope over q. */
+static void rope_wider_than_the_largest_head_is_refused(void **st) {
+    (void)st;
+    tm_opts o = tm_default();
+    o.n_layers = 1;
+    o.dim = 1024;
+    o.n_heads = 2;
+    o.n_kv_heads = 1;
+    o.ffn_dim = 32;
+    o.qkv_bias = true;
+    o.dtype = SLATE_DTYPE_Q8_0;
+    const char *path = tu_tmp("wide_rope.slate");
+    assert_int_equal(tm_write(path, &o, NULL), SLATE_OK);
+    char *data;
+    size_t len;
+    assert_int_equal(slate__read_file(path, 1 << 28, &data, &len, NULL), SLATE_OK);
+    cJSON *j = pu_meta((const uint8_t *)data);
+    for (cJSON *x = cJSON_GetObjectItem(j, "program")->child; x; x = x->next)
+        if (strcmp(cJSON_GetObjectItem(x, "op")->valuestring, "rope") == 0) {
+            cJSON_SetNumberValue(cJSON_GetObjectItem(x, "n_heads"), 1);
+            cJSON_SetNumberValue(cJSON_GetObjectItem(x, "head_dim"), 1024);
+            cJSON_SetNumberValue(cJSON_GetObjectItem(x, "rope_dim"), 1024);
+            cJSON_SetValuestring(cJSON_GetArrayItem(cJSON_GetObjectItem(x, "in"), 1),
+                                 "blk.0.attn_k.bias");
+            break;
+        }
+    char *text = cJSON_PrintUnformatted(j);
+    size_t n;
+    uint8_t *b = pu_rebuild((const uint8_t *)data, text, &n);
+    expect(b, n, SLATE_E_FORMAT, "'head_dim' is 1024");
+    free(b);
+    cJSON_free(text);
+    cJSON_Delete(j);
+    slate__free(data);
+}
+
 static void open_fails_cleanly_under_allocation_faults(void **st) {
     (void)st;
     long long live = slate__alloc_live_bytes();
@@ -279,6 +317,7 @@ int main(void) {
         cmocka_unit_test(truncation_anywhere_is_refused),
         cmocka_unit_test(tensor_table_lies_are_refused),
         cmocka_unit_test(program_errors_are_refused),
+        cmocka_unit_test(rope_wider_than_the_largest_head_is_refused),
         cmocka_unit_test(open_fails_cleanly_under_allocation_faults),
         cmocka_unit_test(missing_file_is_an_io_error),
     };
