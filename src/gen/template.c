@@ -167,14 +167,23 @@ static void render_chatml(const slate__chat_msg *m, int32_t n, bool gen, rout *o
 }
 
 /* Qwen3. Source: Qwen3 tokenizer_config.json (../shared/models/tokenizers/qwen3): ChatML, but
- * an assistant message before the last user message keeps only the text after its last
+ * an assistant message before the last user message (not counting user messages that are
+ * a whole '<tool_response>...</tool_response>') keeps only the text after its last
  * "</think>" (leading newlines dropped); one after it is written with its reasoning as
  * "<think>\n" + reasoning + "\n</think>\n\n" + answer when it is the last message or has
  * reasoning. No tools, no enable_thinking switch. */
+static bool is_tool_response(const slate__chat_msg *m) {
+    static const char open[] = "<tool_response>", close[] = "</tool_response>";
+    return m->len >= sizeof close - 1 && memcmp(m->text, open, sizeof open - 1) == 0 &&
+           memcmp(m->text + m->len - (sizeof close - 1), close, sizeof close - 1) == 0;
+}
+
 static void render_qwen3(const slate__chat_msg *m, int32_t n, bool gen, rout *o) {
+    /* The last user message that is not a tool result ('<tool_response>...</tool_response>',
+     * which the template skips here), else the last message. */
     int32_t last_query = n - 1;
     for (int32_t i = n - 1; i >= 0; i--)
-        if (m[i].role == SLATE_ROLE_USER) {
+        if (m[i].role == SLATE_ROLE_USER && !is_tool_response(&m[i])) {
             last_query = i;
             break;
         }

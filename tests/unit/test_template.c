@@ -369,6 +369,17 @@ static void qwen3_drops_reasoning_of_earlier_replies(void **unused) {
     expect_render("qwen3", "", "<|im_end|>", c, 2,
                   "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nr1\n</think>\n\n"
                   "ans<|im_end|>\n<|im_start|>assistant\n");
+    /* A user message that is a whole tool result does not count as the last query (the
+     * template's multi_step_tool scan), so the reply before it keeps its reasoning. */
+    const slate__chat_msg d[] = {
+        {SLATE_ROLE_USER, "q", 1},
+        {SLATE_ROLE_ASSISTANT, "<think>\nr\n</think>\n\na", 21},
+        {SLATE_ROLE_USER, "<tool_response>\nx\n</tool_response>", 34},
+    };
+    expect_render("qwen3", "", "<|im_end|>", d, 3,
+                  "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\n"
+                  "a<|im_end|>\n<|im_start|>user\n<tool_response>\nx\n</tool_response><|im_end|>\n"
+                  "<|im_start|>assistant\n");
 }
 
 static char *config_template(const char *path) {
