@@ -648,7 +648,8 @@ slate_status slate_generate(slate_state *state, const int32_t *prompt, int32_t n
  * handles </think>), "llama3" (<|start_header_id|>), "llama31" (Llama 3.1/3.2: the same plus
  * the "Cutting Knowledge Date" system block), "llama2" ([INST] with <<SYS>>), "mistral" ([INST]
  * without, v0.1/v0.2 spacing), "gemma" (<start_of_turn>), "phi3" (<|user|> ... <|end|>),
- * "zephyr" (<|user|> ... </s>). Each is rendered exactly as its official template (BOS and EOS
+ * "zephyr" (<|user|> ... </s>), "mistral-v1" (the template mistralai put on v0.1/v0.2 in 2024:
+ * ' [INST] ' with a space before, and before each reply). Each is rendered exactly as its official template (BOS and EOS
  * text, newlines, the generation prompt); docs/design.md lists the sources. A model whose
  * template matches no family is refused, never guessed: name one in template_name.
  * Message text is tokenized with the template, so text that spells a special token

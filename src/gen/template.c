@@ -17,9 +17,9 @@
  *    model does.
  *  - Jinja's trim / Python's strip() remove Unicode whitespace; here only ASCII whitespace
  *    (space, \t, \n, \v, \f, \r) is trimmed.
- *  - llama2, mistral and gemma put the system message inside the first user message, so a
- *    prompt (generation prompt requested) of a system message alone is refused: the sources
- *    render it as nothing (llama2) or leave the system text out.
+ *  - llama2, mistral, mistral-v1 and gemma put the system message inside the first user
+ *    message, so a prompt (generation prompt requested) of a system message alone is refused:
+ *    the sources render it as nothing (llama2) or leave the system text out.
  *  - llama31: date_string is the template's own default "26 Jul 2024"; Llama 3.2 templates call
  *    strftime_now() for today's date, which would make a rendering (and every cached prefix)
  *    change at midnight.
@@ -34,6 +34,7 @@ static const char *const NAMES[SLATE__TMPL_COUNT] = {
     [SLATE__TMPL_LLAMA31] = "llama31", [SLATE__TMPL_LLAMA2] = "llama2",
     [SLATE__TMPL_MISTRAL] = "mistral", [SLATE__TMPL_GEMMA] = "gemma",
     [SLATE__TMPL_PHI3] = "phi3",      [SLATE__TMPL_ZEPHYR] = "zephyr",
+    [SLATE__TMPL_MISTRAL_V1] = "mistral-v1",
 };
 
 slate__tmpl slate__tmpl_by_name(const char *name) {
@@ -48,7 +49,7 @@ const char *slate__tmpl_name(slate__tmpl t) {
 }
 
 const char *slate__tmpl_names(void) {
-    return "chatml, qwen3, llama3, llama31, llama2, mistral, gemma, phi3, zephyr";
+    return "chatml, qwen3, llama3, llama31, llama2, mistral, gemma, phi3, zephyr, mistral-v1";
 }
 
 const char *slate__tmpl_end_of_turn(slate__tmpl t) {
@@ -76,9 +77,14 @@ slate__tmpl slate__tmpl_detect(const char *j) {
         return SLATE__TMPL_NONE;
     }
     /* Both Llama 2 and Mistral v0.1/v0.2 close the user turn with ' [/INST]' (a space before);
-     * later Mistral templates do not, and render differently. */
-    if (strstr(j, "[INST]") && strstr(j, " [/INST]"))
-        return strstr(j, "<<SYS>>") ? SLATE__TMPL_LLAMA2 : SLATE__TMPL_MISTRAL;
+     * later Mistral templates do not, and render differently. The template mistralai put on
+     * v0.1/v0.2 in 2024 also opens each user turn with ' [INST] ' (a space before; the first
+     * one writes ' [INST] ' + system_message) and a reply with a space. */
+    if (strstr(j, "[INST]") && strstr(j, " [/INST]")) {
+        if (strstr(j, "<<SYS>>")) return SLATE__TMPL_LLAMA2;
+        return strstr(j, "' [INST] '") || strstr(j, "\" [INST] \"") ? SLATE__TMPL_MISTRAL_V1
+                                                                     : SLATE__TMPL_MISTRAL;
+    }
     return SLATE__TMPL_NONE;
 }
 
@@ -334,6 +340,34 @@ static void render_mistral(const slate__chat_msg *m, int32_t n, const char *bos,
     }
 }
 
+/* Mistral v1 (mistral-common's name for the v0.1/v0.2 tokenizer). Source: the template
+ * mistralai/Mistral-7B-Instruct-v0.2 (and v0.1) tokenizer_config.json carries since 2024:
+ * bos_token, then ' [INST] ' + content + ' [/INST]' for a user message (the first one with
+ * system_message + '\n\n' in front when there is a system message) and ' ' + content +
+ * eos_token for an assistant message. No generation prompt: the prompt ends at [/INST]. */
+static void render_mistral_v1(const slate__chat_msg *m, int32_t n, const char *bos,
+                              const char *eos, rout *o) {
+    put(o, bos);
+    int32_t i = 0;
+    const slate__chat_msg *sys = NULL;
+    if (n > 0 && m[0].role == SLATE_ROLE_SYSTEM) sys = &m[i++];
+    for (int32_t k = 0; i < n; i++, k++) {
+        if (m[i].role == SLATE_ROLE_USER) {
+            put(o, " [INST] ");
+            if (k == 0 && sys) {
+                put_n(o, sys->text, sys->len);
+                put(o, "\n\n");
+            }
+            put_n(o, m[i].text, m[i].len);
+            put(o, " [/INST]");
+        } else {
+            put(o, " ");
+            put_n(o, m[i].text, m[i].len);
+            put(o, eos);
+        }
+    }
+}
+
 /* Gemma. Source: google/gemma-3-1b-it tokenizer_config.json (Gemma 1 and 2 render the same
  * without a system message, which they refuse): bos_token; the system text + '\n\n' opens the
  * first user turn; each message is '<start_of_turn>' + (user | model) + '\n' + content|trim +
@@ -418,12 +452,13 @@ slate_status slate__tmpl_render_spans(slate__tmpl t, const slate__chat_msg *msgs
                                    ? role_name(msgs[i].role) : "unknown",
                                (int)msgs[i].role, NAMES[t], role_name(want));
     }
-    /* Llama 2, Mistral and Gemma put the system message inside the first user message: a
+    /* Llama 2, Mistral (both) and Gemma put the system message inside the first user message: a
      * prompt of a system message alone would silently leave it out (llama2: an empty prompt;
      * gemma: only the model turn's header). A render without a generation prompt (a prefix
      * the session measures) is allowed: there, nothing is generated from it. */
     if (gen && n == 1 && msgs[0].role == SLATE_ROLE_SYSTEM &&
-        (t == SLATE__TMPL_LLAMA2 || t == SLATE__TMPL_MISTRAL || t == SLATE__TMPL_GEMMA))
+        (t == SLATE__TMPL_LLAMA2 || t == SLATE__TMPL_MISTRAL || t == SLATE__TMPL_GEMMA ||
+         t == SLATE__TMPL_MISTRAL_V1))
         return slate__fail(err, SLATE_E_INVALID_ARG, "the %s template has no place for a system "
                            "message without a user message (it goes inside the first user "
                            "message): add a user message", NAMES[t]);
@@ -438,6 +473,7 @@ slate_status slate__tmpl_render_spans(slate__tmpl t, const slate__chat_msg *msgs
     case SLATE__TMPL_GEMMA: render_gemma(msgs, n, bos, gen, &o); break;
     case SLATE__TMPL_PHI3: render_phi3(msgs, n, eos, gen, &o); break;
     case SLATE__TMPL_ZEPHYR: render_zephyr(msgs, n, eos, gen, &o); break;
+    case SLATE__TMPL_MISTRAL_V1: render_mistral_v1(msgs, n, bos, eos, &o); break;
     default: break;
     }
     if (out->failed || (spans && spans->failed))

@@ -25,6 +25,7 @@ typedef enum slate__tmpl {
     SLATE__TMPL_GEMMA,   /* <bos><start_of_turn>user\n...<end_of_turn>\n<start_of_turn>model\n */
     SLATE__TMPL_PHI3,    /* <|user|>\n...<|end|>\n<|assistant|>\n */
     SLATE__TMPL_ZEPHYR,  /* <|user|>\n...</s>\n<|assistant|>\n */
+    SLATE__TMPL_MISTRAL_V1, /* <s> [INST] ... [/INST] ...</s> (Mistral's 2024 v0.1/v0.2 template) */
     SLATE__TMPL_COUNT
 } slate__tmpl;
 
@@ -35,7 +36,7 @@ typedef struct slate__chat_msg {
 } slate__chat_msg;
 
 /* The family named `name` ("chatml", "qwen3", "llama3", "llama31", "llama2", "mistral",
- * "gemma", "phi3", "zephyr"), or SLATE__TMPL_NONE. */
+ * "gemma", "phi3", "zephyr", "mistral-v1"), or SLATE__TMPL_NONE. */
 slate__tmpl slate__tmpl_by_name(const char *name);
 /* Static name of a family ("?" for NONE or out of range). */
 const char *slate__tmpl_name(slate__tmpl t);
@@ -44,7 +45,7 @@ const char *slate__tmpl_names(void);
 /* The family whose markers appear in a Jinja template source (NUL-terminated), or NONE. */
 slate__tmpl slate__tmpl_detect(const char *jinja);
 /* Text that ends an assistant turn in this family ("<|im_end|>"), or NULL where the turn ends
- * with the EOS token (llama2, mistral, zephyr). Static. */
+ * with the EOS token (llama2, mistral, zephyr, mistral-v1). Static. */
 const char *slate__tmpl_end_of_turn(slate__tmpl t);
 
 /* Renders msgs[0..n) in family t and appends the text to out. bos, eos: the tokenizer's BOS and

@@ -273,6 +273,17 @@ static const family_case CASES[] = {
      "<|user|>\n"
      "Hello</s>\n"
      "<|assistant|>\n"},
+    /* The template mistralai put on Mistral-7B-Instruct-v0.1/v0.2 in 2024 (quoted in the
+     * detection test below): a space before each [INST] and before each reply, system message
+     * allowed. Derived by hand from that source (no jinja2 here), not rendered with jinja2. */
+    {"mistral-v1", "<s>", "</s>",
+     "<s> [INST] You are a helpful assistant\n"
+     "\n"
+     "Hello [/INST] Hi there</s> [INST] Who are you [/INST]    I am an assistant   </s> [INST] "
+     "Another question [/INST]",
+     "<s> [INST] Hello [/INST] Hi there</s> [INST] Who are you [/INST]    I am an assistant   "
+     "</s> [INST] Another question [/INST]",
+     "<s> [INST] Hello [/INST]"},
 };
 
 /* Renders msgs in family `name` and compares with `want`, showing both on a mismatch. */
@@ -321,7 +332,8 @@ static void system_message_alone(void **unused) {
     const slate__chat_msg sys[] = {{SLATE_ROLE_SYSTEM, "Be brief.", 9}};
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         const char *name = CASES[i].name;
-        bool folds = !strcmp(name, "llama2") || !strcmp(name, "mistral") || !strcmp(name, "gemma");
+        bool folds = !strcmp(name, "llama2") || !strcmp(name, "mistral") ||
+                     !strcmp(name, "gemma") || !strcmp(name, "mistral-v1");
         slate__buf b = {0};
         slate_error e = {0};
         slate_status st = slate__tmpl_render(slate__tmpl_by_name(name), sys, 1, "<s>", "</s>",
@@ -438,6 +450,15 @@ static void families_are_detected_from_official_template_sources(void **unused) 
         {"{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ "
          "'[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' "
          "%}{{ message['content'] + eos_token}}{% endif %}{% endfor %}", SLATE__TMPL_MISTRAL},
+        {"{%- if messages[0]['role'] == 'system' %}\n    {%- set system_message = messages[0]"
+         "['content'] %}\n    {%- set loop_messages = messages[1:] %}\n{%- else %}\n    {%- set "
+         "loop_messages = messages %}\n{%- endif %}\n\n{{- bos_token }}\n{%- for message in "
+         "loop_messages %}\n    {%- if message['role'] == 'user' %}\n        {%- if loop.first "
+         "and system_message is defined %}\n            {{- ' [INST] ' + system_message + "
+         "'\\n\\n' + message['content'] + ' [/INST]' }}\n        {%- else %}\n            {{- ' "
+         "[INST] ' + message['content'] + ' [/INST]' }}\n        {%- endif %}\n    {%- elif "
+         "message['role'] == 'assistant' %}\n        {{- ' ' + message['content'] + eos_token}}"
+         "\n    {%- endif %}\n{%- endfor %}\n", SLATE__TMPL_MISTRAL_V1},
         {"{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + role + '\\n' + "
          "message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}", SLATE__TMPL_GEMMA},
         {"{% for message in messages %}{% if message['role'] == 'system' and message['content'] "
@@ -465,8 +486,8 @@ static void families_are_detected_from_official_template_sources(void **unused) 
 static void names_round_trip_and_unknown_names_are_refused(void **unused) {
     (void)unused;
     const char *names[] = {"chatml", "qwen3", "llama3", "llama31", "llama2",
-                           "mistral", "gemma", "phi3", "zephyr"};
-    for (int i = 0; i < 9; i++) {
+                           "mistral", "gemma", "phi3", "zephyr", "mistral-v1"};
+    for (int i = 0; i < 10; i++) {
         slate__tmpl t = slate__tmpl_by_name(names[i]);
         assert_int_not_equal(t, SLATE__TMPL_NONE);
         assert_string_equal(slate__tmpl_name(t), names[i]);
