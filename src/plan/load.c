@@ -28,11 +28,6 @@ slate_model_params slate_model_default_params(void) {
     return p;
 }
 
-static float num_or(const cJSON *o, const char *key, float dflt) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? (float)v->valuedouble : dflt;
-}
-
 static slate_status read_weights(slate__pkg *pkg, const char *path, slate_model *m,
                                  bool use_mmap, slate_error *err) {
     size_t size = (size_t)pkg->data_size;
@@ -111,8 +106,9 @@ static slate_status open_pkg(slate__pkg *pkg, const char *path, const slate_mode
         s = slate__fail(err, SLATE_E_NOMEM, "out of memory");
         goto fail;
     }
-    const cJSON *hp = cJSON_GetObjectItemCaseSensitive(pkg->json, "hparams");
-    m->n_layers = (int32_t)num_or(hp, "n_layers", 0);
+    /* The planner's reading (0 unless an integer-valued number in 0..1e9): a float cast of an
+     * out-of-range value is undefined, and info and plan would disagree. */
+    m->n_layers = m->hp.n_layers;
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(pkg->json, "chat_template");
     if (cJSON_IsString(ct) && !(m->chat_template = slate__strdup(ct->valuestring))) {
         s = slate__fail(err, SLATE_E_NOMEM, "out of memory");

@@ -281,6 +281,33 @@ static void rope_wider_than_the_largest_head_is_refused(void **st) {
     slate__free(data);
 }
 
+/* hparams.n_layers is informational: a value out of range must not reach slate_model_get_info
+ * as a float-to-int cast (undefined; INT_MIN here) while slate_model_plan says 0. */
+static void info_and_plan_read_n_layers_alike(void **st) {
+    (void)st;
+    const double bad[] = {1e10, -3};
+    for (int i = 0; i < 2; i++) {
+        cJSON *j = meta_json();
+        cJSON_SetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "hparams"), "n_layers"),
+                             bad[i]);
+        char *text = cJSON_PrintUnformatted(j);
+        size_t len;
+        uint8_t *b = rebuild(text, &len);
+        slate_model *m = NULL;
+        assert_int_equal(slate__model_open_mem(b, len, NULL, &m, NULL), SLATE_OK);
+        slate_model_info info;
+        slate_plan plan;
+        assert_int_equal(slate_model_get_info(m, &info), SLATE_OK);
+        assert_int_equal(slate_model_plan(m, NULL, &plan, NULL), SLATE_OK);
+        assert_int_equal(info.n_layers, plan.n_layers);
+        assert_int_equal(info.n_layers, 0);
+        slate_model_close(m);
+        free(b);
+        cJSON_free(text);
+        cJSON_Delete(j);
+    }
+}
+
 static void open_fails_cleanly_under_allocation_faults(void **st) {
     (void)st;
     long long live = slate__alloc_live_bytes();
@@ -318,6 +345,7 @@ int main(void) {
         cmocka_unit_test(tensor_table_lies_are_refused),
         cmocka_unit_test(program_errors_are_refused),
         cmocka_unit_test(rope_wider_than_the_largest_head_is_refused),
+        cmocka_unit_test(info_and_plan_read_n_layers_alike),
         cmocka_unit_test(open_fails_cleanly_under_allocation_faults),
         cmocka_unit_test(missing_file_is_an_io_error),
     };
