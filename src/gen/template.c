@@ -20,6 +20,7 @@
  *  - llama2, mistral, mistral-v1 and gemma put the system message inside the first user
  *    message, so a prompt (generation prompt requested) of a system message alone is refused:
  *    the sources render it as nothing (llama2) or leave the system text out.
+ *  - phi3-v1 (Phi-3's first template) drops system messages; a non-empty one is refused.
  *  - llama31: date_string is the template's own default "26 Jul 2024"; Llama 3.2 templates call
  *    strftime_now() for today's date, which would make a rendering (and every cached prefix)
  *    change at midnight.
@@ -34,7 +35,7 @@ static const char *const NAMES[SLATE__TMPL_COUNT] = {
     [SLATE__TMPL_LLAMA31] = "llama31", [SLATE__TMPL_LLAMA2] = "llama2",
     [SLATE__TMPL_MISTRAL] = "mistral", [SLATE__TMPL_GEMMA] = "gemma",
     [SLATE__TMPL_PHI3] = "phi3",      [SLATE__TMPL_ZEPHYR] = "zephyr",
-    [SLATE__TMPL_MISTRAL_V1] = "mistral-v1",
+    [SLATE__TMPL_MISTRAL_V1] = "mistral-v1", [SLATE__TMPL_PHI3_V1] = "phi3-v1",
 };
 
 slate__tmpl slate__tmpl_by_name(const char *name) {
@@ -49,7 +50,8 @@ const char *slate__tmpl_name(slate__tmpl t) {
 }
 
 const char *slate__tmpl_names(void) {
-    return "chatml, qwen3, llama3, llama31, llama2, mistral, gemma, phi3, zephyr, mistral-v1";
+    return "chatml, qwen3, llama3, llama31, llama2, mistral, gemma, phi3, zephyr, mistral-v1, "
+           "phi3-v1";
 }
 
 const char *slate__tmpl_end_of_turn(slate__tmpl t) {
@@ -59,7 +61,8 @@ const char *slate__tmpl_end_of_turn(slate__tmpl t) {
     case SLATE__TMPL_LLAMA3:
     case SLATE__TMPL_LLAMA31: return "<|eot_id|>";
     case SLATE__TMPL_GEMMA: return "<end_of_turn>";
-    case SLATE__TMPL_PHI3: return "<|end|>";
+    case SLATE__TMPL_PHI3:
+    case SLATE__TMPL_PHI3_V1: return "<|end|>";
     default: return NULL;
     }
 }
@@ -72,7 +75,12 @@ slate__tmpl slate__tmpl_detect(const char *j) {
         return strstr(j, "Cutting Knowledge Date") ? SLATE__TMPL_LLAMA31 : SLATE__TMPL_LLAMA3;
     if (strstr(j, "<start_of_turn>")) return SLATE__TMPL_GEMMA;
     if (strstr(j, "<|user|>")) {
-        if (strstr(j, "<|end|>")) return SLATE__TMPL_PHI3;
+        /* Phi-3's first template (April 2024, still in many GGUF files) starts with bos_token,
+         * has no system role and writes the assistant header after every user message; the
+         * later one (Phi-3.5, Phi-3 since mid-2024) has a system role and no BOS. */
+        if (strstr(j, "<|end|>"))
+            return strstr(j, "bos_token") && !strstr(j, "system") ? SLATE__TMPL_PHI3_V1
+                                                                  : SLATE__TMPL_PHI3;
         if (strstr(j, "eos_token") || strstr(j, "</s>")) return SLATE__TMPL_ZEPHYR;
         return SLATE__TMPL_NONE;
     }
@@ -407,6 +415,25 @@ static void render_phi3(const slate__chat_msg *m, int32_t n, const char *eos, bo
     put(o, gen ? "<|assistant|>\n" : eos);
 }
 
+/* Phi-3 v1. Source: microsoft/Phi-3-mini-4k-instruct tokenizer_config.json as first published
+ * (April 2024; the template llama.cpp's phi-3 vocabulary file carries): bos_token, then for a
+ * user message '<|user|>\n' + content + '<|end|>\n<|assistant|>\n' (the assistant header is
+ * written whether or not a generation prompt is asked for), for an assistant message content +
+ * '<|end|>\n'. It drops system messages: a non-empty one is refused before rendering. */
+static void render_phi3_v1(const slate__chat_msg *m, int32_t n, const char *bos, rout *o) {
+    put(o, bos);
+    for (int32_t i = 0; i < n; i++) {
+        if (m[i].role == SLATE_ROLE_USER) {
+            put(o, "<|user|>\n");
+            put_n(o, m[i].text, m[i].len);
+            put(o, "<|end|>\n<|assistant|>\n");
+        } else if (m[i].role == SLATE_ROLE_ASSISTANT) {
+            put_n(o, m[i].text, m[i].len);
+            put(o, "<|end|>\n");
+        }
+    }
+}
+
 /* Zephyr. Source: HuggingFaceH4/zephyr-7b-beta tokenizer_config.json: '<|' + role + '|>\n' +
  * content + eos_token, each followed by the newline the template keeps after the expression
  * (trim_blocks removes only the ones after block tags); then '<|assistant|>\n'. */
@@ -462,6 +489,14 @@ slate_status slate__tmpl_render_spans(slate__tmpl t, const slate__chat_msg *msgs
         return slate__fail(err, SLATE_E_INVALID_ARG, "the %s template has no place for a system "
                            "message without a user message (it goes inside the first user "
                            "message): add a user message", NAMES[t]);
+    /* Phi-3's first template drops system messages: refused rather than left out unseen. */
+    if (t == SLATE__TMPL_PHI3_V1)
+        for (int32_t i = 0; i < n; i++)
+            if (msgs[i].role == SLATE_ROLE_SYSTEM && msgs[i].len > 0)
+                return slate__fail(err, SLATE_E_INVALID_ARG, "the phi3-v1 template (Phi-3's "
+                                   "first) has no system role and its source drops system "
+                                   "messages: remove the system message, or name the phi3 "
+                                   "template (Phi-3.5's layout, with a <|system|> turn)");
     rout o = {out, spans};
     switch (t) {
     case SLATE__TMPL_CHATML: render_chatml(msgs, n, gen, &o); break;
@@ -474,6 +509,7 @@ slate_status slate__tmpl_render_spans(slate__tmpl t, const slate__chat_msg *msgs
     case SLATE__TMPL_PHI3: render_phi3(msgs, n, eos, gen, &o); break;
     case SLATE__TMPL_ZEPHYR: render_zephyr(msgs, n, eos, gen, &o); break;
     case SLATE__TMPL_MISTRAL_V1: render_mistral_v1(msgs, n, bos, eos, &o); break;
+    case SLATE__TMPL_PHI3_V1: render_phi3_v1(msgs, n, bos, &o); break;
     default: break;
     }
     if (out->failed || (spans && spans->failed))

@@ -485,9 +485,9 @@ static void families_are_detected_from_official_template_sources(void **unused) 
 
 static void names_round_trip_and_unknown_names_are_refused(void **unused) {
     (void)unused;
-    const char *names[] = {"chatml", "qwen3", "llama3", "llama31", "llama2",
-                           "mistral", "gemma", "phi3", "zephyr", "mistral-v1"};
-    for (int i = 0; i < 10; i++) {
+    const char *names[] = {"chatml", "qwen3", "llama3", "llama31", "llama2", "mistral",
+                           "gemma", "phi3", "zephyr", "mistral-v1", "phi3-v1"};
+    for (int i = 0; i < 11; i++) {
         slate__tmpl t = slate__tmpl_by_name(names[i]);
         assert_int_not_equal(t, SLATE__TMPL_NONE);
         assert_string_equal(slate__tmpl_name(t), names[i]);
@@ -551,6 +551,41 @@ static void without_generation_prompt_no_assistant_header_is_written(void **unus
     }
 }
 
+/* Phi-3's first template, as llama.cpp's phi-3 vocabulary file carries it: BOS, the assistant
+ * header after every user message (generation prompt or not), system messages dropped by the
+ * source, so refused here. It was detected as "phi3" and rendered without BOS. */
+static void phi3_v1_renders_the_first_phi3_template(void **unused) {
+    (void)unused;
+    static const char src[] =
+        "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') %}"
+        "{{'<|user|>' + '\n' + message['content'] + '<|end|>' + '\n' + '<|assistant|>' + "
+        "'\n'}}{% elif (message['role'] == 'assistant') %}{{message['content'] + '<|end|>' + "
+        "'\n'}}{% endif %}{% endfor %}";
+    assert_int_equal(slate__tmpl_detect(src), SLATE__TMPL_PHI3_V1);
+    static const char want[] = "<s><|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n"
+                               "<|user|>\nWho are you<|end|>\n<|assistant|>\n";
+    for (int gen = 0; gen < 2; gen++) {
+        slate__buf b = {0};
+        assert_int_equal(slate__tmpl_render(SLATE__TMPL_PHI3_V1, CONV + 1, 3, "<s>", "</s>",
+                                            gen, &b, NULL), SLATE_OK);
+        slate__buf_append(&b, "", 1);
+        assert_string_equal((const char *)b.data, want);
+        slate__buf_free(&b);
+    }
+    slate__buf b = {0};
+    slate_error e;
+    assert_int_equal(slate__tmpl_render(SLATE__TMPL_PHI3_V1, CONV, 4, "<s>", "</s>", true, &b,
+                                        &e), SLATE_E_INVALID_ARG);
+    assert_non_null(strstr(e.message, "phi3-v1 template (Phi-3's first) has no system role"));
+    slate__buf_free(&b);
+    const slate__chat_msg empty_sys[] = {{SLATE_ROLE_SYSTEM, "", 0}, CONV[1]};
+    memset(&b, 0, sizeof b);
+    assert_int_equal(slate__tmpl_render(SLATE__TMPL_PHI3_V1, empty_sys, 2, "<s>", "</s>", true,
+                                        &b, NULL), SLATE_OK);
+    slate__buf_free(&b);
+    assert_string_equal(slate__tmpl_end_of_turn(SLATE__TMPL_PHI3_V1), "<|end|>");
+}
+
 static void end_of_turn_markers_match_each_family(void **unused) {
     (void)unused;
     assert_string_equal(slate__tmpl_end_of_turn(SLATE__TMPL_CHATML), "<|im_end|>");
@@ -574,6 +609,7 @@ int main(void) {
         cmocka_unit_test(malformed_conversations_are_refused_naming_the_message),
         cmocka_unit_test(without_generation_prompt_no_assistant_header_is_written),
         cmocka_unit_test(end_of_turn_markers_match_each_family),
+        cmocka_unit_test(phi3_v1_renders_the_first_phi3_template),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
