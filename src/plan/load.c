@@ -118,9 +118,9 @@ static slate_status open_pkg(slate__pkg *pkg, const char *path, const slate_mode
     const cJSON *sid;
     cJSON_ArrayForEach(sid, cJSON_GetObjectItemCaseSensitive(special, "stop_ids")) {
         if (!cJSON_IsNumber(sid) || sid->valuedouble < 0 || sid->valuedouble >= m->prog.n_vocab ||
-            m->n_stop_ids >= 8) {
-            s = slate__fail(err, SLATE_E_FORMAT, "special.stop_ids: at most 8 ids in 0..%d",
-                            m->prog.n_vocab - 1);
+            sid->valuedouble != (double)(int32_t)sid->valuedouble || m->n_stop_ids >= 8) {
+            s = slate__fail(err, SLATE_E_FORMAT, "special.stop_ids: at most 8 integer ids in "
+                            "0..%d", m->prog.n_vocab - 1);
             goto fail;
         }
         m->stop_ids[m->n_stop_ids++] = (int32_t)sid->valuedouble;

@@ -308,6 +308,27 @@ static void info_and_plan_read_n_layers_alike(void **st) {
     }
 }
 
+/* special.stop_ids must be integers in the vocabulary: 2.5 was truncated to 2 and used. */
+static void stop_ids_must_be_integer_ids(void **st) {
+    (void)st;
+    const double bad[] = {2.5, -1, 1e12};
+    for (int i = 0; i < 3; i++) {
+        cJSON *j = meta_json();
+        cJSON *special = cJSON_GetObjectItem(j, "special");
+        if (!special) special = cJSON_AddObjectToObject(j, "special");
+        cJSON_DeleteItemFromObject(special, "stop_ids");
+        cJSON *ids = cJSON_AddArrayToObject(special, "stop_ids");
+        cJSON_AddItemToArray(ids, cJSON_CreateNumber(bad[i]));
+        expect_meta(j, SLATE_E_FORMAT, "special.stop_ids: at most 8 integer ids");
+    }
+    cJSON *j = meta_json();
+    cJSON *special = cJSON_GetObjectItem(j, "special");
+    if (!special) special = cJSON_AddObjectToObject(j, "special");
+    cJSON_DeleteItemFromObject(special, "stop_ids");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(special, "stop_ids"), cJSON_CreateNumber(2));
+    expect_meta(j, SLATE_OK, NULL);
+}
+
 static void open_fails_cleanly_under_allocation_faults(void **st) {
     (void)st;
     long long live = slate__alloc_live_bytes();
@@ -346,6 +367,7 @@ int main(void) {
         cmocka_unit_test(program_errors_are_refused),
         cmocka_unit_test(rope_wider_than_the_largest_head_is_refused),
         cmocka_unit_test(info_and_plan_read_n_layers_alike),
+        cmocka_unit_test(stop_ids_must_be_integer_ids),
         cmocka_unit_test(open_fails_cleanly_under_allocation_faults),
         cmocka_unit_test(missing_file_is_an_io_error),
     };
