@@ -34,7 +34,8 @@
  * whole sequence), kv-io (the cache is an explicit input and output, as in a stateless model
  * with a fixed-shape cache: before each step every state tensor is imported whole, all n_ctx
  * rows, from a caller buffer, after it the live rows are exported back; --kv-io live imports
- * only the live rows, a lower bound), state (in place). The state's context (--ctx) is the
+ * only the live rows, a lower bound; the steps alternate between two states, so the cache can
+ * only arrive through the import), state (in place). The state's context (--ctx) is the
  * fixed cache shape: default min(package context, max(2048, prompt + n + 1)). The
  * tokens of every mode must equal those of state mode: if not, the command says where and
  * exits 1. The CLI uses only slate.h.
@@ -105,7 +106,8 @@ typedef struct bench {
     /* open model */
     slate_model *m;
     slate_state *st;
-    slate_state *st0;  /* the depth-0 partner of the deeper decode measurements */
+    slate_state *st0;  /* the depth-0 partner of the deeper decode measurements; with --mode,
+                          kv-io's second state */
     slate_model_info info;
     int32_t n_ids;     /* synthetic ids are drawn from 0..n_ids-1 */
     int32_t *ids;      /* [ids_cap] synthetic ids */
@@ -827,12 +829,12 @@ typedef struct kvbuf {
     size_t *row_bytes;
 } kvbuf;
 
-static slate_status kv_export(bench *b, kvbuf *kb, size_t *bytes) {
+static slate_status kv_export(bench *b, slate_state *st, kvbuf *kb, size_t *bytes) {
     slate_status s = SLATE_OK;
     *bytes = 0;
     for (int32_t i = 0; i < kb->n && !s; i++) {
-        size_t len = 0, cap = kb->row_bytes[i] * (size_t)slate_state_n_ctx(b->st);
-        s = slate_state_read_tensor(b->st, i, kb->data[i], cap, &len, &b->err);
+        size_t len = 0, cap = kb->row_bytes[i] * (size_t)slate_state_n_ctx(st);
+        s = slate_state_read_tensor(st, i, kb->data[i], cap, &len, &b->err);
         *bytes += len;
     }
     return s;
@@ -840,16 +842,17 @@ static slate_status kv_export(bench *b, kvbuf *kb, size_t *bytes) {
 
 /* Imports every state tensor: the whole n_ctx rows (a fixed-shape cache input) unless
  * --kv-io live, then declares `length` of them valid. */
-static slate_status kv_import(bench *b, kvbuf *kb, int32_t length, size_t *bytes) {
+static slate_status kv_import(bench *b, slate_state *st, kvbuf *kb, int32_t length,
+                              size_t *bytes) {
     slate_status s = SLATE_OK;
-    int32_t rows = b->kvio_live ? length : slate_state_n_ctx(b->st);
+    int32_t rows = b->kvio_live ? length : slate_state_n_ctx(st);
     *bytes = 0;
     for (int32_t i = 0; i < kb->n && !s; i++) {
         size_t len = kb->row_bytes[i] * (size_t)rows;
-        s = slate_state_write_tensor(b->st, i, kb->data[i], len, rows, &b->err);
+        s = slate_state_write_tensor(st, i, kb->data[i], len, rows, &b->err);
         *bytes += len;
     }
-    if (!s) s = slate_state_set_length(b->st, length, &b->err);
+    if (!s) s = slate_state_set_length(st, length, &b->err);
     return s;
 }
 
@@ -863,22 +866,27 @@ static slate_status run_mode(bench *b, unsigned mode, mode_res *r, kvbuf *kb) {
     top_of(slate_state_logits(b->st, NULL), b->info.n_vocab, &r->top[0]);
     seq[P] = r->top[0].id[0];
     size_t in = 0, out = 0;
-    if (mode == MODE_KVIO && (s = kv_export(b, kb, &out))) return s;
+    if (mode == MODE_KVIO && (s = kv_export(b, b->st, kb, &out))) return s;
     double t0 = now_ms();
     for (int32_t i = 1; i <= N && !s; i++) {
         int32_t len = P + i; /* tokens known; the step feeds seq[len - 1] */
+        slate_state *st = b->st;
         if (mode == MODE_STATE) {
-            s = slate_state_predict(b->st, &seq[len - 1], 1, NULL, &b->err);
+            s = slate_state_predict(st, &seq[len - 1], 1, NULL, &b->err);
         } else if (mode == MODE_KVIO) {
-            s = kv_import(b, kb, len - 1, &in);
-            if (!s) s = slate_state_predict(b->st, &seq[len - 1], 1, NULL, &b->err);
-            if (!s) s = kv_export(b, kb, &out);
+            /* The steps alternate between two states (odd ones in st0, fresh for this mode), so
+             * a step's cache has to come in through the import: in a single state the rows are
+             * already there, and an import that lost them would still pass the gate. */
+            st = i % 2 ? b->st0 : b->st;
+            s = kv_import(b, st, kb, len - 1, &in);
+            if (!s) s = slate_state_predict(st, &seq[len - 1], 1, NULL, &b->err);
+            if (!s) s = kv_export(b, st, kb, &out);
         } else {
-            s = slate_state_reset(b->st);
+            s = slate_state_reset(st);
             if (!s) s = feed(b, seq, len);
         }
         if (!s) { /* greedy: the argmax, with the runners-up for the tie check */
-            top_of(slate_state_logits(b->st, NULL), b->info.n_vocab, &r->top[i]);
+            top_of(slate_state_logits(st, NULL), b->info.n_vocab, &r->top[i]);
             seq[len] = r->top[i].id[0];
         }
     }
@@ -918,6 +926,9 @@ static int run_modes(bench *b) {
     }
     b->what = "state";
     if ((s = slate_state_create(b->m, &sp, &b->st, &b->err))) goto fail;
+    /* kv-io's second state: it has never run, so it holds no rows of its own */
+    if ((b->modes & MODE_KVIO) && (s = slate_state_create(b->m, &sp, &b->st0, &b->err)))
+        goto fail;
     b->ids_cap = total;
     b->ids = malloc((size_t)total * sizeof *b->ids);
     kb.n = slate_state_n_tensors(b->st);

@@ -5,6 +5,7 @@
 #   (the tiny model's context allows it) and the 128/512 prefills in one call each;
 # - bench --profile reports the matmuls with their kernel set and dtype;
 # - bench --mode all: recompute and kv-io produce the state mode's tokens (the gate passes);
+#   with an import that loses the cache (slate_lost_import) the gate fails;
 # - eval of a package against itself gives KL 0 and top-1 agreement 1; fp16 against f32 a
 #   small positive KL; packages of different vocabularies are refused.
 source "$(dirname "$0")/lib.sh"
@@ -162,6 +163,19 @@ assert [m["mode"] for m in b["modes"]] == ["recompute", "kv-io", "state"], b
 assert b["tokens_match"] is True and all(m["tokens_match_state"] for m in b["modes"]), b
 assert all(m["tok_s"] > 0 for m in b["modes"]), b
 ' "$WORK/modes.json"
+# The gate is not vacuous: with an import that writes nothing (slate_lost_import, the CLI with
+# slate_state_write_tensor wrapped) the kv-io tokens must differ, though the state it steps
+# could still hold the rows from before.
+LOST=${SLATE_BUILD_DIR:-$(dirname "$SLATE")}/slate_lost_import
+if [ -x "$LOST" ]; then
+  for rows in ctx live; do
+    expect_fail "bench --mode kv-io --kv-io $rows fails its gate when the import is lost" "" \
+      "correctness gate failed" "$LOST" bench "$WORK/tiny.slate" --mode kv-io --kv-io $rows \
+      --prompt 24 -n 12
+  done
+else
+  echo "note: $LOST not built; the lost-import check of the kv-io gate is skipped"
+fi
 check "bench --mode kv-io (text) prints the table" bash -c \
   "'$SLATE' bench '$WORK/tiny16.slate' --mode kv-io --prompt 8 -n 4 | grep -q 'kv-io .* yes'"
 expect_fail "bench --mode refuses a prompt past the context" "" "exceed the package's context" \
