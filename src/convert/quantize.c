@@ -91,8 +91,13 @@ void slate__quantize_q8_c_row(const float *x, int64_t n, int8_t *q, float *scale
     for (int64_t j = 0; j < n; j++) amax = fmaxf(amax, fabsf(x[j]));
     *scale = amax / 127.0f;
     float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    /* Below max |x| ~3.7e-37, 127 / max overflows f32: x * inf would push every small element
+     * to +-127 and make 0 * inf a NaN (undefined as int8). Such rows divide by the stored scale
+     * in double instead (their own rows only: the bytes of every other row are unchanged). */
+    bool wide = !isfinite(id);
+    double idw = wide && *scale > 0.0f ? 1.0 / (double)*scale : 0.0;
     for (int64_t j = 0; j < n; j++) {
-        float v = roundf(x[j] * id);
+        float v = wide ? (float)round((double)x[j] * idw) : roundf(x[j] * id);
         q[j] = (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
     }
 }

@@ -179,6 +179,30 @@ static void q8_c_round_trip_is_within_half_a_step(void **st) {
     free(y);
 }
 
+/* Q8_C rows of tiny magnitude (max |x| below ~3.7e-37, where 127 / max overflows f32): still
+ * |x - deq| <= scale/2, a zero stays 0 (0 * inf is NaN, whose conversion to int8 is undefined)
+ * and a small element is not pushed to +-127. */
+static void q8_c_tiny_rows_stay_within_half_a_step(void **st) {
+    (void)st;
+    static const float amaxes[] = {1e-36f, 1e-37f, 1e-38f, 1e-39f, 1e-40f};
+    enum { COLS = 8 };
+    for (int k = 0; k < 5; k++) {
+        float a = amaxes[k], x[COLS] = {a, -a, 0.0f, 0.5f * a, -0.25f * a, 0.1f * a, -0.0f, a};
+        int8_t q[COLS];
+        float scale;
+        slate__quantize_q8_c_row(x, COLS, q, &scale);
+        assert_true(scale > 0.0f);
+        assert_int_equal(q[2], 0);
+        assert_int_equal(q[6], 0);
+        for (int i = 0; i < COLS; i++) {
+            float deq = (float)q[i] * scale;
+            if (!(fabsf(x[i] - deq) <= 0.5f * scale * (1 + 1e-6f) + 1e-45f))
+                fail_msg("q8_c max %g [%d]: x %.9g q %d deq %.9g scale %.9g", (double)a, i,
+                         (double)x[i], q[i], (double)deq, (double)scale);
+        }
+    }
+}
+
 /* Scales are f16: a block whose scale would overflow it is refused, not stored as inf. */
 static void quantizers_refuse_values_whose_scale_overflows_f16(void **st) {
     (void)st;
@@ -555,6 +579,7 @@ int main(void) {
         cmocka_unit_test(q4_symmetric_round_trip_bounds),
         cmocka_unit_test(q4_asymmetric_round_trip_bounds),
         cmocka_unit_test(q8_c_round_trip_is_within_half_a_step),
+        cmocka_unit_test(q8_c_tiny_rows_stay_within_half_a_step),
         cmocka_unit_test(quantizers_refuse_values_whose_scale_overflows_f16),
         cmocka_unit_test(gguf_q8_0_and_q4_0_tensors_import_bit_exact),
         cmocka_unit_test(convert_policy_defaults_keep_rules_and_f16_fallback),
