@@ -176,6 +176,10 @@ if [ -x "$LOST" ]; then
 else
   echo "note: $LOST not built; the lost-import check of the kv-io gate is skipped"
 fi
+check "bench --mode state --json: tokens_match is null (no kv-io, nothing gated)" $PY -c '
+import json, subprocess, sys
+out = subprocess.run(sys.argv[1:], capture_output=True, text=True, check=True).stdout
+sys.exit(0 if json.loads(out)["tokens_match"] is None else 1)' "$SLATE" bench "$WORK/tiny.slate" --mode state --prompt 8 -n 4 --json
 check "bench --mode kv-io (text) prints the table" bash -c \
   "'$SLATE' bench '$WORK/tiny16.slate' --mode kv-io --prompt 8 -n 4 | grep -q 'kv-io .* yes'"
 expect_fail "bench --mode refuses a prompt past the context" "" "exceed the package's context" \
