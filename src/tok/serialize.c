@@ -201,6 +201,13 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
         return slate__fail_at(err, SLATE_E_FORMAT, 12,
                               "tokenizer blob: flag bits 0x%x do not apply to %s tokenizers",
                               flags & foreign, kind == SLATE__TOK_SPM ? "SPM" : "BPE");
+    /* The Metaspace refinements qualify the dummy prefix: without it they mean nothing (and
+     * would not survive a round trip). */
+    if ((flags & (FLAG_PREFIX_UNLESS_SPACED | FLAG_PREFIX_FIRST_ONLY)) &&
+        !(flags & FLAG_ADD_SPACE_PREFIX))
+        return slate__fail_at(err, SLATE_E_FORMAT, 12,
+                              "tokenizer blob: flag bits 0x%x need bit 1 (add_space_prefix)",
+                              flags & (FLAG_PREFIX_UNLESS_SPACED | FLAG_PREFIX_FIRST_ONLY));
     if (n_tokens < 1 || n_tokens > SLATE__TOK_MAX_TOKENS)
         return slate__fail_at(err, SLATE_E_FORMAT, 36,
                               "tokenizer blob: n_tokens %u, expected 1..%d", n_tokens,
