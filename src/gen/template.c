@@ -325,16 +325,20 @@ static void render_llama2(const slate__chat_msg *m, int32_t n, const char *bos, 
 
 /* Mistral. Source: mistralai/Mistral-7B-Instruct-v0.2 tokenizer_config.json (original):
  * bos_token, then '[INST] ' + content + ' [/INST]' for a user message and content + eos_token
- * for an assistant message. System message: see the file comment. */
+ * for an assistant message. System message: see the file comment.
+ * Mistral v1 (spaced; mistral-common's name for the v0.1/v0.2 tokenizer): the template the same
+ * tokenizer_config.json carries since 2024 writes ' [INST] ' (a space before) for a user
+ * message, the first one with system_message + '\n\n' in front, and ' ' + content + eos_token
+ * for an assistant message. Neither has a generation prompt: the prompt ends at [/INST]. */
 static void render_mistral(const slate__chat_msg *m, int32_t n, const char *bos, const char *eos,
-                           rout *o) {
+                           bool spaced, rout *o) {
     put(o, bos);
     int32_t i = 0;
     const slate__chat_msg *sys = NULL;
     if (n > 0 && m[0].role == SLATE_ROLE_SYSTEM) sys = &m[i++];
     for (int32_t k = 0; i < n; i++, k++) {
         if (m[i].role == SLATE_ROLE_USER) {
-            put(o, "[INST] ");
+            put(o, spaced ? " [INST] " : "[INST] ");
             if (k == 0 && sys) {
                 put_n(o, sys->text, sys->len);
                 put(o, "\n\n");
@@ -342,34 +346,7 @@ static void render_mistral(const slate__chat_msg *m, int32_t n, const char *bos,
             put_n(o, m[i].text, m[i].len);
             put(o, " [/INST]");
         } else {
-            put_n(o, m[i].text, m[i].len);
-            put(o, eos);
-        }
-    }
-}
-
-/* Mistral v1 (mistral-common's name for the v0.1/v0.2 tokenizer). Source: the template
- * mistralai/Mistral-7B-Instruct-v0.2 (and v0.1) tokenizer_config.json carries since 2024:
- * bos_token, then ' [INST] ' + content + ' [/INST]' for a user message (the first one with
- * system_message + '\n\n' in front when there is a system message) and ' ' + content +
- * eos_token for an assistant message. No generation prompt: the prompt ends at [/INST]. */
-static void render_mistral_v1(const slate__chat_msg *m, int32_t n, const char *bos,
-                              const char *eos, rout *o) {
-    put(o, bos);
-    int32_t i = 0;
-    const slate__chat_msg *sys = NULL;
-    if (n > 0 && m[0].role == SLATE_ROLE_SYSTEM) sys = &m[i++];
-    for (int32_t k = 0; i < n; i++, k++) {
-        if (m[i].role == SLATE_ROLE_USER) {
-            put(o, " [INST] ");
-            if (k == 0 && sys) {
-                put_n(o, sys->text, sys->len);
-                put(o, "\n\n");
-            }
-            put_n(o, m[i].text, m[i].len);
-            put(o, " [/INST]");
-        } else {
-            put(o, " ");
+            if (spaced) put(o, " ");
             put_n(o, m[i].text, m[i].len);
             put(o, eos);
         }
@@ -504,11 +481,11 @@ slate_status slate__tmpl_render_spans(slate__tmpl t, const slate__chat_msg *msgs
     case SLATE__TMPL_LLAMA3: render_llama3(msgs, n, bos, gen, &o); break;
     case SLATE__TMPL_LLAMA31: render_llama31(msgs, n, bos, gen, &o); break;
     case SLATE__TMPL_LLAMA2: render_llama2(msgs, n, bos, eos, &o); break;
-    case SLATE__TMPL_MISTRAL: render_mistral(msgs, n, bos, eos, &o); break;
+    case SLATE__TMPL_MISTRAL: render_mistral(msgs, n, bos, eos, false, &o); break;
     case SLATE__TMPL_GEMMA: render_gemma(msgs, n, bos, gen, &o); break;
     case SLATE__TMPL_PHI3: render_phi3(msgs, n, eos, gen, &o); break;
     case SLATE__TMPL_ZEPHYR: render_zephyr(msgs, n, eos, gen, &o); break;
-    case SLATE__TMPL_MISTRAL_V1: render_mistral_v1(msgs, n, bos, eos, &o); break;
+    case SLATE__TMPL_MISTRAL_V1: render_mistral(msgs, n, bos, eos, true, &o); break;
     case SLATE__TMPL_PHI3_V1: render_phi3_v1(msgs, n, bos, &o); break;
     default: break;
     }
