@@ -69,8 +69,13 @@ const char *slate__tmpl_end_of_turn(slate__tmpl t) {
 
 slate__tmpl slate__tmpl_detect(const char *j) {
     if (!j) return SLATE__TMPL_NONE;
-    if (strstr(j, "<|im_start|>"))
+    if (strstr(j, "<|im_start|>")) {
+        /* A generation prompt that opens the reasoning block itself (QwQ, Qwen3.5 and other
+         * reasoning models: '<|im_start|>assistant\n<think>\n') is neither family's layout:
+         * refused, so that the user names one knowingly. */
+        if (strstr(j, "<|im_start|>assistant\\n<think>\\n'")) return SLATE__TMPL_NONE;
         return strstr(j, "</think>") ? SLATE__TMPL_QWEN3 : SLATE__TMPL_CHATML;
+    }
     if (strstr(j, "<|start_header_id|>"))
         return strstr(j, "Cutting Knowledge Date") ? SLATE__TMPL_LLAMA31 : SLATE__TMPL_LLAMA3;
     if (strstr(j, "<start_of_turn>")) return SLATE__TMPL_GEMMA;

@@ -468,6 +468,11 @@ static void families_are_detected_from_official_template_sources(void **unused) 
         {"{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + "
          "message['content'] + eos_token }}\n{% endif %}\n{% endfor %}", SLATE__TMPL_ZEPHYR},
         /* Refused: markers of a known family but another layout, or no markers at all. */
+        {"{%- for message in messages %}{%- if message.role == \"assistant\" %}{%- set content "
+         "= message.content.split('</think>')[-1].lstrip('\\n') %}{{- '<|im_start|>' + "
+         "message.role + '\\n' + content + '<|im_end|>\\n' }}{%- endif %}{%- endfor %}\n{%- if "
+         "add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif "
+         "%}\n", SLATE__TMPL_NONE}, /* QwQ: the generation prompt opens <think> */
         {"{{ bos_token }}{% for m in messages %}{{ '[INST] ' + m['content'] + '[/INST]' }}"
          "{% endfor %}", SLATE__TMPL_NONE}, /* Mistral v0.3: no space before [/INST] */
         {"{% for m in messages %}<|{{ m['role'] }}|>\n {{ m['content'] }}{% endfor %}"
