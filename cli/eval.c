@@ -81,6 +81,12 @@ static bool same_vocab(const side *a, const side *b) {
     return true;
 }
 
+/* v printed with fmt, or null when it is not finite (JSON has no inf or nan). */
+static void json_num(char *buf, size_t cap, const char *fmt, double v) {
+    if (isfinite(v)) snprintf(buf, cap, fmt, v);
+    else snprintf(buf, cap, "null");
+}
+
 static void json_str(const char *key, const char *v) {
     printf("\"%s\": \"", key);
     for (; *v; v++) {
@@ -296,15 +302,25 @@ int slate_cli_eval(int argc, char **argv) {
     }
     double ppl_m = exp(nll_m / (double)n_pos), ppl_r = exp(nll_r / (double)n_pos);
     if (json) {
+        /* A perplexity (or KL) past double's range is infinite, which JSON cannot say: null,
+         * and a note on stderr. */
+        char f_klm[32], f_klx[32], f_pm[32], f_pr[32];
+        json_num(f_klm, sizeof f_klm, "%.9g", kl_mean);
+        json_num(f_klx, sizeof f_klx, "%.9g", kl_max);
+        json_num(f_pm, sizeof f_pm, "%.6f", ppl_m);
+        json_num(f_pr, sizeof f_pr, "%.6f", ppl_r);
+        if (!isfinite(kl_mean) || !isfinite(kl_max) || !isfinite(ppl_m) || !isfinite(ppl_r))
+            fprintf(stderr, "slate eval: a figure is infinite (past double's range); --json "
+                            "gives it as null\n");
         printf("{");
         json_str("model", s_m.path);
         json_str("ref", s_r.path);
         json_str("text", text_path);
         printf("\"tokens\": %zu, \"windows\": %lld, \"ctx\": %d, \"positions\": %lld, "
-               "\"kl_mean\": %.9g, \"kl_max\": %.9g, \"top1_agreement\": %.6f, "
-               "\"ppl_model\": %.6f, \"ppl_ref\": %.6f, \"kv_dtype_model\": \"%s\", "
-               "\"kv_dtype_ref\": \"%s\"}\n", n_ids, n_windows, ctx, n_pos, kl_mean, kl_max,
-               top1, ppl_m, ppl_r, kv[0], kv[1]);
+               "\"kl_mean\": %s, \"kl_max\": %s, \"top1_agreement\": %.6f, "
+               "\"ppl_model\": %s, \"ppl_ref\": %s, \"kv_dtype_model\": \"%s\", "
+               "\"kv_dtype_ref\": \"%s\"}\n", n_ids, n_windows, ctx, n_pos, f_klm, f_klx,
+               top1, f_pm, f_pr, kv[0], kv[1]);
     } else {
         printf("model      %s (cache %s)\nreference  %s (cache %s)\n", s_m.path, kv[0], s_r.path,
                kv[1]);

@@ -216,6 +216,29 @@ import json, sys
 e = json.load(open(sys.argv[1]))
 assert 0 < e["kl_mean"] < 1e-3 and e["top1_agreement"] >= 0.9, e
 ' "$WORK/f16.json"
+# A model whose output head is 1e4 times too large: its perplexity is past double's range.
+# --json gives null for it (it printed inf, which is not JSON) and says so on stderr.
+cp -r "$d" "$WORK/big"
+$PY - "$WORK/big/model.safetensors" <<'PYEOF'
+import json, struct, sys, numpy as np
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+s, t = json.loads(b[8:8 + n])["lm_head.weight"]["data_offsets"]
+u = np.frombuffer(bytes(b[8 + n + s:8 + n + t]), dtype=np.uint16).astype(np.uint32) << 16
+f = u.view(np.float32) * np.float32(1e4)
+b[8 + n + s:8 + n + t] = (f.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+open(p, "wb").write(b)
+PYEOF
+"$SLATE" convert "$WORK/big" -o "$WORK/big.slate" 2>/dev/null
+"$SLATE" eval "$WORK/big.slate" --ref "$WORK/tiny.slate" --text "$WORK/text.txt" --json \
+  >"$WORK/big.json" 2>"$WORK/big.err" || true
+check "eval --json with an infinite perplexity: valid JSON, null, a note on stderr" $PY -c '
+import json, sys
+e = json.load(open(sys.argv[1]))
+assert e["ppl_model"] is None and e["ppl_ref"] > 1, e
+assert "gives it as null" in open(sys.argv[2]).read()
+' "$WORK/big.json" "$WORK/big.err"
 "$SLATE" synth --dims "${dims/vocab=320/vocab=330}" -o "$WORK/other" >/dev/null 2>&1
 "$SLATE" convert "$WORK/other" -o "$WORK/other.slate" 2>/dev/null
 expect_fail "eval refuses packages with different vocabularies" "" "vocabularies differ" \
