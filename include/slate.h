@@ -197,7 +197,8 @@ slate_convert_params slate_convert_default_params(void);
  * out_path (an existing file there stays untouched). An existing out_path must be a regular
  * file (or a symbolic link to one: the file is replaced, the link kept) holding a slate
  * package, or empty: the source itself or any other file is refused with E_INVALID_ARG and
- * left as it was. A package as src_path is refused with E_INVALID_ARG.
+ * left as it was. A package, a state file, or a lone JSON or safetensors file as src_path is
+ * refused with E_INVALID_ARG (a Hugging Face folder is given as the folder).
  * Returns SLATE_OK, E_INVALID_ARG, E_IO, E_FORMAT (lying or corrupt source), E_UNSUPPORTED
  * (unknown architecture or tensor type), E_NOMEM. */
 slate_status slate_convert(const char *src_path, const char *out_path,
@@ -574,7 +575,8 @@ typedef struct slate_generate_params {
     slate_piece_fn on_piece;          /* may be NULL */
     void *user;
     bool ignore_eos;                  /* end-of-generation tokens (and the model's stop ids) do
-                                         not end generation: benchmarks, load tests */
+                                         not end generation: benchmarks, load tests
+                                         (slate_session_generate refuses it) */
     int32_t *tokens_out;              /* NULL, or room for tokens_cap ids: the sampled ids in
                                          order (at most tokens_cap are written; the count is
                                          result.n_generated) */
@@ -653,11 +655,12 @@ slate_status slate_generate(slate_state *state, const int32_t *prompt, int32_t n
  * BOS, the assistant header after every user message, no system role: a non-empty system
  * message is refused, where the source drops it). Each is rendered exactly as its official
  * template (BOS and EOS
- * text, newlines, the generation prompt); docs/design.md lists the sources. A model whose
+ * text, newlines, the generation prompt); src/gen/template.c lists the sources. A model whose
  * template matches no family is refused, never guessed: name one in template_name.
- * Message text is tokenized with the template, so text that spells a special token
- * ("<|im_end|>") becomes that token, as with Hugging Face's apply_chat_template: filter
- * untrusted input where that matters.
+ * Special tokens are parsed only in the template's own text: message text that spells a
+ * special token ("<|im_end|>") gets that text's ordinary tokens, so it cannot end its turn or
+ * forge another (Hugging Face's apply_chat_template, which tokenizes the whole rendering with
+ * special tokens on, does not do this).
  *
  * Thread safety: a session is used by one thread at a time; a call that overlaps another call
  * on the same session returns SLATE_E_BUSY. The exception is slate_session_cancel(), which any
@@ -699,8 +702,8 @@ typedef struct slate_chat_message {
  * guessed). The conversation must be well formed (an optional first system message, then user
  * and assistant alternating from user). add_generation_prompt: end with the header that opens
  * the assistant's reply; with it, a system message alone is refused (E_INVALID_ARG) by the
- * templates that put it inside the first user message (llama2, mistral, gemma), which would
- * otherwise leave it out of the prompt. Writes the text (not terminated) into buf[0..cap); *len_out = its
+ * templates that put it inside the first user message (llama2, mistral, mistral-v1, gemma),
+ * which would otherwise leave it out of the prompt. Writes the text (not terminated) into buf[0..cap); *len_out = its
  * length (or the size needed with E_BUFFER_TOO_SMALL). Tokenize it with
  * SLATE_ENCODE_PARSE_SPECIAL. Returns OK, E_INVALID_ARG, E_UNSUPPORTED, E_BUFFER_TOO_SMALL,
  * E_NOMEM. */
@@ -1032,8 +1035,9 @@ slate_status slate_state_save(slate_state *state, const char *path,
 
 /* Replaces the state's content with the file's. The file must come from the same model
  * (fingerprint), hold caches of this state's dtypes, and fit its context. extra_out may be
- * NULL. On failure the state is unchanged. Returns OK, E_INVALID_ARG, E_IO, E_FORMAT
- * (truncated, bad magic, checksum mismatch: with the byte offset), E_UNSUPPORTED (a future
+ * NULL. On failure the state is unchanged (except that a memory-pressure reset requested
+ * before the load is applied, and reported by the next call). Returns OK, E_INVALID_ARG, E_IO,
+ * E_FORMAT (truncated, bad magic, checksum mismatch: with the byte offset), E_UNSUPPORTED (a future
  * version), E_CONTEXT_FULL (more positions than the state's context), E_BUFFER_TOO_SMALL (an
  * extra_out buffer; the sizes needed are in extra_out), E_BUSY, E_CANCELLED (critical memory
  * pressure during the load emptied the state; a reset requested before the load is
@@ -1074,8 +1078,8 @@ slate_status slate_sampler_set_rng(slate_sampler *s, const uint64_t rng[4], slat
  * Each action is reported through params.on_pressure (or a stderr line). Never fails for lack
  * of memory: a step that cannot complete (disk full) is reported and the ladder goes on.
  * A reset is reported once, by E_CANCELLED from the next call that uses the cache (predict,
- * truncate, read/write_tensor, save); slate_state_reset, slate_state_set_length and a successful
- * slate_state_load acknowledge it silently. A call that arrives while a pass works on its idle
+ * slate_generate, truncate, read/write_tensor, save); slate_state_reset, slate_state_set_length
+ * and a successful slate_state_load acknowledge it silently. A call that arrives while a pass works on its idle
  * state waits for that step (it does not get E_BUSY). */
 typedef enum slate_pressure_level {
     SLATE_PRESSURE_NONE = 0,
