@@ -36,9 +36,10 @@
  * rows, from a caller buffer, after it the live rows are exported back; --kv-io live imports
  * only the live rows, a lower bound; the steps alternate between two states, so the cache can
  * only arrive through the import), state (in place). The state's context (--ctx) is the
- * fixed cache shape: default min(package context, max(2048, prompt + n + 1)). The
- * tokens of every mode must equal those of state mode: if not, the command says where and
- * exits 1. The CLI uses only slate.h.
+ * fixed cache shape: default min(package context, max(2048, prompt + n + 1)). kv-io's
+ * tokens must equal those of state mode: if not, the command says where and exits 1.
+ * recompute runs the prefill kernels, so where its tokens part from state's the output says
+ * where (and whether at a near-tie), without failing. The CLI uses only slate.h.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"

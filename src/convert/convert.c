@@ -1,7 +1,9 @@
 /*
  * convert.c - slate_convert: detects the source format (a directory is a Hugging Face folder;
- * a file starting with "GGUF" is GGUF; anything else is tried as a llama2.c checkpoint, whose
- * header is validated against the file size) and runs the importer, then the builder.
+ * a file starting with "GGUF" is GGUF; a slate package, a state file, a JSON or a safetensors
+ * file is refused by name; anything else is tried as a llama2.c checkpoint, whose header is
+ * validated against the file size) and runs the importer, then the builder. An existing
+ * output is replaced only when it is a package (or empty), never the source.
  */
 #include "convert.h"
 #include "pkg/format.h"

@@ -4,7 +4,8 @@
  * builds (optional system message, then user/assistant alternating), with the whitespace
  * handling Hugging Face's apply_chat_template uses (jinja2 trim_blocks + lstrip_blocks). The
  * source of each family is named beside its renderer; tests/unit/test_template.c holds the
- * expected strings, which were checked by rendering those sources with jinja2 3.1.6.
+ * expected strings, which were checked by rendering those sources with jinja2 3.1.6 (except
+ * mistral-v1's, derived by hand from its source).
  *
  * Detection looks for markers no other family uses. Templates with markers but a different
  * layout (Mistral v0.3 "[INST]" without the spaces, ChatGLM "<|user|>" without an end token)

@@ -1,6 +1,7 @@
 /*
  * template.h - chat templates (internal). A package carries its chat template as Jinja source
- * (tokenizer_config.json "chat_template" or GGUF tokenizer.chat_template); slate does not run
+ * (chat_template.jinja, tokenizer_config.json "chat_template" or GGUF
+ * tokenizer.chat_template); slate does not run
  * Jinja. It recognizes the template's family by markers in that source and renders the family
  * in C, byte for byte as the official template does (template.c cites each source). A template
  * with no recognizable markers is refused, never guessed.
