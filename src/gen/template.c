@@ -5,7 +5,9 @@
  * handling Hugging Face's apply_chat_template uses (jinja2 trim_blocks + lstrip_blocks). The
  * source of each family is named beside its renderer; tests/unit/test_template.c holds the
  * expected strings, which were checked by rendering those sources with jinja2 3.1.6 (except
- * mistral-v1's, derived by hand from its source).
+ * mistral-v1's, derived by hand from its source; the conversation with a system message equals
+ * llama.cpp's test-chat-template expectation for the same template and messages, and phi3-v1's,
+ * derived by hand from the template in llama.cpp's phi-3 vocabulary file).
  *
  * Detection looks for markers no other family uses. Templates with markers but a different
  * layout (Mistral v0.3 "[INST]" without the spaces, ChatGLM "<|user|>" without an end token)

@@ -1028,7 +1028,7 @@ static void a_model_without_a_usable_template_is_refused_listing_the_names(void 
     assert_null(s);
     assert_non_null(strstr(e.message, "no chat template"));
     assert_non_null(strstr(e.message, "chatml, qwen3, llama3, llama31, llama2, mistral, gemma, "
-                                      "phi3, zephyr"));
+                                      "phi3, zephyr, mistral-v1, phi3-v1"));
     slate_session_params p = slate_session_default_params();
     p.template_name = "vicuna";
     assert_int_equal(slate_session_create(f->small, &p, &s, &e), SLATE_E_INVALID_ARG);
