@@ -7,6 +7,7 @@
  */
 #include "convert.h"
 #include "pkg/format.h"
+#include "pkg/pkg.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -19,20 +20,6 @@ slate_convert_params slate_convert_default_params(void) {
     p.dtype = SLATE_DTYPE_F32;
     p.kv_dtype = SLATE_DTYPE_F16; /* issue 4: half the cache memory; states may override */
     return p;
-}
-
-/* A safetensors file: a little-endian u64 header length that fits the file, then '{'. */
-static bool looks_like_safetensors(const char *path, const uint8_t *head) {
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; i--) n = n << 8 | head[i];
-    char brace = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    bool ok = fseek(f, 8, SEEK_SET) == 0 && fread(&brace, 1, 1, f) == 1 && brace == '{' &&
-              fseek(f, 0, SEEK_END) == 0;
-    long size = ok ? ftell(f) : -1;
-    fclose(f);
-    return ok && size >= 9 && n >= 2 && n <= (uint64_t)size - 8;
 }
 
 slate_status slate_convert(const char *src, const char *out, const slate_convert_params *params,
@@ -72,28 +59,30 @@ slate_status slate_convert(const char *src, const char *out, const slate_convert
     if (S_ISDIR(st.st_mode)) {
         kind = "a Hugging Face folder (its tokenizer is tokenizer.json)";
     } else {
-        char magic[8] = {0};
+        uint8_t head[32];
         FILE *f = fopen(src, "rb");
         if (!f) return slate__fail(err, SLATE_E_IO, "cannot open '%s': %s", src, strerror(errno));
-        size_t got = fread(magic, 1, 8, f);
+        size_t got = fread(head, 1, sizeof head, f);
         fclose(f);
-        if (got >= 4 && memcmp(magic, "GGUF", 4) == 0)
-            kind = "a GGUF file (its tokenizer is in its metadata)";
-        else if (got == 8 && memcmp(magic, SLATE__PKG_MAGIC, 8) == 0)
+        switch (slate__pkg_file_kind(head, got, (uint64_t)st.st_size)) {
+        case SLATE__FILE_GGUF: kind = "a GGUF file (its tokenizer is in its metadata)"; break;
+        case SLATE__FILE_PACKAGE:
             return slate__fail(err, SLATE_E_INVALID_ARG, "'%s' is a slate package already; "
                                "convert reads a Hugging Face folder, a GGUF file or a llama2.c "
                                "checkpoint", src);
-        else if (got == 8 && memcmp(magic, "SLATESTA", 8) == 0)
+        case SLATE__FILE_STATE:
             return slate__fail(err, SLATE_E_INVALID_ARG, "'%s' is a slate state file (a saved "
                                "conversation), not a checkpoint", src);
-        else if (got >= 2 && magic[0] == '{' && strchr("\" \t\r\n}", magic[1]))
+        case SLATE__FILE_JSON:
             return slate__fail(err, SLATE_E_INVALID_ARG, "'%s' looks like JSON; convert reads "
                                "the Hugging Face folder it belongs to (slate convert DIR -o "
                                "OUT.slate)", src);
-        else if (got == 8 && looks_like_safetensors(src, (const uint8_t *)magic))
+        case SLATE__FILE_SAFETENSORS:
             return slate__fail(err, SLATE_E_INVALID_ARG, "'%s' is a safetensors file; convert "
                                "reads the Hugging Face folder it belongs to (slate convert DIR "
                                "-o OUT.slate)", src);
+        default: break; /* anything else is tried as a llama2.c checkpoint */
+        }
     }
     if (kind && params->tokenizer_path)
         return slate__fail(err, SLATE_E_INVALID_ARG, "a tokenizer path ('%s') applies to "

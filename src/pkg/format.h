@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #define SLATE__PKG_MAGIC "SLATEPKG"
+#define SLATE__STATE_MAGIC "SLATESTA" /* state files (src/state/persist.c, docs/format.md) */
 #define SLATE__PKG_VERSION 1u
 #define SLATE__PKG_ALIGN 64u
 #define SLATE__PKG_MAX_SECTIONS 16u

@@ -33,6 +33,20 @@ slate_status slate__pkg_open_mem(const uint8_t *data, size_t size, slate__pkg *p
                                  slate_error *err);
 void slate__pkg_close(slate__pkg *p);
 
+/* What a file is, judged from its first bytes (head[0..n), up to 32 of them are looked at) and
+ * its size: slate's own files and the formats `slate convert` reads, so that a file given in
+ * the wrong place can be named. LLAMA2C is a plausible header only; OTHER: none of these. */
+typedef enum slate__file_kind {
+    SLATE__FILE_OTHER = 0,
+    SLATE__FILE_PACKAGE,
+    SLATE__FILE_STATE,
+    SLATE__FILE_GGUF,
+    SLATE__FILE_SAFETENSORS,
+    SLATE__FILE_JSON,
+    SLATE__FILE_LLAMA2C,
+} slate__file_kind;
+slate__file_kind slate__pkg_file_kind(const uint8_t *head, size_t n, uint64_t size);
+
 /* Reads only the tokenizer section of a package (used by slate_tokenizer_open). */
 slate_status slate__pkg_read_tokenizer(const char *path, slate_tokenizer **out, slate_error *err);
 

@@ -51,32 +51,46 @@ static const char *kind_name(uint32_t k) {
     return "?";
 }
 
-/* What a file that is not a package looks like, from its first 64 bytes (size: the file's), as
- * the end of the bad-magic message: the formats `slate convert` reads and slate's own state
- * files, which are easy to give by mistake. "" when it looks like none of them. */
-static const char *foreign_hint(const uint8_t *h, uint64_t size) {
-    if (memcmp(h, "GGUF", 4) == 0)
-        return "; it is a GGUF file: convert it first (slate convert FILE -o OUT.slate)";
-    if (memcmp(h, "SLATESTA", 8) == 0)
-        return "; it is a slate state file (a saved conversation or prompt cache), not a model";
-    uint64_t n = le64(h);
-    if (n >= 2 && n <= size - 8 && h[8] == '{')
-        return "; it is a safetensors file: convert its Hugging Face folder first (slate "
-               "convert DIR -o OUT.slate)";
-    if (h[0] == '{')
-        return "; it looks like JSON: convert the Hugging Face folder it belongs to first (slate "
-               "convert DIR -o OUT.slate)";
+slate__file_kind slate__pkg_file_kind(const uint8_t *h, size_t n, uint64_t size) {
+    if (n >= 8 && memcmp(h, SLATE__PKG_MAGIC, 8) == 0) return SLATE__FILE_PACKAGE;
+    if (n >= 8 && memcmp(h, SLATE__STATE_MAGIC, 8) == 0) return SLATE__FILE_STATE;
+    if (n >= 4 && memcmp(h, "GGUF", 4) == 0) return SLATE__FILE_GGUF;
+    /* safetensors: a little-endian u64 header length that fits the file, then '{'. */
+    if (n >= 9 && le64(h) >= 2 && size >= 9 && le64(h) <= size - 8 && h[8] == '{')
+        return SLATE__FILE_SAFETENSORS;
+    /* '{' then a quote, white space or '}': a llama2.c dim whose low byte is '{' is not JSON. */
+    if (n >= 2 && h[0] == '{' && memchr("\" \t\r\n}", h[1], 6)) return SLATE__FILE_JSON;
     /* llama2.c: seven int32 (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, whose
      * sign says whether the classifier is shared, seq_len). */
+    if (n < 28) return SLATE__FILE_OTHER;
     int32_t v[7];
     for (int i = 0; i < 7; i++) v[i] = (int32_t)le32(h + 4 * i);
-    int32_t vocab = v[5] < 0 ? -v[5] : v[5];
+    int32_t vocab = v[5] < 0 && v[5] != INT32_MIN ? -v[5] : v[5];
     if (v[0] > 0 && v[0] <= 65536 && v[1] > 0 && v[1] <= 1 << 20 && v[2] > 0 && v[2] <= 1024 &&
         v[3] > 0 && v[3] <= 1024 && v[4] > 0 && v[4] <= v[3] && vocab > 0 && vocab <= 1 << 22 &&
         v[6] > 0 && v[6] <= 1 << 24)
+        return SLATE__FILE_LLAMA2C;
+    return SLATE__FILE_OTHER;
+}
+
+/* The end of the bad-magic message: what the file is when slate knows the kind. */
+static const char *foreign_hint(const uint8_t *h, uint64_t size) {
+    switch (slate__pkg_file_kind(h, 64, size)) {
+    case SLATE__FILE_GGUF:
+        return "; it is a GGUF file: convert it first (slate convert FILE -o OUT.slate)";
+    case SLATE__FILE_STATE:
+        return "; it is a slate state file (a saved conversation or prompt cache), not a model";
+    case SLATE__FILE_SAFETENSORS:
+        return "; it is a safetensors file: convert its Hugging Face folder first (slate "
+               "convert DIR -o OUT.slate)";
+    case SLATE__FILE_JSON:
+        return "; it looks like JSON: convert the Hugging Face folder it belongs to first (slate "
+               "convert DIR -o OUT.slate)";
+    case SLATE__FILE_LLAMA2C:
         return "; it looks like a llama2.c checkpoint: convert it first (slate convert FILE -o "
                "OUT.slate)";
-    return "";
+    default: return "";
+    }
 }
 
 static slate_status parse(slate__pkg *p, const char *path, slate_error *err) {

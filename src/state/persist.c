@@ -30,13 +30,14 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "plan/model.h"
+#include "pkg/format.h"
 #include "sample/sample.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-#define MAGIC "SLATESTA"
+#define MAGIC SLATE__STATE_MAGIC
 #define VERSION 1u
 #define HDR 64u
 #define MAX_LEDGER (1 << 24)
