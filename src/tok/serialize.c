@@ -10,8 +10,9 @@
  *   12  u32    flags: bit 0 add_bos, bit 1 add_space_prefix, bit 2 byte_fallback,
  *              bit 3 space_is_plain, bit 4 nfc, bit 5 ignore_merges, bit 6
  *              prefix_unless_spaced, bit 7 prefix_first_only (HF Metaspace), bit 8
- *              has_attrs (the attribute table below follows); other bits must be 0; bits
- *              1-3 and 6-7 are SPM only and bit 5 BPE only
+ *              has_attrs (the attribute table below follows), bit 9 fuse_unk (HF BPE
+ *              model.fuse_unk: a run of unknown characters gives one unk_id); other bits
+ *              must be 0; bits 1-3, 6-7 and 9 are SPM only and bit 5 BPE only
  *   16  i32    bos_id   \
  *   20  i32    eos_id    |
  *   24  i32    unk_id    |  -1 = none, else 0 .. n_tokens-1
@@ -67,7 +68,8 @@
 #define FLAG_PREFIX_UNLESS_SPACED (1u << 6)
 #define FLAG_PREFIX_FIRST_ONLY (1u << 7)
 #define FLAG_HAS_ATTRS (1u << 8)
-#define FLAG_ALL 0x1FFu
+#define FLAG_FUSE_UNK (1u << 9)
+#define FLAG_ALL 0x3FFu
 
 void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
     if (!tok || !b) return;
@@ -81,7 +83,7 @@ void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
                      (tok->ignore_merges ? FLAG_IGNORE_MERGES : 0) |
                      (tok->prefix_unless_spaced ? FLAG_PREFIX_UNLESS_SPACED : 0) |
                      (tok->prefix_first_only ? FLAG_PREFIX_FIRST_ONLY : 0) |
-                     (tok->attrs ? FLAG_HAS_ATTRS : 0);
+                     (tok->attrs ? FLAG_HAS_ATTRS : 0) | (tok->fuse_unk ? FLAG_FUSE_UNK : 0);
     slate__buf_u32(b, flags);
     slate__buf_i32(b, tok->bos_id);
     slate__buf_i32(b, tok->eos_id);
@@ -196,7 +198,7 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
     uint32_t foreign = kind == SLATE__TOK_SPM
                            ? FLAG_IGNORE_MERGES
                            : FLAG_ADD_SPACE_PREFIX | FLAG_BYTE_FALLBACK | FLAG_SPACE_IS_PLAIN |
-                                 FLAG_PREFIX_UNLESS_SPACED | FLAG_PREFIX_FIRST_ONLY;
+                                 FLAG_PREFIX_UNLESS_SPACED | FLAG_PREFIX_FIRST_ONLY | FLAG_FUSE_UNK;
     if (flags & foreign)
         return slate__fail_at(err, SLATE_E_FORMAT, 12,
                               "tokenizer blob: flag bits 0x%x do not apply to %s tokenizers",
@@ -357,6 +359,7 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
         .prefix_unless_spaced = (flags & FLAG_PREFIX_UNLESS_SPACED) != 0,
         .prefix_first_only = (flags & FLAG_PREFIX_FIRST_ONLY) != 0,
         .attrs = attrs,
+        .fuse_unk = (flags & FLAG_FUSE_UNK) != 0,
     };
     st = slate__tok_create(&spec, out, err);
 done:

@@ -7,7 +7,8 @@
  * sequence is one, and so is each byte that does not start one (invalid input never fails). Then,
  * repeatedly, the adjacent pair whose concatenation is a vocabulary token with the highest score
  * is merged; ties go to the leftmost pair. A character that is no token becomes its <0xXX> byte
- * tokens (byte fallback), else the unknown token.
+ * tokens (byte fallback), else the unknown token (a run of them one unknown token with
+ * fuse_unk, HF's BPE model.fuse_unk).
  *
  * llama2.c rescans all pairs after each merge (quadratic). Here candidate pairs sit in a binary
  * max-heap keyed by (score, position) as in llama.cpp: a popped pair is stale when either side
@@ -89,15 +90,21 @@ static void try_pair(const slate_tokenizer *tok, const char *s, const sym *v, in
     heap_push(h, (cand){tok->scores[id], v[l].start, l, r, len, id});
 }
 
-static void emit_bytes(const slate_tokenizer *tok, const char *s, uint32_t len,
+/* A character that is no token: its <0xXX> byte tokens (byte fallback), else the unknown token
+ * (one per character, as HF's BPE and sentencepiece do). With fuse_unk (HF model.fuse_unk) an
+ * unknown token right after another one from the characters before it is not emitted again:
+ * *prev_unk says whether the last id this text produced was such an unknown token. */
+static void emit_bytes(const slate_tokenizer *tok, const char *s, uint32_t len, bool *prev_unk,
                        slate__tok_out *out) {
     for (uint32_t i = 0; i < len; i++) {
         int32_t b = tok->byte_fallback ? tok->byte_id[(uint8_t)s[i]] : -1;
         if (b >= 0) {
             slate__tok_emit(out, b);
+            *prev_unk = false;
         } else if (tok->unk_id >= 0) {
+            if (!(tok->fuse_unk && *prev_unk)) slate__tok_emit(out, tok->unk_id);
+            *prev_unk = true;
             /* Without byte fallback a whole unknown character is one <unk>. */
-            slate__tok_emit(out, tok->unk_id);
             if (!tok->byte_fallback) return;
         }
         /* No byte token and no <unk>: the byte is dropped (documented in tok.h). */
@@ -177,11 +184,14 @@ static slate_status spm_encode(const slate_tokenizer *tok, const char *text, siz
         try_pair(tok, s, v, l->prev, &h);
         try_pair(tok, s, v, c.left, &h);
     }
+    bool prev_unk = false;
     for (int32_t i = 0; i >= 0 && n_sym > 0; i = v[i].next) {
-        if (v[i].id >= 0)
+        if (v[i].id >= 0) {
             slate__tok_emit(out, v[i].id);
-        else
-            emit_bytes(tok, s + v[i].start, v[i].len, out);
+            prev_unk = false;
+        } else {
+            emit_bytes(tok, s + v[i].start, v[i].len, &prev_unk, out);
+        }
     }
     slate__free(s);
     slate__free(v);

@@ -525,6 +525,7 @@ slate_status slate__tok_create(const slate__tok_spec *spec, slate_tokenizer **ou
     t->ignore_merges = !spm && spec->ignore_merges;
     t->prefix_unless_spaced = t->add_space_prefix && spec->prefix_unless_spaced;
     t->prefix_first_only = t->add_space_prefix && spec->prefix_first_only;
+    t->fuse_unk = spm && spec->fuse_unk;
 
     if ((st = copy_tokens(t, spec, err)) != SLATE_OK) goto fail;
     if ((st = build_vocab_map(t, err)) != SLATE_OK) goto fail;

@@ -103,6 +103,9 @@ typedef struct slate__tok_spec {
     /* Addition: [n_tokens] SLATE__TOK_ATTR_* bits, or NULL: none. Only added tokens
      * (USER_DEFINED, CONTROL, UNKNOWN) may carry them; slate__tok_create refuses others. */
     const uint8_t *attrs;
+    /* Addition: SPM, HF BPE model.fuse_unk: consecutive characters that become the unknown
+     * token give one unknown token (false: one per character). */
+    bool fuse_unk;
 } slate__tok_spec;
 
 /* Added-token attributes, HF tokenizers' AddedToken lstrip / rstrip (llama.cpp's
@@ -190,6 +193,7 @@ struct slate_tokenizer {
     int32_t bos_id, eos_id, unk_id, pad_id, eot_id; /* -1: none */
     bool add_bos, add_space_prefix, byte_fallback, space_is_plain, nfc, ignore_merges;
     bool prefix_unless_spaced, prefix_first_only; /* see slate__tok_spec */
+    bool fuse_unk;                                /* see slate__tok_spec */
     uint8_t *attrs; /* [n_tokens] SLATE__TOK_ATTR_* bits, or NULL when no token has any */
 
     char *text;          /* token texts as given by the spec, back to back */

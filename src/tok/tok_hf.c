@@ -578,6 +578,14 @@ slate_status slate__tok_load_hf_mem(const char *data, size_t len, const char *co
         SLATE_OK)
         goto done;
     bool byte_fallback = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback"));
+    /* fuse_unk (HF default false): with byte-level BPE every byte is a token, so no <unk>. */
+    const cJSON *fuse_unk = cJSON_GetObjectItemCaseSensitive(model, "fuse_unk");
+    if (fuse_unk && !cJSON_IsBool(fuse_unk) && !cJSON_IsNull(fuse_unk)) {
+        st = slate__fail(err, SLATE_E_FORMAT,
+                         "tokenizer.json: model.fuse_unk is %s, expected a boolean",
+                         type_name(fuse_unk));
+        goto done;
+    }
     slate__tok_kind kind;
     if (p.byte_level) {
         kind = SLATE__TOK_BPE;
@@ -629,6 +637,7 @@ slate_status slate__tok_load_hf_mem(const char *data, size_t len, const char *co
          * and with prepend_scheme "first" none to text after an added token. */
         spec.prefix_unless_spaced = p.metaspace;
         spec.prefix_first_only = p.metaspace && p.prepend_first;
+        spec.fuse_unk = cJSON_IsTrue(fuse_unk);
     } else {
         spec.n_merges = h.n_merges;
         spec.merge_ids = h.merge_ids;

@@ -629,6 +629,62 @@ static void spm_tokenizer_json_applies_its_nfc_normalizer(void **st) {
     slate_tokenizer_free(tok);
 }
 
+/* HF BPE model.fuse_unk: without byte fallback each character that is no token becomes <unk>;
+ * with fuse_unk a run of them becomes one <unk> (HF tokenizers models/bpe/model.rs merge_word:
+ * an unknown character extends the pending unk instead of adding another). Ids by hand:
+ * "a\u00e9\u00e8a" normalizes to "\u2581a\u00e9\u00e8a"; the characters are \u2581 a \u00e9 \u00e8 a,
+ * \u00e9 and \u00e8 are not in the vocabulary, "\u2581 a" merges to \u2581a = 3: fused 3 0 2, not
+ * fused 3 0 0 2. A known character ends a run: "\u00e9a\u00e8" gives 1 0 2 0 either way. The flag
+ * survives the package blob. */
+static slate_tokenizer *fuse_unk_json(const char *fuse) {
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true}],"
+             " \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\","
+             " \"prepend\": \"\xE2\x96\x81\"}, {\"type\": \"Replace\", \"pattern\": {\"String\":"
+             " \" \"}, \"content\": \"\xE2\x96\x81\"}]}, \"pre_tokenizer\": null,"
+             " \"model\": {\"type\": \"BPE\", \"byte_fallback\": false, %s \"unk_token\": \"<unk>\","
+             " \"vocab\": {\"<unk>\": 0, \"\xE2\x96\x81\": 1, \"a\": 2, \"\xE2\x96\x81" "a\": 3},"
+             " \"merges\": [\"\xE2\x96\x81 a\"]}}",
+             fuse);
+    slate_tokenizer *tok = NULL;
+    slate_error err;
+    slate_status s = slate__tok_load_hf_mem(json, strlen(json), NULL, 0, &tok, &err);
+    if (s != SLATE_OK) fprintf(stderr, "%s\n", err.message);
+    assert_int_equal(s, SLATE_OK);
+    return tok;
+}
+
+static void fuse_unk_gives_one_unk_per_run_of_unknown_characters(void **st) {
+    (void)st;
+    static const char run[] = "a\xC3\xA9\xC3\xA8" "a", split[] = "\xC3\xA9" "a\xC3\xA8";
+    slate_tokenizer *tok = fuse_unk_json("\"fuse_unk\": true,");
+    expect_ids(tok, run, (const int32_t[]){3, 0, 2}, 3);
+    expect_ids(tok, split, (const int32_t[]){1, 0, 2, 0}, 4);
+    slate__buf b = {0};
+    slate__tok_serialize(tok, &b);
+    slate_tokenizer *back = NULL;
+    assert_int_equal(slate__tok_deserialize(b.data, b.len, &back, NULL), SLATE_OK);
+    expect_ids(back, run, (const int32_t[]){3, 0, 2}, 3);
+    slate__buf_free(&b);
+    slate_tokenizer_free(back);
+    slate_tokenizer_free(tok);
+    static const char *const off[] = {"\"fuse_unk\": false,", ""};
+    for (size_t i = 0; i < 2; i++) {
+        tok = fuse_unk_json(off[i]);
+        expect_ids(tok, run, (const int32_t[]){3, 0, 0, 2}, 4);
+        expect_ids(tok, split, (const int32_t[]){1, 0, 2, 0}, 4);
+        slate_tokenizer_free(tok);
+    }
+    slate_error err;
+    char json[1024];
+    snprintf(json, sizeof json, "{\"pre_tokenizer\": null, \"model\": {\"type\": \"BPE\","
+             " \"byte_fallback\": true, \"fuse_unk\": 1, \"vocab\": {\"a\": 0}, \"merges\": []}}");
+    assert_int_equal(slate__tok_load_hf_mem(json, strlen(json), NULL, 0, &tok, &err),
+                     SLATE_E_FORMAT);
+    assert_non_null(strstr(err.message, "fuse_unk"));
+}
+
 int main(void) {
     long long live = slate__alloc_live_bytes();
     const struct CMUnitTest tests[] = {
@@ -648,6 +704,7 @@ int main(void) {
         cmocka_unit_test(metaspace_prefix_follows_hf_prepend_scheme),
         cmocka_unit_test(metaspace_without_split_false_is_refused),
         cmocka_unit_test(spm_tokenizer_json_applies_its_nfc_normalizer),
+        cmocka_unit_test(fuse_unk_gives_one_unk_per_run_of_unknown_characters),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (slate__alloc_live_bytes() != live) {
