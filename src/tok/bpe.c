@@ -131,13 +131,13 @@ static slate_status encode_piece(void *ctx, const char *s, size_t len) {
 }
 
 slate_status slate__tok_bpe_encode(const slate_tokenizer *tok, const char *text, size_t len,
-                                   slate__tok_out *out, slate_error *err) {
+                                   bool nfc_done, slate__tok_out *out, slate_error *err) {
     if (len == 0) return SLATE_OK;
     if (len > INT32_MAX / 4)
         return slate__fail(err, SLATE_E_INVALID_ARG, "text of %zu bytes is too long", len);
     char *norm = NULL;
     size_t norm_len = len;
-    if (tok->nfc) {
+    if (tok->nfc && !nfc_done) {
         slate_status st = slate__tok_nfc(text, len, &norm, &norm_len, err);
         if (st != SLATE_OK) return st;
         if (norm) text = norm;

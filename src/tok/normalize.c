@@ -6,6 +6,11 @@
  * maximal valid runs and invalid bytes: each run is normalized on its own and invalid bytes are
  * copied unchanged (they then go through byte-level BPE as themselves). Pure ASCII is already
  * NFC, which is the common case and skips libunistring entirely.
+ *
+ * slate__tok_normalize is the whole HF normalizer as slate models it (NFC, Replace ' ' ->
+ * U+2581, Prepend U+2581), for the text that normalized added tokens are found in and for
+ * their own spelling (encode.c). The order does not matter: neither ' ' nor U+2581 composes
+ * with anything under NFC.
  */
 #include "tok/tok.h"
 
@@ -72,5 +77,54 @@ slate_status slate__tok_nfc(const char *text, size_t len, char **out, size_t *ou
     }
     *out = buf;
     *out_len = n;
+    return SLATE_OK;
+}
+
+bool slate__tok_norm_prepends(const slate_tokenizer *tok) {
+    /* A Metaspace prefix belongs to the pre-tokenizer, which runs after added tokens are
+     * found; only the Prepend normalizer's is part of the normalized text. */
+    return tok->kind == SLATE__TOK_SPM && tok->add_space_prefix && !tok->prefix_unless_spaced;
+}
+
+slate_status slate__tok_normalize(const slate_tokenizer *tok, const char *text, size_t len,
+                                  bool prepend, char **out, size_t *out_len, slate_error *err) {
+    *out = NULL;
+    *out_len = 0;
+    char *nfc = NULL;
+    size_t n = len;
+    if (tok->nfc && len > 0) {
+        slate_status st = slate__tok_nfc(text, len, &nfc, &n, err);
+        if (st != SLATE_OK) return st;
+        if (nfc) text = nfc;
+    }
+    bool spm_spaces = tok->kind == SLATE__TOK_SPM && !tok->space_is_plain;
+    prepend = prepend && spm_spaces && n > 0;
+    /* Each byte becomes at most 3 (a space becomes U+2581), plus the prefix. */
+    size_t cap;
+    if (!slate__mul_size(n, 3, &cap) || cap > SIZE_MAX - 4) {
+        slate__free(nfc);
+        return slate__fail(err, SLATE_E_INVALID_ARG, "text of %zu bytes is too long", len);
+    }
+    char *buf = slate__malloc(cap + 4);
+    if (!buf) {
+        slate__free(nfc);
+        return slate__fail(err, SLATE_E_NOMEM, "out of memory normalizing %zu bytes", len);
+    }
+    size_t k = 0;
+    if (prepend) {
+        memcpy(buf, "\xE2\x96\x81", 3);
+        k = 3;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (spm_spaces && text[i] == ' ') {
+            memcpy(buf + k, "\xE2\x96\x81", 3);
+            k += 3;
+        } else {
+            buf[k++] = text[i];
+        }
+    }
+    slate__free(nfc);
+    *out = buf;
+    *out_len = k;
     return SLATE_OK;
 }

@@ -36,13 +36,17 @@
  *         u32  n_attrs   1 .. n_tokens
  *         n_attrs records, ids strictly ascending:
  *           u32  id (an added token: type 2 UNKNOWN, 3 CONTROL or 4 USER_DEFINED)
- *           u8   attrs: bit 0 lstrip, bit 1 rstrip (HF AddedToken); not 0, other bits 0
+ *           u8   attrs: bit 0 lstrip, bit 1 rstrip, bit 2 normalized (HF AddedToken); not 0,
+ *                other bits 0
  *   The blob ends right after the last record: trailing bytes are an error.
  *
- * The attribute table was added without a version change: a tokenizer without strip attributes
+ * The attribute table was added without a version change: a tokenizer without attributes
  * writes exactly the bytes it always did (bit 8 clear), so blobs from earlier builds read
  * unchanged and blobs without attributes stay readable by earlier builds; a blob with them is
- * refused by an earlier build ("unknown flag bits 0x100") instead of being misread.
+ * refused by an earlier build ("unknown flag bits 0x100") instead of being misread. Later
+ * additions follow the same rule: the normalized bit (2) of a token's attributes is refused by
+ * builds that only know lstrip / rstrip ("attributes 0x4"), and fuse_unk (flag bit 9) by builds
+ * that predate it ("unknown flag bits 0x200").
  *
  * Derived, not stored: the end-of-generation set (eos, eot, and added tokens spelled
  * "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "<|eom_id|>", "<|end|>",
@@ -147,13 +151,13 @@ static slate_status read_attrs(slate__rd *r, uint32_t n_tokens, const uint8_t *t
                                   k, id, n_tokens);
         if (a == 0 || (a & ~SLATE__TOK_ATTR_ALL))
             return slate__fail_at(err, SLATE_E_FORMAT, at + 4,
-                                  "tokenizer blob: token %u has attributes 0x%x, expected 1 "
-                                  "(lstrip), 2 (rstrip) or 3",
+                                  "tokenizer blob: token %u has attributes 0x%x, expected 1..7 "
+                                  "(bits lstrip 1, rstrip 2, normalized 4)",
                                   id, (unsigned)a);
         if (types[id] != SLATE__TOKT_UNKNOWN && types[id] != SLATE__TOKT_CONTROL &&
             types[id] != SLATE__TOKT_USER_DEFINED)
             return slate__fail_at(err, SLATE_E_FORMAT, at,
-                                  "tokenizer blob: token %u has strip attributes but type %u, "
+                                  "tokenizer blob: token %u has attributes but type %u, "
                                   "expected an added token (2, 3 or 4)",
                                   id, (unsigned)types[id]);
         attrs[id] = a;

@@ -115,11 +115,12 @@ static slate_status spm_encode(const slate_tokenizer *tok, const char *text, siz
                                bool add_prefix, slate__tok_out *out, slate_error *err);
 
 slate_status slate__tok_spm_encode(const slate_tokenizer *tok, const char *text, size_t len,
-                                   bool add_prefix, slate__tok_out *out, slate_error *err) {
+                                   bool add_prefix, bool nfc_done, slate__tok_out *out,
+                                   slate_error *err) {
     /* An NFC normalizer (tokenizer.json) runs before anything else, as in HF's pipeline; the
      * dummy prefix (U+2581) is unchanged by it. */
     char *norm = NULL;
-    if (tok->nfc && len > 0) {
+    if (tok->nfc && !nfc_done && len > 0) {
         size_t norm_len = len;
         slate_status st = slate__tok_nfc(text, len, &norm, &norm_len, err);
         if (st != SLATE_OK) return st;

@@ -99,16 +99,17 @@ static slate_status check_spec(const slate__tok_spec *s, slate_error *err) {
             return slate__fail(err, SLATE_E_FORMAT, "token %d has a NaN score", (int)i);
         if (s->attrs && (s->attrs[i] & ~SLATE__TOK_ATTR_ALL))
             return slate__fail(err, SLATE_E_FORMAT, "token %d has attribute bits 0x%x: expected "
-                               "only lstrip (1) and rstrip (2)", (int)i, (unsigned)s->attrs[i]);
-        /* Strip attributes act when an added token is matched; on any other token they would
-         * be silently meaningless, so a spec that puts them there is wrong. */
+                               "only lstrip (1), rstrip (2) and normalized (4)", (int)i,
+                               (unsigned)s->attrs[i]);
+        /* Attributes act when an added token is matched; on any other token they would be
+         * silently meaningless, so a spec that puts them there is wrong. */
         uint8_t type = s->types ? s->types[i] : (uint8_t)SLATE__TOKT_NORMAL;
         if (s->attrs && s->attrs[i] && type != SLATE__TOKT_USER_DEFINED &&
             type != SLATE__TOKT_CONTROL && type != SLATE__TOKT_UNKNOWN)
             return slate__fail(err, SLATE_E_FORMAT,
-                               "token %d has lstrip/rstrip but type %u: only added tokens (user "
-                               "defined, control, unknown) can strip white space",
-                               (int)i, (unsigned)type);
+                               "token %d has attributes 0x%x but type %u: only added tokens (user "
+                               "defined, control, unknown) have lstrip/rstrip/normalized",
+                               (int)i, (unsigned)s->attrs[i], (unsigned)type);
     }
     const struct {
         const char *name;
@@ -404,6 +405,7 @@ typedef struct special_key {
     int32_t id;
     uint8_t first;
     uint32_t len;
+    uint32_t at; /* pattern bytes in the scratch pool */
 } special_key;
 
 static int special_cmp(const void *a, const void *b) {
@@ -413,33 +415,102 @@ static int special_cmp(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+static void matcher_free(slate__tok_matcher *m) {
+    slate__free(m->ids);
+    slate__free(m->text);
+    slate__free(m->off);
+}
+
+/* Fills m with the keys (patterns in pool) sorted for matching. */
+static slate_status build_matcher(slate__tok_matcher *m, special_key *keys, int32_t n,
+                                  const char *pool, slate_error *err) {
+    size_t total = 0;
+    for (int32_t i = 0; i < n; i++) total += keys[i].len;
+    m->ids = slate__malloc((size_t)(n > 0 ? n : 1) * sizeof *m->ids);
+    m->off = slate__malloc(((size_t)n + 1) * sizeof *m->off);
+    m->text = slate__malloc(total > 0 ? total : 1);
+    if (!m->ids || !m->off || !m->text)
+        return slate__fail(err, SLATE_E_NOMEM, "out of memory for %d added tokens", (int)n);
+    qsort(keys, (size_t)n, sizeof *keys, special_cmp);
+    memset(m->start, 0, sizeof m->start);
+    uint32_t off = 0;
+    for (int32_t i = 0; i < n; i++) {
+        m->ids[i] = keys[i].id;
+        m->off[i] = off;
+        memcpy(m->text + off, pool + keys[i].at, keys[i].len);
+        off += keys[i].len;
+        m->start[keys[i].first + 1]++;
+    }
+    m->off[n] = off;
+    for (int b = 0; b < 256; b++) m->start[b + 1] += m->start[b];
+    m->n = n;
+    return SLATE_OK;
+}
+
+/* The added tokens (user-defined, control, unknown) as two matchers: those found in the raw
+ * input by their text, and those with SLATE__TOK_ATTR_NORMALIZED, found in normalized text by
+ * their normalized spelling (slate__tok_normalize of their text, as HF's AddedVocabulary builds
+ * its normalized trie). */
 static slate_status build_specials(slate_tokenizer *t, slate_error *err) {
     int32_t n = 0;
     for (int32_t i = 0; i < t->n_tokens; i++)
         if (tok_len(t, i) > 0 &&
             (is_special_type(t->types[i]) || t->types[i] == SLATE__TOKT_USER_DEFINED))
             n++;
-    special_key *keys = slate__malloc((size_t)n * sizeof *keys);
-    t->special = slate__malloc((size_t)n * sizeof *t->special);
-    if (!keys || !t->special) {
-        slate__free(keys);
-        return slate__fail(err, SLATE_E_NOMEM, "out of memory for %d added tokens", (int)n);
+    special_key *keys = slate__malloc((size_t)(n > 0 ? n : 1) * sizeof *keys);
+    if (!keys) return slate__fail(err, SLATE_E_NOMEM, "out of memory for %d added tokens", (int)n);
+    /* Normalized spellings go to a pool after the raw texts (which stay where they are). */
+    char *pool = NULL;
+    size_t pool_len = 0, pool_cap = 0;
+    int32_t n_raw = 0, n_norm = 0;
+    slate_status st = SLATE_OK;
+    for (int32_t i = 0; i < t->n_tokens && st == SLATE_OK; i++) {
+        if (tok_len(t, i) == 0 ||
+            !(is_special_type(t->types[i]) || t->types[i] == SLATE__TOKT_USER_DEFINED))
+            continue;
+        const char *text = t->text + t->text_off[i];
+        size_t len = tok_len(t, i);
+        if (!(t->attrs && (t->attrs[i] & SLATE__TOK_ATTR_NORMALIZED))) {
+            keys[n_raw++] = (special_key){i, (uint8_t)text[0], (uint32_t)len, t->text_off[i]};
+            continue;
+        }
+        char *norm;
+        size_t norm_len;
+        st = slate__tok_normalize(t, text, len, slate__tok_norm_prepends(t), &norm, &norm_len,
+                                  err);
+        if (st != SLATE_OK) break;
+        if (norm_len > SLATE__TOK_MAX_TOKEN_BYTES * 4 || pool_len + norm_len > UINT32_MAX) {
+            slate__free(norm);
+            st = slate__fail(err, SLATE_E_FORMAT, "added token %d: normalized text too long",
+                             (int)i);
+            break;
+        }
+        if (pool_len + norm_len > pool_cap) {
+            size_t cap = (pool_cap + norm_len) * 2;
+            char *bigger = slate__malloc(cap);
+            if (!bigger) {
+                slate__free(norm);
+                st = slate__fail(err, SLATE_E_NOMEM, "out of memory for normalized added tokens");
+                break;
+            }
+            if (pool_len) memcpy(bigger, pool, pool_len);
+            slate__free(pool);
+            pool = bigger;
+            pool_cap = cap;
+        }
+        memcpy(pool + pool_len, norm, norm_len);
+        slate__free(norm);
+        /* Filled from the back so the two groups share one key array. */
+        keys[n - 1 - n_norm++] =
+            (special_key){i, (uint8_t)pool[pool_len], (uint32_t)norm_len, (uint32_t)pool_len};
+        pool_len += norm_len;
     }
-    int32_t k = 0;
-    for (int32_t i = 0; i < t->n_tokens; i++)
-        if (tok_len(t, i) > 0 &&
-            (is_special_type(t->types[i]) || t->types[i] == SLATE__TOKT_USER_DEFINED))
-            keys[k++] = (special_key){i, (uint8_t)t->text[t->text_off[i]], (uint32_t)tok_len(t, i)};
-    qsort(keys, (size_t)n, sizeof *keys, special_cmp);
-    memset(t->special_start, 0, sizeof t->special_start);
-    for (int32_t i = 0; i < n; i++) {
-        t->special[i] = keys[i].id;
-        t->special_start[keys[i].first + 1]++;
-    }
-    for (int b = 0; b < 256; b++) t->special_start[b + 1] += t->special_start[b];
-    t->n_special = n;
+    if (st == SLATE_OK) st = build_matcher(&t->special, keys, n_raw, t->text, err);
+    if (st == SLATE_OK)
+        st = build_matcher(&t->norm_special, keys + n - n_norm, n_norm, pool, err);
+    slate__free(pool);
     slate__free(keys);
-    return SLATE_OK;
+    return st;
 }
 
 /* Texts that end a turn in the chat formats we know (besides eos / eot ids). */
@@ -561,7 +632,8 @@ void slate_tokenizer_free(slate_tokenizer *tok) {
     slate__free(tok->vocab.slots);
     slate__free(tok->merges);
     slate__free(tok->merge_slots);
-    slate__free(tok->special);
+    matcher_free(&tok->special);
+    matcher_free(&tok->norm_special);
     slate__free(tok);
 }
 

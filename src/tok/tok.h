@@ -16,7 +16,8 @@
  * Added tokens are matched as whole strings before the model runs (leftmost, longest first):
  * USER_DEFINED tokens always, CONTROL and UNKNOWN tokens only with SLATE_ENCODE_PARSE_SPECIAL.
  * A matched token with the lstrip / rstrip attribute (HF tokenizer.json; llama.cpp's Phi-3 rule
- * for GGUF) also consumes the white space before / after it (encode.c).
+ * for GGUF) also consumes the white space before / after it; one with the normalized attribute
+ * (HF normalized: true) is matched after the others, in the normalized text (encode.c).
  * SPM adds its dummy-prefix space to each stretch of text that starts the input or follows an
  * added token (llama.cpp's behaviour), except for a tokenizer.json with a Metaspace
  * pre-tokenizer, which follows HF: no prefix on a stretch that already starts with a space, and
@@ -33,11 +34,14 @@
  *  - With a U+2581 vocabulary, a literal U+2581 in the input reads as a space (sentencepiece
  *    and llama.cpp do the same), so it decodes to ' '.
  *  - NFC (Qwen) changes non-NFC input, so decode(encode(x)) == x only for NFC text.
- *  - Of the HF added-token options, lstrip / rstrip are applied; single_word: true is refused
- *    (E_UNSUPPORTED, tok_hf.c says why); normalized is not applied (added tokens always match
- *    the raw input text), which differs from HF only when the normalizer changes a token's
- *    own spelling. decode does no clean_up_tokenization_spaces, and does not restore white
- *    space that lstrip / rstrip consumed.
+ *  - Of the HF added-token options, lstrip / rstrip / normalized are applied; single_word: true
+ *    is refused (E_UNSUPPORTED, tok_hf.c says why), and so is normalized: true in the two
+ *    SentencePiece-style set-ups where our model of the normalizer falls short (a Metaspace
+ *    pre-tokenizer with a Prepend normalizer; no Replace normalizer and a token that contains
+ *    a space or strips white space; tok_hf.c check_normalized). Where a chat template's plain
+ *    spans cut a stretch of text, each side is normalized on its own (encode.c). decode does
+ *    no clean_up_tokenization_spaces, and does not restore white space that lstrip / rstrip
+ *    consumed.
  *  - lstrip / rstrip consume Unicode White_Space (HF's Rust \s); llama.cpp strips only ASCII
  *    isspace(), so after a Phi-3 GGUF marker a non-ASCII space (e.g. U+00A0) is consumed here
  *    and kept by llama.cpp.
@@ -111,10 +115,15 @@ typedef struct slate__tok_spec {
 /* Added-token attributes, HF tokenizers' AddedToken lstrip / rstrip (llama.cpp's
  * LLAMA_TOKEN_ATTR_LSTRIP / RSTRIP): when the token is matched, the white space (Unicode
  * White_Space, as Rust's regex \s) right before it (LSTRIP, back to the end of the previous
- * added token) or right after it (RSTRIP) is consumed with it and produces no ids. */
+ * added token) or right after it (RSTRIP) is consumed with it and produces no ids.
+ * NORMALIZED (HF AddedToken normalized: true): the token is not looked for in the raw input but,
+ * after the other added tokens have split it, in the normalized text of each remaining stretch,
+ * spelled as the normalizer spells it (see slate__tok_normalize; HF AddedVocabulary::
+ * extract_and_normalize). */
 #define SLATE__TOK_ATTR_LSTRIP 0x01u
 #define SLATE__TOK_ATTR_RSTRIP 0x02u
-#define SLATE__TOK_ATTR_ALL 0x03u
+#define SLATE__TOK_ATTR_NORMALIZED 0x04u
+#define SLATE__TOK_ATTR_ALL 0x07u
 
 slate_status slate__tok_create(const slate__tok_spec *spec, slate_tokenizer **out,
                                slate_error *err);
@@ -187,6 +196,17 @@ typedef struct slate__tok_merge_slot {
     int32_t result;
 } slate__tok_merge_slot;
 
+/* A set of added tokens to find as whole strings: ids sorted by the first byte of their pattern,
+ * then longest first; start[b] .. start[b + 1] are the ones whose pattern starts with byte b.
+ * Pattern k is text[off[k] .. off[k + 1]) (the token's own text, or its normalized spelling). */
+typedef struct slate__tok_matcher {
+    int32_t n;
+    int32_t *ids;  /* [n] */
+    char *text;    /* patterns back to back, in ids order */
+    uint32_t *off; /* [n + 1] */
+    uint32_t start[257];
+} slate__tok_matcher;
+
 struct slate_tokenizer {
     slate__tok_kind kind;
     int32_t n_tokens;
@@ -216,12 +236,10 @@ struct slate_tokenizer {
     uint32_t merge_mask;
 
     /* Added tokens matched as whole strings before the model (USER_DEFINED always; CONTROL and
-     * UNKNOWN with SLATE_ENCODE_PARSE_SPECIAL): ids sorted by first byte, then longest first;
-     * special_start[b] .. special_start[b + 1] are the ids whose text starts with byte b. */
-    int32_t n_special;
-    int32_t *special;
-    uint32_t special_start[257];
-
+     * UNKNOWN with SLATE_ENCODE_PARSE_SPECIAL): `special` holds those matched in the raw input,
+     * `norm_special` those with SLATE__TOK_ATTR_NORMALIZED, matched in normalized text by their
+     * normalized spelling (encode.c). */
+    slate__tok_matcher special, norm_special;
     int32_t n_pre;
     char **pre_src;     /* [n_pre] regex source (NUL-terminated) */
     void **pre_code;    /* [n_pre] pcre2_code_8 * */
@@ -276,11 +294,13 @@ static inline void slate__tok_emit(slate__tok_out *o, int32_t id) {
 }
 /* Model passes over one fragment of text (no special tokens inside); the ids are appended to
  * out. SPM: add_prefix prepends one space (the SentencePiece dummy prefix) before escaping.
- * Return OK or E_NOMEM / E_INTERNAL. */
+ * nfc_done: the caller has already applied the tokenizer's NFC (slate__tok_normalize), so it is
+ * not applied again. Return OK or E_NOMEM / E_INTERNAL. */
 slate_status slate__tok_spm_encode(const slate_tokenizer *tok, const char *text, size_t len,
-                               bool add_prefix, slate__tok_out *out, slate_error *err);
+                                   bool add_prefix, bool nfc_done, slate__tok_out *out,
+                                   slate_error *err);
 slate_status slate__tok_bpe_encode(const slate_tokenizer *tok, const char *text, size_t len,
-                               slate__tok_out *out, slate_error *err);
+                                   bool nfc_done, slate__tok_out *out, slate_error *err);
 /* Pre-tokenizer: compiles the spec's regexes into tok (pretok.c), frees them. */
 slate_status slate__tok_pretok_compile(slate_tokenizer *tok, const char *const *src, int32_t n,
                                    slate_error *err);
@@ -290,6 +310,15 @@ void slate__tok_pretok_free(slate_tokenizer *tok);
 typedef slate_status (*slate__tok_pretok_fn)(void *ctx, const char *piece, size_t len);
 slate_status slate__tok_pretok_split(const slate_tokenizer *tok, const char *text, size_t len,
                                  slate__tok_pretok_fn fn, void *ctx, slate_error *err);
+/* The normalizer of an HF tokenizer.json as far as it matters before the model: the text that
+ * normalized added tokens are matched in, and their own spelling (HF runs the normalizer on each
+ * stretch of input left between the other added tokens, and on each such token's content). NFC
+ * (nfc); then for SPM (unless space_is_plain) ' ' -> U+2581 and, with prepend (the HF Prepend
+ * normalizer: an SPM add_space_prefix that is not a Metaspace one), U+2581 in front of non-empty
+ * text. *out is a slate__malloc'd buffer of *out_len bytes (free it), also for empty text. */
+bool slate__tok_norm_prepends(const slate_tokenizer *tok);
+slate_status slate__tok_normalize(const slate_tokenizer *tok, const char *text, size_t len,
+                                  bool prepend, char **out, size_t *out_len, slate_error *err);
 /* NFC of text (valid UTF-8 runs normalized, invalid bytes kept); *out is a slate__malloc'd
  * buffer (free it) or NULL when the text is already NFC-stable ASCII (use the input). */
 slate_status slate__tok_nfc(const char *text, size_t len, char **out, size_t *out_len,

@@ -19,9 +19,10 @@
  * 0..n-1 exactly once (vocab and added_tokens together; an added token may repeat a vocab entry
  * with the same text).
  *
- * Added tokens: "special" true makes a CONTROL token, else USER_DEFINED; lstrip / rstrip
- * become SLATE__TOK_ATTR_* (applied when matching, encode.c); single_word: true is refused
- * (added_token_attrs says why); normalized is read for its type only.
+ * Added tokens: "special" true makes a CONTROL token, else USER_DEFINED; lstrip / rstrip /
+ * normalized become SLATE__TOK_ATTR_* (applied when matching, encode.c); single_word: true is
+ * refused (added_token_attrs says why), and so is normalized: true where our normalizer model
+ * would not reproduce HF's (check_normalized).
  *
  * JSON parsing uses cJSON (its allocations are outside the counted allocator; every cJSON tree is
  * deleted before return).
@@ -131,13 +132,13 @@ typedef struct hf {
     idmap map;
 } hf;
 
-/* An added token's options: lstrip / rstrip become SLATE__TOK_ATTR_* bits (applied when the
- * token is matched, encode.c). single_word: true is refused: HF then matches the token only
- * between non-word characters (Rust regex \w, Unicode), and a match it rejects also hides any
- * other added token overlapping it; we have no Unicode \w table to reproduce that exactly, and
- * ignoring the flag would split words HF keeps whole. No shipped vocabulary sets it.
- * normalized is not applied (see tok.h's limits): it only matters when the normalizer changes
- * the token's own text. */
+/* An added token's options: lstrip / rstrip / normalized become SLATE__TOK_ATTR_* bits (applied
+ * when the token is matched, encode.c; normalized is checked against the normalizer in
+ * check_normalized). single_word: true is refused: HF then matches the token only between
+ * non-word characters (Rust regex \w, Unicode), and a match it rejects also hides any other
+ * added token overlapping it; we have no Unicode \w table to reproduce that exactly, and
+ * ignoring the flag would split words HF keeps whole. No shipped vocabulary sets it. A missing
+ * option is false (HF's serializer always writes all of them). */
 static slate_status added_token_attrs(const cJSON *e, int id, const char *text, uint8_t *attrs,
                                       slate_error *err) {
     static const char *const keys[] = {"lstrip", "rstrip", "single_word", "normalized"};
@@ -156,7 +157,8 @@ static slate_status added_token_attrs(const cJSON *e, int id, const char *text, 
                            "tokenizer.json: added token %d \"%.64s\" has single_word: true, "
                            "which is not supported (HF would match it only as a whole word)",
                            id, text);
-    *attrs = (uint8_t)((on[0] ? SLATE__TOK_ATTR_LSTRIP : 0) | (on[1] ? SLATE__TOK_ATTR_RSTRIP : 0));
+    *attrs = (uint8_t)((on[0] ? SLATE__TOK_ATTR_LSTRIP : 0) | (on[1] ? SLATE__TOK_ATTR_RSTRIP : 0) |
+                       (on[3] ? SLATE__TOK_ATTR_NORMALIZED : 0));
     return SLATE_OK;
 }
 
@@ -334,7 +336,8 @@ done:
 
 typedef struct pipeline {
     bool byte_level, metaspace, prepend_space, replace_space, nfc;
-    bool prepend_first; /* Metaspace prepend_scheme "first" */
+    bool prepend_first;      /* Metaspace prepend_scheme "first" */
+    bool prepend_normalizer; /* prepend_space comes (also) from a Prepend normalizer */
 } pipeline;
 
 static slate_status read_pre_tokenizer(hf *h, const cJSON *pt, pipeline *p, slate_error *err) {
@@ -465,6 +468,7 @@ static slate_status read_normalizer(const cJSON *nm, pipeline *p, slate_error *e
             return slate__fail(err, SLATE_E_UNSUPPORTED,
                                "tokenizer.json: Prepend normalizer must prepend U+2581");
         p->prepend_space = true;
+        p->prepend_normalizer = true;
     } else if (strcmp(ty, "Replace") == 0) {
         const cJSON *pat = cJSON_GetObjectItemCaseSensitive(nm, "pattern");
         const cJSON *str = cJSON_GetObjectItemCaseSensitive(pat, "String");
@@ -480,6 +484,41 @@ static slate_status read_normalizer(const cJSON *nm, pipeline *p, slate_error *e
                            "tokenizer.json: normalizer type '%.40s' is not supported (supported: "
                            "NFC, Prepend, Replace, Sequence)",
                            ty);
+    }
+    return SLATE_OK;
+}
+
+/* Normalized added tokens (HF normalized: true) are matched in the text as slate__tok_normalize
+ * leaves it, which for SentencePiece-style files is the normalizer of a Llama 2 style file
+ * (Prepend and Replace ' ' -> U+2581, or Replace alone) or of a Metaspace file (none, NFC or
+ * Replace). Two cases would need more than that and are refused where they would change ids:
+ * a Metaspace pre-tokenizer together with a Prepend normalizer (the token's spelling would gain
+ * a mark that slate__tok_normalize leaves to the pre-tokenizer), and a normalizer without
+ * Replace when the token contains a space or U+2581 or strips white space (slate__tok_normalize
+ * always turns spaces into U+2581 for SPM, which HF's normalizer then would not). */
+static slate_status check_normalized(const hf *h, const pipeline *p, slate__tok_kind kind,
+                                     slate_error *err) {
+    if (kind != SLATE__TOK_SPM) return SLATE_OK; /* byte-level: NFC or nothing, as HF */
+    for (int32_t id = 0; id < h->n; id++) {
+        uint8_t a = h->attrs[id];
+        if (!(a & SLATE__TOK_ATTR_NORMALIZED)) continue;
+        const char *t = h->tokens[id];
+        if (p->metaspace && p->prepend_normalizer)
+            return slate__fail(err, SLATE_E_UNSUPPORTED,
+                               "tokenizer.json: added token %d \"%.64s\" has normalized: true "
+                               "in a file with both a Metaspace pre-tokenizer and a Prepend "
+                               "normalizer, which is not supported",
+                               (int)id, t);
+        if (!p->replace_space && (strchr(t, ' ') || strstr(t, "\xE2\x96\x81") ||
+                                  (a & (SLATE__TOK_ATTR_LSTRIP | SLATE__TOK_ATTR_RSTRIP))))
+            return slate__fail(err, SLATE_E_UNSUPPORTED,
+                               "tokenizer.json: added token %d \"%.64s\" has normalized: true "
+                               "and %s, which is not supported without a Replace ' ' -> U+2581 "
+                               "normalizer",
+                               (int)id, t,
+                               (a & (SLATE__TOK_ATTR_LSTRIP | SLATE__TOK_ATTR_RSTRIP))
+                                   ? "lstrip/rstrip"
+                                   : "a space or U+2581 in its text");
     }
     return SLATE_OK;
 }
@@ -610,6 +649,8 @@ slate_status slate__tok_load_hf_mem(const char *data, size_t len, const char *co
                          "(SentencePiece-style)");
         goto done;
     }
+
+    if ((st = check_normalized(&h, &p, kind, err)) != SLATE_OK) goto done;
 
     slate__tok_spec spec = {
         .kind = kind, .n_tokens = h.n, .tokens = h.tokens, .types = h.types, .attrs = h.attrs};

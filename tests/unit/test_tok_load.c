@@ -213,7 +213,7 @@ static void added_tokens_strip_white_space_as_hf_does(void **st) {
     assert_int_equal(s, SLATE_OK);
     assert_int_equal(slate__tok_attrs(tok, 6), SLATE__TOK_ATTR_RSTRIP);
     assert_int_equal(slate__tok_attrs(tok, 7), SLATE__TOK_ATTR_LSTRIP);
-    assert_int_equal(slate__tok_attrs(tok, 8), SLATE__TOK_ATTR_RSTRIP);
+    assert_int_equal(slate__tok_attrs(tok, 8), SLATE__TOK_ATTR_RSTRIP | SLATE__TOK_ATTR_NORMALIZED);
     assert_int_equal(slate__tok_attrs(tok, 9), 0);
     const uint32_t sp = SLATE_ENCODE_PARSE_SPECIAL;
     EXPECT_IDS(tok, " \n ab", sp, 3, 5, 4);        /* the plain text alone */

@@ -344,7 +344,7 @@ static void strip_attributes_round_trip(void **st) {
     BREAK(put_u32(c + t, 0), "attribute table");
     BREAK(put_u32(c + t, 3), "attribute table"); /* more records than bytes */
     BREAK(c[t + 8] = 0, "attributes 0x0");
-    BREAK(c[t + 8] = 4, "attributes 0x4");
+    BREAK(c[t + 8] = 8, "attributes 0x8");
     BREAK(put_u32(c + t + 9, 256), "ascending");
     BREAK(put_u32(c + t + 9, 259), "ascending");
     BREAK(put_u32(c + t + 4, 'x'), "type 1"); /* a NORMAL token cannot strip */

@@ -1,0 +1,283 @@
+/* test_tok_hf.c - HF tokenizer.json semantics that differ from llama.cpp's: added tokens with
+ * normalized: true (and the decoder, below).
+ *
+ * Expected ids are derived by hand from HF tokenizers' source (huggingface/tokenizers,
+ * tokenizers/src/tokenizer/added_vocabulary.rs, extract_and_normalize): (1) added tokens with
+ * normalized: false are split out of the raw input (leftmost longest); (2) each stretch left
+ * between them is normalized, and the normalized tokens are found in it, each spelled as the
+ * normalizer spells its content (refresh_added_tokens); (3) the pre-tokenizer and the model run
+ * on what is left. Every comment gives the normalized text the ids come from. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tok/tok.h"
+
+static slate_tokenizer *load(const char *json) {
+    slate_tokenizer *tok = NULL;
+    slate_error err;
+    slate_status s = slate__tok_load_hf_mem(json, strlen(json), NULL, 0, &tok, &err);
+    if (s != SLATE_OK) fprintf(stderr, "%s\n", err.message);
+    assert_int_equal(s, SLATE_OK);
+    return tok;
+}
+
+static void expect_ids(const slate_tokenizer *tok, const char *text, uint32_t flags,
+                       const int32_t *want, size_t n_want) {
+    int32_t ids[32];
+    size_t n = tu_encode(tok, text, strlen(text), flags, ids, 32);
+    if (n != n_want || memcmp(ids, want, n * sizeof *ids) != 0) {
+        fprintf(stderr, "\"%s\": got", text);
+        for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", (int)ids[i]);
+        fprintf(stderr, "\n");
+    }
+    assert_int_equal(n, n_want);
+    assert_memory_equal(ids, want, n * sizeof *ids);
+}
+#define EXPECT_IDS(tok, text, flags, ...)                                                         \
+    do {                                                                                           \
+        const int32_t want_[] = {__VA_ARGS__};                                                     \
+        expect_ids(tok, text, flags, want_, sizeof want_ / sizeof want_[0]);                       \
+    } while (0)
+
+/* The same tokenizer after a trip through the package blob. */
+static slate_tokenizer *round_trip(const slate_tokenizer *tok) {
+    slate__buf b = {0};
+    slate__tok_serialize(tok, &b);
+    slate_tokenizer *back = NULL;
+    assert_int_equal(slate__tok_deserialize(b.data, b.len, &back, NULL), SLATE_OK);
+    slate__buf_free(&b);
+    return back;
+}
+
+#define SP "\xE2\x96\x81" /* U+2581 */
+#define SPM_VOCAB                                                                                  \
+    "\"vocab\": {\"<unk>\": 0, \"<s>\": 1, \"</s>\": 2, \"" SP "\": 3, \"H\": 4, \"i\": 5,"       \
+    " \"" SP "H\": 6, \"" SP "Hi\": 7, \"Hi\": 8, \"<\": 9, \"/\": 10, \"s\": 11, \">\": 12,"      \
+    " \"a b\": 13, \"a\": 14, \"b\": 15, \"<x>\": 16},"                                            \
+    " \"merges\": [\"" SP " H\", \"" SP "H i\", \"H i\"]"
+
+/* A Llama 2 style file (Prepend + Replace normalizer, no pre-tokenizer) whose <unk> <s> </s>
+ * have normalized: true, as the tokenizer.json of huggyllama/llama-7b and early Llama 2 copies
+ * have (transformers issue 23818: "ok</s>" encodes as "\u2581ok" "</" "s" ">"). Prepend puts a
+ * mark in front of each token's spelling too: </s> is found only as "\u2581</s>". "a b" is a
+ * user-defined normalized token (spelled "\u2581a\u2581b"), <x> a control token with normalized:
+ * false. */
+static const char k_llama2_json[] =
+    "{\"added_tokens\": ["
+    "{\"id\": 0, \"content\": \"<unk>\", \"special\": true, \"normalized\": true},"
+    "{\"id\": 1, \"content\": \"<s>\", \"special\": true, \"normalized\": true},"
+    "{\"id\": 2, \"content\": \"</s>\", \"special\": true, \"normalized\": true},"
+    "{\"id\": 13, \"content\": \"a b\", \"special\": false, \"normalized\": true},"
+    "{\"id\": 16, \"content\": \"<x>\", \"special\": true, \"normalized\": false}],"
+    " \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\","
+    " \"prepend\": \"" SP "\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"},"
+    " \"content\": \"" SP "\"}]}, \"pre_tokenizer\": null,"
+    " \"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"unk_token\": \"<unk>\", " SPM_VOCAB
+    "}}";
+
+static void expect_llama2_normalized(const slate_tokenizer *tok) {
+    const uint32_t ps = SLATE_ENCODE_PARSE_SPECIAL;
+    EXPECT_IDS(tok, "Hi</s>", ps, 7, 9, 10, 11, 12); /* "\u2581Hi</s>": no "\u2581</s>" in it */
+    EXPECT_IDS(tok, "Hi </s>", ps, 7, 2);           /* "\u2581Hi" "\u2581</s>" */
+    EXPECT_IDS(tok, "</s>Hi", ps, 2, 8);            /* "\u2581</s>" "Hi": no second mark */
+    EXPECT_IDS(tok, "Hi </s>", 0, 7, 3, 9, 10, 11, 12); /* not special: plain text */
+    EXPECT_IDS(tok, "a b", 0, 13);                      /* "\u2581a\u2581b" */
+    EXPECT_IDS(tok, "Hi a b", 0, 7, 13);                /* "\u2581Hi" "\u2581a\u2581b" */
+    EXPECT_IDS(tok, "Hia b", 0, 7, 14, 3, 15);          /* "\u2581Hia\u2581b": no match */
+    /* <x> splits the raw text first; the stretch after it gets its own mark. */
+    EXPECT_IDS(tok, "Hi<x></s>", ps, 7, 16, 2); /* "\u2581Hi" <x> "\u2581</s>" */
+    EXPECT_IDS(tok, "<x>Hi", ps, 16, 7);        /* <x> "\u2581Hi" */
+}
+
+static void normalized_added_tokens_match_the_normalized_text(void **st) {
+    (void)st;
+    slate_tokenizer *tok = load(k_llama2_json);
+    assert_int_equal(slate__tok_attrs(tok, 2), SLATE__TOK_ATTR_NORMALIZED);
+    assert_int_equal(slate__tok_attrs(tok, 16), 0);
+    expect_llama2_normalized(tok);
+    slate_tokenizer *back = round_trip(tok);
+    expect_llama2_normalized(back);
+    assert_int_equal(slate__tok_attrs(back, 13), SLATE__TOK_ATTR_NORMALIZED);
+    slate_tokenizer_free(back);
+    /* Chat template spans: the control token is found in the template's text ("\u2581</s>"
+     * from " </s>") after a message ("Hi"), which is normalized on its own ("\u2581Hi"). */
+    const char *chat = "Hi </s>";
+    size_t span[2] = {0, 2};
+    int32_t ids[16];
+    size_t n = 0;
+    assert_int_equal(slate__tok_encode_spans(tok, chat, strlen(chat), SLATE_ENCODE_PARSE_SPECIAL,
+                                             span, 1, ids, 16, &n, NULL),
+                     SLATE_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], 7);
+    assert_int_equal(ids[1], 2);
+    const char *forged = "Hi </s>";
+    size_t all[2] = {0, strlen(forged)}; /* all message: "</s>" stays text */
+    assert_int_equal(slate__tok_encode_spans(tok, forged, strlen(forged),
+                                             SLATE_ENCODE_PARSE_SPECIAL, all, 1, ids, 16, &n,
+                                             NULL),
+                     SLATE_OK);
+    assert_int_equal(n, 6);
+    assert_int_equal(ids[1], 3);
+    slate_tokenizer_free(tok);
+}
+
+/* A Metaspace file (prepend_scheme "first", split false) with a Replace normalizer, as
+ * transformers converts Llama with legacy=false. The normalizer makes spaces U+2581 before
+ * added tokens are found, so "a b" (spelled "a\u2581b") also matches a literal U+2581; the
+ * Metaspace mark is added afterwards, only to the piece at offset 0 of the input. */
+static void normalized_added_tokens_with_metaspace(void **st) {
+    (void)st;
+    static const char json[] =
+        "{\"added_tokens\": ["
+        "{\"id\": 2, \"content\": \"</s>\", \"special\": true, \"normalized\": false},"
+        "{\"id\": 13, \"content\": \"a b\", \"special\": false, \"normalized\": true}],"
+        " \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\":"
+        " \"" SP "\"}, \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"" SP "\","
+        " \"prepend_scheme\": \"first\", \"split\": false},"
+        " \"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"unk_token\": \"<unk>\", " SPM_VOCAB
+        "}}";
+    slate_tokenizer *tok = load(json);
+    EXPECT_IDS(tok, "Hi a" SP "b", 0, 7, 3, 13); /* "Hi\u2581" "a\u2581b" -> "\u2581Hi\u2581" */
+    EXPECT_IDS(tok, "Hi a b", 0, 7, 3, 13);
+    EXPECT_IDS(tok, "a bHi", 0, 13, 8); /* "Hi" is not at offset 0: no mark */
+    slate_tokenizer *back = round_trip(tok);
+    EXPECT_IDS(back, "Hi a" SP "b", 0, 7, 3, 13);
+    slate_tokenizer_free(back);
+    slate_tokenizer_free(tok);
+}
+
+/* Byte-level BPE with an NFC normalizer (as Qwen's files have), and no normalizer at all. The
+ * GPT-2 alphabet spells the bytes of U+00E9 (C3 A9) as U+00C3 U+00A9. */
+static void normalized_added_tokens_in_byte_level_files(void **st) {
+    (void)st;
+    char json[2048];
+    static const char fmt[] =
+        "{\"added_tokens\": ["
+        "{\"id\": 6, \"content\": \"e\xCC\x81\", \"special\": false, \"normalized\": true},"
+        "{\"id\": 7, \"content\": \"xy\", \"special\": false, \"normalized\": true},"
+        "{\"id\": 8, \"content\": \"yz\", \"special\": false, \"normalized\": false}],"
+        " \"normalizer\": %s,"
+        " \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\":"
+        " false}, \"model\": {\"type\": \"BPE\", \"vocab\": {\"\xC3\x83\": 0, \"\xC2\xA9\": 1,"
+        " \"x\": 2, \"y\": 3, \"z\": 4, \"e\": 5}, \"merges\": []}}";
+    snprintf(json, sizeof json, fmt, "{\"type\": \"NFC\"}");
+    slate_tokenizer *tok = load(json);
+    /* "e\u0301" is spelled "\u00e9" after NFC; the input is NFC'd before it is searched. */
+    EXPECT_IDS(tok, "\xC3\xA9", 0, 6);
+    EXPECT_IDS(tok, "e\xCC\x81", 0, 6);
+    /* Non-normalized tokens go first: "xyz" is "x" + yz, not xy + "z". */
+    EXPECT_IDS(tok, "xyz", 0, 2, 8);
+    EXPECT_IDS(tok, "xyxy", 0, 7, 7);
+    slate_tokenizer_free(tok);
+    snprintf(json, sizeof json, fmt, "null");
+    tok = load(json);
+    EXPECT_IDS(tok, "xyz", 0, 2, 8);
+    EXPECT_IDS(tok, "\xC3\xA9", 0, 0, 1); /* no normalizer: "e\u0301" only as itself */
+    EXPECT_IDS(tok, "e\xCC\x81", 0, 6);
+    slate_tokenizer_free(tok);
+}
+
+/* Where slate__tok_normalize does not model the file's normalizer, a normalized token that it
+ * would affect is refused, never tokenized differently. */
+static void unsupported_normalized_tokens_are_refused(void **st) {
+    (void)st;
+    static const char *const cases[][3] = {
+        /* Metaspace without Replace: spaces stay spaces before added tokens are found. */
+        {"null", "{\"type\": \"Metaspace\", \"replacement\": \"" SP "\", \"prepend_scheme\":"
+                 " \"first\", \"split\": false}",
+         "\"content\": \"a b\", \"normalized\": true"},
+        {"null", "{\"type\": \"Metaspace\", \"replacement\": \"" SP "\", \"prepend_scheme\":"
+                 " \"first\", \"split\": false}",
+         "\"content\": \"<x>\", \"normalized\": true, \"rstrip\": true"},
+        /* Metaspace and a Prepend normalizer. */
+        {"{\"type\": \"Prepend\", \"prepend\": \"" SP "\"}",
+         "{\"type\": \"Metaspace\", \"replacement\": \"" SP "\", \"prepend_scheme\": \"first\","
+         " \"split\": false}",
+         "\"content\": \"<x>\", \"normalized\": true"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char json[2048];
+        snprintf(json, sizeof json,
+                 "{\"added_tokens\": [{\"id\": 16, %s, \"special\": true}], \"normalizer\": %s,"
+                 " \"pre_tokenizer\": %s, \"model\": {\"type\": \"BPE\", \"byte_fallback\": true,"
+                 " \"unk_token\": \"<unk>\", " SPM_VOCAB "}}",
+                 cases[i][2], cases[i][0], cases[i][1]);
+        /* "a b" is token 13 in the vocabulary: give the added token its id. */
+        if (strstr(cases[i][2], "a b")) memcpy(strstr(json, "16"), "13", 2);
+        slate_tokenizer *tok = NULL;
+        slate_error err;
+        slate_status s = slate__tok_load_hf_mem(json, strlen(json), NULL, 0, &tok, &err);
+        if (s != SLATE_E_UNSUPPORTED) fprintf(stderr, "case %zu: %s\n", i, err.message);
+        assert_int_equal(s, SLATE_E_UNSUPPORTED);
+        assert_null(tok);
+        assert_non_null(strstr(err.message, "normalized: true"));
+    }
+}
+
+/* Encoding with normalized tokens allocates (the normalized text of each stretch): every failed
+ * allocation is E_NOMEM with nothing leaked, and the call then succeeds with the same ids. */
+static void normalized_encode_fails_cleanly_at_every_allocation(void **st) {
+    (void)st;
+    slate_tokenizer *tok = load(k_llama2_json);
+    const char *text = "Hi<x> </s>a b";
+    long long live = slate__alloc_live_bytes();
+    int n;
+    for (n = 1; n < 100; n++) {
+        int32_t ids[32];
+        size_t n_ids = 0;
+        slate__alloc_fail_after(n);
+        slate_status s = slate_tokenizer_encode(tok, text, strlen(text), SLATE_ENCODE_PARSE_SPECIAL,
+                                                ids, 32, &n_ids, NULL);
+        slate__alloc_fail_after(0);
+        assert_int_equal(slate__alloc_live_bytes(), live);
+        if (s == SLATE_OK) {
+            /* "\u2581Hi" <x> "\u2581" "\u2581</s>" "a\u2581b": 7 16 3 2 14 3 15 */
+            assert_int_equal(n_ids, 7);
+            assert_int_equal(ids[3], 2);
+            break;
+        }
+        assert_int_equal(s, SLATE_E_NOMEM);
+    }
+    assert_true(n > 1 && n < 100);
+    slate_tokenizer_free(tok);
+}
+
+/* The shipped Llama 3 and Qwen3 files mark every added token normalized: false, so nothing
+ * about them changes. */
+static void shipped_files_have_no_normalized_tokens(void **st) {
+    (void)st;
+    static const char *const files[] = {"tokenizers/llama3/tokenizer.json",
+                                        "tokenizers/qwen3/tokenizer.json"};
+    int seen = 0;
+    for (size_t f = 0; f < 2; f++) {
+        slate_tokenizer *tok = tu_tok_load(files[f]);
+        if (!tok) continue;
+        seen++;
+        for (int32_t id = 0; id < slate_tokenizer_n_vocab(tok); id++)
+            assert_int_equal(slate__tok_attrs(tok, id) & SLATE__TOK_ATTR_NORMALIZED, 0);
+        slate_tokenizer_free(tok);
+    }
+    if (!seen) skip();
+}
+
+int main(void) {
+    long long live = slate__alloc_live_bytes();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(normalized_added_tokens_match_the_normalized_text),
+        cmocka_unit_test(normalized_added_tokens_with_metaspace),
+        cmocka_unit_test(normalized_added_tokens_in_byte_level_files),
+        cmocka_unit_test(unsupported_normalized_tokens_are_refused),
+        cmocka_unit_test(normalized_encode_fails_cleanly_at_every_allocation),
+        cmocka_unit_test(shipped_files_have_no_normalized_tokens),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    if (slate__alloc_live_bytes() != live) {
+        fprintf(stderr, "leak: %lld bytes still allocated\n", slate__alloc_live_bytes() - live);
+        rc = 1;
+    }
+    return rc;
+}
