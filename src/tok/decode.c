@@ -7,10 +7,12 @@
  * alphabet back to bytes; added tokens are their text. Control and unknown tokens give their text
  * only when `special` is set, else nothing (llama.cpp token_to_piece does the same).
  *
- * decode() drops the SentencePiece dummy-prefix space once: from the first token that produces
- * any bytes, when that token is a model piece starting with ' ' (so with BOS in front the space
- * still goes, and decode(encode(x)) == x for any x without added tokens). Byte-level BPE adds
- * no prefix and strips nothing. Output is raw bytes: invalid UTF-8 in, invalid UTF-8 out.
+ * decode() drops the SentencePiece dummy-prefix mark from the first token that produces any
+ * bytes (so with BOS in front it still goes, and decode(encode(x)) == x for any x without added
+ * tokens), in the way the tokenizer's decoder does (slate__tok_dstrip: sentencepiece's one space
+ * from a model piece, HF's Strip decoder's one space from the output, or HF's Metaspace
+ * decoder's every U+2581 of the first token). Byte-level BPE adds no prefix and strips nothing.
+ * Output is raw bytes: invalid UTF-8 in, invalid UTF-8 out.
  */
 #include "tok/tok.h"
 
@@ -27,10 +29,29 @@ const char *slate__tok_piece_bytes(const slate_tokenizer *tok, int32_t id, bool 
     return tok->piece + tok->piece_off[id];
 }
 
-bool slate__tok_strips_space(const slate_tokenizer *tok, int32_t id, const char *piece,
-                             size_t len) {
-    return tok->kind == SLATE__TOK_SPM && tok->add_space_prefix &&
-           tok->types[id] == SLATE__TOKT_NORMAL && len > 0 && piece[0] == ' ';
+size_t slate__tok_first_piece(const slate_tokenizer *tok, int32_t id, const char *piece,
+                              size_t len, char *out) {
+    size_t skip = 0; /* bytes dropped from the front */
+    bool all = false; /* drop every space (METASPACE) */
+    bool normal = tok->types[id] == SLATE__TOKT_NORMAL;
+    if (tok->kind == SLATE__TOK_SPM && len > 0) {
+        switch ((slate__tok_dstrip)tok->decode_strip) {
+        case SLATE__TOK_DSTRIP_SPM:
+            skip = tok->add_space_prefix && normal && piece[0] == ' ';
+            break;
+        case SLATE__TOK_DSTRIP_LEADING: skip = piece[0] == ' '; break;
+        /* A NORMAL piece's spaces all come from U+2581 (space_is_plain is llama2.c only). */
+        case SLATE__TOK_DSTRIP_METASPACE: all = normal; break;
+        case SLATE__TOK_DSTRIP_NONE: break;
+        }
+    }
+    size_t n = 0;
+    for (size_t i = skip; i < len; i++) {
+        if (all && piece[i] == ' ') continue;
+        if (out) out[n] = piece[i];
+        n++;
+    }
+    return n;
 }
 
 slate_status slate_tokenizer_piece(const slate_tokenizer *tok, int32_t id, bool special, char *buf,
@@ -83,12 +104,12 @@ slate_status slate_tokenizer_decode(const slate_tokenizer *tok, const int32_t *i
             size_t len;
             const char *p = slate__tok_piece_bytes(tok, ids[i], special, &len);
             if (len == 0) continue;
-            if (at_start && slate__tok_strips_space(tok, ids[i], p, len)) {
-                p++;
-                len--;
+            if (at_start) {
+                pos += slate__tok_first_piece(tok, ids[i], p, len, pass == 1 ? buf + pos : NULL);
+                at_start = false;
+                continue;
             }
-            at_start = false;
-            if (pass == 1 && len) memcpy(buf + pos, p, len);
+            if (pass == 1) memcpy(buf + pos, p, len);
             pos += len;
         }
         if (pass == 0) {

@@ -9,8 +9,8 @@
  * Substitution of Maximal Subparts"), so output is always valid UTF-8 and nothing is held
  * forever. Flush turns a dangling incomplete character into one U+FFFD.
  *
- * The SentencePiece dummy-prefix space is dropped from the first token that produces text, as
- * in slate_tokenizer_decode. Control tokens produce nothing (the detokenizer shows model text,
+ * The SentencePiece dummy-prefix mark is dropped from the first token that produces text, as
+ * in slate_tokenizer_decode (slate__tok_first_piece). Control tokens produce nothing (the detokenizer shows model text,
  * not markup). A push that does not fit in the caller's buffer changes nothing: the output is
  * built in the detokenizer's own scratch, sized at creation for the longest token, and
  * committed only when it fits.
@@ -135,17 +135,15 @@ slate_status slate_detok_push(slate_detok *d, int32_t id, char *buf, size_t cap,
     size_t len;
     const char *p = slate__tok_piece_bytes(tok, id, false, &len);
     if (len == 0) return SLATE_OK;
-    bool strip = d->at_start && slate__tok_strips_space(tok, id, p, len);
-    if (strip) {
-        p++;
-        len--;
-    }
     /* scratch = [input: held bytes + piece][output: up to 3 bytes per input byte] */
-    size_t n_in = d->n_held + len;
     uint8_t *in = (uint8_t *)d->scratch;
     char *outp = d->scratch + d->in_cap;
     memcpy(in, d->held, d->n_held);
-    memcpy(in + d->n_held, p, len);
+    if (d->at_start)
+        len = slate__tok_first_piece(tok, id, p, len, (char *)in + d->n_held);
+    else
+        memcpy(in + d->n_held, p, len);
+    size_t n_in = d->n_held + len;
     uint8_t new_held[4];
     size_t n_new;
     size_t n = convert(in, n_in, false, outp, new_held, &n_new);

@@ -11,8 +11,11 @@
  *              bit 3 space_is_plain, bit 4 nfc, bit 5 ignore_merges, bit 6
  *              prefix_unless_spaced, bit 7 prefix_first_only (HF Metaspace), bit 8
  *              has_attrs (the attribute table below follows), bit 9 fuse_unk (HF BPE
- *              model.fuse_unk: a run of unknown characters gives one unk_id); other bits
- *              must be 0; bits 1-3, 6-7 and 9 are SPM only and bit 5 BPE only
+ *              model.fuse_unk: a run of unknown characters gives one unk_id), bits 10-11
+ *              decode_strip (how decode drops the dummy-prefix mark, slate__tok_dstrip in
+ *              tok.h: 0 sentencepiece, 1 none, 2 HF Strip decoder, 3 HF Metaspace decoder);
+ *              other bits must be 0; bits 1-3, 6-7 and 9-11 are SPM only and bit 5 BPE
+ *              only
  *   16  i32    bos_id   \
  *   20  i32    eos_id    |
  *   24  i32    unk_id    |  -1 = none, else 0 .. n_tokens-1
@@ -46,7 +49,8 @@
  * refused by an earlier build ("unknown flag bits 0x100") instead of being misread. Later
  * additions follow the same rule: the normalized bit (2) of a token's attributes is refused by
  * builds that only know lstrip / rstrip ("attributes 0x4"), and fuse_unk (flag bit 9) by builds
- * that predate it ("unknown flag bits 0x200").
+ * that predate it ("unknown flag bits 0x200"); so are decode_strip modes other than 0 (bits
+ * 10-11).
  *
  * Derived, not stored: the end-of-generation set (eos, eot, and added tokens spelled
  * "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "<|eom_id|>", "<|end|>",
@@ -73,7 +77,9 @@
 #define FLAG_PREFIX_FIRST_ONLY (1u << 7)
 #define FLAG_HAS_ATTRS (1u << 8)
 #define FLAG_FUSE_UNK (1u << 9)
-#define FLAG_ALL 0x3FFu
+#define FLAG_DSTRIP_SHIFT 10
+#define FLAG_DSTRIP (3u << FLAG_DSTRIP_SHIFT)
+#define FLAG_ALL 0xFFFu
 
 void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
     if (!tok || !b) return;
@@ -87,7 +93,8 @@ void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
                      (tok->ignore_merges ? FLAG_IGNORE_MERGES : 0) |
                      (tok->prefix_unless_spaced ? FLAG_PREFIX_UNLESS_SPACED : 0) |
                      (tok->prefix_first_only ? FLAG_PREFIX_FIRST_ONLY : 0) |
-                     (tok->attrs ? FLAG_HAS_ATTRS : 0) | (tok->fuse_unk ? FLAG_FUSE_UNK : 0);
+                     (tok->attrs ? FLAG_HAS_ATTRS : 0) | (tok->fuse_unk ? FLAG_FUSE_UNK : 0) |
+                     (uint32_t)tok->decode_strip << FLAG_DSTRIP_SHIFT;
     slate__buf_u32(b, flags);
     slate__buf_i32(b, tok->bos_id);
     slate__buf_i32(b, tok->eos_id);
@@ -202,7 +209,8 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
     uint32_t foreign = kind == SLATE__TOK_SPM
                            ? FLAG_IGNORE_MERGES
                            : FLAG_ADD_SPACE_PREFIX | FLAG_BYTE_FALLBACK | FLAG_SPACE_IS_PLAIN |
-                                 FLAG_PREFIX_UNLESS_SPACED | FLAG_PREFIX_FIRST_ONLY | FLAG_FUSE_UNK;
+                                 FLAG_PREFIX_UNLESS_SPACED | FLAG_PREFIX_FIRST_ONLY | FLAG_FUSE_UNK |
+                                 FLAG_DSTRIP;
     if (flags & foreign)
         return slate__fail_at(err, SLATE_E_FORMAT, 12,
                               "tokenizer blob: flag bits 0x%x do not apply to %s tokenizers",
@@ -364,6 +372,7 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
         .prefix_first_only = (flags & FLAG_PREFIX_FIRST_ONLY) != 0,
         .attrs = attrs,
         .fuse_unk = (flags & FLAG_FUSE_UNK) != 0,
+        .decode_strip = (uint8_t)((flags & FLAG_DSTRIP) >> FLAG_DSTRIP_SHIFT),
     };
     st = slate__tok_create(&spec, out, err);
 done:

@@ -123,6 +123,9 @@ static slate_status check_spec(const slate__tok_spec *s, slate_error *err) {
         if (ids[k].id < -1 || ids[k].id >= s->n_tokens)
             return slate__fail(err, SLATE_E_FORMAT, "%s token id %d: expected -1 or 0..%d",
                                ids[k].name, (int)ids[k].id, (int)s->n_tokens - 1);
+    if (s->decode_strip > SLATE__TOK_DSTRIP_METASPACE)
+        return slate__fail(err, SLATE_E_FORMAT, "decode strip mode %u: expected 0..3",
+                           (unsigned)s->decode_strip);
     if (s->n_merges < 0 || s->n_merges > SLATE__TOK_MAX_MERGES)
         return slate__fail(err, SLATE_E_FORMAT, "tokenizer has %d merges: expected 0..%d",
                            (int)s->n_merges, SLATE__TOK_MAX_MERGES);
@@ -597,6 +600,7 @@ slate_status slate__tok_create(const slate__tok_spec *spec, slate_tokenizer **ou
     t->prefix_unless_spaced = t->add_space_prefix && spec->prefix_unless_spaced;
     t->prefix_first_only = t->add_space_prefix && spec->prefix_first_only;
     t->fuse_unk = spm && spec->fuse_unk;
+    t->decode_strip = spm ? spec->decode_strip : (uint8_t)SLATE__TOK_DSTRIP_SPM;
 
     if ((st = copy_tokens(t, spec, err)) != SLATE_OK) goto fail;
     if ((st = build_vocab_map(t, err)) != SLATE_OK) goto fail;

@@ -42,6 +42,13 @@
  *    spans cut a stretch of text, each side is normalized on its own (encode.c). decode does
  *    no clean_up_tokenization_spaces, and does not restore white space that lstrip / rstrip
  *    consumed.
+ *  - Of a tokenizer.json decoder, decode follows only how it drops the dummy-prefix mark
+ *    (slate__tok_dstrip: Strip after Fuse, Metaspace, or neither); added tokens decode to
+ *    their text as it is (HF's decoder would also turn a U+2581 in them into a space), byte
+ *    tokens always to their byte, and invalid UTF-8 comes out as it is (HF: U+FFFD).
+ *  - With byte_fallback, a character whose <0xXX> tokens are not all in the vocabulary gives
+ *    the byte tokens there are and an <unk> for each missing byte; HF's BPE gives one <unk> for
+ *    the whole character (no shipped vocabulary lacks a byte token).
  *  - lstrip / rstrip consume Unicode White_Space (HF's Rust \s); llama.cpp strips only ASCII
  *    isspace(), so after a Phi-3 GGUF marker a non-ASCII space (e.g. U+00A0) is consumed here
  *    and kept by llama.cpp.
@@ -110,7 +117,26 @@ typedef struct slate__tok_spec {
     /* Addition: SPM, HF BPE model.fuse_unk: consecutive characters that become the unknown
      * token give one unknown token (false: one per character). */
     bool fuse_unk;
+    /* Addition: SPM, how decode drops the dummy-prefix mark (slate__tok_dstrip). */
+    uint8_t decode_strip;
 } slate__tok_spec;
+
+/* How decode drops the SentencePiece dummy-prefix mark again (SPM only; the first token is the
+ * first one that produces any bytes, as HF's decoder sees the ids left after skipping special
+ * tokens):
+ *  - SPM: one ' ' from the first token, when it is a NORMAL token and add_space_prefix
+ *    (sentencepiece, llama.cpp; GGUF, llama2.c and tokenizer.json without a known decoder);
+ *  - NONE: nothing (an HF decoder without Strip, Metaspace with prepend_scheme "never");
+ *  - LEADING: one ' ' at the start of the output, whichever token gave it (a byte token <0x20>
+ *    too): HF's Sequence [Replace, ByteFallback, Fuse, Strip(' ', 1, 0)] of Llama 2 files;
+ *  - METASPACE: every U+2581 of the first token, if it is a NORMAL token (HF's Metaspace
+ *    decoder, decoders/metaspace.rs: "\u2581\u2581Hello" first gives "Hello"). */
+typedef enum slate__tok_dstrip {
+    SLATE__TOK_DSTRIP_SPM = 0,
+    SLATE__TOK_DSTRIP_NONE = 1,
+    SLATE__TOK_DSTRIP_LEADING = 2,
+    SLATE__TOK_DSTRIP_METASPACE = 3,
+} slate__tok_dstrip;
 
 /* Added-token attributes, HF tokenizers' AddedToken lstrip / rstrip (llama.cpp's
  * LLAMA_TOKEN_ATTR_LSTRIP / RSTRIP): when the token is matched, the white space (Unicode
@@ -214,6 +240,7 @@ struct slate_tokenizer {
     bool add_bos, add_space_prefix, byte_fallback, space_is_plain, nfc, ignore_merges;
     bool prefix_unless_spaced, prefix_first_only; /* see slate__tok_spec */
     bool fuse_unk;                                /* see slate__tok_spec */
+    uint8_t decode_strip;                         /* slate__tok_dstrip */
     uint8_t *attrs; /* [n_tokens] SLATE__TOK_ATTR_* bits, or NULL when no token has any */
 
     char *text;          /* token texts as given by the spec, back to back */
@@ -269,10 +296,11 @@ size_t slate__tok_utf8_put(uint32_t cp, char *out);
  * in range. */
 const char *slate__tok_piece_bytes(const slate_tokenizer *tok, int32_t id, bool special,
                                    size_t *len);
-/* Whether the SentencePiece dummy-prefix space is to be dropped from the first token that
- * produces text: SPM with add_space_prefix, a NORMAL token, piece starting with ' '. */
-bool slate__tok_strips_space(const slate_tokenizer *tok, int32_t id, const char *piece,
-                             size_t len);
+/* The bytes of token id as the first token of a decoded text (the first one that produces any
+ * bytes): piece[0..len) without the dummy-prefix mark, as tok->decode_strip says. Writes them
+ * to out (room for len bytes) unless out is NULL, and returns their count. */
+size_t slate__tok_first_piece(const slate_tokenizer *tok, int32_t id, const char *piece,
+                              size_t len, char *out);
 
 /* slate_tokenizer_encode, with plain[0..2 n_plain) pairs {start, end} (ascending, disjoint)
  * of text inside which no CONTROL or UNKNOWN token is recognized even with

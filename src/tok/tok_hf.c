@@ -19,7 +19,8 @@
  * 0..n-1 exactly once (vocab and added_tokens together; an added token may repeat a vocab entry
  * with the same text).
  *
- * Added tokens: "special" true makes a CONTROL token, else USER_DEFINED; lstrip / rstrip /
+ * The decoder matters to SentencePiece-style files only, for how decode drops the dummy-prefix
+ * mark (read_decoder). Added tokens: "special" true makes a CONTROL token, else USER_DEFINED; lstrip / rstrip /
  * normalized become SLATE__TOK_ATTR_* (applied when matching, encode.c); single_word: true is
  * refused (added_token_attrs says why), and so is normalized: true where our normalizer model
  * would not reproduce HF's (check_normalized).
@@ -523,6 +524,74 @@ static slate_status check_normalized(const hf *h, const pipeline *p, slate__tok_
     return SLATE_OK;
 }
 
+/* A Metaspace decoder: prepend_scheme "never" (or, in older files without it, add_prefix_space
+ * false) keeps every mark as a space; otherwise the first token loses all of its marks. */
+static slate_status metaspace_decoder(const cJSON *d, uint8_t *mode, slate_error *err) {
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(d, "replacement");
+    const cJSON *scheme = cJSON_GetObjectItemCaseSensitive(d, "prepend_scheme");
+    if (cJSON_IsString(rep) && strcmp(rep->valuestring, "\xE2\x96\x81") != 0)
+        return slate__fail(err, SLATE_E_UNSUPPORTED,
+                           "tokenizer.json: Metaspace decoder replacement '%.16s': only U+2581",
+                           rep->valuestring);
+    bool prepends = cJSON_IsString(scheme)
+                        ? strcmp(scheme->valuestring, "never") != 0
+                        : !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(d, "add_prefix_space"));
+    *mode = prepends ? SLATE__TOK_DSTRIP_METASPACE : SLATE__TOK_DSTRIP_NONE;
+    return SLATE_OK;
+}
+
+/* How the decoder of a SentencePiece-style file drops the dummy-prefix mark (slate__tok_dstrip,
+ * HF tokenizers decoders/): a Metaspace decoder (alone or in a Sequence), or a Sequence whose
+ * Strip(' ', 1, 0) comes after Fuse (so it strips the whole output once: Llama 2's Replace,
+ * ByteFallback, Fuse, Strip); a Sequence or a single Replace / ByteFallback / Fuse without
+ * either strips nothing. A Strip we would have to guess at (another character, a right side,
+ * more than one, or per token before Fuse) is refused. A missing decoder, or one of another
+ * type, keeps sentencepiece's rule. */
+static slate_status read_decoder(const cJSON *dec, uint8_t *mode, slate_error *err) {
+    *mode = SLATE__TOK_DSTRIP_SPM;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(dec, "type");
+    if (!cJSON_IsObject(dec) || !cJSON_IsString(type)) return SLATE_OK;
+    const char *ty = type->valuestring;
+    if (strcmp(ty, "Metaspace") == 0) return metaspace_decoder(dec, mode, err);
+    if (strcmp(ty, "Replace") == 0 || strcmp(ty, "ByteFallback") == 0 ||
+        strcmp(ty, "Fuse") == 0) {
+        *mode = SLATE__TOK_DSTRIP_NONE;
+        return SLATE_OK;
+    }
+    if (strcmp(ty, "Sequence") != 0) return SLATE_OK;
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(dec, "decoders"), *e;
+    if (!cJSON_IsArray(list))
+        return slate__fail(err, SLATE_E_FORMAT,
+                           "tokenizer.json: decoder.decoders is %s, expected an array",
+                           type_name(list));
+    *mode = SLATE__TOK_DSTRIP_NONE;
+    bool fused = false;
+    cJSON_ArrayForEach(e, list) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "type");
+        if (!cJSON_IsString(t)) continue;
+        if (strcmp(t->valuestring, "Fuse") == 0) {
+            fused = true;
+        } else if (strcmp(t->valuestring, "Metaspace") == 0) {
+            slate_status st = metaspace_decoder(e, mode, err);
+            if (st != SLATE_OK) return st;
+        } else if (strcmp(t->valuestring, "Strip") == 0) {
+            const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
+            const cJSON *start = cJSON_GetObjectItemCaseSensitive(e, "start");
+            const cJSON *stop = cJSON_GetObjectItemCaseSensitive(e, "stop");
+            double n_start = cJSON_IsNumber(start) ? start->valuedouble : -1;
+            double n_stop = cJSON_IsNumber(stop) ? stop->valuedouble : 0;
+            if (n_start == 0 && n_stop == 0) continue; /* strips nothing */
+            if (!cJSON_IsString(content) || strcmp(content->valuestring, " ") != 0 ||
+                n_start != 1 || n_stop != 0 || !fused)
+                return slate__fail(err, SLATE_E_UNSUPPORTED,
+                                   "tokenizer.json: Strip decoder: only content ' ', start 1, "
+                                   "stop 0 after a Fuse decoder is supported");
+            *mode = SLATE__TOK_DSTRIP_LEADING;
+        }
+    }
+    return SLATE_OK;
+}
+
 static slate_status find_named(const hf *h, const char *what, const char *text, int32_t *id,
                                slate_error *err) {
     *id = -1;
@@ -679,6 +748,9 @@ slate_status slate__tok_load_hf_mem(const char *data, size_t len, const char *co
         spec.prefix_unless_spaced = p.metaspace;
         spec.prefix_first_only = p.metaspace && p.prepend_first;
         spec.fuse_unk = cJSON_IsTrue(fuse_unk);
+        if ((st = read_decoder(cJSON_GetObjectItemCaseSensitive(h.root, "decoder"),
+                               &spec.decode_strip, err)) != SLATE_OK)
+            goto done;
     } else {
         spec.n_merges = h.n_merges;
         spec.merge_ids = h.merge_ids;

@@ -1,5 +1,5 @@
 /* test_tok_hf.c - HF tokenizer.json semantics that differ from llama.cpp's: added tokens with
- * normalized: true (and the decoder, below).
+ * normalized: true, and how the decoder drops the dummy-prefix mark.
  *
  * Expected ids are derived by hand from HF tokenizers' source (huggingface/tokenizers,
  * tokenizers/src/tokenizer/added_vocabulary.rs, extract_and_normalize): (1) added tokens with
@@ -264,6 +264,164 @@ static void shipped_files_have_no_normalized_tokens(void **st) {
     if (!seen) skip();
 }
 
+/* ---- the decoder ---------------------------------------------------------------------------- */
+
+/* A SentencePiece-style file with the given decoder. Ids: 3 "\u2581", 4 "\u2581\u2581Hello",
+ * 5 "Hello", 6 <0x20>, 8 "\u2581Hello". */
+static slate_tokenizer *decoder_json(const char *decoder, const char *pre_tokenizer,
+                                     const char *normalizer) {
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true},"
+             " {\"id\": 1, \"content\": \"<s>\", \"special\": true}],"
+             " \"normalizer\": %s, \"pre_tokenizer\": %s, \"decoder\": %s,"
+             " \"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"unk_token\": \"<unk>\","
+             " \"vocab\": {\"<unk>\": 0, \"<s>\": 1, \"</s>\": 2, \"" SP "\": 3, \"" SP SP
+             "Hello\": 4, \"Hello\": 5, \"<0x20>\": 6, \"<0x41>\": 7, \"" SP "Hello\": 8},"
+             " \"merges\": []}}",
+             normalizer, pre_tokenizer, decoder);
+    return load(json);
+}
+
+/* decode(ids) with and without special tokens equals want (NULL: the same as without), and the
+ * streaming detokenizer (which shows no special tokens) gives the same text. */
+static void expect_text(const slate_tokenizer *tok, const int32_t *ids, size_t n,
+                        const char *want, const char *want_special) {
+    char buf[64];
+    size_t len = 0;
+    assert_int_equal(slate_tokenizer_decode(tok, ids, n, false, buf, sizeof buf, &len, NULL),
+                     SLATE_OK);
+    if (len != strlen(want) || memcmp(buf, want, len) != 0)
+        fprintf(stderr, "decoded \"%.*s\", wanted \"%s\"\n", (int)len, buf, want);
+    assert_int_equal(len, strlen(want));
+    assert_memory_equal(buf, want, len);
+    if (want_special) {
+        assert_int_equal(slate_tokenizer_decode(tok, ids, n, true, buf, sizeof buf, &len, NULL),
+                         SLATE_OK);
+        assert_int_equal(len, strlen(want_special));
+        assert_memory_equal(buf, want_special, len);
+    }
+    slate_detok *d = NULL;
+    assert_int_equal(slate_detok_create(tok, &d, NULL), SLATE_OK);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t got = 0;
+        assert_int_equal(slate_detok_push(d, ids[i], buf + total, sizeof buf - total, &got, NULL),
+                         SLATE_OK);
+        total += got;
+    }
+    size_t got = 0;
+    assert_int_equal(slate_detok_flush(d, buf + total, sizeof buf - total, &got, NULL), SLATE_OK);
+    total += got;
+    assert_int_equal(total, strlen(want));
+    assert_memory_equal(buf, want, total);
+    slate_detok_free(d);
+}
+#define TEXT(tok, want, want_special, ...)                                                        \
+    do {                                                                                           \
+        const int32_t ids_[] = {__VA_ARGS__};                                                      \
+        expect_text(tok, ids_, sizeof ids_ / sizeof ids_[0], want, want_special);                  \
+    } while (0)
+
+static const char k_prepend_replace[] =
+    "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": \"" SP
+    "\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"" SP "\"}]}";
+static const char k_metaspace_first[] = "{\"type\": \"Metaspace\", \"replacement\": \"" SP
+                                        "\", \"prepend_scheme\": \"first\", \"split\": false}";
+
+/* Llama 2's decoder: Replace("\u2581", " "), ByteFallback, Fuse, Strip(" ", 1, 0). The Strip
+ * runs on the fused text, so it takes one space from the start of the output whichever token
+ * gave it, a byte token <0x20> too (decoders/strip.rs, fuse.rs). */
+static void strip_decoder_strips_one_space_from_the_output(void **st) {
+    (void)st;
+    static const char dec[] =
+        "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\":"
+        " \"" SP "\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"},"
+        " {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}]}";
+    slate_tokenizer *tok = decoder_json(dec, "null", k_prepend_replace);
+    TEXT(tok, "Hello", NULL, 6, 5);             /* " " "Hello" -> " Hello" -> "Hello" */
+    TEXT(tok, " Hello", NULL, 4);               /* "  Hello" -> " Hello" */
+    TEXT(tok, " Hello", NULL, 3, 8);            /* "  Hello" -> " Hello" */
+    TEXT(tok, "Hello", "<s> Hello", 1, 8);      /* with <s> shown nothing starts with a space */
+    TEXT(tok, "Hello Hello", NULL, 8, 8);
+    slate_tokenizer *back = round_trip(tok);
+    TEXT(back, "Hello", NULL, 6, 5);
+    slate_tokenizer_free(back);
+    slate_tokenizer_free(tok);
+    /* The same with a Metaspace pre-tokenizer (transformers' legacy=false Llama files). */
+    tok = decoder_json(dec, k_metaspace_first, "null");
+    TEXT(tok, "Hello", NULL, 6, 5);
+    slate_tokenizer_free(tok);
+}
+
+/* HF's Metaspace decoder (decoders/metaspace.rs decode_chain): in the first token every mark
+ * is dropped (not just one), in the others each becomes a space; prepend_scheme "never" (or
+ * add_prefix_space false in older files) keeps them all as spaces. */
+static void metaspace_decoder_drops_every_mark_of_the_first_token(void **st) {
+    (void)st;
+    static const char *const prepending[] = {
+        "{\"type\": \"Metaspace\", \"replacement\": \"" SP "\", \"prepend_scheme\": \"first\","
+        " \"split\": false}",
+        "{\"type\": \"Metaspace\", \"replacement\": \"" SP "\", \"prepend_scheme\": \"always\","
+        " \"split\": true}",
+        "{\"type\": \"Metaspace\", \"replacement\": \"" SP "\", \"add_prefix_space\": true}",
+    };
+    for (size_t i = 0; i < 3; i++) {
+        slate_tokenizer *tok = decoder_json(prepending[i], k_metaspace_first, "null");
+        TEXT(tok, "Hello", NULL, 4);                /* "\u2581\u2581Hello" first: "Hello" */
+        TEXT(tok, " Hello", NULL, 3, 8);            /* "\u2581" first gives "" */
+        TEXT(tok, "Hello  Hello", NULL, 8, 4);      /* not first: both marks are spaces */
+        TEXT(tok, "Hello", "<s> Hello", 1, 8);      /* <s> shown is the first token */
+        if (i == 0) {
+            slate_tokenizer *back = round_trip(tok);
+            TEXT(back, "Hello", NULL, 4);
+            slate_tokenizer_free(back);
+        }
+        slate_tokenizer_free(tok);
+    }
+    static const char *const keeping[] = {
+        "{\"type\": \"Metaspace\", \"replacement\": \"" SP "\", \"prepend_scheme\": \"never\","
+        " \"split\": false}",
+        "{\"type\": \"Metaspace\", \"replacement\": \"" SP "\", \"add_prefix_space\": false}",
+        /* Gemma-like: no Strip, nothing stripped. */
+        "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\":"
+        " \"" SP "\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}]}",
+    };
+    for (size_t i = 0; i < 3; i++) {
+        /* A Prepend normalizer, so that the encoder does prefix: only the decoder decides. */
+        slate_tokenizer *tok = decoder_json(keeping[i], "null", k_prepend_replace);
+        TEXT(tok, " Hello", NULL, 8);
+        TEXT(tok, "  Hello", NULL, 4);
+        slate_tokenizer_free(tok);
+    }
+}
+
+/* A Strip decoder we would have to guess at is refused. */
+static void unsupported_strip_decoders_are_refused(void **st) {
+    (void)st;
+    static const char *const decs[] = {
+        "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, {\"type\": \"Strip\","
+        " \"content\": \" \", \"start\": 2, \"stop\": 0}]}",
+        "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, {\"type\": \"Strip\","
+        " \"content\": \" \", \"start\": 1, \"stop\": 1}]}",
+        "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Strip\", \"content\": \" \","
+        " \"start\": 1, \"stop\": 0}, {\"type\": \"Fuse\"}]}",
+    };
+    for (size_t i = 0; i < 3; i++) {
+        char json[2048];
+        snprintf(json, sizeof json,
+                 "{\"normalizer\": %s, \"decoder\": %s, \"model\": {\"type\": \"BPE\","
+                 " \"byte_fallback\": true, \"vocab\": {\"" SP "\": 0}, \"merges\": []}}",
+                 k_prepend_replace, decs[i]);
+        slate_tokenizer *tok = NULL;
+        slate_error err;
+        assert_int_equal(slate__tok_load_hf_mem(json, strlen(json), NULL, 0, &tok, &err),
+                         SLATE_E_UNSUPPORTED);
+        assert_null(tok);
+        assert_non_null(strstr(err.message, "Strip"));
+    }
+}
+
 int main(void) {
     long long live = slate__alloc_live_bytes();
     const struct CMUnitTest tests[] = {
@@ -273,6 +431,9 @@ int main(void) {
         cmocka_unit_test(unsupported_normalized_tokens_are_refused),
         cmocka_unit_test(normalized_encode_fails_cleanly_at_every_allocation),
         cmocka_unit_test(shipped_files_have_no_normalized_tokens),
+        cmocka_unit_test(strip_decoder_strips_one_space_from_the_output),
+        cmocka_unit_test(metaspace_decoder_drops_every_mark_of_the_first_token),
+        cmocka_unit_test(unsupported_strip_decoders_are_refused),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (slate__alloc_live_bytes() != live) {
