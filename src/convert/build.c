@@ -5,7 +5,10 @@
  *   - qkv bias: the q/k/v matmuls take a third (bias) input;
  *   - q/k norm (Qwen3): an rms_norm with group = head_dim on q and k before rope;
  *   - rope layout: "adjacent" pairs (llama2.c, GGUF llama) or "half" (HF rotate_half);
- *   - rope scaling (linear, Llama 3.1): folded into the "rope.freqs" tensor written here;
+ *   - rope scaling (linear, Llama 3.1, LongRoPE): folded into the "rope.freqs" tensor written
+ *     here; LongRoPE's attention factor m multiplies cos and sin, which scales every rotated q
+ *     and k by m, so q.k by m^2: with the whole head rotated (rope_dim == head_dim, checked)
+ *     that is exactly the attention op's scale times m^2, and no rope attribute is needed;
  *   - tied head: the final matmul reads token_embd.weight;
  *   - GQA: attention's n_kv_heads; sliding window: attention's window.
  * Every tensor the architecture needs must be present with the exact shape; a source tensor
@@ -13,9 +16,11 @@
  */
 #include "convert.h"
 #include "exec/program.h"
+#include "kernels/kernels.h"
 #include "pkg/pkg.h"
 #include "tok/tok.h"
 
+#include <assert.h>
 #include <cjson/cJSON.h>
 #include <fnmatch.h>
 #include <math.h>
@@ -112,6 +117,36 @@ slate_status slate__import_add(slate__import *imp, const slate__src_tensor *t, s
     return SLATE_OK;
 }
 
+static_assert(SLATE__MAX_ROPE_FACTORS == SLATE__MAX_HEAD_DIM / 2,
+              "a LongRoPE list holds one factor per rotated pair of the largest head");
+
+slate_status slate__import_add_split(slate__import *imp, const slate__src_tensor *t, int32_t n,
+                                     const char *const *names, const int64_t *rows,
+                                     slate_error *err) {
+    int64_t total = 0;
+    for (int32_t i = 0; i < n; i++) total += rows[i];
+    bool ok = t->n_dims == 2 && t->dims[0] == total;
+    size_t row_bytes = ok ? slate__src_nbytes(t->type, (uint64_t)t->dims[1], &ok) : 0;
+    /* The importers checked nbytes == rows * row_bytes for their types; recheck the product. */
+    if (!ok || (uint64_t)row_bytes * (uint64_t)total != t->nbytes)
+        return slate__fail(err, SLATE_E_FORMAT, "fused tensor '%s' (%lld rows, %llu bytes) "
+                           "cannot be split into %d parts of %lld rows in all", t->name,
+                           (long long)t->dims[0], (unsigned long long)t->nbytes, (int)n,
+                           (long long)total);
+    int64_t r0 = 0;
+    for (int32_t i = 0; i < n; i++) {
+        slate__src_tensor part = *t;
+        snprintf(part.name, sizeof part.name, "%s", names[i]);
+        part.dims[0] = rows[i];
+        part.data = t->data + (size_t)r0 * row_bytes;
+        part.nbytes = (uint64_t)rows[i] * row_bytes;
+        slate_status s = slate__import_add(imp, &part, err);
+        if (s) return s;
+        r0 += rows[i];
+    }
+    return SLATE_OK;
+}
+
 /* ---- tensor producers -------------------------------------------------------------------- */
 
 typedef struct producer {
@@ -181,6 +216,7 @@ typedef struct builder {
     bool *used;
     int32_t n_wt;
     float *freqs;
+    int32_t n_ctx;         /* the package's context (LongRoPE picks its factors from it) */
     slate__pool *pool;     /* quantization threads (NULL while nothing is quantized) */
     bool *keep_hit;        /* [n_keep]: the rule matched some matrix */
     /* Matrices written as f16 because their rows are not whole blocks of the dtype chosen for
@@ -362,8 +398,13 @@ static cJSON *op(builder *b, const char *kind, const char *out, int n_in, ...) {
 
 /* Inverse frequencies theta^(-2i/d), then the scaling. Llama 3.1 scaling follows
  * transformers' _compute_llama3_parameters: high frequencies kept, low ones divided by factor,
- * a smooth blend between. */
-static void rope_freqs(const slate__arch *a, float *out) {
+ * a smooth blend between. LongRoPE (transformers' _compute_longrope_parameters, llama.cpp's
+ * rope_factors_long/short) divides frequency i by factor i of one list: the long one when the
+ * package's context n_ctx exceeds the original context, else the short one. transformers
+ * switches per call on the sequence length instead; llama.cpp, like this, picks once from the
+ * context it was given, so the two agree whenever the sequence and the context are on the same
+ * side of the original context. */
+static void rope_freqs(const slate__arch *a, int32_t n_ctx, float *out) {
     int32_t half = a->rope_dim / 2;
     for (int32_t i = 0; i < half; i++) {
         double f = 1.0 / pow((double)a->rope_theta, (double)(2 * i) / (double)a->rope_dim);
@@ -380,6 +421,8 @@ static void rope_freqs(const slate__arch *a, float *out) {
                 double s = (orig / wavelen - lo) / (hi - lo);
                 f = (1.0 - s) * f / a->rope_factor + s * f;
             }
+        } else if (a->rope_scaling == SLATE__ROPE_SCALING_LONGROPE) {
+            f /= n_ctx > a->rope_orig_ctx ? a->rope_long[i] : a->rope_short[i];
         }
         out[i] = (float)f;
     }
@@ -407,6 +450,22 @@ static slate_status check_arch(const slate__arch *a, slate_error *err) {
         return slate__fail(err, SLATE_E_FORMAT, "rope scaling parameters are inconsistent "
                            "(factor %g, low %g, high %g, original context %d)", a->rope_factor,
                            a->rope_low_freq, a->rope_high_freq, a->rope_orig_ctx);
+    if (a->rope_scaling == SLATE__ROPE_SCALING_LONGROPE) {
+        if (a->n_rope_factors != a->rope_dim / 2 || a->rope_dim != a->head_dim)
+            return slate__fail(err, SLATE_E_FORMAT, "LongRoPE needs %d factors per list for the "
+                               "whole head rotated (rope_dim %d, head_dim %d), found %d",
+                               a->rope_dim / 2, a->rope_dim, a->head_dim, a->n_rope_factors);
+        if (!(isfinite(a->rope_attn_factor) && a->rope_attn_factor > 0) || a->rope_orig_ctx < 1)
+            return slate__fail(err, SLATE_E_FORMAT, "LongRoPE attention factor %g or original "
+                               "context %d is not positive", a->rope_attn_factor,
+                               a->rope_orig_ctx);
+        for (int32_t i = 0; i < a->n_rope_factors; i++)
+            if (!(isfinite(a->rope_short[i]) && a->rope_short[i] > 0 &&
+                  isfinite(a->rope_long[i]) && a->rope_long[i] > 0))
+                return slate__fail(err, SLATE_E_FORMAT, "LongRoPE factor %d is not a positive "
+                                   "finite number (short %g, long %g)", i, a->rope_short[i],
+                                   a->rope_long[i]);
+    }
     return SLATE_OK;
 }
 
@@ -415,6 +474,9 @@ static slate_status build_program(builder *b) {
     slate_status s;
     char n[96], n2[96], n3[96], q[96], k[96], v[96], kc[64], vc[64];
     int64_t qw = (int64_t)a->n_heads * a->head_dim, kw = (int64_t)a->n_kv_heads * a->head_dim;
+    /* LongRoPE's attention factor, folded in (module comment). */
+    double m = a->rope_scaling == SLATE__ROPE_SCALING_LONGROPE ? a->rope_attn_factor : 1.0;
+    double attn_scale = m * m / sqrt((double)a->head_dim);
     if ((s = weight(b, "token_embd.weight", a->n_vocab, a->dim, true))) return s;
     op(b, "embedding", "x", 2, "token_embd.weight", "tokens");
     act(b, "x", a->dim, false);
@@ -477,7 +539,7 @@ static slate_status build_program(builder *b) {
         cJSON_AddNumberToObject(o, "n_heads", a->n_heads);
         cJSON_AddNumberToObject(o, "n_kv_heads", a->n_kv_heads);
         cJSON_AddNumberToObject(o, "head_dim", a->head_dim);
-        cJSON_AddNumberToObject(o, "scale", 1.0 / sqrt((double)a->head_dim));
+        cJSON_AddNumberToObject(o, "scale", attn_scale);
         if (a->sliding_window > 0) cJSON_AddNumberToObject(o, "window", a->sliding_window);
         snprintf(n, sizeof n, "blk.%d.attn_output.weight", l);
         if ((s = weight(b, n, a->dim, qw, true))) return s;
@@ -513,7 +575,7 @@ static slate_status build_program(builder *b) {
     /* rope.freqs: computed here, not read from the source. */
     b->freqs = slate__malloc(sizeof(float) * (size_t)(a->rope_dim / 2));
     if (!b->freqs) return slate__fail(b->err, SLATE_E_NOMEM, "out of memory");
-    rope_freqs(a, b->freqs);
+    rope_freqs(a, b->n_ctx, b->freqs);
     slate__pkg_wtensor *w = &b->wt[b->n_wt];
     producer *p = &b->prod[b->n_wt];
     p->computed = b->freqs;
@@ -608,6 +670,7 @@ slate_status slate__build_package(const slate__import *imp, const slate_convert_
     builder b = {0};
     b.imp = imp;
     b.cp = cp;
+    b.n_ctx = n_ctx;
     b.err = err;
     size_t cap = (size_t)imp->n_tensors + 2;
     b.wt = slate__calloc(cap, sizeof *b.wt);

@@ -4,7 +4,10 @@
  * canonical (GGUF-style) names with shapes [out][in], and a tokenizer. The builder checks every
  * tensor against the architecture, writes the program that expresses the architecture's
  * differences (qkv bias, q/k norm, rope layout and scaling, tied head, GQA, sliding window),
- * and streams the weights, converted to the requested dtype, into the package.
+ * and streams the weights, converted to the requested dtype, into the package. Fused source
+ * matrices (Phi-3's qkv and gate_up projections) are split by the importers into the separate
+ * q/k/v and gate/up tensors the program uses (slate__import_add_split): views of the source
+ * rows, so quantized blocks are kept byte for byte.
  */
 #ifndef SLATE_CONVERT_H
 #define SLATE_CONVERT_H
@@ -30,7 +33,17 @@ typedef struct slate__src_tensor {
     uint64_t nbytes;
 } slate__src_tensor;
 
-enum { SLATE__ROPE_SCALING_NONE, SLATE__ROPE_SCALING_LINEAR, SLATE__ROPE_SCALING_LLAMA3 };
+enum {
+    SLATE__ROPE_SCALING_NONE,
+    SLATE__ROPE_SCALING_LINEAR,
+    SLATE__ROPE_SCALING_LLAMA3,
+    SLATE__ROPE_SCALING_LONGROPE, /* Phi-3 128k / Phi-3.5: per-frequency divisors + attention
+                                     factor (build.c, rope_freqs) */
+};
+
+/* Most LongRoPE factors per list: one per rotated pair, rope_dim / 2 <= SLATE__MAX_HEAD_DIM / 2
+ * (build.c checks the two agree). */
+#define SLATE__MAX_ROPE_FACTORS 256
 
 /* Plausibility limits of slate__arch, checked by the builder (and by importers, which name the
  * source's key): a larger value is a corrupt header rather than a model. */
@@ -42,7 +55,7 @@ enum { SLATE__ROPE_SCALING_NONE, SLATE__ROPE_SCALING_LINEAR, SLATE__ROPE_SCALING
 #define SLATE__MAX_CTX (1 << 24) /* largest context a package declares (--context) */
 
 typedef struct slate__arch {
-    char name[32];        /* "llama", "qwen2", "qwen3", "mistral" */
+    char name[32];        /* "llama", "qwen2", "qwen3", "mistral", "phi3" */
     int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim;
     int32_t n_ctx;        /* the source's context length (may exceed SLATE__MAX_CTX: the
                              builder then needs an explicit n_ctx) */
@@ -52,6 +65,12 @@ typedef struct slate__arch {
     int32_t rope_scaling; /* SLATE__ROPE_SCALING_* */
     float rope_factor, rope_low_freq, rope_high_freq;
     int32_t rope_orig_ctx;
+    /* LongRoPE: divisors of each inverse frequency [rope_dim / 2], the short list for packages
+     * whose context is at most rope_orig_ctx, the long one beyond (chosen once by the builder,
+     * as llama.cpp does); rope_attn_factor multiplies cos and sin (1: none). */
+    float rope_short[SLATE__MAX_ROPE_FACTORS], rope_long[SLATE__MAX_ROPE_FACTORS];
+    int32_t n_rope_factors;
+    float rope_attn_factor;
     bool qkv_bias, qk_norm, tied;
     int32_t sliding_window; /* 0: none */
 } slate__arch;
@@ -74,6 +93,13 @@ typedef struct slate__import {
 void slate__import_free(slate__import *imp);
 /* Appends a tensor (grows the array). */
 slate_status slate__import_add(slate__import *imp, const slate__src_tensor *t, slate_error *err);
+/* Appends the parts of a fused matrix t ([sum of rows][cols]) as n tensors: part i is the next
+ * rows[i] rows, named names[i], borrowing t's data (whole rows, so quantized blocks are copied
+ * byte for byte). The caller has checked t's shape against the architecture (naming the source
+ * key); a mismatch here is E_FORMAT naming t. */
+slate_status slate__import_add_split(slate__import *imp, const slate__src_tensor *t, int32_t n,
+                                     const char *const *names, const int64_t *rows,
+                                     slate_error *err);
 size_t slate__src_nbytes(slate__src_type type, uint64_t n_elements, bool *ok);
 
 slate_status slate__import_llama2c(const char *path, const char *tokenizer_path,

@@ -1,11 +1,22 @@
 /*
  * import_gguf.c - importer for llama-family GGUF files (architectures "llama", "qwen2",
- * "qwen3"). Hyper-parameters come from the "<arch>.*" keys, tensors keep their GGUF names
- * (the canonical names), GGUF's ne[0] (innermost) is the input dimension, so a [ne0=in,
+ * "qwen3", "phi3"). Hyper-parameters come from the "<arch>.*" keys, tensors keep their GGUF
+ * names (the canonical names), GGUF's ne[0] (innermost) is the input dimension, so a [ne0=in,
  * ne1=out] tensor is already the [out][in] row-major matrix. llama.cpp's converter permutes
- * llama Q/K rows into adjacent-pair RoPE order; qwen2/qwen3 keep the HF "half" (NeoX) order.
- * A "rope_freqs.weight" tensor (Llama 3.1 GGUFs: per-frequency divisors) is refused with a
- * message for now (convert such models from their Hugging Face folder), never ignored.
+ * llama Q/K rows into adjacent-pair RoPE order; qwen2/qwen3/phi3 keep the HF "half" (NeoX)
+ * order. A "rope_freqs.weight" tensor (Llama 3.1 GGUFs: per-frequency divisors) is refused with
+ * a message for now (convert such models from their Hugging Face folder), never ignored.
+ *
+ * phi3 (llama.cpp's llm_build_phi3): blk.N.attn_qkv.weight fuses q, k and v rows (in that
+ * order; separate attn_q/k/v are accepted too) and blk.N.ffn_up.weight holds [2 * ffn] rows,
+ * gate first then up (LLM_FFN_SWIGLU silu's the first half). Both are split into the canonical
+ * tensors by rows, which are whole ggml blocks, so Q8_0/Q4_0/Q4_1 bytes are kept exactly.
+ * phi3.attention.sliding_window is applied as in transformers (0: none; llama.cpp currently
+ * disables Phi-3's window, so the two differ past that many positions). rope_factors_long/
+ * short.weight (128k models) are LongRoPE: the builder picks one list from the package's
+ * context against phi3.rope.scaling.original_context_length (absent: the context length) and
+ * applies phi3.rope.scaling.attn_factor (absent: 1), as llama.cpp. A rope.dimension_count
+ * below the head size (partial rotary, Phi-4-mini) is refused for phi3, as in the HF importer.
  */
 #include "convert.h"
 #include "exec/program.h"
@@ -63,6 +74,104 @@ static slate_status key_pos_float(const slate__gguf *g, const char *path, const 
     return SLATE_OK;
 }
 
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static bool is_rope_factors(const char *name) {
+    return strcmp(name, "rope_factors_long.weight") == 0 ||
+           strcmp(name, "rope_factors_short.weight") == 0;
+}
+
+/* phi3's fused blk.N.attn_qkv.weight (q, k, v rows) or blk.N.ffn_up.weight (gate, up rows):
+ * checked against the keys, then split into the canonical tensors. */
+static slate_status phi3_split(const char *path, const slate__src_tensor *t, slate__import *imp,
+                               slate_error *err) {
+    const slate__arch *a = &imp->a;
+    bool qkv = ends_with(t->name, ".attn_qkv.weight");
+    char blk[32], names[3][96];
+    snprintf(blk, sizeof blk, "%.*s", (int)(strlen(t->name) - strlen(qkv ? ".attn_qkv.weight"
+                                                                          : ".ffn_up.weight")),
+             t->name);
+    int64_t rows[3], total;
+    if (qkv) {
+        rows[0] = (int64_t)a->n_heads * a->head_dim;
+        rows[1] = rows[2] = (int64_t)a->n_kv_heads * a->head_dim;
+        total = rows[0] + 2 * rows[1];
+        snprintf(names[0], sizeof names[0], "%s.attn_q.weight", blk);
+        snprintf(names[1], sizeof names[1], "%s.attn_k.weight", blk);
+        snprintf(names[2], sizeof names[2], "%s.attn_v.weight", blk);
+    } else {
+        rows[0] = rows[1] = a->ffn_dim;
+        total = 2 * rows[0];
+        snprintf(names[0], sizeof names[0], "%s.ffn_gate.weight", blk);
+        snprintf(names[1], sizeof names[1], "%s.ffn_up.weight", blk);
+    }
+    if (t->n_dims != 2 || t->dims[0] != total || t->dims[1] != a->dim) {
+        char has[48];
+        if (t->n_dims == 2)
+            snprintf(has, sizeof has, "[%lld][%lld]", (long long)t->dims[0],
+                     (long long)t->dims[1]);
+        else
+            snprintf(has, sizeof has, "[%lld]", (long long)t->dims[0]);
+        if (qkv)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has shape %s (rows by "
+                               "inputs), expected [%lld][%d]: q %lld + k %lld + v %lld rows "
+                               "(phi3.attention.head_count %d, head_count_kv %d, head size %d) "
+                               "by phi3.embedding_length %d", path, t->name, has,
+                               (long long)total, a->dim, (long long)rows[0], (long long)rows[1],
+                               (long long)rows[2], a->n_heads, a->n_kv_heads, a->head_dim,
+                               a->dim);
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has shape %s (rows by "
+                           "inputs), expected [%lld][%d]: gate %d + up %d rows "
+                           "(phi3.feed_forward_length %d, fused as llama.cpp's phi3) by "
+                           "phi3.embedding_length %d", path, t->name, has, (long long)total,
+                           a->dim, a->ffn_dim, a->ffn_dim, a->ffn_dim, a->dim);
+    }
+    const char *const pn[3] = {names[0], names[1], names[2]};
+    return slate__import_add_split(imp, t, qkv ? 3 : 2, pn, rows, err);
+}
+
+/* phi3 LongRoPE: rope_factors_long/short.weight (both or neither), f32 [rope_dim / 2]. */
+static slate_status phi3_rope_factors(const slate__gguf *g, const char *path, slate__arch *a,
+                                      slate_error *err) {
+    static const char *const names[2] = {"rope_factors_short.weight", "rope_factors_long.weight"};
+    const slate__gguf_tensor *t[2] = {slate__gguf_find_tensor(g, names[0]),
+                                      slate__gguf_find_tensor(g, names[1])};
+    if (!t[0] && !t[1]) return SLATE_OK;
+    if (a->rope_scaling != SLATE__ROPE_SCALING_NONE)
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': LongRoPE factor tensors and key "
+                           "%s.rope.scaling.type (another scaling) are both given", path, a->name);
+    int32_t n = a->rope_dim / 2;
+    for (int i = 0; i < 2; i++) {
+        if (!t[i])
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' is missing (LongRoPE needs "
+                               "both %s and %s)", path, names[i], names[0], names[1]);
+        if (t[i]->type != SLATE__GGML_F32 || t[i]->n_dims != 1 || t[i]->ne[0] != (uint64_t)n ||
+            n > SLATE__MAX_ROPE_FACTORS)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' must be f32 [%d] (one "
+                               "factor per rotated pair: rope.dimension_count / 2)", path,
+                               names[i], n);
+        float *dst = i ? a->rope_long : a->rope_short;
+        memcpy(dst, t[i]->data, (size_t)n * sizeof(float));
+        for (int32_t j = 0; j < n; j++)
+            if (!(isfinite(dst[j]) && dst[j] > 0))
+                return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s': factor %d is %g, "
+                                   "expected a finite number > 0", path, names[i], j, dst[j]);
+    }
+    slate_status s;
+    if ((s = key_int(g, path, a->name, "rope.scaling.original_context_length", false, 1,
+                     INT32_MAX, a->n_ctx, &a->rope_orig_ctx, err)) ||
+        (s = key_pos_float(g, path, a->name, "rope.scaling.attn_factor", false, 0, 1.0f,
+                           &a->rope_attn_factor, err)))
+        return s;
+    a->n_rope_factors = n;
+    a->rope_factor = 1.0f; /* unused by LongRoPE; check_arch wants a positive one */
+    a->rope_scaling = SLATE__ROPE_SCALING_LONGROPE;
+    return SLATE_OK;
+}
+
 slate_status slate__import_gguf(const char *path, slate__import *imp, slate_error *err) {
     memset(imp, 0, sizeof *imp);
     slate__gguf *g = NULL;
@@ -80,10 +189,10 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
     memcpy(a->name, arch_s, arch_len);
     a->name[arch_len] = '\0';
     bool llama = strcmp(a->name, "llama") == 0, qwen2 = strcmp(a->name, "qwen2") == 0,
-         qwen3 = strcmp(a->name, "qwen3") == 0;
-    if (!llama && !qwen2 && !qwen3) {
+         qwen3 = strcmp(a->name, "qwen3") == 0, phi3 = strcmp(a->name, "phi3") == 0;
+    if (!llama && !qwen2 && !qwen3 && !phi3) {
         s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported "
-                        "(supported: llama, qwen2, qwen3)", path, a->name);
+                        "(supported: llama, qwen2, qwen3, phi3)", path, a->name);
         goto fail;
     }
     /* Limits: check_arch's (build.c); the context may exceed slate's maximum here, the
@@ -107,9 +216,15 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
                      a->dim / a->n_heads, &a->head_dim, err)) ||
         (s = key_int(g, path, an, "rope.dimension_count", false, 2, a->head_dim, a->head_dim,
                      &a->rope_dim, err)) ||
-        (s = key_int(g, path, an, "attention.sliding_window", false, 1, INT32_MAX, 0,
+        (s = key_int(g, path, an, "attention.sliding_window", false, 0, INT32_MAX, 0,
                      &a->sliding_window, err)))
         goto fail;
+    if (phi3 && a->rope_dim != a->head_dim) {
+        s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': key %s.rope.dimension_count %d is below "
+                        "the head size %d (partial rotary, e.g. Phi-4-mini): not supported", path,
+                        an, a->rope_dim, a->head_dim);
+        goto fail;
+    }
     if (a->n_heads % a->n_kv_heads) {
         s = slate__fail(err, SLATE_E_FORMAT, "'%s': key %s.attention.head_count_kv %d does not "
                         "divide %s.attention.head_count %d", path, an, a->n_kv_heads, an,
@@ -141,6 +256,7 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
             goto fail;
         }
     }
+    if (phi3 && (s = phi3_rope_factors(g, path, a, err))) goto fail;
     bool has_output = false;
     for (int64_t i = 0; i < slate__gguf_n_tensors(g); i++) {
         const slate__gguf_tensor *t = slate__gguf_tensor_at(g, i);
@@ -186,7 +302,12 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
         st2.data = t->data;
         st2.nbytes = t->nbytes;
         if (strcmp(t->name, "output.weight") == 0) has_output = true;
-        if ((s = slate__import_add(imp, &st2, err))) goto fail;
+        if (phi3 && is_rope_factors(t->name)) continue; /* read by phi3_rope_factors */
+        if (phi3 && (ends_with(t->name, ".attn_qkv.weight") || ends_with(t->name, ".ffn_up.weight")))
+            s = phi3_split(path, &st2, imp, err);
+        else
+            s = slate__import_add(imp, &st2, err);
+        if (s) goto fail;
     }
     a->tied = !has_output;
     const slate__gguf_tensor *emb = slate__gguf_find_tensor(g, "token_embd.weight");

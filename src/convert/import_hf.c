@@ -3,10 +3,20 @@
  * listed in model.safetensors.index.json), tokenizer.json (+ tokenizer_config.json for special
  * tokens and the chat template, or chat_template.jinja). Architectures: LlamaForCausalLM
  * (Llama 2/3/3.1+, TinyLlama, SmolLM), MistralForCausalLM, Qwen2ForCausalLM (qkv bias),
- * Qwen3ForCausalLM (q/k norm).
+ * Qwen3ForCausalLM (q/k norm), Phi3ForCausalLM (Phi-3 mini/medium, Phi-3.5-mini, Phi-4).
  * HF stores Q/K rows in "rotate_half" order, so the program uses the "half" RoPE layout and no
  * permutation is applied. Names are mapped to the canonical (GGUF-style) ones; a tensor that
  * maps to nothing is refused, except rotary_emb.inv_freq buffers (recomputed from config).
+ *
+ * Phi-3 is a Llama-style decoder whose checkpoints fuse two projections: self_attn.qkv_proj
+ * ([q + k + v rows][hidden], q rows first) and mlp.gate_up_proj ([2 * ffn][hidden], gate rows
+ * first, as modeling_phi3's chunk(2)). Both are split here into the canonical attn_q/k/v and
+ * ffn_gate/up tensors (views of the rows: nothing is copied, and --quantize/--palettize see the
+ * split matrices). Its sliding_window is applied as Mistral's (transformers' Phi3 masks with it):
+ * the last sliding_window positions, the query's own included; null means none, and a window
+ * at least the package's context never masks anything. partial_rotary_factor other than 1
+ * (Phi-4-mini) is refused: the program rotates whole heads. rope_scaling "longrope" (or its
+ * older name "su"; Phi-3-mini-128k, Phi-3.5-mini) is read here and applied by the builder.
  */
 #include "convert.h"
 #include "exec/program.h"
@@ -140,8 +150,10 @@ static int layer_index(const char *hf, int32_t n_layers, int32_t *layer) {
     return (int)i + 1;
 }
 
-/* HF name -> canonical name; false if the name is not a known weight. */
-static bool map_name(const char *hf, int32_t n_layers, char *out, size_t cap) {
+/* HF name -> canonical name; false if the name is not a known weight. Phi-3's fused matrices
+ * (fused: the phi3 family) map to blk.N.attn_qkv.weight and blk.N.ffn_gate_up.weight, which
+ * add_shard splits. */
+static bool map_name(const char *hf, int32_t n_layers, bool fused, char *out, size_t cap) {
     static const struct { const char *hf, *canon; } fixed[] = {
         {"model.embed_tokens.weight", "token_embd.weight"},
         {"model.norm.weight", "output_norm.weight"},
@@ -168,12 +180,21 @@ static bool map_name(const char *hf, int32_t n_layers, char *out, size_t cap) {
         {"mlp.up_proj.weight", "ffn_up.weight"},
         {"mlp.down_proj.weight", "ffn_down.weight"},
     };
+    static const struct { const char *hf, *canon; } fused_layer[] = {
+        {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
+        {"mlp.gate_up_proj.weight", "ffn_gate_up.weight"},
+    };
     int32_t l = 0;
     int n = layer_index(hf, n_layers, &l);
     if (n <= 0) return false;
     for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
         if (strcmp(hf + n, layer[i].hf) == 0) {
             snprintf(out, cap, "blk.%d.%s", l, layer[i].canon);
+            return true;
+        }
+    for (size_t i = 0; fused && i < sizeof fused_layer / sizeof fused_layer[0]; i++)
+        if (strcmp(hf + n, fused_layer[i].hf) == 0) {
+            snprintf(out, cap, "blk.%d.%s", l, fused_layer[i].canon);
             return true;
         }
     return false;
@@ -183,6 +204,57 @@ static bool is_ignored(const char *hf) {
     size_t n = strlen(hf);
     const char *suffix = "rotary_emb.inv_freq";
     return n >= strlen(suffix) && strcmp(hf + n - strlen(suffix), suffix) == 0;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Splits Phi-3's fused blk.N.attn_qkv.weight / blk.N.ffn_gate_up.weight (c, from HF tensor hf
+ * in path) into the canonical tensors, after checking its shape against config.json. */
+static slate_status add_fused(const char *path, const char *hf, const slate__src_tensor *c,
+                              slate__import *imp, slate_error *err) {
+    const slate__arch *a = &imp->a;
+    char blk[32], names[3][96];
+    size_t blk_len = (size_t)(strchr(c->name + 4, '.') - c->name); /* "blk.N" */
+    snprintf(blk, sizeof blk, "%.*s", (int)blk_len, c->name);
+    bool qkv = ends_with(c->name, ".attn_qkv.weight");
+    int64_t rows[3], total, cols = a->dim;
+    int32_t n = qkv ? 3 : 2;
+    if (qkv) {
+        rows[0] = (int64_t)a->n_heads * a->head_dim;
+        rows[1] = rows[2] = (int64_t)a->n_kv_heads * a->head_dim;
+        snprintf(names[0], sizeof names[0], "%s.attn_q.weight", blk);
+        snprintf(names[1], sizeof names[1], "%s.attn_k.weight", blk);
+        snprintf(names[2], sizeof names[2], "%s.attn_v.weight", blk);
+    } else {
+        rows[0] = rows[1] = a->ffn_dim;
+        snprintf(names[0], sizeof names[0], "%s.ffn_gate.weight", blk);
+        snprintf(names[1], sizeof names[1], "%s.ffn_up.weight", blk);
+    }
+    total = rows[0] + rows[1] + (qkv ? rows[2] : 0);
+    if (c->n_dims != 2 || c->dims[0] != total || c->dims[1] != cols) {
+        char has[48];
+        if (c->n_dims == 2)
+            snprintf(has, sizeof has, "[%lld][%lld]", (long long)c->dims[0],
+                     (long long)c->dims[1]);
+        else
+            snprintf(has, sizeof has, "[%lld]", (long long)c->dims[0]);
+        if (qkv)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has shape %s, expected "
+                               "[%lld][%lld]: q %lld + k %lld + v %lld rows (num_attention_heads "
+                               "%d, num_key_value_heads %d, head_dim %d) by hidden_size %d",
+                               path, hf, has, (long long)total, (long long)cols,
+                               (long long)rows[0], (long long)rows[1], (long long)rows[2],
+                               a->n_heads, a->n_kv_heads, a->head_dim, a->dim);
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has shape %s, expected "
+                           "[%lld][%lld]: gate %d + up %d rows (intermediate_size %d) by "
+                           "hidden_size %d", path, hf, has, (long long)total, (long long)cols,
+                           a->ffn_dim, a->ffn_dim, a->ffn_dim, a->dim);
+    }
+    const char *const pn[3] = {names[0], names[1], names[2]};
+    return slate__import_add_split(imp, c, n, pn, rows, err);
 }
 
 static slate_status add_shard(const char *dir, const char *file, shards *sh, slate__import *imp,
@@ -207,7 +279,8 @@ static slate_status add_shard(const char *dir, const char *file, shards *sh, sla
                                "a decimal number without sign or leading zeros in 0..%d "
                                "(num_hidden_layers is %d)", path, t->name, imp->a.n_layers - 1,
                                imp->a.n_layers);
-        if (!map_name(t->name, imp->a.n_layers, c.name, sizeof c.name))
+        bool fused = strcmp(imp->a.name, "phi3") == 0;
+        if (!map_name(t->name, imp->a.n_layers, fused, c.name, sizeof c.name))
             return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': tensor '%s' is not part of any "
                                "supported architecture", path, t->name);
         switch (t->dtype) {
@@ -227,7 +300,11 @@ static slate_status add_shard(const char *dir, const char *file, shards *sh, sla
         c.dims[1] = t->n_dims == 2 ? (int64_t)t->shape[1] : 0;
         c.data = t->data;
         c.nbytes = t->nbytes;
-        if ((s = slate__import_add(imp, &c, err))) return s;
+        if (ends_with(c.name, ".attn_qkv.weight") || ends_with(c.name, ".ffn_gate_up.weight"))
+            s = add_fused(path, t->name, &c, imp, err);
+        else
+            s = slate__import_add(imp, &c, err);
+        if (s) return s;
     }
     return SLATE_OK;
 }
@@ -271,6 +348,67 @@ static slate_status load_weights(const char *dir, shards *sh, slate__import *imp
     return s;
 }
 
+/* One LongRoPE factor list: rs.key, an array of n finite numbers > 0. */
+static slate_status cfg_factors(const cJSON *rs, const char *path, const char *rs_name,
+                                const char *key, int32_t n, float *out, slate_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(rs, key), *e;
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != n)
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': %s.%s must be an array of %d numbers (one "
+                           "per rotated pair: head_dim / 2), found %s", path, rs_name, key, n,
+                           !v ? "none" : cJSON_IsArray(v) ? "another length" : "no array");
+    int32_t i = 0;
+    cJSON_ArrayForEach(e, v) {
+        if (!cJSON_IsNumber(e) || !(e->valuedouble > 0 && e->valuedouble <= FLT_MAX))
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': %s.%s[%d] is not a finite number > 0",
+                               path, rs_name, key, i);
+        out[i++] = (float)e->valuedouble;
+    }
+    return SLATE_OK;
+}
+
+/* LongRoPE ("longrope", formerly "su"), as transformers' _compute_longrope_parameters: the
+ * original context from rs (or the top-level original_max_position_embeddings, where Phi-3
+ * configs keep it), else max_position_embeddings with rs.factor; the attention factor rs's, else
+ * sqrt(1 + ln(factor) / ln(original)) for factor = max_position_embeddings / original > 1. */
+static slate_status parse_longrope(const cJSON *cfg, const cJSON *rs, const char *path,
+                                   const char *rs_name, slate__arch *a, slate_error *err) {
+    slate_status s;
+    int32_t n = a->head_dim / 2;
+    if (n > SLATE__MAX_ROPE_FACTORS)
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': head_dim %d is too large for %s (at "
+                           "most %d)", path, a->head_dim, rs_name, 2 * SLATE__MAX_ROPE_FACTORS);
+    int32_t orig = 0;
+    double factor = 1.0;
+    float given_factor = 0, attn = 0;
+    if ((s = cfg_factors(rs, path, rs_name, "short_factor", n, a->rope_short, err)) ||
+        (s = cfg_factors(rs, path, rs_name, "long_factor", n, a->rope_long, err)) ||
+        (s = cfg_int(rs, path, rs_name, "original_max_position_embeddings", KEY_NULLABLE, 2,
+                     INT32_MAX, 0, &orig, err)) ||
+        (!orig && (s = cfg_int(cfg, path, NULL, "original_max_position_embeddings",
+                               KEY_NULLABLE, 2, INT32_MAX, 0, &orig, err))) ||
+        (s = cfg_pos_float(rs, path, rs_name, "factor", KEY_NULLABLE, 0, 0, &given_factor,
+                           err)) ||
+        (s = cfg_pos_float(rs, path, rs_name, "attention_factor", KEY_NULLABLE, 0, 0, &attn,
+                           err)))
+        return s;
+    if (orig) {
+        factor = (double)a->n_ctx / orig;
+    } else {
+        orig = a->n_ctx;
+        if (given_factor > 0) factor = given_factor;
+    }
+    if (orig < 2 && !(attn > 0) && factor > 1.0)
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': %s: the original context %d is too "
+                           "small for the attention factor", path, rs_name, orig);
+    if (!(attn > 0)) attn = factor > 1.0 ? (float)sqrt(1.0 + log(factor) / log((double)orig)) : 1.0f;
+    a->n_rope_factors = n;
+    a->rope_orig_ctx = orig;
+    a->rope_attn_factor = attn;
+    a->rope_factor = (float)factor;
+    a->rope_scaling = SLATE__ROPE_SCALING_LONGROPE;
+    return SLATE_OK;
+}
+
 /* Reads the architecture and hyper-parameters from a parsed config.json into *a. `path`
  * names the file in messages. */
 static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch *a,
@@ -284,10 +422,11 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
     else if (strcmp(an, "MistralForCausalLM") == 0) family = "mistral";
     else if (strcmp(an, "Qwen2ForCausalLM") == 0) family = "qwen2";
     else if (strcmp(an, "Qwen3ForCausalLM") == 0) family = "qwen3";
+    else if (strcmp(an, "Phi3ForCausalLM") == 0) family = "phi3";
     if (!family) {
         s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported "
                         "(supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                        "Qwen3ForCausalLM)", path, an);
+                        "Qwen3ForCausalLM, Phi3ForCausalLM)", path, an);
         return s;
     }
     snprintf(a->name, sizeof a->name, "%s", family);
@@ -323,15 +462,17 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
     a->rope_mode = SLATE__ROPE_HALF;
     a->qkv_bias = strcmp(family, "qwen2") == 0;
     a->qk_norm = strcmp(family, "qwen3") == 0;
-    /* The window applies to Mistral; Qwen's use_sliding_window (per-layer windows) is refused;
-     * elsewhere the key is checked but unused, as in transformers. */
+    /* The window applies to Mistral and Phi-3 (every layer, as in transformers); Qwen's
+     * use_sliding_window (per-layer windows) is refused; elsewhere the key is checked but
+     * unused, as in transformers. */
+    bool windowed = strcmp(family, "mistral") == 0 || strcmp(family, "phi3") == 0;
     const cJSON *use_sw = cJSON_GetObjectItemCaseSensitive(cfg, "use_sliding_window");
-    if (a->sliding_window && cJSON_IsTrue(use_sw) && strcmp(family, "mistral") != 0) {
+    if (a->sliding_window && cJSON_IsTrue(use_sw) && !windowed) {
         s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': use_sliding_window on %s (per-layer "
                         "windows) is not supported", path, an);
         return s;
     }
-    if (strcmp(family, "mistral") != 0) a->sliding_window = 0;
+    if (!windowed) a->sliding_window = 0;
     /* The program's feed-forward is SwiGLU: silu(gate) * up. transformers builds the MLP's
      * activation from hidden_act (ACT2FN: "silu" and "swish" are both SiLU; absent, every
      * supported config defaults to "silu"); any other would be converted into a different
@@ -374,6 +515,22 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
                                theta);
         a->rope_theta = theta;
     }
+    /* transformers rotates the first partial_rotary_factor * head_dim dimensions of each head
+     * (top level, or in rope_parameters since transformers 5); slate's program rotates whole
+     * heads here (LongRoPE's attention factor relies on it, build.c), so another factor is
+     * refused rather than converted into a different model. */
+    for (int i = 0; i < 2; i++) {
+        const cJSON *in = i == 0 ? cfg : cJSON_IsObject(rp) ? rp : NULL;
+        float prf;
+        if (!in) continue;
+        if ((s = cfg_pos_float(in, path, i ? "rope_parameters" : NULL, "partial_rotary_factor",
+                               KEY_NULLABLE, 0, 1.0f, &prf, err)))
+            return s;
+        if (prf != 1.0f)
+            return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': %spartial_rotary_factor %g is "
+                               "not supported (slate rotates whole heads: 1)", path,
+                               i ? "rope_parameters." : "", prf);
+    }
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
     const char *rs_name = "rope_scaling";
     if (rs && !cJSON_IsNull(rs) && !cJSON_IsObject(rs)) {
@@ -407,9 +564,11 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
                              KEY_REQUIRED, 1, INT32_MAX, 0, &a->rope_orig_ctx, err)))
                 return s;
             a->rope_scaling = SLATE__ROPE_SCALING_LLAMA3;
+        } else if (strcmp(type, "longrope") == 0 || strcmp(type, "su") == 0) {
+            if ((s = parse_longrope(cfg, rs, path, rs_name, a, err))) return s;
         } else {
             s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': %s type '%s' is not "
-                            "supported (default, linear, llama3)", path, rs_name, type);
+                            "supported (default, linear, llama3, longrope)", path, rs_name, type);
             return s;
         }
     }

@@ -2,12 +2,14 @@
 # Each supported architecture variant, as a small random Hugging Face model made by
 # tests/tools/hfmodel.py, converted by slate and checked against the independent NumPy forward
 # pass in the same tool: last-position logits for every prefix length 1..N of a fixed sequence
-# (N > the Mistral sliding window), so prefill over several positions, GQA, qkv bias, q/k norm,
-# rope scaling, tied/untied heads and the window are all exercised.
+# (N > the Mistral and Phi-3 sliding windows), so prefill over several positions, GQA, qkv bias,
+# q/k norm, rope scaling (linear-free: Llama 3.1 and LongRoPE), tied/untied heads, the window
+# and Phi-3's fused qkv_proj / gate_up_proj (split by the converter, used fused by the
+# reference) are all exercised.
 source "$(dirname "$0")/lib.sh"
 ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33 32 84 104 101 32 99)
 n=${#ids[@]}
-for variant in llama llama-tied llama3-rope qwen2 qwen3 mistral smollm; do
+for variant in llama llama-tied llama3-rope qwen2 qwen3 mistral smollm phi3 phi3-longrope; do
   d="$WORK/$variant"
   $PY "$TOOLS/hfmodel.py" make --variant "$variant" --out "$d" --seed 11 >/dev/null
   if ! "$SLATE" convert "$d" -o "$d.slate" --kv-dtype fp32 2>"$d.err"; then # f32 caches: atol 1e-4
@@ -25,6 +27,14 @@ for variant in llama llama-tied llama3-rope qwen2 qwen3 mistral smollm; do
   check "$variant: logits at all $n positions match the NumPy reference (atol 1e-4)" \
     $PY "$TOOLS/compare_logits.py" "$d.slate.f32" "$d.ref.f32" --vocab 320 --atol 1e-4 --quiet
 done
+# LongRoPE picks its list from the package's context: --context 64 (= the original context)
+# takes short_factor, which the reference at context 64 uses too (and the default one does not).
+d="$WORK/phi3-longrope"
+"$SLATE" convert "$d" -o "$d.64.slate" --context 64 --kv-dtype fp32 2>/dev/null
+"$SLATE" run "$d.64.slate" --ids 304,72,101,108,108,111 -n 1 --temp 0 --dump-logits "$d.64.f32" >/dev/null 2>&1
+$PY "$TOOLS/hfmodel.py" forward "$d" --tokens 304,72,101,108,108,111 --context 64 --out "$d.64.ref" --last >/dev/null
+check "phi3-longrope at --context 64 uses short_factor, as the reference at that context" \
+  $PY "$TOOLS/compare_logits.py" "$d.64.f32" "$d.64.ref" --vocab 320 --atol 1e-4 --quiet
 # Sharded checkpoints and half-precision sources.
 $PY "$TOOLS/hfmodel.py" make --variant qwen2 --out "$WORK/sharded" --seed 11 --shards 2 >/dev/null
 "$SLATE" convert "$WORK/sharded" -o "$WORK/sharded.slate" --kv-dtype fp32 2>/dev/null

@@ -4,7 +4,7 @@
 Test tooling for slate (not part of the runtime). Run with /usr/bin/python3 (needs numpy only).
 
     hfmodel.py make --variant V --out DIR [--seed S] [--dtype F32|F16|BF16] [--shards N]
-    hfmodel.py forward DIR --tokens 1,2,3 --out logits.f32 [--last]
+    hfmodel.py forward DIR --tokens 1,2,3 --out logits.f32 [--last] [--context N]
     hfmodel.py variants
 
 `make` writes config.json, generation_config.json, model.safetensors (or N shards plus
@@ -12,7 +12,7 @@ model.safetensors.index.json), tokenizer.json and tokenizer_config.json. `forwar
 folder (also the one llama2c_to_hf.py writes) and writes the logits of every position as raw
 little-endian float32, row-major [n_tokens][vocab_size] (`--last`: only the last row).
 
-Maths follows transformers' Llama / Mistral / Qwen2 / Qwen3 modelling code:
+Maths follows transformers' Llama / Mistral / Qwen2 / Qwen3 / Phi3 modelling code:
   - RMSNorm: x * 1/sqrt(mean(x^2) + eps) * w.
   - RoPE, "rotate_half" layout: dimension i of a head pairs with i + head_dim/2, angle
     pos * inv_freq[i], inv_freq[i] = theta^(-2i/head_dim); llama3 / linear rope_scaling modify
@@ -26,6 +26,16 @@ Maths follows transformers' Llama / Mistral / Qwen2 / Qwen3 modelling code:
   - Qwen3: q_norm / k_norm are RMSNorms over head_dim applied to every head before RoPE.
   - Qwen2: q/k/v have biases (any *_proj.bias present in the file is applied).
   - MLP: down(silu(gate(x)) * up(x)); final norm; lm_head, or embed_tokens when tied.
+  - Phi3 (modeling_phi3): the checkpoint's fused self_attn.qkv_proj is applied as one matmul
+    whose output is sliced q | k | v (q: heads*head_dim, k and v: kv_heads*head_dim), and
+    mlp.gate_up_proj as one matmul chunked in two, gate first: down(up * silu(gate)). The
+    sliding window applies to every layer, as Mistral's. rope_scaling "longrope" (or "su"):
+    inv_freq[i] = 1 / (ext[i] * theta^(2i/d)) with ext the long_factor list when the context is
+    above original_max_position_embeddings, else short_factor, and cos/sin multiplied by the
+    attention factor (rope_inv_freq). transformers picks the list per call from the sequence
+    length; this reference, like llama.cpp and slate, picks it once from the context the model
+    is converted for (--context, default max_position_embeddings), so the two agree whenever
+    sequence and context lie on the same side of the original context.
 Precision: weights are upcast to float64 and the whole forward runs in float64 (transformers
 runs a float32 model in float32; the difference is ~1e-6 relative). The output is rounded to
 float32. F16/BF16 files are read exactly as stored (the reference sees the rounded weights).
@@ -332,6 +342,20 @@ VARIANTS = {
         attention_bias=False, tie_word_embeddings=False, use_sliding_window=False,
         sliding_window=None, max_window_layers=4),
     "mistral": lambda: _base("MistralForCausalLM", "mistral", head_dim=16, sliding_window=8),
+    # Phi-3-mini-4k shaped (fused qkv_proj / gate_up_proj, no head_dim key, a sliding window),
+    # with GQA 4/2 as Phi-3-medium; window 8 so the test sequence crosses it.
+    "phi3": lambda: _base("Phi3ForCausalLM", "phi3", sliding_window=8,
+                          original_max_position_embeddings=256, resid_pdrop=0.0,
+                          embd_pdrop=0.0, pad_token_id=EOT_ID),
+    # Phi-3-mini-128k shaped LongRoPE: original context 64 < max 256, so the default context
+    # takes long_factor and attention factor sqrt(1 + ln 4 / ln 64); a window larger than the
+    # context (as Phi-3-mini-128k's 262144) and the original context at the top level.
+    "phi3-longrope": lambda: _base(
+        "Phi3ForCausalLM", "phi3", sliding_window=262144, original_max_position_embeddings=64,
+        rope_scaling={"type": "longrope",
+                      "short_factor": [1.0, 1.02, 1.05, 1.1, 1.3, 1.6, 2.0, 2.5],
+                      "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 12.0, 16.0]},
+        resid_pdrop=0.0, embd_pdrop=0.0, pad_token_id=EOT_ID),
     # SmolLM2-shaped: odd head count (3), multi-query (1 kv head), tied, theta 1e5.
     "smollm": lambda: _llama(hidden_size=48, intermediate_size=128, num_hidden_layers=3,
                              num_attention_heads=3, num_key_value_heads=1, head_dim=16,
@@ -359,6 +383,12 @@ def tensor_shapes(cfg):
         p = "model.layers.%d." % i
         shapes[p + "input_layernorm.weight"] = (h,)
         shapes[p + "post_attention_layernorm.weight"] = (h,)
+        if mt == "phi3":  # fused, as Phi-3 checkpoints store them
+            shapes[p + "self_attn.qkv_proj.weight"] = ((nh + 2 * nkv) * hd, h)
+            shapes[p + "self_attn.o_proj.weight"] = (h, nh * hd)
+            shapes[p + "mlp.gate_up_proj.weight"] = (2 * ff, h)
+            shapes[p + "mlp.down_proj.weight"] = (h, ff)
+            continue
         shapes[p + "self_attn.q_proj.weight"] = (nh * hd, h)
         shapes[p + "self_attn.k_proj.weight"] = (nkv * hd, h)
         shapes[p + "self_attn.v_proj.weight"] = (nkv * hd, h)
@@ -433,15 +463,39 @@ def rope_params(cfg):
     return float(theta), sc
 
 
-def rope_inv_freq(head_dim, theta, scaling=None):
+def longrope(cfg, scaling, context):
+    """(ext factors, attention factor) of LongRoPE as transformers'
+    _compute_longrope_parameters: original context from rope_scaling or the config's top level;
+    factor = max_position_embeddings / original; attention factor given, else
+    sqrt(1 + ln(factor) / ln(original)) when factor > 1. The list: long_factor iff the context
+    (default max_position_embeddings) exceeds the original context."""
+    max_pos = cfg.get("max_position_embeddings", 2048)
+    orig = scaling.get("original_max_position_embeddings") or \
+        cfg.get("original_max_position_embeddings")
+    if orig:
+        factor = max_pos / orig
+    else:
+        orig, factor = max_pos, scaling.get("factor") or 1.0
+    attn = scaling.get("attention_factor")
+    if attn is None:
+        attn = math.sqrt(1 + math.log(factor) / math.log(orig)) if factor > 1.0 else 1.0
+    ctx = context or max_pos
+    ext = scaling["long_factor"] if ctx > orig else scaling["short_factor"]
+    return np.asarray(ext, dtype=np.float64), float(attn)
+
+
+def rope_inv_freq(head_dim, theta, scaling=None, ext=None):
     """inv_freq[i] = theta^(-2i/d), i < d/2, then rope scaling as transformers'
-    modeling_rope_utils: llama3 = _compute_llama3_parameters, linear = inv_freq / factor."""
+    modeling_rope_utils: llama3 = _compute_llama3_parameters, linear = inv_freq / factor,
+    longrope = inv_freq / ext (ext from longrope())."""
     inv = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
     if scaling is None:
         return inv
     rt = scaling["rope_type"]
     if rt == "linear":
         return inv / float(scaling["factor"])
+    if rt in ("longrope", "su"):
+        return inv / ext
     if rt != "llama3":
         raise ValueError("rope_type %r not supported by the reference" % rt)
     factor = float(scaling["factor"])
@@ -473,7 +527,7 @@ def sliding_window_of(cfg, layer):
     sw = cfg.get("sliding_window")
     if not sw:
         return None
-    if mt == "mistral":
+    if mt in ("mistral", "phi3"):
         return int(sw)
     if mt in ("qwen2", "qwen3"):
         if not cfg.get("use_sliding_window", False):
@@ -492,12 +546,13 @@ def load_model(model_dir):
     return cfg, w
 
 
-def forward(model, tokens):
-    """model: folder path or (cfg, weights). tokens: list of ids at positions 0..n-1.
+def forward(model, tokens, context=None):
+    """model: folder path or (cfg, weights). tokens: list of ids at positions 0..n-1. context:
+    the converted context (LongRoPE's choice of list; default max_position_embeddings).
     Returns float32 logits [n, vocab_size]."""
     cfg, w = load_model(model) if isinstance(model, str) else model
     mt = cfg.get("model_type")
-    if mt not in ("llama", "mistral", "qwen2", "qwen3"):
+    if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3"):
         raise ValueError("model_type %r not supported by the reference" % mt)
     h_dim = cfg["hidden_size"]
     nh = cfg["num_attention_heads"]
@@ -518,10 +573,16 @@ def forward(model, tokens):
         raise ValueError("no lm_head.weight and tie_word_embeddings is false")
 
     theta, scaling = rope_params(cfg)
-    inv = rope_inv_freq(hd, theta, scaling)
+    if cfg.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError("partial_rotary_factor is not supported by the reference")
+    ext, attn_factor = None, 1.0
+    if scaling is not None and scaling["rope_type"] in ("longrope", "su"):
+        ext, attn_factor = longrope(cfg, scaling, context)
+    inv = rope_inv_freq(hd, theta, scaling, ext)
     ang = np.arange(n, dtype=np.float64)[:, None] * inv[None, :]
     ang = np.concatenate([ang, ang], axis=-1)  # [n, hd]
-    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    cos = np.cos(ang)[:, None, :] * attn_factor
+    sin = np.sin(ang)[:, None, :] * attn_factor
     qi = np.arange(n)[:, None]
     kj = np.arange(n)[None, :]
     scale = 1.0 / math.sqrt(hd)
@@ -535,9 +596,17 @@ def forward(model, tokens):
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % i
         hs = rms_norm(x, w[p + "input_layernorm.weight"], eps)
-        q = lin(hs, p + "self_attn.q_proj").reshape(n, nh, hd)
-        k = lin(hs, p + "self_attn.k_proj").reshape(n, nkv, hd)
-        v = lin(hs, p + "self_attn.v_proj").reshape(n, nkv, hd)
+        if p + "self_attn.qkv_proj.weight" in w:  # Phi3: one matmul, sliced q | k | v
+            qkv = lin(hs, p + "self_attn.qkv_proj")
+            q = qkv[:, :nh * hd].reshape(n, nh, hd)
+            k = qkv[:, nh * hd:(nh + nkv) * hd].reshape(n, nkv, hd)
+            v = qkv[:, (nh + nkv) * hd:].reshape(n, nkv, hd)
+            if qkv.shape[1] != (nh + 2 * nkv) * hd:
+                raise ValueError("qkv_proj has %d rows" % qkv.shape[1])
+        else:
+            q = lin(hs, p + "self_attn.q_proj").reshape(n, nh, hd)
+            k = lin(hs, p + "self_attn.k_proj").reshape(n, nkv, hd)
+            v = lin(hs, p + "self_attn.v_proj").reshape(n, nkv, hd)
         if p + "self_attn.q_norm.weight" in w:
             q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
             k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
@@ -556,8 +625,12 @@ def forward(model, tokens):
             att[:, h, :] = s @ v[:, h // group, :]
         x = x + lin(att.reshape(n, nh * hd), p + "self_attn.o_proj")
         hs = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
-        g = lin(hs, p + "mlp.gate_proj")
-        u = lin(hs, p + "mlp.up_proj")
+        if p + "mlp.gate_up_proj.weight" in w:  # Phi3: chunk(2), gate first
+            gu = lin(hs, p + "mlp.gate_up_proj")
+            g, u = gu[:, :gu.shape[1] // 2], gu[:, gu.shape[1] // 2:]
+        else:
+            g = lin(hs, p + "mlp.gate_proj")
+            u = lin(hs, p + "mlp.up_proj")
         x = x + lin(g / (1.0 + np.exp(-g)) * u, p + "mlp.down_proj")
     x = rms_norm(x, w["model.norm.weight"], eps)
     return (x @ head.T).astype(np.float32)
@@ -589,6 +662,9 @@ def main(argv=None):
     f.add_argument("--tokens", required=True, help="comma-separated ids, position 0 first")
     f.add_argument("--out", required=True, help="raw little-endian float32 [rows][vocab]")
     f.add_argument("--last", action="store_true", help="write only the last row")
+    f.add_argument("--context", type=int, default=None,
+                   help="the converted context (LongRoPE list choice; default "
+                        "max_position_embeddings)")
     sub.add_parser("variants", help="list variants")
     a = ap.parse_args(argv)
     if a.cmd == "variants":
@@ -604,7 +680,7 @@ def main(argv=None):
     toks = parse_tokens(a.tokens)
     if not toks:
         ap.error("--tokens is empty")
-    logits = forward(a.model_dir, toks)
+    logits = forward(a.model_dir, toks, a.context)
     if a.last:
         logits = logits[-1:]
     write_logits(a.out, logits)

@@ -45,7 +45,14 @@ def naive_forward(model_dir, tokens):
     theta, sc = hfmodel.rope_params(cfg)
     half = hd // 2
     inv = [theta ** (-(2.0 * i) / hd) for i in range(half)]
-    if sc is not None:  # llama3, written out per frequency
+    mscale = 1.0
+    if sc is not None and sc["rope_type"] == "longrope":  # Phi-3 128k: written out
+        orig = cfg["original_max_position_embeddings"]
+        f = cfg["max_position_embeddings"] / orig
+        mscale = math.sqrt(1 + math.log(f) / math.log(orig)) if f > 1 else 1.0
+        ext = sc["long_factor"] if cfg["max_position_embeddings"] > orig else sc["short_factor"]
+        inv = [x / e for x, e in zip(inv, ext)]
+    elif sc is not None:  # llama3, written out per frequency
         f, lo, hi, L = (sc["factor"], sc["low_freq_factor"], sc["high_freq_factor"],
                         sc["original_max_position_embeddings"])
         out = []
@@ -68,7 +75,7 @@ def naive_forward(model_dir, tokens):
     def rope(v, pos):
         r = v.copy()
         for i in range(half):
-            c, s = math.cos(pos * inv[i]), math.sin(pos * inv[i])
+            c, s = math.cos(pos * inv[i]) * mscale, math.sin(pos * inv[i]) * mscale
             r[i] = v[i] * c - v[i + half] * s
             r[i + half] = v[i + half] * c + v[i] * s
         return r
@@ -86,9 +93,15 @@ def naive_forward(model_dir, tokens):
             def proj(name):
                 y = w[p + name + ".weight"] @ h
                 return y + w[p + name + ".bias"] if (p + name + ".bias") in w else y
-            q = proj("q_proj").reshape(nh, hd)
-            k = proj("k_proj").reshape(nkv, hd)
-            v = proj("v_proj").reshape(nkv, hd)
+            if (p + "qkv_proj.weight") in w:  # Phi-3: split the fused rows here
+                qkv = proj("qkv_proj")
+                q = qkv[:nh * hd].reshape(nh, hd)
+                k = qkv[nh * hd:(nh + nkv) * hd].reshape(nkv, hd)
+                v = qkv[(nh + nkv) * hd:].reshape(nkv, hd)
+            else:
+                q = proj("q_proj").reshape(nh, hd)
+                k = proj("k_proj").reshape(nkv, hd)
+                v = proj("v_proj").reshape(nkv, hd)
             if (p + "q_norm.weight") in w:
                 q = np.array([norm(qq, w[p + "q_norm.weight"]) for qq in q])
                 k = np.array([norm(kk, w[p + "k_norm.weight"]) for kk in k])
@@ -113,8 +126,12 @@ def naive_forward(model_dir, tokens):
             x = x + w[p + "o_proj.weight"] @ o
             h = norm(x, w["model.layers.%d.post_attention_layernorm.weight" % l])
             m_ = "model.layers.%d.mlp." % l
-            g = w[m_ + "gate_proj.weight"] @ h
-            u = w[m_ + "up_proj.weight"] @ h
+            if (m_ + "gate_up_proj.weight") in w:
+                gu = w[m_ + "gate_up_proj.weight"] @ h
+                g, u = gu[:len(gu) // 2], gu[len(gu) // 2:]
+            else:
+                g = w[m_ + "gate_proj.weight"] @ h
+                u = w[m_ + "up_proj.weight"] @ h
             x = x + w[m_ + "down_proj.weight"] @ (g / (1 + np.exp(-g)) * u)
         rows.append(head @ norm(x, w["model.norm.weight"]))
     return np.array(rows)
