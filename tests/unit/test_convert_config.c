@@ -84,6 +84,34 @@ static const cfg_case CFG_CASES[] = {
     {NULL, "hidden_act", "\"silu\"", SLATE_OK, NULL},
     {NULL, "hidden_act", "\"swish\"", SLATE_OK, NULL},
     {NULL, "hidden_act", "DEL", SLATE_OK, NULL},
+    /* Phi-3: whole heads rotated; LongRoPE lists of head_dim / 2 (= 8) positive numbers. */
+    {"Phi3ForCausalLM", "partial_rotary_factor", "0.75", SLATE_E_UNSUPPORTED,
+     "partial_rotary_factor 0.75 is not supported"},
+    {"Phi3ForCausalLM", "partial_rotary_factor", "1.0", SLATE_OK, NULL},
+    {"Phi3ForCausalLM", "partial_rotary_factor", "null", SLATE_OK, NULL},
+    {"Phi3ForCausalLM", "rope_parameters",
+     "{\"rope_type\": \"default\", \"rope_theta\": 10000, \"partial_rotary_factor\": 0.5}",
+     SLATE_E_UNSUPPORTED, "rope_parameters.partial_rotary_factor 0.5 is not supported"},
+    {"Phi3ForCausalLM", "rope_scaling", "{\"type\": \"yarn\", \"factor\": 4}",
+     SLATE_E_UNSUPPORTED, "rope_scaling type 'yarn' is not supported (default, linear, llama3, "
+     "longrope)"},
+    {"Phi3ForCausalLM", "rope_scaling", "{\"type\": \"dynamic\", \"factor\": 2}",
+     SLATE_E_UNSUPPORTED, "rope_scaling type 'dynamic' is not supported"},
+    {"Phi3ForCausalLM", "rope_scaling",
+     "{\"type\": \"longrope\", \"short_factor\": [1,1,1,1,1,1,1], \"long_factor\": "
+     "[1,1,1,1,1,1,1,1], \"original_max_position_embeddings\": 64}",
+     SLATE_E_FORMAT, "rope_scaling.short_factor must be an array of 8 numbers"},
+    {"Phi3ForCausalLM", "rope_scaling",
+     "{\"type\": \"su\", \"short_factor\": [1,1,1,1,1,1,1,1], \"long_factor\": "
+     "[1,1,1,1,1,1,1,-2], \"original_max_position_embeddings\": 64}",
+     SLATE_E_FORMAT, "rope_scaling.long_factor[7] is not a finite number > 0"},
+    {"Phi3ForCausalLM", "rope_scaling",
+     "{\"type\": \"longrope\", \"short_factor\": [1,1,1,1,1,1,1,1]}",
+     SLATE_E_FORMAT, "rope_scaling.long_factor must be an array of 8 numbers"},
+    {"Phi3ForCausalLM", "rope_scaling",
+     "{\"type\": \"longrope\", \"short_factor\": [1,1,1,1,1,1,1,1], \"long_factor\": "
+     "[1,2,3,4,5,6,7,8], \"original_max_position_embeddings\": 64}",
+     SLATE_OK, NULL},
 };
 
 static void hf_config_keys_are_checked_by_name_and_value(void **st) {
@@ -162,6 +190,39 @@ static void hf_config_defaults_apply_only_to_absent_keys(void **st) {
     assert_int_equal(a.rope_scaling, SLATE__ROPE_SCALING_NONE);
 }
 
+/* LongRoPE as transformers computes it: the original context from rope_scaling or the top
+ * level, factor max / original, attention factor sqrt(1 + ln factor / ln original) unless given;
+ * "su" is the older name. */
+static void hf_config_longrope_reads_both_lists_and_the_attention_factor(void **st) {
+    (void)st;
+    slate__arch a;
+    slate_error e;
+    const char *cfg = "{\"architectures\": [\"Phi3ForCausalLM\"], \"vocab_size\": 320, "
+                      "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                      " \"intermediate_size\": 128, \"rms_norm_eps\": 1e-5, "
+                      "\"max_position_embeddings\": 131072, \"original_max_position_embeddings\":"
+                      " 4096, \"sliding_window\": 262144, \"rope_scaling\": {\"type\": \"su\","
+                      " \"short_factor\": [1,1,1,1,1,1,1,1.5], \"long_factor\": [1,2,3,4,5,6,7,8]}}";
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_string_equal(a.name, "phi3");
+    assert_int_equal(a.rope_scaling, SLATE__ROPE_SCALING_LONGROPE);
+    assert_int_equal(a.n_rope_factors, 8);
+    assert_int_equal(a.rope_orig_ctx, 4096);
+    assert_true(a.rope_short[7] == 1.5f && a.rope_long[0] == 1.0f && a.rope_long[7] == 8.0f);
+    assert_true(fabsf(a.rope_attn_factor - 1.1902380714f) < 1e-6f); /* sqrt(1 + ln 32 / ln 4096) */
+    assert_int_equal(a.sliding_window, 262144); /* applied for phi3, as for mistral */
+    assert_int_equal(a.n_kv_heads, 4);
+    cfg = "{\"architectures\": [\"Phi3ForCausalLM\"], \"vocab_size\": 320, \"hidden_size\": 64,"
+          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 128,"
+          " \"rms_norm_eps\": 1e-5, \"sliding_window\": null, \"rope_scaling\": {\"rope_type\":"
+          " \"longrope\", \"short_factor\": [1,1,1,1,1,1,1,1], \"long_factor\": [1,1,1,1,1,1,1,1],"
+          " \"original_max_position_embeddings\": 1024, \"attention_factor\": 1.25}}";
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_int_equal(a.rope_orig_ctx, 1024);
+    assert_true(a.rope_attn_factor == 1.25f);
+    assert_int_equal(a.sliding_window, 0);
+}
+
 /* vocab_size is signed (negative: separate classifier); INT32_MIN has no positive counterpart. */
 static void llama2c_header_vocab_int32_min_is_refused(void **st) {
     (void)st;
@@ -207,6 +268,24 @@ static void builder_refuses_non_finite_rope_parameters(void **st) {
     imp.a.rope_factor = INFINITY;
     assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("rope.slate"), &e), SLATE_E_FORMAT);
     assert_non_null(strstr(e.message, "factor inf"));
+    /* LongRoPE: one factor per rotated pair, each finite and positive, whole heads rotated. */
+    tiny_import(&imp);
+    imp.a.rope_scaling = SLATE__ROPE_SCALING_LONGROPE;
+    imp.a.rope_factor = imp.a.rope_attn_factor = 1.0f;
+    imp.a.rope_orig_ctx = 4;
+    imp.a.n_rope_factors = 2;
+    imp.a.rope_short[0] = imp.a.rope_short[1] = imp.a.rope_long[0] = 1.0f;
+    imp.a.rope_long[1] = NAN;
+    assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("rope.slate"), &e), SLATE_E_FORMAT);
+    assert_non_null(strstr(e.message, "LongRoPE factor 1 is not a positive finite number"));
+    imp.a.rope_long[1] = 2.0f;
+    imp.a.n_rope_factors = 3;
+    assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("rope.slate"), &e), SLATE_E_FORMAT);
+    assert_non_null(strstr(e.message, "LongRoPE needs 2 factors per list"));
+    imp.a.n_rope_factors = 2;
+    imp.a.rope_attn_factor = 0;
+    assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("rope.slate"), &e), SLATE_E_FORMAT);
+    assert_non_null(strstr(e.message, "LongRoPE attention factor 0"));
 }
 
 /* The context limit: a source context past slate's maximum needs an explicit n_ctx. */
@@ -265,6 +344,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(hf_config_keys_are_checked_by_name_and_value),
         cmocka_unit_test(hf_config_defaults_apply_only_to_absent_keys),
+        cmocka_unit_test(hf_config_longrope_reads_both_lists_and_the_attention_factor),
         cmocka_unit_test(llama2c_header_vocab_int32_min_is_refused),
         cmocka_unit_test(builder_refuses_non_finite_rope_parameters),
         cmocka_unit_test(builder_asks_for_a_context_when_the_source_one_is_too_large),

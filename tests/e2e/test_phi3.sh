@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# Phi-3 beyond the HF variants test (test_hf_variants.sh checks phi3 / phi3-longrope folders
+# against the NumPy reference):
+# - GGUF phi3: tests/tools/hf_to_gguf.py writes the folder's weights in llama.cpp's layout
+#   (fused attn_qkv, gate+up fused in ffn_up, rope_factors_long/short + attn_factor); the GGUF
+#   package gives the HF package's logits at every position, also with LongRoPE at both lists;
+# - a GGUF whose fused tensors are Q8_0 / Q4_0: the split q/k/v and gate/up land in the package
+#   as the exact bytes of the source rows, and (reference kernels) its logits equal the NumPy
+#   reference over the values decoded from those bytes;
+# - HF: sharded bf16 checkpoints; --quantize and --palettize compress the split matrices, as
+#   they would the same weights given unfused (a Mistral twin: same tensors, same logits);
+# - refusals name the culprit: a qkv_proj / gate_up_proj / attn_qkv with the wrong row count,
+#   partial_rotary_factor, an unknown rope_scaling type;
+# - a Phi-3.5 chat template is picked as the phi3 family by the HF and the GGUF package.
+source "$(dirname "$0")/lib.sh"
+ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33)
+n=${#ids[@]}
+csv=$(IFS=,; echo "${ids[*]}")
+# logits PKG OUT: last-position logits of every prefix 1..n, one row each.
+logits() {
+  : >"$2"
+  for ((k = 1; k <= n; k++)); do
+    "$SLATE" run "$1" --ids "$(IFS=,; echo "${ids[*]:0:k}")" -n 1 --temp 0 \
+      --dump-logits "$WORK/row" >/dev/null 2>&1
+    cat "$WORK/row" >>"$2"
+  done
+}
+# Phi-3.5-mini-instruct's chat template (tokenizer_config.json), in the phi3 folder.
+phi35_template() {
+  $PY - "$1" <<'PY'
+import json, sys
+p = sys.argv[1] + "/tokenizer_config.json"
+c = json.load(open(p))
+c["chat_template"] = (
+    "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
+    "{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}"
+    "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
+    "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}")
+json.dump(c, open(p, "w"), indent=2)
+PY
+}
+
+for variant in phi3 phi3-longrope; do
+  d="$WORK/$variant"
+  $PY "$TOOLS/hfmodel.py" make --variant "$variant" --out "$d" --seed 5 >/dev/null
+  phi35_template "$d"
+  $PY "$TOOLS/hf_to_gguf.py" "$d" "$d.gguf"
+  "$SLATE" convert "$d" -o "$d.hf.slate" --kv-dtype fp32 2>/dev/null
+  if ! "$SLATE" convert "$d.gguf" -o "$d.gguf.slate" --kv-dtype fp32 2>"$d.err"; then
+    bad "$variant: GGUF convert failed: $(cat "$d.err")"
+    continue
+  fi
+  logits "$d.hf.slate" "$d.hf.f32"
+  logits "$d.gguf.slate" "$d.gguf.f32"
+  check "$variant: the GGUF package gives the HF package's logits at all $n positions" \
+    $PY "$TOOLS/compare_logits.py" "$d.gguf.f32" "$d.hf.f32" --vocab 320 --atol 1e-6 --quiet
+done
+d="$WORK/phi3-longrope"
+"$SLATE" convert "$d.gguf" -o "$d.g64.slate" --context 64 --kv-dtype fp32 2>/dev/null
+"$SLATE" run "$d.g64.slate" --ids "$csv" -n 1 --temp 0 --dump-logits "$WORK/g64.f32" >/dev/null 2>&1
+$PY "$TOOLS/hfmodel.py" forward "$d" --tokens "$csv" --context 64 --last --out "$WORK/r64.f32" >/dev/null
+check "phi3-longrope GGUF at --context 64 (short factors) matches the reference at context 64" \
+  $PY "$TOOLS/compare_logits.py" "$WORK/g64.f32" "$WORK/r64.f32" --vocab 320 --atol 1e-4 --quiet
+
+# Quantized fused tensors: Q8_0 qkv, Q4_0 gate+up.
+d="$WORK/phi3"
+$PY "$TOOLS/hf_to_gguf.py" "$d" "$WORK/q.gguf" --quant Q8_0:attn_qkv --quant Q4_0:ffn_up \
+  --dequant-out "$WORK/deq"
+check "a GGUF with Q8_0 attn_qkv and Q4_0 ffn_up converts" \
+  "$SLATE" convert "$WORK/q.gguf" -o "$WORK/q.slate" --kv-dtype fp32
+cat >"$WORK/split.py" <<'PY'
+# The package's q/k/v and gate/up tensors are the GGUF's fused rows, byte for byte.
+import json, struct, sys
+sys.path.insert(0, sys.argv[3])
+import gguf_requant as g
+def package(path):
+    b = open(path, "rb").read()
+    sec = {}
+    for i in range(struct.unpack_from("<I", b, 12)[0]):
+        kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
+        sec[kind] = (off, size)
+    meta = json.loads(b[sec[1][0]:sec[1][0] + sec[1][1]])
+    d0 = sec[3][0]
+    return {t["name"]: (t, b[d0 + t["offset"]:d0 + t["offset"] + t["size"]]) for t in meta["tensors"]}
+def gguf(path):
+    b = open(path, "rb").read()
+    _, _, nt, nkv = struct.unpack_from("<IIQQ", b, 0)
+    pos = 24
+    for _ in range(nkv):
+        klen = struct.unpack_from("<Q", b, pos)[0]
+        vtype = struct.unpack_from("<I", b, pos + 8 + klen)[0]
+        pos = g.skip_value(b, pos + 12 + klen, vtype)
+    infos = []
+    for _ in range(nt):
+        nlen = struct.unpack_from("<Q", b, pos)[0]
+        name = b[pos + 8:pos + 8 + nlen].decode(); pos += 8 + nlen
+        nd = struct.unpack_from("<I", b, pos)[0]
+        ne = struct.unpack_from("<%dQ" % nd, b, pos + 4); pos += 4 + 8 * nd
+        tt, off = struct.unpack_from("<IQ", b, pos); pos += 12
+        infos.append((name, ne, tt, off))
+    d0 = (pos + 31) // 32 * 32
+    return {name: (ne, tt, b[d0 + off:]) for name, ne, tt, off in infos}
+pkg, src = package(sys.argv[1]), gguf(sys.argv[2])
+BLOCK = {8: ("q8_0", 34), 2: ("q4", 18)}
+n_ok, bad = 0, []
+for l in range(4):
+    for fused, parts in (("attn_qkv", [("attn_q", 64), ("attn_k", 32), ("attn_v", 32)]),
+                         ("ffn_up", [("ffn_gate", 128), ("ffn_up", 128)])):
+        ne, tt, data = src["blk.%d.%s.weight" % (l, fused)]
+        dtype, bsize = BLOCK[tt]
+        row = ne[0] // 32 * bsize
+        r0 = 0
+        for name, rows in parts:
+            t, blob = pkg["blk.%d.%s.weight" % (l, name)]
+            want = data[r0 * row:(r0 + rows) * row]
+            if t["dtype"] != dtype or t["shape"] != [rows, ne[0]] or blob != want:
+                bad.append("blk.%d.%s (%s %s)" % (l, name, t["dtype"], t["shape"]))
+            else:
+                n_ok += 1
+            r0 += rows
+print("%d split tensors byte-exact, %d differ: %s" % (n_ok, len(bad), bad[:3]))
+sys.exit(1 if bad or n_ok != 20 else 0)
+PY
+check "the split Q8_0 q/k/v and Q4_0 gate/up are the source rows' blocks, byte for byte" \
+  $PY "$WORK/split.py" "$WORK/q.slate" "$WORK/q.gguf" "$TOOLS"
+SLATE_KERNELS=ref "$SLATE" run "$WORK/q.slate" --ids "$csv" -n 1 --temp 0 \
+  --dump-logits "$WORK/q.f32" >/dev/null 2>&1
+$PY "$TOOLS/hfmodel.py" forward "$WORK/deq" --tokens "$csv" --last --out "$WORK/deq.f32" >/dev/null
+check "the quantized GGUF package (reference kernels) matches the reference of its decoded weights" \
+  $PY "$TOOLS/compare_logits.py" "$WORK/q.f32" "$WORK/deq.f32" --vocab 320 --atol 1e-4 --quiet
+
+# HF: three bf16 shards; --quantize int8 and --palettize compress the split matrices.
+$PY "$TOOLS/hfmodel.py" make --variant phi3 --out "$WORK/bf" --seed 5 --dtype BF16 --shards 3 >/dev/null
+"$SLATE" convert "$WORK/bf" -o "$WORK/bf.slate" --dtype bf16 --kv-dtype fp32 2>/dev/null
+"$SLATE" run "$WORK/bf.slate" --ids "$csv" -n 1 --temp 0 --dump-logits "$WORK/bf.f32" >/dev/null 2>&1
+$PY "$TOOLS/hfmodel.py" forward "$WORK/bf" --tokens "$csv" --last --out "$WORK/bf.ref" >/dev/null
+check "phi3 in three bf16 shards matches the reference (atol 1e-3)" \
+  $PY "$TOOLS/compare_logits.py" "$WORK/bf.f32" "$WORK/bf.ref" --vocab 320 --atol 1e-3 --quiet
+# The same weights as a Mistral folder (separate q/k/v, gate/up; same window): compressing the
+# phi3 folder must give that folder's tensors byte for byte and its logits exactly.
+TOOLS=$TOOLS $PY - "$d" "$WORK/mistral" <<'PY'
+import json, os, shutil, sys
+sys.path.insert(0, os.environ["TOOLS"])
+import hfmodel
+src, out = sys.argv[1:3]
+os.makedirs(out)
+for f in ("tokenizer.json", "tokenizer_config.json"):
+    shutil.copy(os.path.join(src, f), out)
+c = json.load(open(os.path.join(src, "config.json")))
+c.update(architectures=["MistralForCausalLM"], model_type="mistral", head_dim=16)
+json.dump(c, open(os.path.join(out, "config.json"), "w"))
+w, _ = hfmodel.read_safetensors(os.path.join(src, "model.safetensors"))
+nw = {}
+for k, v in w.items():
+    if k.endswith("qkv_proj.weight"):
+        p = k[:-len("qkv_proj.weight")]
+        nw[p + "q_proj.weight"], nw[p + "k_proj.weight"], nw[p + "v_proj.weight"] = v[:64], v[64:96], v[96:]
+    elif k.endswith("gate_up_proj.weight"):
+        p = k[:-len("gate_up_proj.weight")]
+        nw[p + "gate_proj.weight"], nw[p + "up_proj.weight"] = v[:128], v[128:]
+    else:
+        nw[k] = v
+hfmodel.write_weights(out, nw)
+PY
+cat >"$WORK/same.py" <<'PY'
+# Every tensor of package 1 has package 2's dtype, shape and bytes (and the names agree).
+import json, struct, sys
+def package(path):
+    b = open(path, "rb").read()
+    sec = {}
+    for i in range(struct.unpack_from("<I", b, 12)[0]):
+        kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
+        sec[kind] = (off, size)
+    meta = json.loads(b[sec[1][0]:sec[1][0] + sec[1][1]])
+    d0 = sec[3][0]
+    return {t["name"]: (t["dtype"], t["shape"], b[d0 + t["offset"]:d0 + t["offset"] + t["size"]])
+            for t in meta["tensors"]}
+a, b = package(sys.argv[1]), package(sys.argv[2])
+bad = sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
+print("%d tensors, %d differ: %s; dtypes %s" % (len(a), len(bad), bad[:3],
+      sorted({v[0] for v in a.values()})))
+sys.exit(1 if bad or len(a) < 30 else 0)
+PY
+for opt in "--quantize int8" "--quantize int4" "--palettize 4"; do
+  # shellcheck disable=SC2086
+  "$SLATE" convert "$d" -o "$WORK/c.slate" $opt --kv-dtype fp32 2>/dev/null
+  # shellcheck disable=SC2086
+  "$SLATE" convert "$WORK/mistral" -o "$WORK/m.slate" $opt --kv-dtype fp32 2>/dev/null
+  check "phi3 with $opt: the tensors of the unfused twin, byte for byte" \
+    $PY "$WORK/same.py" "$WORK/c.slate" "$WORK/m.slate"
+  "$SLATE" run "$WORK/c.slate" --ids "$csv" -n 1 --temp 0 --dump-logits "$WORK/c.f32" >/dev/null 2>&1
+  "$SLATE" run "$WORK/m.slate" --ids "$csv" -n 1 --temp 0 --dump-logits "$WORK/m.f32" >/dev/null 2>&1
+  check "phi3 with $opt: the unfused twin's logits exactly" cmp -s "$WORK/c.f32" "$WORK/m.f32"
+done
+
+# Refusals name the culprit.
+mkdir -p "$WORK/badqkv" "$WORK/badgu"
+TOOLS=$TOOLS $PY - "$d" "$WORK/badqkv" "$WORK/badgu" <<'PY'
+import os, shutil, sys
+sys.path.insert(0, os.environ["TOOLS"])
+import hfmodel
+src, qkv, gu = sys.argv[1:4]
+w, _ = hfmodel.read_safetensors(src + "/model.safetensors")
+for out, name, rows in ((qkv, "model.layers.0.self_attn.qkv_proj.weight", 96),
+                        (gu, "model.layers.2.mlp.gate_up_proj.weight", 128)):
+    for f in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(src, f), out)
+    bad = dict(w)
+    bad[name] = w[name][:rows]
+    hfmodel.write_weights(out, bad)
+PY
+expect_fail "a qkv_proj with 96 rows is refused, naming it and the expected rows" SLATE_E_FORMAT \
+  "tensor 'model.layers.0.self_attn.qkv_proj.weight' has shape [96][64], expected [128][64]: q 64 + k 32 + v 32 rows" \
+  "$SLATE" convert "$WORK/badqkv" -o "$WORK/x.slate"
+expect_fail "a gate_up_proj with 128 rows is refused, naming it" SLATE_E_FORMAT \
+  "tensor 'model.layers.2.mlp.gate_up_proj.weight' has shape [128][64], expected [256][64]: gate 128 + up 128 rows" \
+  "$SLATE" convert "$WORK/badgu" -o "$WORK/x.slate"
+$PY "$TOOLS/hf_to_gguf.py" "$WORK/badqkv" "$WORK/badqkv.gguf"
+expect_fail "a GGUF attn_qkv with 96 rows is refused, naming it" SLATE_E_FORMAT \
+  "tensor 'blk.0.attn_qkv.weight' has shape [96][64] (rows by inputs), expected [128][64]" \
+  "$SLATE" convert "$WORK/badqkv.gguf" -o "$WORK/x.slate"
+# config.json: edit (KEY JSON) pairs into a copy of the phi3 folder.
+with_config() {
+  local out=$1; shift
+  cp -r "$d" "$out"
+  $PY - "$out/config.json" "$@" <<'PY'
+import json, sys
+p = sys.argv[1]
+c = json.load(open(p))
+for k, v in zip(sys.argv[2::2], sys.argv[3::2]):
+    c[k] = json.loads(v)
+json.dump(c, open(p, "w"))
+PY
+}
+with_config "$WORK/prf" partial_rotary_factor 0.75
+expect_fail "partial_rotary_factor 0.75 is refused, naming the key" SLATE_E_UNSUPPORTED \
+  "partial_rotary_factor 0.75 is not supported" "$SLATE" convert "$WORK/prf" -o "$WORK/x.slate"
+with_config "$WORK/yarn" rope_scaling '{"type": "yarn", "factor": 4}'
+expect_fail "rope_scaling type yarn is refused, naming rope_scaling" SLATE_E_UNSUPPORTED \
+  "rope_scaling type 'yarn' is not supported" "$SLATE" convert "$WORK/yarn" -o "$WORK/x.slate"
+
+# Chat template: the Phi-3.5 template picks the phi3 family, from either source.
+for p in phi3.hf phi3.gguf; do
+  printf 'Hello\n/stats\n' | "$SLATE" chat "$WORK/$p.slate" -n 2 --temp 0 >"$WORK/chat.out" \
+    2>/dev/null || true
+  check "$p: the chat template is detected as phi3" \
+    grep -aq '^\[stats\].* template=phi3\( \|$\)' "$WORK/chat.out"
+done
+finish

@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""hf_to_gguf.py - write a GGUF file (llama.cpp's "phi3" layout) from a small Phi3ForCausalLM
+folder made by hfmodel.py. Test fixture writer for slate's GGUF phi3 import: the GGUF holds the
+folder's weights, so the two conversions must give the same logits. Needs NumPy (Debian's
+/usr/bin/python3).
+
+    hf_to_gguf.py DIR OUT.gguf [--quant TYPE:PATTERN]... [--dequant-out DIR2]
+
+Layout as llama.cpp's convert_hf_to_gguf.py (Phi3MiniModel) writes it:
+  - keys phi3.context_length, embedding_length, feed_forward_length, block_count,
+    attention.head_count, attention.head_count_kv, attention.layer_norm_rms_epsilon,
+    rope.dimension_count, rope.freq_base, attention.sliding_window (0 for none),
+    rope.scaling.original_context_length; with rope_scaling longrope also
+    rope.scaling.attn_factor = sqrt(1 + ln(max / orig) / ln(orig)) and the f32 tensors
+    rope_factors_long.weight / rope_factors_short.weight;
+  - tensors token_embd, output_norm, output, blk.N.attn_norm, attn_qkv (qkv_proj as stored: q, k,
+    v rows; NeoX rope order, no permutation), attn_output, ffn_norm, ffn_up (gate_up_proj as
+    stored: gate rows, then up), ffn_down; GGUF dims are innermost first ([in, out]);
+  - the tokenizer as tokenizer.ggml.model "gpt2" (the folder's byte-level BPE: tokens in id
+    order, merges, added tokens CONTROL) and tokenizer.chat_template from tokenizer_config.json.
+--quant Q8_0:NAME_SUBSTRING or Q4_0:NAME_SUBSTRING stores the matching 2-D tensors in that ggml
+format (ggml's reference quantizers: Q8_0 d = amax / 127, q = round(x / d); Q4_0 d = max / -8
+with max the signed value of largest magnitude, q = min(15, trunc(x / d + 8.5))).
+--dequant-out DIR2 writes a copy of DIR whose weights are the GGUF's values decoded back from
+its bytes (dequantize_*: d * q, d * (q - 8)), so hfmodel.py forward on DIR2 is the reference for
+the quantized GGUF.
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hfmodel  # noqa: E402
+
+T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR = 4, 5, 6, 7, 8, 9
+GGML_F32, GGML_Q4_0, GGML_Q8_0 = 0, 2, 8
+ALIGN = 32
+
+
+def _str(s):
+    b = s.encode("utf-8")
+    return struct.pack("<Q", len(b)) + b
+
+
+def _kv(key, vtype, value):
+    out = _str(key) + struct.pack("<I", vtype)
+    if vtype == T_U32:
+        return out + struct.pack("<I", value)
+    if vtype == T_I32:
+        return out + struct.pack("<i", value)
+    if vtype == T_F32:
+        return out + struct.pack("<f", value)
+    if vtype == T_BOOL:
+        return out + struct.pack("<B", 1 if value else 0)
+    if vtype == T_STR:
+        return out + _str(value)
+    etype, items = value
+    out += struct.pack("<IQ", etype, len(items))
+    if etype == T_STR:
+        return out + b"".join(_str(x) for x in items)
+    if etype == T_I32:
+        return out + struct.pack("<%di" % len(items), *items)
+    raise ValueError("array type %d" % etype)
+
+
+def quantize_q8_0(x):
+    b = x.reshape(-1, 32).astype(np.float32)
+    amax = np.abs(b).max(axis=1)
+    d = amax / 127.0
+    inv = np.where(d > 0, 1.0 / np.where(d > 0, d, 1), 0.0)
+    q = np.round(b * inv[:, None]).astype(np.int8)
+    out = np.empty((b.shape[0], 34), dtype=np.uint8)
+    out[:, 0:2] = d.astype(np.float16).view(np.uint8).reshape(-1, 2)
+    out[:, 2:] = q.view(np.uint8)
+    return out.tobytes()
+
+
+def quantize_q4_0(x):
+    b = x.reshape(-1, 32).astype(np.float32)
+    idx = np.argmax(np.abs(b), axis=1)
+    mx = b[np.arange(b.shape[0]), idx]
+    d = mx / -8.0
+    inv = np.where(d != 0, 1.0 / np.where(d != 0, d, 1), 0.0)
+    q = np.minimum(15, np.trunc(b * inv[:, None] + 8.5)).astype(np.uint8)
+    out = np.empty((b.shape[0], 18), dtype=np.uint8)
+    out[:, 0:2] = d.astype(np.float16).view(np.uint8).reshape(-1, 2)
+    out[:, 2:] = q[:, :16] | (q[:, 16:] << 4)
+    return out.tobytes()
+
+
+def dequantize(raw, gtype, shape):
+    n = int(np.prod(shape))
+    if gtype == GGML_Q8_0:
+        b = np.frombuffer(raw, dtype=np.uint8)[:n // 32 * 34].reshape(-1, 34)
+        d = b[:, 0:2].copy().view("<f2").astype(np.float32)
+        q = b[:, 2:].view(np.int8).astype(np.float32)
+        return (d * q).reshape(shape)
+    b = np.frombuffer(raw, dtype=np.uint8)[:n // 32 * 18].reshape(-1, 18)
+    d = b[:, 0:2].copy().view("<f2").astype(np.float32)
+    q = np.concatenate([b[:, 2:] & 0x0F, b[:, 2:] >> 4], axis=1).astype(np.float32) - 8.0
+    return (d * q).reshape(shape)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("model_dir")
+    ap.add_argument("out")
+    ap.add_argument("--quant", action="append", default=[], help="TYPE:NAME_SUBSTRING")
+    ap.add_argument("--dequant-out", help="copy of the folder with the GGUF's decoded weights")
+    a = ap.parse_args(argv)
+    cfg, w = hfmodel.load_model(a.model_dir)
+    if cfg.get("model_type") != "phi3":
+        raise SystemExit("only Phi3ForCausalLM folders (model_type phi3)")
+    nh = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    hd = hfmodel.head_dim_of(cfg)
+    max_pos = cfg["max_position_embeddings"]
+    orig = cfg.get("original_max_position_embeddings", max_pos)
+    theta, sc = hfmodel.rope_params(cfg)
+    kv = [
+        _kv("general.architecture", T_STR, "phi3"),
+        _kv("general.name", T_STR, "tiny phi3 test model"),
+        _kv("phi3.context_length", T_U32, max_pos),
+        _kv("phi3.rope.scaling.original_context_length", T_U32, orig),
+        _kv("phi3.embedding_length", T_U32, cfg["hidden_size"]),
+        _kv("phi3.feed_forward_length", T_U32, cfg["intermediate_size"]),
+        _kv("phi3.block_count", T_U32, cfg["num_hidden_layers"]),
+        _kv("phi3.attention.head_count", T_U32, nh),
+        _kv("phi3.attention.head_count_kv", T_U32, nkv),
+        _kv("phi3.attention.layer_norm_rms_epsilon", T_F32, cfg["rms_norm_eps"]),
+        _kv("phi3.rope.dimension_count", T_U32, hd),
+        _kv("phi3.rope.freq_base", T_F32, theta),
+        _kv("phi3.attention.sliding_window", T_U32, cfg.get("sliding_window") or 0),
+    ]
+    tensors = [("token_embd.weight", w["model.embed_tokens.weight"]),
+               ("output_norm.weight", w["model.norm.weight"]),
+               ("output.weight", w["lm_head.weight"])]
+    if sc is not None:
+        if sc["rope_type"] not in ("longrope", "su"):
+            raise SystemExit("rope_scaling %r: only longrope" % sc["rope_type"])
+        scale = max_pos / orig
+        attn = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0
+        kv.append(_kv("phi3.rope.scaling.attn_factor", T_F32, attn))
+        tensors.append(("rope_factors_long.weight", np.asarray(sc["long_factor"])))
+        tensors.append(("rope_factors_short.weight", np.asarray(sc["short_factor"])))
+    for i in range(cfg["num_hidden_layers"]):
+        p, b = "model.layers.%d." % i, "blk.%d." % i
+        tensors += [(b + "attn_norm.weight", w[p + "input_layernorm.weight"]),
+                    (b + "attn_qkv.weight", w[p + "self_attn.qkv_proj.weight"]),
+                    (b + "attn_output.weight", w[p + "self_attn.o_proj.weight"]),
+                    (b + "ffn_norm.weight", w[p + "post_attention_layernorm.weight"]),
+                    (b + "ffn_up.weight", w[p + "mlp.gate_up_proj.weight"]),
+                    (b + "ffn_down.weight", w[p + "mlp.down_proj.weight"])]
+    # Tokenizer: the folder's byte-level BPE.
+    tj = json.load(open(os.path.join(a.model_dir, "tokenizer.json"), encoding="utf-8"))
+    vocab = dict(tj["model"]["vocab"])
+    special = set()
+    for t in tj["added_tokens"]:
+        vocab[t["content"]] = t["id"]
+        special.add(t["id"])
+    toks = sorted(vocab, key=vocab.get)
+    if [vocab[t] for t in toks] != list(range(len(toks))):
+        raise SystemExit("token ids are not dense")
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+    kv += [_kv("tokenizer.ggml.model", T_STR, "gpt2"),
+           _kv("tokenizer.ggml.pre", T_STR, "gpt-2"),
+           _kv("tokenizer.ggml.tokens", T_ARR, (T_STR, toks)),
+           _kv("tokenizer.ggml.token_type", T_ARR,
+               (T_I32, [3 if i in special else 1 for i in range(len(toks))])),
+           _kv("tokenizer.ggml.merges", T_ARR, (T_STR, merges)),
+           _kv("tokenizer.ggml.eos_token_id", T_U32, cfg["eos_token_id"]),
+           _kv("tokenizer.ggml.add_bos_token", T_BOOL, False)]
+    tc = json.load(open(os.path.join(a.model_dir, "tokenizer_config.json"), encoding="utf-8"))
+    if isinstance(tc.get("chat_template"), str):
+        kv.append(_kv("tokenizer.chat_template", T_STR, tc["chat_template"]))
+    # Tensor infos and data.
+    rules = [r.split(":", 1) for r in a.quant]
+    hf_name = {"token_embd.weight": "model.embed_tokens.weight",
+               "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
+    for i in range(cfg["num_hidden_layers"]):
+        for g, h in (("attn_norm", "input_layernorm"), ("attn_qkv", "self_attn.qkv_proj"),
+                     ("attn_output", "self_attn.o_proj"), ("ffn_norm", "post_attention_layernorm"),
+                     ("ffn_up", "mlp.gate_up_proj"), ("ffn_down", "mlp.down_proj")):
+            hf_name["blk.%d.%s.weight" % (i, g)] = "model.layers.%d.%s.weight" % (i, h)
+    decoded = {}
+    infos, blobs, off = [], [], 0
+    for name, arr in tensors:
+        arr = np.asarray(arr, dtype=np.float32)
+        gtype, raw = GGML_F32, arr.astype("<f4").tobytes()
+        for qt, pat in rules:
+            if pat in name and arr.ndim == 2:
+                if qt == "Q8_0":
+                    gtype, raw = GGML_Q8_0, quantize_q8_0(arr)
+                elif qt == "Q4_0":
+                    gtype, raw = GGML_Q4_0, quantize_q4_0(arr)
+                else:
+                    raise SystemExit("--quant type %s: Q8_0 or Q4_0" % qt)
+        if name in hf_name:
+            decoded[hf_name[name]] = arr if gtype == GGML_F32 else dequantize(raw, gtype, arr.shape)
+        ne = list(reversed(arr.shape))
+        infos.append(_str(name) + struct.pack("<I", len(ne)) +
+                     struct.pack("<%dQ" % len(ne), *ne) + struct.pack("<IQ", gtype, off))
+        pad = (-len(raw)) % ALIGN
+        blobs.append(raw + b"\0" * pad)
+        off += len(raw) + pad
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(infos), len(kv)) + b"".join(kv) + b"".join(infos)
+    head += b"\0" * ((-len(head)) % ALIGN)
+    tmp = a.out + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(head)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, a.out)
+    if a.dequant_out:
+        os.makedirs(a.dequant_out, exist_ok=True)
+        for f in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+            with open(os.path.join(a.model_dir, f), "rb") as src, \
+                    open(os.path.join(a.dequant_out, f), "wb") as dst:
+                dst.write(src.read())
+        hfmodel.write_weights(a.dequant_out, decoded, "F32")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
