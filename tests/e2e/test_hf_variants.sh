@@ -30,8 +30,8 @@ done
 # LongRoPE picks its list from the package's context: --context 64 (= the original context)
 # takes short_factor, which the reference at context 64 uses too (and the default one does not).
 d="$WORK/phi3-longrope"
-"$SLATE" convert "$d" -o "$d.64.slate" --context 64 --kv-dtype fp32 2>/dev/null
-"$SLATE" run "$d.64.slate" --ids 304,72,101,108,108,111 -n 1 --temp 0 --dump-logits "$d.64.f32" >/dev/null 2>&1
+"$SLATE" convert "$d" -o "$d.64.slate" --context 64 --kv-dtype fp32 2>/dev/null || true
+"$SLATE" run "$d.64.slate" --ids 304,72,101,108,108,111 -n 1 --temp 0 --dump-logits "$d.64.f32" >/dev/null 2>&1 || true
 $PY "$TOOLS/hfmodel.py" forward "$d" --tokens 304,72,101,108,108,111 --context 64 --out "$d.64.ref" --last >/dev/null
 check "phi3-longrope at --context 64 uses short_factor, as the reference at that context" \
   $PY "$TOOLS/compare_logits.py" "$d.64.f32" "$d.64.ref" --vocab 320 --atol 1e-4 --quiet
