@@ -358,7 +358,10 @@ static slate_status cfg_factors(const cJSON *rs, const char *path, const char *r
                            !v ? "none" : cJSON_IsArray(v) ? "another length" : "no array");
     int32_t i = 0;
     cJSON_ArrayForEach(e, v) {
-        if (!cJSON_IsNumber(e) || !(e->valuedouble > 0 && e->valuedouble <= FLT_MAX))
+        /* <= FLT_MAX first (the conversion of a larger double is undefined), then > 0 as a
+         * float (a tiny value rounds to 0). */
+        if (!cJSON_IsNumber(e) || !(e->valuedouble > 0 && e->valuedouble <= FLT_MAX) ||
+            !((float)e->valuedouble > 0))
             return slate__fail(err, SLATE_E_FORMAT, "'%s': %s.%s[%d] is not a finite number > 0",
                                path, rs_name, key, i);
         out[i++] = (float)e->valuedouble;

@@ -11,7 +11,8 @@
 #   they would the same weights given unfused (a Mistral twin: same tensors, same logits);
 # - refusals name the culprit: a qkv_proj / gate_up_proj / attn_qkv with the wrong row count,
 #   partial_rotary_factor, an unknown rope_scaling type;
-# - a Phi-3.5 chat template is picked as the phi3 family by the HF and the GGUF package.
+# - a Phi-3.5 chat template is picked as the phi3 family by the HF and the GGUF package; a GGUF
+#   with llama.cpp's Phi-3 vocabulary tokenizes as that file and picks phi3-v1.
 source "$(dirname "$0")/lib.sh"
 ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33)
 n=${#ids[@]}
@@ -247,4 +248,22 @@ for p in phi3.hf phi3.gguf; do
   check "$p: the chat template is detected as phi3" \
     grep -aq '^\[stats\].* template=phi3\( \|$\)' "$WORK/chat.out"
 done
+# With llama.cpp's Phi-3 vocabulary (SentencePiece, 32064 tokens, the first Phi-3 template):
+# the package tokenizes as that file does and picks the phi3-v1 family.
+V=$SLATE_MODELS_DIR/tokenizers/gguf-vocab/ggml-vocab-phi-3.gguf
+if [ -f "$V" ]; then
+  $PY "$TOOLS/hf_to_gguf.py" "$d" "$WORK/v.gguf" --vocab-from "$V"
+  check "a phi3 GGUF with the Phi-3 vocabulary converts" \
+    "$SLATE" convert "$WORK/v.gguf" -o "$WORK/v.slate" --kv-dtype fp32
+  text=$'<|user|>\nHello world<|end|>\n<|assistant|>\n'
+  want=$(printf '%s' "$text" | "$SLATE" tokenize "$V" --parse-special)
+  got=$(printf '%s' "$text" | "$SLATE" tokenize "$WORK/v.slate" --parse-special || true)
+  check "... and tokenizes as the vocabulary file ($want)" test "$got" = "$want"
+  printf 'Hello\n/stats\n' | "$SLATE" chat "$WORK/v.slate" -n 2 --temp 0 >"$WORK/chat.out" \
+    2>/dev/null || true
+  check "... and its template is detected as phi3-v1" \
+    grep -aq '^\[stats\].* template=phi3-v1\( \|$\)' "$WORK/chat.out"
+else
+  echo "skipping the Phi-3 vocabulary checks: $V not found"
+fi
 finish

@@ -4,7 +4,7 @@ folder made by hfmodel.py. Test fixture writer for slate's GGUF phi3 import: the
 folder's weights, so the two conversions must give the same logits. Needs NumPy (Debian's
 /usr/bin/python3).
 
-    hf_to_gguf.py DIR OUT.gguf [--quant TYPE:PATTERN]... [--dequant-out DIR2]
+    hf_to_gguf.py DIR OUT.gguf [--quant TYPE:PATTERN]... [--dequant-out DIR2] [--vocab-from V.gguf]
 
 Layout as llama.cpp's convert_hf_to_gguf.py (Phi3MiniModel) writes it:
   - keys phi3.context_length, embedding_length, feed_forward_length, block_count,
@@ -21,6 +21,9 @@ Layout as llama.cpp's convert_hf_to_gguf.py (Phi3MiniModel) writes it:
 --quant Q8_0:NAME_SUBSTRING or Q4_0:NAME_SUBSTRING stores the matching 2-D tensors in that ggml
 format (ggml's reference quantizers: Q8_0 d = amax / 127, q = round(x / d); Q4_0 d = max / -8
 with max the signed value of largest magnitude, q = min(15, trunc(x / d + 8.5))).
+--vocab-from V.gguf takes every tokenizer.* key from V.gguf instead (e.g. llama.cpp's
+ggml-vocab-phi-3.gguf: Phi-3's SentencePiece vocabulary and first chat template) and pads
+token_embd and output with zero rows up to its token count.
 --dequant-out DIR2 writes a copy of DIR whose weights are the GGUF's values decoded back from
 its bytes (dequantize_*: d * q, d * (q - 8)), so hfmodel.py forward on DIR2 is the reference for
 the quantized GGUF.
@@ -106,12 +109,65 @@ def dequantize(raw, gtype, shape):
     return (d * q).reshape(shape)
 
 
+def byte_bpe_keys(model_dir, cfg):
+    """tokenizer.* keys of the folder's byte-level BPE (gpt2 model) and chat template."""
+    tj = json.load(open(os.path.join(model_dir, "tokenizer.json"), encoding="utf-8"))
+    vocab = dict(tj["model"]["vocab"])
+    special = set()
+    for t in tj["added_tokens"]:
+        vocab[t["content"]] = t["id"]
+        special.add(t["id"])
+    toks = sorted(vocab, key=vocab.get)
+    if [vocab[t] for t in toks] != list(range(len(toks))):
+        raise SystemExit("token ids are not dense")
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+    kv = [_kv("tokenizer.ggml.model", T_STR, "gpt2"),
+          _kv("tokenizer.ggml.pre", T_STR, "gpt-2"),
+          _kv("tokenizer.ggml.tokens", T_ARR, (T_STR, toks)),
+          _kv("tokenizer.ggml.token_type", T_ARR,
+              (T_I32, [3 if i in special else 1 for i in range(len(toks))])),
+          _kv("tokenizer.ggml.merges", T_ARR, (T_STR, merges)),
+          _kv("tokenizer.ggml.eos_token_id", T_U32, cfg["eos_token_id"]),
+          _kv("tokenizer.ggml.add_bos_token", T_BOOL, False)]
+    tc = json.load(open(os.path.join(model_dir, "tokenizer_config.json"), encoding="utf-8"))
+    if isinstance(tc.get("chat_template"), str):
+        kv.append(_kv("tokenizer.chat_template", T_STR, tc["chat_template"]))
+    return kv
+
+
+def vocab_keys(path, tensors):
+    """The raw tokenizer.* key/value records of another GGUF; pads the embedding and the head in
+    tensors (a list of (name, array)) with zero rows up to its token count."""
+    import gguf_requant
+    b = open(path, "rb").read()
+    _, _, _, nkv = struct.unpack_from("<IIQQ", b, 0)
+    pos, out, n_tok = 24, [], None
+    for _ in range(nkv):
+        klen = struct.unpack_from("<Q", b, pos)[0]
+        key = b[pos + 8:pos + 8 + klen].decode()
+        vtype = struct.unpack_from("<I", b, pos + 8 + klen)[0]
+        end = gguf_requant.skip_value(b, pos + 12 + klen, vtype)
+        if key.startswith("tokenizer."):
+            out.append(b[pos:end])
+        if key == "tokenizer.ggml.tokens":
+            n_tok = struct.unpack_from("<IQ", b, pos + 12 + klen)[1]
+        pos = end
+    for i, (name, arr) in enumerate(tensors):
+        if name in ("token_embd.weight", "output.weight"):
+            if arr.shape[0] > n_tok:
+                raise SystemExit("the folder's vocabulary is larger than %s's" % path)
+            pad = np.zeros((n_tok - arr.shape[0], arr.shape[1]), dtype=arr.dtype)
+            tensors[i] = (name, np.concatenate([arr, pad]))
+    return out
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("model_dir")
     ap.add_argument("out")
     ap.add_argument("--quant", action="append", default=[], help="TYPE:NAME_SUBSTRING")
     ap.add_argument("--dequant-out", help="copy of the folder with the GGUF's decoded weights")
+    ap.add_argument("--vocab-from", help="a GGUF whose tokenizer.* keys to use")
     a = ap.parse_args(argv)
     cfg, w = hfmodel.load_model(a.model_dir)
     if cfg.get("model_type") != "phi3":
@@ -156,28 +212,10 @@ def main(argv):
                     (b + "ffn_norm.weight", w[p + "post_attention_layernorm.weight"]),
                     (b + "ffn_up.weight", w[p + "mlp.gate_up_proj.weight"]),
                     (b + "ffn_down.weight", w[p + "mlp.down_proj.weight"])]
-    # Tokenizer: the folder's byte-level BPE.
-    tj = json.load(open(os.path.join(a.model_dir, "tokenizer.json"), encoding="utf-8"))
-    vocab = dict(tj["model"]["vocab"])
-    special = set()
-    for t in tj["added_tokens"]:
-        vocab[t["content"]] = t["id"]
-        special.add(t["id"])
-    toks = sorted(vocab, key=vocab.get)
-    if [vocab[t] for t in toks] != list(range(len(toks))):
-        raise SystemExit("token ids are not dense")
-    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
-    kv += [_kv("tokenizer.ggml.model", T_STR, "gpt2"),
-           _kv("tokenizer.ggml.pre", T_STR, "gpt-2"),
-           _kv("tokenizer.ggml.tokens", T_ARR, (T_STR, toks)),
-           _kv("tokenizer.ggml.token_type", T_ARR,
-               (T_I32, [3 if i in special else 1 for i in range(len(toks))])),
-           _kv("tokenizer.ggml.merges", T_ARR, (T_STR, merges)),
-           _kv("tokenizer.ggml.eos_token_id", T_U32, cfg["eos_token_id"]),
-           _kv("tokenizer.ggml.add_bos_token", T_BOOL, False)]
-    tc = json.load(open(os.path.join(a.model_dir, "tokenizer_config.json"), encoding="utf-8"))
-    if isinstance(tc.get("chat_template"), str):
-        kv.append(_kv("tokenizer.chat_template", T_STR, tc["chat_template"]))
+    if a.vocab_from:
+        kv += vocab_keys(a.vocab_from, tensors)
+    else:
+        kv += byte_bpe_keys(a.model_dir, cfg)
     # Tensor infos and data.
     rules = [r.split(":", 1) for r in a.quant]
     hf_name = {"token_embd.weight": "model.embed_tokens.weight",

@@ -106,6 +106,10 @@ static const cfg_case CFG_CASES[] = {
      "[1,1,1,1,1,1,1,-2], \"original_max_position_embeddings\": 64}",
      SLATE_E_FORMAT, "rope_scaling.long_factor[7] is not a finite number > 0"},
     {"Phi3ForCausalLM", "rope_scaling",
+     "{\"type\": \"longrope\", \"short_factor\": [1,1,1e-60,1,1,1,1,1], \"long_factor\": "
+     "[1,1,1,1,1,1,1,1], \"original_max_position_embeddings\": 64}",
+     SLATE_E_FORMAT, "rope_scaling.short_factor[2] is not a finite number > 0"},
+    {"Phi3ForCausalLM", "rope_scaling",
      "{\"type\": \"longrope\", \"short_factor\": [1,1,1,1,1,1,1,1]}",
      SLATE_E_FORMAT, "rope_scaling.long_factor must be an array of 8 numbers"},
     {"Phi3ForCausalLM", "rope_scaling",
