@@ -221,6 +221,36 @@ $PY "$TOOLS/hf_to_gguf.py" "$WORK/badqkv" "$WORK/badqkv.gguf"
 expect_fail "a GGUF attn_qkv with 96 rows is refused, naming it" SLATE_E_FORMAT \
   "tensor 'blk.0.attn_qkv.weight' has shape [96][64] (rows by inputs), expected [128][64]" \
   "$SLATE" convert "$WORK/badqkv.gguf" -o "$WORK/x.slate"
+# phi3 GGUF keys and tensors, one broken thing each (LongRoPE ones from the longrope folder).
+gg_bad() { # gg_bad DESCRIPTION STATUS MESSAGE FOLDER EDIT...
+  local desc=$1 st=$2 msg=$3 src=$4; shift 4
+  $PY "$TOOLS/hf_to_gguf.py" "$src" "$WORK/b.gguf" "$@"
+  expect_fail "$desc" "$st" "$msg" "$SLATE" convert "$WORK/b.gguf" -o "$WORK/x.slate"
+}
+lr="$WORK/phi3-longrope"
+gg_bad "GGUF ffn_up with ffn rows (not gate+up) is refused" SLATE_E_FORMAT \
+  "tensor 'blk.1.ffn_up.weight' has shape [128][64] (rows by inputs), expected [256][64]: gate 128 + up 128 rows" \
+  "$d" --rows blk.1.ffn_up.weight:128
+gg_bad "GGUF partial rotary (rope.dimension_count 8 < head size 16) is refused" SLATE_E_UNSUPPORTED \
+  "key phi3.rope.dimension_count 8 is below the head size 16" "$d" --key phi3.rope.dimension_count:u32:8
+gg_bad "GGUF with rope_factors_long but no rope_factors_short is refused" SLATE_E_FORMAT \
+  "tensor 'rope_factors_short.weight' is missing (LongRoPE needs both" "$lr" --drop rope_factors_short.weight
+gg_bad "GGUF rope_factors_long of 7 factors is refused" SLATE_E_FORMAT \
+  "tensor 'rope_factors_long.weight' must be f32 [8]" "$lr" --rows rope_factors_long.weight:7
+gg_bad "GGUF rope.scaling.attn_factor -1 is refused" SLATE_E_FORMAT \
+  "key phi3.rope.scaling.attn_factor is -1" "$lr" --key phi3.rope.scaling.attn_factor:f32:-1
+$PY "$TOOLS/hf_to_gguf.py" "$d" "$WORK/w0.gguf" --key phi3.attention.sliding_window:u32:0
+"$SLATE" convert "$WORK/w0.gguf" -o "$WORK/w0.slate" --kv-dtype fp32 2>/dev/null || true
+check "GGUF sliding_window 0 (llama.cpp's none, Phi-4) writes no window" $PY -c '
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+sec = {}
+for i in range(struct.unpack_from("<I", b, 12)[0]):
+    kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
+    sec[kind] = (off, size)
+meta = json.loads(b[sec[1][0]:sec[1][0] + sec[1][1]])
+att = [o for o in meta["program"] if o["op"] == "attention"]
+sys.exit(0 if len(att) == 4 and all("window" not in o for o in att) else 1)' "$WORK/w0.slate"
 # config.json: edit (KEY JSON) pairs into a copy of the phi3 folder.
 with_config() {
   local out=$1; shift

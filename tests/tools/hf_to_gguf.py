@@ -5,6 +5,7 @@ folder's weights, so the two conversions must give the same logits. Needs NumPy 
 /usr/bin/python3).
 
     hf_to_gguf.py DIR OUT.gguf [--quant TYPE:PATTERN]... [--dequant-out DIR2] [--vocab-from V.gguf]
+                  [--drop NAME]... [--rows NAME:N]... [--key KEY:u32|f32:VALUE]...
 
 Layout as llama.cpp's convert_hf_to_gguf.py (Phi3MiniModel) writes it:
   - keys phi3.context_length, embedding_length, feed_forward_length, block_count,
@@ -24,6 +25,8 @@ with max the signed value of largest magnitude, q = min(15, trunc(x / d + 8.5)))
 --vocab-from V.gguf takes every tokenizer.* key from V.gguf instead (e.g. llama.cpp's
 ggml-vocab-phi-3.gguf: Phi-3's SentencePiece vocabulary and first chat template) and pads
 token_embd and output with zero rows up to its token count.
+--drop, --rows (keep the first N rows) and --key (set or add a phi3.* key) break one thing at a
+time, for refusal tests.
 --dequant-out DIR2 writes a copy of DIR whose weights are the GGUF's values decoded back from
 its bytes (dequantize_*: d * q, d * (q - 8)), so hfmodel.py forward on DIR2 is the reference for
 the quantized GGUF.
@@ -168,6 +171,9 @@ def main(argv):
     ap.add_argument("--quant", action="append", default=[], help="TYPE:NAME_SUBSTRING")
     ap.add_argument("--dequant-out", help="copy of the folder with the GGUF's decoded weights")
     ap.add_argument("--vocab-from", help="a GGUF whose tokenizer.* keys to use")
+    ap.add_argument("--drop", action="append", default=[], help="leave tensor NAME out")
+    ap.add_argument("--rows", action="append", default=[], help="NAME:N keeps N rows of NAME")
+    ap.add_argument("--key", action="append", default=[], help="KEY:u32|f32:VALUE")
     a = ap.parse_args(argv)
     cfg, w = hfmodel.load_model(a.model_dir)
     if cfg.get("model_type") != "phi3":
@@ -227,6 +233,12 @@ def main(argv):
             hf_name["blk.%d.%s.weight" % (i, g)] = "model.layers.%d.%s.weight" % (i, h)
     decoded = {}
     infos, blobs, off = [], [], 0
+    for e in a.key:
+        key, typ, val = e.split(":")
+        rec = _kv(key, T_U32 if typ == "u32" else T_F32, int(val) if typ == "u32" else float(val))
+        kv = [r for r in kv if not r.startswith(_str(key))] + [rec]
+    cut = dict((r.split(":")[0], int(r.split(":")[1])) for r in a.rows)
+    tensors = [(n_, arr[:cut[n_]] if n_ in cut else arr) for n_, arr in tensors if n_ not in a.drop]
     for name, arr in tensors:
         arr = np.asarray(arr, dtype=np.float32)
         gtype, raw = GGML_F32, arr.astype("<f4").tobytes()
