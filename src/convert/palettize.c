@@ -7,15 +7,21 @@
  * is a contiguous run of the sorted values between midpoints, found by binary search, and its
  * mean comes from prefix sums. One Lloyd iteration therefore costs O(k log n) after one
  * O(n log n) sort, so we can afford many (up to PAL_ITERS, stopping early when no boundary
- * moves). Lloyd never increases the squared error, and it is run from two starts:
- *   quantile  centroid j = the sorted value at rank (j + 1/2) n / k (follows the density), and
+ * moves). A group with at most k distinct values needs no search: each value is a centroid
+ * (error 0; the unused entries repeat the largest). Otherwise Lloyd is run from two starts:
+ *   quantile  centroid j = the sorted value at rank (j + 1/2) n / k (follows the density), with
+ *             one centroid for each run of equal values longer than n / k (pruned zeros) and
+ *             the others at the quantiles of the remaining values, and
  *   uniform   centroid j = min + j (max - min) / (k - 1), the grid of a uniform asymmetric
  *             N-bit quantizer,
- * keeping the one with the lower error. Starting from the uniform grid guarantees the result is
- * never worse (in f32) than uniform N-bit quantization of the same group. Centroids are then
- * rounded to f16 and sorted, and each weight takes the nearest stored centroid (ties: the lower
- * index). Everything is a pure function of the group's values: the same input gives the same
- * bytes on any thread count. Groups are spread over the pool's threads.
+ * keeping the one with the lower error. Before each update, a cluster left empty gets the value
+ * with the largest error (fill_empty), so no centroid is wasted on nothing; this, like each
+ * Lloyd step, only lowers the squared error, so starting from the uniform grid guarantees the
+ * result is never worse (in f32) than uniform N-bit quantization of the same group. Lloyd can
+ * still stop in a local minimum (it is not the exact optimum). Centroids are then rounded to
+ * f16 and sorted, and each weight takes the nearest stored centroid (ties: the lower index).
+ * Everything is a pure function of the group's values: the same input gives the same bytes on
+ * any thread count. Groups are spread over the pool's threads.
  */
 #include "convert.h"
 #include "kernels/quant.h"
@@ -42,27 +48,81 @@ static int64_t upper(const float *v, int64_t n, double t) {
     return lo;
 }
 
+/* Squared error of cluster [a, b) of sorted v about centroid c, from the prefix sums. */
+static double cluster_sse(const double *s1, const double *s2, int64_t a, int64_t b, double c) {
+    return b > a ? (s2[b] - s2[a]) - 2.0 * c * (s1[b] - s1[a]) + (double)(b - a) * c * c : 0.0;
+}
+
+/* Cluster boundaries of sorted c[k] on sorted v: cluster j = v[end[j-1] .. end[j]), the values
+ * nearer to c[j] than to c[j+1] (a value exactly between goes to the lower centroid). */
+static void assign(const float *v, int64_t n, int k, const double *c, int64_t *end) {
+    for (int j = 0; j < k - 1; j++) end[j] = upper(v, n, 0.5 * (c[j] + c[j + 1]));
+    end[k - 1] = n;
+}
+
+static void sort_centroids(double *c, int k) {
+    for (int j = 1; j < k; j++)
+        for (int i = j; i > 0 && c[i - 1] > c[i]; i--) {
+            double t = c[i];
+            c[i] = c[i - 1];
+            c[i - 1] = t;
+        }
+}
+
+/* Gives empty clusters a value to hold, one at a time: the centroid of the lowest empty cluster
+ * moves onto the value with the largest error (in 1-D the farthest value of a cluster is one of
+ * its two ends; ties: the lowest), then all values are reassigned. That value's error drops to
+ * 0 and no other value moves away from its centroid, so the squared error falls strictly, and a
+ * centroid placed on a value keeps it (only an equal centroid could take it, and a value with a
+ * positive error equals none), so each move fills a cluster for good: at most k moves. Stops
+ * when no cluster is empty or every value equals a centroid (then there is nothing to gain).
+ * Without it an empty cluster keeps its centroid forever (Lloyd's update has no mean to give
+ * it) and the palette has fewer than k useful entries. */
+static void fill_empty(const float *v, int64_t n, int k, double *c, int64_t *end) {
+    for (int moves = 0; moves < k; moves++) {
+        int empty = -1;
+        double worst = 0.0, at = 0.0;
+        int64_t a = 0;
+        for (int j = 0; j < k; j++) {
+            int64_t b = end[j];
+            if (b == a) {
+                if (empty < 0) empty = j;
+            } else {
+                double lo = c[j] - (double)v[a], hi = (double)v[b - 1] - c[j];
+                if (lo * lo > worst) {
+                    worst = lo * lo;
+                    at = v[a];
+                }
+                if (hi * hi > worst) {
+                    worst = hi * hi;
+                    at = v[b - 1];
+                }
+            }
+            a = b;
+        }
+        if (empty < 0 || !(worst > 0.0)) return;
+        c[empty] = at;
+        sort_centroids(c, k);
+        assign(v, n, k, c, end);
+    }
+}
+
 /* Lloyd iterations on sorted v with prefix sums s1, s2 ([n + 1], double); c[k] sorted in and
- * out. Returns the squared error of the final assignment. */
+ * out; empty clusters are refilled (fill_empty) before every update. Returns the squared error
+ * of the final assignment. */
 static double lloyd(const float *v, const double *s1, const double *s2, int64_t n, int k,
                     double *c) {
     int64_t end[PAL_KMAX], prev[PAL_KMAX];
     double sse = 0.0;
     for (int it = 0; it <= PAL_ITERS; it++) {
-        /* cluster j = sorted values in [end[j-1], end[j]): those nearer to c[j] than to c[j+1]
-         * (a value exactly between goes to the lower centroid) */
-        for (int j = 0; j < k - 1; j++) end[j] = upper(v, n, 0.5 * (c[j] + c[j + 1]));
-        end[k - 1] = n;
+        assign(v, n, k, c, end);
+        fill_empty(v, n, k, c, end);
         /* the error of this assignment with the current centroids (before the update) */
         sse = 0.0;
         int64_t a = 0;
         for (int j = 0; j < k; j++) {
-            int64_t b = end[j], m = b - a;
-            if (m > 0) {
-                double sum = s1[b] - s1[a], sq = s2[b] - s2[a];
-                sse += sq - 2.0 * c[j] * sum + (double)m * c[j] * c[j];
-            }
-            a = b;
+            sse += cluster_sse(s1, s2, a, end[j], c[j]);
+            a = end[j];
         }
         if (it == PAL_ITERS || (it > 0 && memcmp(end, prev, (size_t)k * sizeof end[0]) == 0))
             break;
@@ -70,18 +130,44 @@ static double lloyd(const float *v, const double *s1, const double *s2, int64_t 
         a = 0;
         for (int j = 0; j < k; j++) {
             int64_t b = end[j];
-            if (b > a) c[j] = (s1[b] - s1[a]) / (double)(b - a); /* empty: keep the centroid */
+            /* empty only when every value already equals a centroid: keep this one */
+            if (b > a) c[j] = (s1[b] - s1[a]) / (double)(b - a);
             a = b;
         }
-        /* an empty cluster's kept centroid may now be out of order */
-        for (int j = 1; j < k; j++)
-            for (int i = j; i > 0 && c[i - 1] > c[i]; i--) {
-                double t = c[i];
-                c[i] = c[i - 1];
-                c[i - 1] = t;
-            }
+        /* a kept centroid may now be out of order */
+        sort_centroids(c, k);
     }
     return sse < 0.0 ? 0.0 : sse;
+}
+
+/* The density start on sorted v[n] with more than k distinct values: centroid j = the value at
+ * rank (j + 1/2) n / k, except that a run of equal values longer than n / k (pruned weights at
+ * 0, a constant half of a group) gets exactly one centroid, and the other k - R centroids are
+ * spread as quantiles of the values outside those R runs. (Plain quantiles would put several
+ * centroids on such a run, all but one of them with nothing to hold.) Without long runs this is
+ * the plain quantile start. c[k] comes out sorted. */
+static void quantile_start(const float *v, int64_t n, int k, double *c) {
+    int64_t run_a[PAL_KMAX], run_b[PAL_KMAX]; /* the long runs v[run_a..run_b) */
+    int n_runs = 0;
+    int64_t rest = n; /* values outside the long runs */
+    for (int64_t a = 0, b; a < n; a = b) {
+        b = a + 1;
+        while (b < n && v[b] == v[a]) b++;
+        if ((b - a) * k > n && n_runs < k - 1) {
+            run_a[n_runs] = a;
+            run_b[n_runs++] = b;
+            rest -= b - a;
+        }
+    }
+    int m = k - n_runs; /* >= 1, and rest > m: more than k distinct values in all */
+    for (int j = 0; j < m; j++) {
+        /* rank among the values outside the long runs, then its index in v */
+        int64_t r = (int64_t)(((double)j + 0.5) * (double)rest / m);
+        for (int i = 0; i < n_runs && r >= run_a[i]; i++) r += run_b[i] - run_a[i];
+        c[j] = v[r];
+    }
+    for (int i = 0; i < n_runs; i++) c[m + i] = v[run_a[i]];
+    sort_centroids(c, k);
 }
 
 /* Work buffers of one thread for a group of up to n values. */
@@ -103,14 +189,25 @@ bool slate__palettize_group(const float *x, int64_t n, int32_t bits, uint16_t *l
     }
     double lo = sorted[0], hi = sorted[n - 1];
     double cq[PAL_KMAX], cu[PAL_KMAX];
-    for (int j = 0; j < k; j++) {
-        int64_t r = (int64_t)(((double)j + 0.5) * (double)n / k);
-        cq[j] = sorted[r < n ? r : n - 1];
-        cu[j] = lo + (hi - lo) * j / (k - 1);
+    int n_distinct = 1; /* up to k + 1 */
+    cq[0] = sorted[0];
+    for (int64_t i = 1; i < n && n_distinct <= k; i++)
+        if (sorted[i] != sorted[i - 1]) {
+            if (n_distinct < k) cq[n_distinct] = sorted[i];
+            n_distinct++;
+        }
+    const double *c = cq;
+    if (n_distinct <= k) {
+        /* every distinct value is a centroid (the optimum, error 0); the unused entries repeat
+         * the largest value */
+        for (int j = n_distinct; j < k; j++) cq[j] = hi;
+    } else {
+        quantile_start(sorted, n, k, cq);
+        for (int j = 0; j < k; j++) cu[j] = lo + (hi - lo) * j / (k - 1);
+        double eq = lloyd(sorted, s1, s2, n, k, cq);
+        double eu = lloyd(sorted, s1, s2, n, k, cu);
+        if (!(eq < eu)) c = cu;
     }
-    double eq = lloyd(sorted, s1, s2, n, k, cq);
-    double eu = lloyd(sorted, s1, s2, n, k, cu);
-    const double *c = eq < eu ? cq : cu;
     float cf[PAL_KMAX];
     for (int j = 0; j < k; j++) {
         lut[j] = slate__f32_to_f16((float)c[j]);
