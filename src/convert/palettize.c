@@ -30,7 +30,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { PAL_ITERS = 64, PAL_KMAX = 256 };
+/* PAL_ITERS: 1-D Lloyd converges slowly on smooth data; with a cap of 64, 37 of stories260K's
+ * 380 pal4 runs and 1236 of 2592 on random-normal weights (`slate synth`) stopped before
+ * convergence. With 256 none did (mean 65 iterations there); an iteration costs O(k log n). */
+enum { PAL_ITERS = 256, PAL_KMAX = 256 };
 
 static int cmp_float(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
