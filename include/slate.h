@@ -199,8 +199,10 @@ slate_convert_params slate_convert_default_params(void);
  * package, or empty: the source itself or any other file is refused with E_INVALID_ARG and
  * left as it was. A package, a state file, or a lone JSON or safetensors file as src_path is
  * refused with E_INVALID_ARG (a Hugging Face folder is given as the folder).
- * Returns SLATE_OK, E_INVALID_ARG, E_IO, E_FORMAT (lying or corrupt source), E_UNSUPPORTED
- * (unknown architecture or tensor type), E_NOMEM. */
+ * Returns SLATE_OK, E_INVALID_ARG, E_IO, E_FORMAT (lying or corrupt source, including a weight
+ * or a copied GGUF block scale that is not finite), E_UNSUPPORTED (unknown architecture or
+ * tensor type, or a weight its dtype cannot hold: beyond the f16 or bf16 range, or a block
+ * scale or centroid that does not fit f16; the message names the tensor), E_NOMEM. */
 slate_status slate_convert(const char *src_path, const char *out_path,
                            const slate_convert_params *params, slate_error *err);
 

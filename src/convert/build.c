@@ -159,9 +159,32 @@ typedef struct producer {
     slate__pool *pool;            /* quantization threads */
 } producer;
 
+/* A source tensor in a quantized format whose bytes are copied as they are (GGUF Q8_0, Q4_0,
+ * Q4_1): the index of the first block with a scale (or Q4_1 minimum) that is not finite, or -1.
+ * Every value of a block with finite f16 d and m is finite (|d q + m| <= 65504 * 128 * 2). */
+static int64_t first_nonfinite_block(const slate__src_tensor *t, float *bad) {
+    size_t bb = t->type == SLATE__SRC_Q8_0 ? 34 : t->type == SLATE__SRC_Q4_0 ? 18 : 20;
+    int n_f16 = t->type == SLATE__SRC_Q4_1 ? 2 : 1; /* d, then m */
+    for (int64_t b = 0; (uint64_t)b < t->nbytes / bb; b++)
+        for (int i = 0; i < n_f16; i++) {
+            uint16_t h;
+            memcpy(&h, t->data + (size_t)b * bb + 2 * (size_t)i, 2);
+            *bad = slate__f16_to_f32(h);
+            if (!isfinite(*bad)) return b;
+        }
+    return -1;
+}
+
 static slate_status produce(const void *ctx, void *dst, slate_error *err) {
     const producer *p = ctx;
     if (p->copy) {
+        float bad;
+        int64_t b = first_nonfinite_block(p->src, &bad);
+        if (b >= 0)
+            return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': the block of 32 at element "
+                               "[%lld][%lld] has a scale that is not finite (%g)", p->src->name,
+                               (long long)(b * 32 / p->src->dims[1]),
+                               (long long)(b * 32 % p->src->dims[1]), bad);
         memcpy(dst, p->src->data, (size_t)p->src->nbytes);
         return SLATE_OK;
     }
@@ -188,11 +211,22 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
             memcpy((float *)dst + i, buf, (size_t)m * 4);
             break;
         case SLATE_DTYPE_F16:
-            for (int64_t j = 0; j < m; j++) ((uint16_t *)dst)[i + j] = slate__f32_to_f16(buf[j]);
+        case SLATE_DTYPE_BF16: { /* source tensors only: computed ones are f32 */
+            bool f16 = p->dst == SLATE_DTYPE_F16;
+            uint16_t inf = f16 ? 0x7c00 : 0x7f80; /* exponent all ones */
+            for (int64_t j = 0; j < m; j++) {
+                uint16_t h = f16 ? slate__f32_to_f16(buf[j]) : slate__f32_to_bf16(buf[j]);
+                /* a finite value past the largest finite half rounds to infinity */
+                if ((h & inf) == inf)
+                    return slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': element %lld = "
+                                       "%g does not fit %s (largest finite %g); keep the "
+                                       "tensor as f32 (--keep f32:%s)", p->src->name,
+                                       (long long)(i + j), buf[j], slate_dtype_name(p->dst),
+                                       f16 ? 65504.0 : 3.3895314e38, p->src->name);
+                ((uint16_t *)dst)[i + j] = h;
+            }
             break;
-        case SLATE_DTYPE_BF16:
-            for (int64_t j = 0; j < m; j++) ((uint16_t *)dst)[i + j] = slate__f32_to_bf16(buf[j]);
-            break;
+        }
         case SLATE_DTYPE_I32:
         case SLATE_DTYPE_I8:
         case SLATE_DTYPE_Q8_0: /* compressed dtypes returned above */

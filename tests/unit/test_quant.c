@@ -386,6 +386,119 @@ static void convert_policy_defaults_keep_rules_and_f16_fallback(void **st) {
     assert_non_null(strstr(err.message, "48"));
 }
 
+/* ---- values the written dtype cannot hold -------------------------------------------------- */
+
+/* Reads a model file, sets the f32 at byte offset off (or the u16 at off when is_u16), writes
+ * the result to tmp file name and returns its path. */
+static const char *patched_copy(const char *src, const char *name, size_t off, float v,
+                                uint16_t h, bool is_u16) {
+    char *data;
+    size_t len;
+    assert_int_equal(slate__read_file(src, (size_t)1 << 28, &data, &len, NULL), SLATE_OK);
+    assert_true(off + 4 <= len);
+    if (is_u16) memcpy(data + off, &h, 2);
+    else memcpy(data + off, &v, 4);
+    const char *path = tu_tmp(name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    slate__free(data);
+    return path;
+}
+
+/* A finite f32 weight beyond the largest finite f16 (65504; 65520 and up round to infinity) or
+ * bf16 (~3.3895e38) was written as infinity when the matrix was stored in that dtype: asked for
+ * (--dtype fp16/bf16) or as the f16 fallback of a matrix whose rows are not whole blocks
+ * (stories260K's ffn_down under --quantize int8). Refused now, naming the tensor; 65519 (which
+ * rounds to 65504) still converts. */
+static void convert_refuses_weights_beyond_the_f16_or_bf16_range(void **st) {
+    (void)st;
+    char src[4096], tok[4096];
+    snprintf(src, sizeof src, "%s", tu_model_path("stories260K/stories260K.bin"));
+    snprintf(tok, sizeof tok, "%s", tu_model_path("stories260K/tok512.bin"));
+    if (!tu_exists(src) || !tu_exists(tok)) {
+        fprintf(stderr, "[  SKIP    ] stories260K missing\n");
+        skip();
+    }
+    /* llama2.c layout (dim 64, kv_dim 32, hidden 172, 5 layers, vocab 512), after a 28-byte
+     * header: embedding, attention norms, wq, wk, wv, wo, ffn norms, w1, w2 (ffn_down), ... */
+    const size_t wq = 28 + 4 * (512 * 64 + 5 * 64);
+    const size_t w2 = wq + 4 * (5 * 64 * 64 + 2 * 5 * 64 * 32 + 5 * 64 * 64 + 5 * 64 + 5 * 172 * 64);
+    static const struct {
+        int at_w2;
+        float v;
+        slate_dtype dt;
+        const char *msg; /* NULL: converts */
+    } cases[] = {
+        {0, 1e5f, SLATE_DTYPE_F16, "tensor 'blk.0.attn_q.weight': element 0 = 100000 does not fit f16"},
+        {0, 65520.0f, SLATE_DTYPE_F16, "does not fit f16"},
+        {0, -65520.0f, SLATE_DTYPE_F16, "does not fit f16"},
+        {0, 65519.0f, SLATE_DTYPE_F16, NULL},
+        {1, 1e5f, SLATE_DTYPE_Q8_0, "tensor 'blk.0.ffn_down.weight': element 0 = 100000 does not fit f16"},
+        {0, 3.4e38f, SLATE_DTYPE_BF16, "tensor 'blk.0.attn_q.weight': element 0 = 3.4e+38 does not fit bf16"},
+        {0, 3.3e38f, SLATE_DTYPE_BF16, NULL},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *in = patched_copy(src, "big.bin", cases[c].at_w2 ? w2 : wq, cases[c].v, 0,
+                                      false);
+        slate_convert_params cp = slate_convert_default_params();
+        cp.tokenizer_path = tok;
+        cp.dtype = cases[c].dt;
+        slate_error err;
+        memset(&err, 0, sizeof err);
+        slate_status s = slate_convert(in, tu_tmp("big.slate"), &cp, &err);
+        if (!cases[c].msg) {
+            if (s != SLATE_OK) fail_msg("case %zu (%g): %s", c, cases[c].v, err.message);
+            continue;
+        }
+        if (s != SLATE_E_UNSUPPORTED || !strstr(err.message, cases[c].msg))
+            fail_msg("case %zu (%g as %s): expected E_UNSUPPORTED with '%s', got %s: %s", c,
+                     cases[c].v, slate_dtype_name(cases[c].dt), cases[c].msg,
+                     slate_status_name(s), err.message);
+    }
+}
+
+/* GGUF Q8_0 / Q4_0 tensors are copied byte for byte; a block whose f16 scale is infinite or NaN
+ * was copied too (the tensor decodes to inf/NaN). Refused, naming the tensor and the block. */
+static void convert_refuses_copied_gguf_blocks_with_nonfinite_scales(void **st) {
+    (void)st;
+    static const struct {
+        const char *file;
+        size_t block_bytes;
+        uint16_t scale;
+        const char *shown;
+    } cases[] = {{"stories260K/stories260K-q8_0.gguf", 34, 0x7c00, "(inf)"},
+                 {"stories260K/stories260K-q8_0.gguf", 34, 0xfe00, "nan)"},
+                 {"stories260K/stories260K-q4_0.gguf", 18, 0x7e00, "(nan)"},
+                 {"stories260K/stories260K-q4_0.gguf", 18, 0xfc00, "(-inf)"}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char src[4096];
+        snprintf(src, sizeof src, "%s", tu_model_path(cases[c].file));
+        if (!tu_exists(src)) {
+            fprintf(stderr, "[  SKIP    ] %s missing\n", src);
+            continue;
+        }
+        slate__gguf *g = NULL;
+        assert_int_equal(slate__gguf_open(src, &g, NULL), SLATE_OK);
+        const slate__gguf_tensor *t = slate__gguf_find_tensor(g, "blk.0.attn_q.weight");
+        assert_non_null(t);
+        size_t off = (size_t)t->file_offset + 3 * cases[c].block_bytes; /* block 3: [1][32] */
+        slate__gguf_close(g);
+        const char *in = patched_copy(src, "bad_scale.gguf", off, 0, cases[c].scale, true);
+        slate_convert_params cp = slate_convert_default_params();
+        cp.n_ctx = 512;
+        slate_error err;
+        memset(&err, 0, sizeof err);
+        slate_status s = slate_convert(in, tu_tmp("bad_scale.slate"), &cp, &err);
+        if (s != SLATE_E_FORMAT || !strstr(err.message, "tensor 'blk.0.attn_q.weight'") ||
+            !strstr(err.message, "[1][32]") || !strstr(err.message, cases[c].shown))
+            fail_msg("%s, scale 0x%04x: expected E_FORMAT naming the tensor, [1][32] and %s, got "
+                     "%s: %s", cases[c].file, cases[c].scale, cases[c].shown,
+                     slate_status_name(s), err.message);
+    }
+}
+
 /* ---- quantized tiny models ----------------------------------------------------------------- */
 
 /* Logits of an 11-token prompt (all positions: the prefill kernels) and of one more token
@@ -583,6 +696,8 @@ int main(void) {
         cmocka_unit_test(quantizers_refuse_values_whose_scale_overflows_f16),
         cmocka_unit_test(gguf_q8_0_and_q4_0_tensors_import_bit_exact),
         cmocka_unit_test(convert_policy_defaults_keep_rules_and_f16_fallback),
+        cmocka_unit_test(convert_refuses_weights_beyond_the_f16_or_bf16_range),
+        cmocka_unit_test(convert_refuses_copied_gguf_blocks_with_nonfinite_scales),
         cmocka_unit_test(quantized_models_give_logits_close_to_f32),
         cmocka_unit_test(quantized_prefill_then_decode_matches_longer_prefill),
         cmocka_unit_test(malformed_quantized_tensor_entries_are_refused),
