@@ -8,11 +8,26 @@
  * Q4_1: truncation of x / d + 8.5 and (x - m) / d + 0.5), with one difference: x is divided by
  * the scale as stored (rounded to f16), not by the f32 value before rounding, so the stored
  * values meet the round-trip bounds exactly:
- *   Q8_0, Q8_C  |x - deq| <= d / 2
- *   Q4 sym      |x - deq| <= |d| / 2, or <= |d| for the elements clamped at q = 15 (the side
- *               opposite the largest magnitude, as in ggml: the scale maps that one to -8)
- *   Q4 asym     |x - deq| <= d / 2 + |m - min| + 15 |d - d_exact| (f16 rounding of m and d)
- * (each up to float rounding). A scale that does not fit f16 (|x| > 65504 * 127) is refused.
+ *   Q8_C        |x - deq| <= d / 2 (d is f32)
+ *   Q8_0        |x - deq| <= d / 2 + 127 |d - d_exact|
+ *   Q4 sym      |x - deq| <= |d| / 2 + 8 |d - d_exact|, or <= |d| + 8 |d - d_exact| for the
+ *               elements clamped at q = 15 (the side opposite the largest magnitude, as in
+ *               ggml: the scale maps that one to -8)
+ *   Q4 asym     |x - deq| <= d / 2 + |m - min| + 15 |d - d_exact|
+ * (each up to float rounding), with d_exact the f32 scale (max |x| / 127, max / -8,
+ * (max - min) / 15) and d, m the stored f16 values. The d_exact terms are the clamping of the
+ * largest magnitude when d rounded down. For a normal f16 scale (relative rounding <= 2^-11)
+ * they are at most 6% (Q8_0) and 0.4% (Q4 sym) of d, within the d / 2 bound. A subnormal f16
+ * scale (max |x| below ~7.8e-3 for Q8_0, ~4.9e-4 for Q4 sym, max - min below ~9.2e-4 for asym)
+ * is coarse and the error may exceed d / 2 by that term; a scale below 2^-25 rounds to 0 and
+ * the block decodes to 0, to m for asym (max |x| below ~3.8e-6 for Q8_0, ~2.4e-7 for Q4 sym,
+ * max - min below ~4.5e-7 for asym). The excess is at most 127 * 2^-25 ~ 3.8e-6 in absolute
+ * terms. The same rule (ggml's scale rounded to the nearest f16, as ggml stores it) is kept for
+ * every f16-scaled block, also the layouts with no GGUF twin (Q4 blocks of 16, 64, 128), so one
+ * rule describes all of them; rounding d away from zero where it is subnormal would honour
+ * d / 2 there at the cost of a second rule. A scale or minimum that does not fit f16 (max |x|
+ * beyond ~65504 * 127 for Q8_0, * 8 for Q4 sym; for asym |min| beyond ~65504 or max - min
+ * beyond ~65504 * 15) is refused, never stored as infinity.
  */
 #include "convert.h"
 #include "kernels/quant.h"

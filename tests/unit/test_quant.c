@@ -25,12 +25,13 @@ static void *xmalloc(size_t n) {
     return p;
 }
 
-/* x[i] for a block-structured test vector: magnitudes differ per block (1e-3 .. 1e3), one block
- * of zeros, one of equal values, one all positive, one all negative. */
+/* x[i] for a block-structured test vector: magnitudes differ per block (1e-8 .. 1e3: the f16
+ * scales of blocks below ~8e-3 are subnormal, those of blocks below ~4e-6 (q8_0) or ~2e-7 (q4)
+ * round to 0), one block of zeros, one of equal values, one all positive, one all negative. */
 static void fill_blocks(float *x, int64_t n, int32_t block, uint64_t *rng) {
     for (int64_t i = 0; i < n; i++) {
         int64_t b = i / block;
-        float s = powf(10.0f, (float)(b % 7) - 3.0f);
+        float s = powf(10.0f, (float)(b % 12) - 8.0f);
         switch (b % 9) {
         case 4: x[i] = 0.0f; break;
         case 5: x[i] = 0.25f * s; break;
@@ -50,8 +51,8 @@ static float f16v(const uint8_t *p) {
 /* ---- round trips --------------------------------------------------------------------------- */
 
 /* Q8_0: |x - deq| <= d/2 with d the stored f16 scale (when d rounded down, the largest element
- * may clamp at 127; the bound adds 127 |d - d_exact|, which is 0.4% of d for normal f16 and
- * matters only for subnormal scales). Slack 1e-6 relative plus 1e-30: x * (1/d) is rounded
+ * may clamp at 127; the bound adds 127 |d - d_exact|, at most 6% of d for normal f16 scales, so
+ * d/2 holds there; it matters only for subnormal scales, and is all of |x| where d is 0). Slack 1e-6 relative plus 1e-30: x * (1/d) is rounded
  * before roundf; the products d * q are exact in f32 (11-bit d times 8-bit q). */
 static void q8_0_round_trip_is_within_half_a_step(void **st) {
     (void)st;
@@ -78,9 +79,12 @@ static void q8_0_round_trip_is_within_half_a_step(void **st) {
     free(q);
 }
 
-/* Q4 symmetric: |x - deq| <= |d|/2, except for the elements clamped at q = 15 (x / d > 7.5, on
- * the side opposite the block's largest magnitude), where it is <= |d| (plus f16 rounding of d).
- * The largest magnitude itself is exact up to f16 rounding of d (ggml's scale max / -8). */
+/* Q4 symmetric: |x - deq| <= |d|/2 + 8 |d - d_exact|, except for the elements clamped at q = 15
+ * (x / d > 7.5, on the side opposite the block's largest magnitude), where it is <= |d| +
+ * 8 |d - d_exact|. d_exact = max / -8 (ggml's scale) and d its f16 rounding: the term is
+ * 2^-8 |d| or less for normal f16 scales, but where d is subnormal (blocks below ~5e-4) the
+ * largest magnitude clamps at q = 0 by up to 8 |d - d_exact|, and where d rounds to 0 (below
+ * ~2.4e-7) the whole block decodes to 0 (error |x| <= 8 |d_exact|). */
 static void q4_symmetric_round_trip_bounds(void **st) {
     (void)st;
     uint64_t rng = tu_seed() ^ 0x7134ull;
@@ -100,10 +104,10 @@ static void q4_symmetric_round_trip_bounds(void **st) {
             float d = fabsf(f16v(q + (size_t)(i / B) * bb)), amax = 0.0f;
             for (int j = 0; j < B; j++) amax = fmaxf(amax, fabsf(x[i / B * B + j]));
             float r = d > 0 ? x[i] / f16v(q + (size_t)(i / B) * bb) : 0.0f;
-            /* Clamped: |x| is at most the block's largest magnitude 8 d_exact, so
-             * |x - 7 d| <= d + 8 |d_exact - d| (2^-11 relative for normal f16 scales). */
-            float lim = (r > 7.5f ? (d + 8.0f * fabsf(amax / 8.0f - d)) * (1 + 1e-5f)
-                                  : 0.5f * d * (1 + 1e-5f)) + 1e-30f;
+            /* Clamped at 15: |x| is at most the block's largest magnitude 8 d_exact, so
+             * |x - 7 d| <= d + 8 |d_exact - d|. */
+            float lim = ((r > 7.5f ? d : 0.5f * d) + 8.0f * fabsf(amax / 8.0f - d)) * (1 + 1e-5f) +
+                        1e-30f;
             if (!(fabsf(x[i] - y[i]) <= lim))
                 fail_msg("q4 B=%d element %lld: x %.9g deq %.9g d %.9g", B, (long long)i, x[i],
                          y[i], d);
@@ -214,6 +218,35 @@ static void quantizers_refuse_values_whose_scale_overflows_f16(void **st) {
     assert_false(slate__quantize_q4(x, 32, 32, true, q));
     for (int i = 0; i < 128; i++) x[i] = 60000.0f * (float)(i % 3);
     assert_true(slate__quantize_q8_0(x, 32, q)); /* 60000 / 127 fits easily */
+    /* At the edge: a scale of exactly 65504 (the largest finite f16) is kept and decodes the
+     * largest element exactly; 65520 rounds to infinity and is refused. The asymmetric minimum
+     * is an f16 too: -65519 rounds to -65504, -65520 to -inf. */
+    static const struct {
+        float top, bottom; /* x[0], x[1]; the rest 0 */
+        int fmt;           /* 0 q8_0, 1 q4 sym B=32, 2 q4 asym B=32 */
+        bool ok;
+    } edge[] = {{127.0f * 65504.0f, 0, 0, true}, {127.0f * 65520.0f, 0, 0, false},
+                {-8.0f * 65504.0f, 0, 1, true},  {-8.0f * 65520.0f, 0, 1, false},
+                {0, -65519.0f, 2, true},         {0, -65520.0f, 2, false}};
+    for (size_t e = 0; e < sizeof edge / sizeof edge[0]; e++) {
+        memset(x, 0, sizeof x);
+        x[0] = edge[e].top;
+        x[1] = edge[e].bottom;
+        bool ok = edge[e].fmt == 0 ? slate__quantize_q8_0(x, 32, q)
+                                   : slate__quantize_q4(x, 32, 32, edge[e].fmt == 2, q);
+        if (ok != edge[e].ok)
+            fail_msg("edge case %zu (%g, %g): %s, expected %s", e, x[0], x[1],
+                     ok ? "accepted" : "refused", edge[e].ok ? "accepted" : "refused");
+        if (!ok) continue;
+        slate__wmat w;
+        float y[32];
+        slate__wmat_init(&w, q, edge[e].fmt == 0 ? SLATE_DTYPE_Q8_0 : SLATE_DTYPE_Q4, 32,
+                         edge[e].fmt == 2, 1, 32);
+        slate__ref_dequant(&w, 0, 0, 32, y);
+        for (int i = 0; i < 32; i++) assert_true(isfinite(y[i]));
+        if (edge[e].fmt < 2) assert_true(y[0] == x[0]);
+        else assert_true(y[1] == -65504.0f); /* |m - min| = 15: the asym bound's term */
+    }
 }
 
 /* ---- packages ------------------------------------------------------------------------------ */
