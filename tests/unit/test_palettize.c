@@ -1,5 +1,7 @@
 /* test_palettize.c - k-means palettization (dtype PAL) end to end: the group quantizer's error
- * against uniform quantization of the same values and across bit widths, determinism (the same
+ * against uniform quantization of the same values, across bit widths and against the exact
+ * optimum (dynamic programming), no wasted table entries on runs of equal values, exact tables
+ * for groups of few distinct values, Lloyd run to convergence, determinism (the same
  * bytes for the same input on any thread count), the converter's policy and CLI-level checks,
  * a palettized tiny model that opens and gives logits close to its f32 twin, and malformed PAL
  * tensor entries refused with the culprit named. */

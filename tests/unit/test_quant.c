@@ -1,6 +1,8 @@
-/* test_quant.c - compressed weights end to end: the reference quantizers' round-trip bounds, the
- * converter's dtype policy (Q8_0 embedding/head, keep rules, f16 fallback for rows that are not
- * whole blocks), GGUF Q8_0/Q4_0 tensors imported byte for byte, quantized tiny models that open
+/* test_quant.c - compressed weights end to end: the reference quantizers' round-trip bounds
+ * (down to subnormal and zero f16 scales, up to the f16 limit), the converter's dtype policy
+ * (Q8_0 embedding/head, keep rules, f16 fallback for rows that are not whole blocks), values an
+ * f16/bf16 tensor cannot hold and copied GGUF blocks with non-finite scales refused, GGUF
+ * Q8_0/Q4_0 tensors imported byte for byte, quantized tiny models that open
  * and give logits close to their f32 twin (prefill and decode, through exec's activation
  * quantization), and malformed quantized tensor entries refused with the culprit named. */
 #include "testutil.h"
