@@ -25,6 +25,16 @@
 #define MAX_TENSORS (1 << 20)
 #define MAX_OPS (1 << 20)
 #define MAX_WIDTH ((int64_t)1 << 24)
+/* Most bytes a state's scratch (every activation at max_query rows, plus the quantized-x area)
+ * or its caches (every state at n_ctx rows, in the widest cache dtype) may need: 2^48 bytes
+ * (256 TiB) is past any address space slate runs in, and keeps the sums computed from these
+ * sizes later (page rounding, cache + scratch, offsets into the arenas) far from overflow.
+ * Each activation may be 2^50 bytes and there may be 2^20 of them, so without a bound their
+ * sum wrapped past 2^64: a small scratch, and offsets far outside it. */
+#define MAX_ARENA_BYTES ((uint64_t)1 << 48)
+/* Bytes per element of the widest cache a state may choose: i8 with one-element scale groups
+ * (a 4-byte scale and 4 bytes of padded values; src/plan/planner.c, slate__kv_row_bytes). */
+#define KV_MAX_ELEM_BYTES 8
 
 static const char *const g_op_names[SLATE__OP_COUNT] = {
     "embedding", "rms_norm", "matmul", "rope",     "kv_write",  "attention",
@@ -203,7 +213,7 @@ static slate_status load_tensors(const cJSON *meta, uint64_t data_size, slate__p
         p->tokens_input = p->n_tensors - 1;
     }
     if (p->tokens_input < 0) return slate__fail(err, SLATE_E_FORMAT, "input 'tokens' is missing");
-    uint64_t kv_off = 0;
+    uint64_t kv_off = 0, kv_elems = 0;
     cJSON_ArrayForEach(e, states) {
         const char *name = NULL, *dt = NULL;
         int64_t width = 0;
@@ -224,8 +234,16 @@ static slate_status load_tensors(const cJSON *meta, uint64_t data_size, slate__p
         t->dims[1] = width;
         t->offset = kv_off; /* per-position offset; the state scales it by n_ctx */
         kv_off += (uint64_t)width * slate__dtype_size(d);
+        kv_elems += (uint64_t)width; /* at most 2^20 x 2^24 */
         p->states[p->n_states++] = p->n_tensors - 1;
     }
+    if (kv_elems * KV_MAX_ELEM_BYTES > MAX_ARENA_BYTES / (uint64_t)p->n_ctx)
+        return slate__fail(err, SLATE_E_FORMAT, "states: %d caches of %llu elements per position "
+                           "in all need up to %llu bytes per position, more than %llu bytes at "
+                           "n_ctx %d (the most a state may hold)", p->n_states,
+                           (unsigned long long)kv_elems,
+                           (unsigned long long)(kv_elems * KV_MAX_ELEM_BYTES),
+                           (unsigned long long)MAX_ARENA_BYTES, p->n_ctx);
     p->kv_bytes_per_token = (size_t)kv_off;
     uint64_t scratch = 0;
     p->logits = -1;
@@ -249,8 +267,16 @@ static slate_status load_tensors(const cJSON *meta, uint64_t data_size, slate__p
         t->n_dims = 2;
         t->dims[0] = p->max_query;
         t->dims[1] = width;
+        uint64_t bytes = slate__align_up((uint64_t)p->max_query * (uint64_t)width * 4, 64);
+        if (bytes > MAX_ARENA_BYTES - scratch) /* each term is at most 2^50: no overflow */
+            return slate__fail(err, SLATE_E_FORMAT, "activation '%s': %d rows x %lld f32 need "
+                               "%llu bytes after the %llu of the activations before it, more "
+                               "than the %llu bytes a state's scratch may hold", name,
+                               p->max_query, (long long)width, (unsigned long long)bytes,
+                               (unsigned long long)scratch,
+                               (unsigned long long)MAX_ARENA_BYTES);
         t->offset = scratch;
-        scratch += slate__align_up((size_t)p->max_query * (size_t)width * 4, 64);
+        scratch += bytes;
         if (strcmp(name, "logits") == 0) p->logits = p->n_tensors - 1;
     }
     p->scratch_bytes = (size_t)scratch;
@@ -581,8 +607,8 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
  * the model will use) say how many bytes each matmul's x needs; the largest over every matmul
  * and row count up to max_query (a plan never shrinks as rows grow, but the layout may change
  * at small row counts, so the first few are checked too) is reserved once, after the
- * activations. */
-static void plan_xq(slate__program *p) {
+ * activations, within MAX_ARENA_BYTES with them. */
+static slate_status plan_xq(slate__program *p, slate_error *err) {
     const slate__kernels *k = slate__kernels_get();
     size_t most = 0;
     for (int32_t oi = 0; oi < p->n_ops; oi++) {
@@ -598,9 +624,15 @@ static void plan_xq(slate__program *p) {
             if (rows == p->max_query) break;
         }
     }
+    if (most > MAX_ARENA_BYTES - p->scratch_bytes) /* scratch_bytes <= MAX_ARENA_BYTES */
+        return slate__fail(err, SLATE_E_FORMAT, "the quantized matmul inputs need %zu bytes "
+                           "after the %zu of the activations, more than the %llu bytes a "
+                           "state's scratch may hold (max_query %d)", most, p->scratch_bytes,
+                           (unsigned long long)MAX_ARENA_BYTES, p->max_query);
     p->xq_offset = p->scratch_bytes;
     p->xq_bytes = slate__align_up(most, 64);
     p->scratch_bytes += p->xq_bytes;
+    return SLATE_OK;
 }
 
 slate_status slate__program_compile(const cJSON *meta, uint64_t data_size, slate__program *p,
@@ -686,7 +718,7 @@ slate_status slate__program_compile(const cJSON *meta, uint64_t data_size, slate
     slate__free(ready);
     if (s) goto fail;
     for (int32_t i = 0; i < p->n_states; i++) p->tensors[p->states[i]].dims[0] = p->n_ctx;
-    plan_xq(p);
+    if ((s = plan_xq(p, err))) goto fail;
     return SLATE_OK;
 fail:
     slate__program_free(p);

@@ -329,6 +329,53 @@ static void stop_ids_must_be_integer_ids(void **st) {
     expect_meta(j, SLATE_OK, NULL);
 }
 
+/* Puts the entries of META array `key` ("activations" or "states") after 2^14 - 1 pads of 2^50
+ * bytes (2^24 rows x 2^24 f32) and before one pad that brings the sum to exactly 2^64. The
+ * arena sizes then wrapped to (almost) nothing while the real tensors sat at offsets near
+ * 2^64: the first predict wrote far outside the state's memory (SIGSEGV). */
+static cJSON *meta_with_wrapping_pads(const char *key) {
+    cJSON *j = meta_json(), *arr = cJSON_GetObjectItem(j, key), *x;
+    bool kv = strcmp(key, "states") == 0;
+    cJSON *sh = cJSON_GetObjectItem(j, "shapes");
+    cJSON_SetNumberValue(cJSON_GetObjectItem(sh, "n_ctx"), 16777216.0);
+    if (!kv) cJSON_SetNumberValue(cJSON_GetObjectItem(sh, "max_query"), 16777216.0);
+    double real = 0; /* the real entries' bytes per row, in units of 4 */
+    cJSON_ArrayForEach(x, arr) {
+        const cJSON *dt = cJSON_GetObjectItem(x, "dtype");
+        real += cJSON_GetObjectItem(x, "width")->valuedouble *
+                (dt && strcmp(dt->valuestring, "f16") == 0 ? 0.5 : 1.0);
+    }
+    for (int i = 0; i < 1 << 14; i++) {
+        cJSON *e = cJSON_CreateObject();
+        char name[32];
+        snprintf(name, sizeof name, "pad%d", i);
+        cJSON_AddStringToObject(e, "name", name);
+        if (kv) cJSON_AddStringToObject(e, "dtype", "f32");
+        cJSON_AddNumberToObject(e, "width", i == 0 ? 16777216.0 - real : 16777216.0);
+        if (i == 0) cJSON_AddItemToArray(arr, e);
+        else cJSON_InsertItemInArray(arr, 0, e);
+    }
+    return j;
+}
+
+static void arenas_past_2_to_the_48_bytes_are_refused(void **st) {
+    (void)st;
+    expect_meta(meta_with_wrapping_pads("activations"), SLATE_E_FORMAT,
+                "more than the 281474976710656 bytes a state's scratch may hold");
+    expect_meta(meta_with_wrapping_pads("states"), SLATE_E_FORMAT,
+                "more than 281474976710656 bytes at n_ctx 16777216");
+    /* One activation of 2^50 bytes is refused by name. */
+    cJSON *j = meta_json();
+    cJSON *sh = cJSON_GetObjectItem(j, "shapes");
+    cJSON_SetNumberValue(cJSON_GetObjectItem(sh, "n_ctx"), 16777216.0);
+    cJSON_SetNumberValue(cJSON_GetObjectItem(sh, "max_query"), 16777216.0);
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "name", "huge");
+    cJSON_AddNumberToObject(e, "width", 16777216.0);
+    cJSON_AddItemToArray(cJSON_GetObjectItem(j, "activations"), e);
+    expect_meta(j, SLATE_E_FORMAT, "activation 'huge': 16777216 rows x 16777216 f32");
+}
+
 static void open_fails_cleanly_under_allocation_faults(void **st) {
     (void)st;
     long long live = slate__alloc_live_bytes();
@@ -368,6 +415,7 @@ int main(void) {
         cmocka_unit_test(rope_wider_than_the_largest_head_is_refused),
         cmocka_unit_test(info_and_plan_read_n_layers_alike),
         cmocka_unit_test(stop_ids_must_be_integer_ids),
+        cmocka_unit_test(arenas_past_2_to_the_48_bytes_are_refused),
         cmocka_unit_test(open_fails_cleanly_under_allocation_faults),
         cmocka_unit_test(missing_file_is_an_io_error),
     };
