@@ -371,7 +371,8 @@ slate_model_params slate_model_default_params(void);
 
 /* Opens a package: validates the whole file (header, checksums, tensor table, program, states,
  * tokenizer), binds weights, and plans memory for the largest allowed shapes.
- * params: NULL for defaults. Returns OK, E_INVALID_ARG, E_IO, E_FORMAT, E_UNSUPPORTED, E_NOMEM,
+ * params: NULL for defaults. Returns OK, E_INVALID_ARG, E_IO, E_FORMAT, E_UNSUPPORTED (also
+ * when SLATE_KERNELS asks for a kernel set this CPU cannot run: slate_kernels_name), E_NOMEM,
  * E_BUDGET. *out is NULL on failure. */
 slate_status slate_model_open(const char *path, const slate_model_params *params,
                               slate_model **out, slate_error *err);
@@ -1141,8 +1142,10 @@ slate_status slate_state_get_memory(slate_state *state, slate_state_memory *mem)
 
 /* Name of the kernel set picked for this CPU ("ref", "avx2", "avx2_vnni", "avx512",
  * "avx512_vnni", "neon" or "neon_dotprod"). Set SLATE_KERNELS to one of them in the
- * environment before the first open to force it (a set the CPU lacks keeps the best
- * available); "ref" forces the scalar reference path. */
+ * environment before the first open to force it; "ref" forces the scalar reference path. Any
+ * other non-empty value, or a set this CPU (or this build) lacks, makes every
+ * slate_model_open fail with SLATE_E_UNSUPPORTED naming the sets this CPU runs (it is never
+ * replaced by another set without a word). */
 const char *slate_kernels_name(void);
 
 /* Per-op profile of a state: one record per op of the program, summed over the predict calls

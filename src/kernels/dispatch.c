@@ -3,11 +3,13 @@
  * compiler's builtins on x86-64; on AArch64 NEON is part of the base architecture, so "neon" is
  * always there, and "neon_dotprod" where the kernel reports the dot product instructions in
  * AT_HWCAP). SLATE_KERNELS=ref|avx2|avx2_vnni|avx512|avx512_vnni|neon|neon_dotprod forces a
- * path; asking for one the CPU lacks keeps the best available one, and slate_kernels_name()
- * says which.
- * The tables are filled once under pthread_once and never change afterwards.
+ * path. A name that is no set, or a set this CPU (or this build) lacks, is refused: opening a
+ * model fails with SLATE_E_UNSUPPORTED naming the sets there are (slate__kernels_check), rather
+ * than running another table than the one asked for without a word. An empty value is unset.
+ * The tables (and that verdict) are filled once under pthread_once and never change afterwards.
  */
 #include "kernels.h"
+#include "core/core.h"
 
 #include <pthread.h>
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -23,6 +25,7 @@ static slate__kernels g_ref, g_avx2, g_avx2_vnni, g_avx512, g_avx512_vnni, g_neo
 static bool g_has_avx2, g_has_avx2_vnni, g_has_avx512, g_has_avx512_vnni, g_has_neon,
     g_has_neon_dotprod;
 static const slate__kernels *g_best;
+static char g_force_error[320]; /* why SLATE_KERNELS is refused; empty when it is not */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -121,16 +124,45 @@ static void init(void) {
 #endif
 #endif
     const char *force = getenv("SLATE_KERNELS");
-    if (force) {
-        if (strcmp(force, "ref") == 0) g_best = &g_ref;
-        else if (strcmp(force, "avx2") == 0 && g_has_avx2) g_best = &g_avx2;
-        else if (strcmp(force, "avx2_vnni") == 0 && g_has_avx2_vnni) g_best = &g_avx2_vnni;
-        else if (strcmp(force, "avx512") == 0 && g_has_avx512) g_best = &g_avx512;
-        else if (strcmp(force, "avx512_vnni") == 0 && g_has_avx512_vnni) g_best = &g_avx512_vnni;
-        else if (strcmp(force, "neon") == 0 && g_has_neon) g_best = &g_neon;
-        else if (strcmp(force, "neon_dotprod") == 0 && g_has_neon_dotprod)
-            g_best = &g_neon_dotprod;
+    if (force && force[0]) {
+        const struct { const char *name; bool has; const slate__kernels *k; } sets[] = {
+            {"ref", true, &g_ref},
+            {"avx2", g_has_avx2, &g_avx2},
+            {"avx2_vnni", g_has_avx2_vnni, &g_avx2_vnni},
+            {"avx512", g_has_avx512, &g_avx512},
+            {"avx512_vnni", g_has_avx512_vnni, &g_avx512_vnni},
+            {"neon", g_has_neon, &g_neon},
+            {"neon_dotprod", g_has_neon_dotprod, &g_neon_dotprod},
+        };
+        enum { N_SETS = sizeof sets / sizeof sets[0] };
+        char have[160] = "", all[160] = "";
+        size_t nh = 0, na = 0;
+        int found = -1;
+        for (int i = 0; i < N_SETS; i++) {
+            if (strcmp(force, sets[i].name) == 0) found = i;
+            na += (size_t)snprintf(all + na, sizeof all - na, "%s%s", i ? ", " : "",
+                                   sets[i].name);
+            if (sets[i].has)
+                nh += (size_t)snprintf(have + nh, sizeof have - nh, "%s%s", nh ? ", " : "",
+                                       sets[i].name);
+        }
+        if (found >= 0 && sets[found].has)
+            g_best = sets[found].k;
+        else if (found < 0)
+            snprintf(g_force_error, sizeof g_force_error, "SLATE_KERNELS='%.40s' is not a kernel "
+                     "set (%s); this CPU runs %s (unset it for the fastest, %s)", force, all,
+                     have, g_best->name);
+        else
+            snprintf(g_force_error, sizeof g_force_error, "SLATE_KERNELS=%s: this CPU (or this "
+                     "build) has no %s kernels; it runs %s (unset it for the fastest, %s)",
+                     force, force, have, g_best->name);
     }
+}
+
+slate_status slate__kernels_check(slate_error *err) {
+    pthread_once(&g_once, init);
+    if (g_force_error[0]) return slate__fail(err, SLATE_E_UNSUPPORTED, "%s", g_force_error);
+    return SLATE_OK;
 }
 
 const slate__kernels *slate__kernels_get(void) {

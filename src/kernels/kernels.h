@@ -3,7 +3,7 @@
  * specification and the fallback on any CPU); ISA variants in kernels/<isa>/ share the
  * signatures and are picked once, at first use, from the CPU's features. SLATE_KERNELS=ref
  * (or avx2, avx2_vnni, avx512, avx512_vnni on x86-64; neon, neon_dotprod on AArch64) in the
- * environment forces a path.
+ * environment forces a path; any other value, or a set the CPU lacks, is refused at open.
  *
  * Kernels are pure: pointers, dims and strides in, results out; no allocation, I/O or globals.
  * Parallel callers split work by giving each call a range (output columns, heads).
@@ -95,8 +95,12 @@ typedef struct slate__kernels {
                  int64_t head_dim, int64_t rope_dim, bool half);
 } slate__kernels;
 
-/* The table for this CPU (detected once, thread-safe). */
+/* The table for this CPU (detected once, thread-safe), or the one SLATE_KERNELS names. */
 const slate__kernels *slate__kernels_get(void);
+/* E_UNSUPPORTED, naming the sets this CPU runs, when SLATE_KERNELS names no set or one this CPU
+ * or build lacks (slate__kernels_get then returns the fastest table, which must not be used in
+ * its place); OK otherwise. slate_model_open calls it first. */
+slate_status slate__kernels_check(slate_error *err);
 /* Tables by name for tests: "ref", "avx2", "avx2_vnni", "avx512", "avx512_vnni", "neon",
  * "neon_dotprod"; NULL if not built or not supported by this CPU. */
 const slate__kernels *slate__kernels_by_name(const char *name);

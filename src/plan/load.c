@@ -74,6 +74,8 @@ static slate_status open_pkg(slate__pkg *pkg, const char *path, const slate_mode
                              slate_model **out, slate_error *err) {
     slate_model_params dp = slate_model_default_params();
     if (!params) params = &dp;
+    slate_status ks = slate__kernels_check(err); /* SLATE_KERNELS names a set this CPU runs */
+    if (ks) return ks;
     if (params->n_threads < 0 || params->n_threads > 1024)
         return slate__fail(err, SLATE_E_INVALID_ARG, "n_threads %d outside 0..1024",
                            params->n_threads);

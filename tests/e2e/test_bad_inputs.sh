@@ -26,6 +26,24 @@ for c in "1,2,|element 3 ('') is empty" "1,,2|element 2 ('') is empty" \
 done
 expect_fail "prompt past the context" SLATE_E_CONTEXT_FULL "does not fit" \
   "$SLATE" run "$WORK/ok.slate" -p "$(head -c 200 /dev/zero | tr '\0' 'a')" -n 1
+# SLATE_KERNELS: a name that is no kernel set, or a set this CPU lacks, is refused with the
+# sets there are (before: the fastest table ran instead without a word, so a typo or a CI run
+# "on avx512" on a CPU without it tested something else). Empty is unset; ref always runs.
+expect_fail "SLATE_KERNELS naming no set" SLATE_E_UNSUPPORTED \
+  "SLATE_KERNELS='avx-2' is not a kernel set (ref, avx2, avx2_vnni, avx512, avx512_vnni, neon, neon_dotprod); this CPU runs ref" \
+  env SLATE_KERNELS=avx-2 "$SLATE" run "$WORK/ok.slate" --ids 1,2 -n 1
+case $(uname -m) in
+  x86_64) lacking=neon ;;
+  *) lacking=avx2 ;;
+esac
+expect_fail "SLATE_KERNELS=$lacking on $(uname -m)" SLATE_E_UNSUPPORTED \
+  "SLATE_KERNELS=$lacking: this CPU (or this build) has no $lacking kernels; it runs ref" \
+  env SLATE_KERNELS=$lacking "$SLATE" run "$WORK/ok.slate" --ids 1,2 -n 1
+out=$(SLATE_KERNELS=ref "$SLATE" run "$WORK/ok.slate" --ids 1,2 -n 1 2>&1 >/dev/null || true)
+check "SLATE_KERNELS=ref runs the reference" grep -q "kernels ref," <<<"$out"
+check "an empty SLATE_KERNELS is unset" env SLATE_KERNELS= "$SLATE" run "$WORK/ok.slate" \
+  --ids 1,2 -n 1
+
 size=$(stat -c %s "$WORK/ok.slate")
 head -c $((size - 100)) "$WORK/ok.slate" >"$WORK/trunc.slate"
 expect_fail "truncated package" SLATE_E_FORMAT "truncated" "$SLATE" info "$WORK/trunc.slate"
