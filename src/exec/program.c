@@ -20,6 +20,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_TENSORS (1 << 20)
@@ -85,12 +86,11 @@ static slate_status get_str(const cJSON *obj, const char *key, const char **out,
     return SLATE_OK;
 }
 
+/* Names are checked for duplicates once all are in (check_names): a scan per name made opening
+ * a package with 10^5 tensors take minutes. */
 static slate_status add_tensor(slate__program *p, int32_t cap, const char *name,
                                slate__tkind kind, slate_error *err) {
     if (p->n_tensors >= cap) return SLATE__INTERNAL(err, "tensor table overflow");
-    for (int32_t i = 0; i < p->n_tensors; i++)
-        if (strcmp(p->tensors[i].name, name) == 0)
-            return slate__fail(err, SLATE_E_FORMAT, "tensor name '%s' is declared twice", name);
     slate__tensor *t = &p->tensors[p->n_tensors];
     memset(t, 0, sizeof *t);
     t->name = slate__strdup(name);
@@ -98,6 +98,48 @@ static slate_status add_tensor(slate__program *p, int32_t cap, const char *name,
     t->kind = kind;
     p->n_tensors++;
     return SLATE_OK;
+}
+
+/* A tensor name and its index, sorted by name for duplicate checks and look-ups. */
+typedef struct name_ref {
+    const char *name;
+    int32_t index;
+} name_ref;
+
+static int cmp_name_ref(const void *a, const void *b) {
+    const name_ref *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Sorts every tensor name into *out (n_tensors entries, slate__free it) and refuses a name
+ * declared twice. O(n log n) even for a crafted table. */
+static slate_status check_names(const slate__program *p, name_ref **out, slate_error *err) {
+    *out = NULL;
+    name_ref *v = slate__malloc((size_t)(p->n_tensors ? p->n_tensors : 1) * sizeof *v);
+    if (!v) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
+    for (int32_t i = 0; i < p->n_tensors; i++) v[i] = (name_ref){p->tensors[i].name, i};
+    qsort(v, (size_t)p->n_tensors, sizeof *v, cmp_name_ref);
+    for (int32_t i = 1; i < p->n_tensors; i++)
+        if (strcmp(v[i - 1].name, v[i].name) == 0) {
+            slate__free(v);
+            return slate__fail(err, SLATE_E_FORMAT, "tensor name '%s' is declared twice",
+                               p->tensors[v[i].index].name);
+        }
+    *out = v;
+    return SLATE_OK;
+}
+
+static int32_t find_sorted(const name_ref *v, int32_t n, const char *name) {
+    int32_t lo = 0, hi = n; /* [lo, hi) */
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(v[mid].name, name);
+        if (c == 0) return v[mid].index;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return -1;
 }
 
 /* pal: "bits" (2, 3, 4, 6 or 8) and "group" (output rows per table, 1..4096), both required,
@@ -175,6 +217,18 @@ static slate_status get_layout(const cJSON *e, const char *name, slate_dtype d, 
         *asym = cJSON_IsTrue(a);
     }
     return SLATE_OK;
+}
+
+/* A weight's offset in DATA and its index, sorted by offset for the overlap check. */
+typedef struct off_ref {
+    uint64_t offset;
+    int32_t index;
+} off_ref;
+
+static int cmp_off_ref(const void *a, const void *b) {
+    const off_ref *x = a, *y = b;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
 }
 
 static slate_status load_tensors(const cJSON *meta, uint64_t data_size, slate__program *p,
@@ -360,17 +414,31 @@ static slate_status load_tensors(const cJSON *meta, uint64_t data_size, slate__p
         wbytes += (uint64_t)size;
     }
     p->weights_bytes = (size_t)wbytes;
-    /* Overlapping weights would let one tensor alias another: refuse (sort-free O(n^2) is too
-     * slow for big tables, so compare each against the previous in offset order). */
-    int32_t first_w = p->n_tensors - cJSON_GetArraySize(weights);
+    /* Overlapping weights would let one tensor alias another: refuse. Sorted by offset, any
+     * overlap shows between a tensor and the one reaching furthest before it (a window of
+     * neighbours in declaration order missed tensors declared far apart). */
+    int32_t first_w = p->n_tensors - cJSON_GetArraySize(weights), n_w = p->n_tensors - first_w;
+    off_ref *by_off = slate__malloc((size_t)(n_w ? n_w : 1) * sizeof *by_off);
+    if (!by_off) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
+    int32_t n_nz = 0; /* empty tensors overlap nothing */
     for (int32_t i = first_w; i < p->n_tensors; i++)
-        for (int32_t j = i + 1; j < p->n_tensors && j < i + 4096; j++) {
-            const slate__tensor *a = &p->tensors[i], *b = &p->tensors[j];
-            if (a->nbytes && b->nbytes && a->offset < b->offset + b->nbytes &&
-                b->offset < a->offset + a->nbytes)
-                return slate__fail(err, SLATE_E_FORMAT, "tensors '%s' and '%s' overlap in DATA",
-                                   a->name, b->name);
+        if (p->tensors[i].nbytes) by_off[n_nz++] = (off_ref){p->tensors[i].offset, i};
+    qsort(by_off, (size_t)n_nz, sizeof *by_off, cmp_off_ref);
+    int32_t reach = -1; /* the tensor ending furthest among those before */
+    for (int32_t k = 0; k < n_nz; k++) {
+        const slate__tensor *b = &p->tensors[by_off[k].index];
+        if (reach >= 0) {
+            const slate__tensor *a = &p->tensors[reach];
+            if (b->offset < a->offset + a->nbytes) {
+                slate_status st = slate__fail(err, SLATE_E_FORMAT, "tensors '%s' and '%s' "
+                                              "overlap in DATA", a->name, b->name);
+                slate__free(by_off);
+                return st;
+            }
         }
+        reach = by_off[k].index; /* no overlap: b ends after every tensor before it */
+    }
+    slate__free(by_off);
     return SLATE_OK;
 }
 
@@ -651,7 +719,9 @@ slate_status slate__program_compile(const cJSON *meta, uint64_t data_size, slate
     p->n_ctx = (int32_t)n_ctx;
     p->max_query = (int32_t)max_query;
     p->n_vocab = (int32_t)n_vocab;
-    if ((s = load_tensors(meta, data_size, p, err))) goto fail;
+    name_ref *names = NULL;
+    if ((s = load_tensors(meta, data_size, p, err)) || (s = check_names(p, &names, err)))
+        goto fail;
 
     const cJSON *prog = cJSON_GetObjectItemCaseSensitive(meta, "program");
     if (!cJSON_IsArray(prog) || cJSON_GetArraySize(prog) < 1 || cJSON_GetArraySize(prog) > MAX_OPS) {
@@ -690,7 +760,7 @@ slate_status slate__program_compile(const cJSON *meta, uint64_t data_size, slate
         }
         const cJSON *x;
         cJSON_ArrayForEach(x, ins) {
-            int32_t idx = cJSON_IsString(x) ? slate__program_find(p, x->valuestring) : -1;
+            int32_t idx = cJSON_IsString(x) ? find_sorted(names, p->n_tensors, x->valuestring) : -1;
             if (idx < 0) {
                 s = opfail(&c, "input '%s' is not a declared tensor",
                            cJSON_IsString(x) ? x->valuestring : "(not a string)", 0, 0);
@@ -702,7 +772,7 @@ slate_status slate__program_compile(const cJSON *meta, uint64_t data_size, slate
         const cJSON *out = cJSON_GetObjectItemCaseSensitive(j, "out");
         op->out = -1;
         if (out) {
-            op->out = cJSON_IsString(out) ? slate__program_find(p, out->valuestring) : -1;
+            op->out = cJSON_IsString(out) ? find_sorted(names, p->n_tensors, out->valuestring) : -1;
             if (op->out < 0) {
                 s = opfail(&c, "output '%s' is not a declared tensor",
                            cJSON_IsString(out) ? out->valuestring : "(not a string)", 0, 0);
@@ -716,11 +786,14 @@ slate_status slate__program_compile(const cJSON *meta, uint64_t data_size, slate
     if (!s && !ready[p->logits])
         s = slate__fail(err, SLATE_E_FORMAT, "no op writes 'logits'");
     slate__free(ready);
+    slate__free(names);
+    names = NULL;
     if (s) goto fail;
     for (int32_t i = 0; i < p->n_states; i++) p->tensors[p->states[i]].dims[0] = p->n_ctx;
     if ((s = plan_xq(p, err))) goto fail;
     return SLATE_OK;
 fail:
+    slate__free(names);
     slate__program_free(p);
     return s;
 }

@@ -41,51 +41,61 @@ size_t slate__kv_row_bytes(slate_dtype dtype, int64_t width, int32_t group) {
     }
 }
 
-/* Per state tensor: the head_dim of the attention op that reads it (the int8 scale group). */
-static void find_groups(const slate__program *p, int32_t *group) {
-    for (int32_t i = 0; i < p->n_states; i++) group[i] = 0;
+/* Union-find root of state i (path halving). */
+static int32_t uf_root(int32_t *parent, int32_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+}
+
+/* Per state tensor: the head_dim of the attention op that reads it (the int8 scale group).
+ * slot: state tensor index -> state index (as model->state_slot); parent: scratch of n_states.
+ * About linear in
+ * ops and states: a crafted program of 10^4 attention ops once took hours here (a scan of the
+ * states per operand, repeated until nothing changed). */
+static void find_groups(const slate__program *p, const int32_t *slot, int32_t *group,
+                        int32_t *parent) {
+    for (int32_t i = 0; i < p->n_states; i++) {
+        group[i] = 0;
+        parent[i] = i;
+    }
     for (int32_t oi = 0; oi < p->n_ops; oi++) {
         const slate__op *op = &p->ops[oi];
         if (op->kind != SLATE__OP_ATTENTION) continue;
-        for (int k = 1; k <= 2; k++)
-            for (int32_t i = 0; i < p->n_states; i++)
-                if (p->states[i] == op->in[k]) {
-                    /* Two attentions reading one cache with different head sizes: no single
-                     * grouping serves both, so int8 is unsupported for it (-1). */
-                    if (group[i] == 0) group[i] = op->head_dim;
-                    else if (group[i] != op->head_dim) group[i] = -1;
-                }
+        for (int k = 1; k <= 2; k++) {
+            int32_t i = slot[op->in[k]]; /* the compiler checked both are states */
+            /* Two attentions reading one cache with different head sizes: no single grouping
+             * serves both, so int8 is unsupported for it (-1). */
+            if (group[i] == 0) group[i] = op->head_dim;
+            else if (group[i] != op->head_dim) group[i] = -1;
+        }
+        int32_t rk = uf_root(parent, slot[op->in[1]]), rv = uf_root(parent, slot[op->in[2]]);
+        if (rk != rv) parent[rk] = rv;
     }
     /* An attention's K and V must share one layout (its kernel takes one row stride; the cache
      * is stored head-major by group, src/state/kvmem.c): where their groups differ, neither
-     * is grouped. Repeated until nothing changes, as a tensor may serve several attentions. */
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (int32_t oi = 0; oi < p->n_ops; oi++) {
-            const slate__op *op = &p->ops[oi];
-            if (op->kind != SLATE__OP_ATTENTION) continue;
-            int32_t ik = -1, iv = -1;
-            for (int32_t i = 0; i < p->n_states; i++) {
-                if (p->states[i] == op->in[1]) ik = i;
-                if (p->states[i] == op->in[2]) iv = i;
-            }
-            if (ik >= 0 && iv >= 0 && group[ik] != group[iv]) {
-                group[ik] = group[iv] = -1;
-                changed = true;
-            }
-        }
+     * is grouped, and that spreads along every chain of caches read together as K and V. So
+     * within each set of caches joined that way, one group for all or -1 for all: the root
+     * turns -1 when a member differs from it, then every member takes the root's verdict. */
+    for (int32_t i = 0; i < p->n_states; i++) {
+        int32_t r = uf_root(parent, i);
+        if (r != i && group[i] != group[r]) group[r] = -1;
     }
+    for (int32_t i = 0; i < p->n_states; i++) group[i] = group[uf_root(parent, i)];
 }
 
 slate_status slate__plan_bind_states(slate_model *m, slate_error *err) {
     const slate__program *p = &m->prog;
     m->state_slot = slate__malloc((size_t)(p->n_tensors ? p->n_tensors : 1) * sizeof(int32_t));
     m->state_group = slate__malloc((size_t)(p->n_states ? p->n_states : 1) * sizeof(int32_t));
-    if (!m->state_slot || !m->state_group)
+    int32_t *parent = slate__malloc((size_t)(p->n_states ? p->n_states : 1) * sizeof(int32_t));
+    if (!m->state_slot || !m->state_group || !parent) {
+        slate__free(parent);
         return slate__fail(err, SLATE_E_NOMEM, "out of memory");
+    }
     for (int32_t i = 0; i < p->n_tensors; i++) m->state_slot[i] = -1;
     for (int32_t i = 0; i < p->n_states; i++) m->state_slot[p->states[i]] = i;
-    find_groups(p, m->state_group);
+    find_groups(p, m->state_slot, m->state_group, parent);
+    slate__free(parent);
     return SLATE_OK;
 }
 
@@ -305,14 +315,19 @@ slate_status slate_plan_file(const char *path, const slate_plan_params *params, 
     }
     slate__hparams hp;
     slate__plan_read_hparams(pkg.json, &hp);
-    int32_t *group = slate__malloc((size_t)(prog.n_states ? prog.n_states : 1) * sizeof *group);
-    if (!group) {
+    size_t ns = (size_t)(prog.n_states ? prog.n_states : 1);
+    int32_t *group = slate__malloc(ns * sizeof *group), *parent = slate__malloc(ns * sizeof *parent);
+    int32_t *slot = slate__malloc((size_t)(prog.n_tensors ? prog.n_tensors : 1) * sizeof *slot);
+    if (!group || !parent || !slot) {
         s = slate__fail(err, SLATE_E_NOMEM, "out of memory");
     } else {
-        find_groups(&prog, group);
+        for (int32_t i = 0; i < prog.n_states; i++) slot[prog.states[i]] = i;
+        find_groups(&prog, slot, group, parent);
         s = slate__plan(&prog, &hp, group, params && params->use_mmap, params, 0, plan, err);
     }
     slate__free(group);
+    slate__free(parent);
+    slate__free(slot);
     slate__program_free(&prog);
     slate__pkg_close(&pkg);
     return s;

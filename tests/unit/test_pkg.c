@@ -16,6 +16,7 @@
 
 static uint8_t *g_pkg;
 static size_t g_len;
+static uint8_t *g_open_bytes; /* the bytes of the model open_meta opened */
 
 
 static int setup(void **st) {
@@ -376,6 +377,164 @@ static void arenas_past_2_to_the_48_bytes_are_refused(void **st) {
     expect_meta(j, SLATE_E_FORMAT, "activation 'huge': 16777216 rows x 16777216 f32");
 }
 
+/* Opens a rebuilt META (which must open) and returns the model; the caller closes it. */
+static slate_model *open_meta(cJSON *j) {
+    char *text = cJSON_PrintUnformatted(j);
+    size_t len;
+    uint8_t *b = rebuild(text, &len);
+    cJSON_free(text);
+    cJSON_Delete(j);
+    slate_model *m = NULL;
+    slate_error e;
+    memset(&e, 0, sizeof e);
+    if (slate__model_open_mem(b, len, NULL, &m, &e) != SLATE_OK) fail_msg("open: %s", e.message);
+    g_open_bytes = b; /* the model reads its weights from b: freed after it is closed */
+    return m;
+}
+
+/* `n` attention ops chained through n + 1 extra caches (op i reads c<i> as K, c<i+1> as V),
+ * after the first real attention; with `clash` the last one reads its K with another head size
+ * (head_dim 16 over 1 kv head instead of 8 over 2: the same widths), so no cache of the chain
+ * can take int8's per-head scales. The ops come in chain order, which made the fixed-point
+ * pass that spread that verdict go once per link: n passes over n ops x n caches. */
+static cJSON *meta_with_attention_chain(int n, bool clash) {
+    cJSON *j = meta_json(), *states = cJSON_GetObjectItem(j, "states"), *x;
+    cJSON *prog = cJSON_GetObjectItem(j, "program"), *np = cJSON_CreateArray();
+    for (int i = 0; i <= n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        char name[32];
+        snprintf(name, sizeof name, "c%d", i);
+        cJSON_AddStringToObject(e, "name", name);
+        cJSON_AddStringToObject(e, "dtype", "f16");
+        cJSON_AddNumberToObject(e, "width", 16);
+        cJSON_AddItemToArray(states, e);
+    }
+    bool done = false;
+    cJSON_ArrayForEach(x, prog) {
+        cJSON_AddItemToArray(np, cJSON_Duplicate(x, 1));
+        if (done || strcmp(cJSON_GetObjectItem(x, "op")->valuestring, "attention") != 0) continue;
+        done = true;
+        assert_int_equal(cJSON_GetObjectItem(x, "head_dim")->valueint, 8);
+        assert_int_equal(cJSON_GetObjectItem(x, "n_kv_heads")->valueint, 2);
+        for (int i = 0; i < n; i++) {
+            cJSON *op = cJSON_Duplicate(x, 1), *in = cJSON_GetObjectItem(op, "in");
+            char k[32], v[32];
+            snprintf(k, sizeof k, "c%d", i);
+            snprintf(v, sizeof v, "c%d", i + 1);
+            cJSON_ReplaceItemInArray(in, 1, cJSON_CreateString(k));
+            cJSON_ReplaceItemInArray(in, 2, cJSON_CreateString(v));
+            if (clash && i == n - 1) {
+                cJSON_SetNumberValue(cJSON_GetObjectItem(op, "head_dim"), 16.0);
+                cJSON_SetNumberValue(cJSON_GetObjectItem(op, "n_kv_heads"), 1.0);
+                cJSON_SetNumberValue(cJSON_GetObjectItem(op, "n_heads"),
+                                     cJSON_GetObjectItem(op, "n_heads")->valuedouble / 2);
+            }
+            cJSON_AddItemToArray(np, op);
+        }
+    }
+    cJSON_ReplaceItemInObject(j, "program", np);
+    return j;
+}
+
+static slate_status i8_state(slate_model *m, slate_error *e) {
+    slate_state_params sp = slate_state_default_params();
+    sp.kv_dtype_set = true;
+    sp.kv_dtype = SLATE_DTYPE_I8;
+    slate_state *s = NULL;
+    slate_status st = slate_state_create(m, &sp, &s, e);
+    slate_state_free(s);
+    return st;
+}
+
+/* A long chain of caches read together as K and V opens in time linear in its length, and
+ * keeps the int8 rule: one head size along the whole chain or no int8 for any of it. The
+ * bound is generous (the fixed work is ~10 ms here, more under sanitizers); before, 3000 links
+ * took ~3000 x 3000 x 6000 steps: minutes. */
+static void long_attention_chains_open_fast_and_keep_the_int8_rule(void **st) {
+    (void)st;
+    slate_error e;
+    for (int clash = 1; clash >= 0; clash--) { /* the clash first: it took the longest */
+        double t0 = slate__now_ms();
+        slate_model *m = open_meta(meta_with_attention_chain(3000, clash));
+        double ms = slate__now_ms() - t0;
+        if (ms > 20000) fail_msg("opening a 3000-link chain took %.0f ms", ms);
+        memset(&e, 0, sizeof e);
+        slate_status s = i8_state(m, &e);
+        if (clash) {
+            assert_int_equal(s, SLATE_E_UNSUPPORTED);
+            assert_non_null(strstr(e.message, "kv_dtype i8 needs"));
+        } else {
+            assert_int_equal(s, SLATE_OK);
+        }
+        assert_int_equal(slate_model_close(m), SLATE_OK);
+        free(g_open_bytes);
+        g_open_bytes = NULL;
+    }
+    /* Many names: each used to be compared with every earlier one (10^5 took a minute). */
+    cJSON *j = meta_json(), *acts = cJSON_GetObjectItem(j, "activations");
+    for (int i = 0; i < 100000; i++) {
+        cJSON *a = cJSON_CreateObject();
+        char name[32];
+        snprintf(name, sizeof name, "a%d", i);
+        cJSON_AddStringToObject(a, "name", name);
+        cJSON_AddNumberToObject(a, "width", 1);
+        cJSON_AddItemToArray(acts, a);
+    }
+    double t0 = slate__now_ms();
+    slate_model *m = open_meta(j);
+    double ms = slate__now_ms() - t0;
+    if (ms > 20000) fail_msg("opening 10^5 tensor names took %.0f ms", ms);
+    assert_int_equal(slate_model_close(m), SLATE_OK);
+    free(g_open_bytes);
+    g_open_bytes = NULL;
+}
+
+/* Two weights declared 8192 entries apart overlap: the check compared each tensor with the
+ * next 4096 in declaration order only, so this package opened (its one matrix replaced by
+ * 8192 64-byte tiles, and one more tile over the first). */
+static void overlapping_weights_declared_far_apart_are_refused(void **st) {
+    (void)st;
+    tm_opts o = tm_default();
+    o.n_layers = 1;
+    o.dim = 256;
+    o.ffn_dim = 512; /* ffn_up: f32 [512][256], 512 KiB: 8192 tiles */
+    const char *path = tu_tmp("wide.slate");
+    assert_int_equal(tm_write(path, &o, NULL), SLATE_OK);
+    char *data;
+    size_t len;
+    assert_int_equal(slate__read_file(path, 1 << 26, &data, &len, NULL), SLATE_OK);
+    cJSON *j = pu_meta((const uint8_t *)data), *tensors = cJSON_GetObjectItem(j, "tensors"), *e;
+    double off = -1;
+    cJSON_ArrayForEach(e, tensors)
+        if (strcmp(cJSON_GetObjectItem(e, "name")->valuestring, "blk.0.ffn_up.weight") == 0) {
+            off = cJSON_GetObjectItem(e, "offset")->valuedouble;
+            assert_int_equal(cJSON_GetObjectItem(e, "size")->valueint, 512 * 256 * 4);
+            cJSON_DetachItemViaPointer(tensors, e);
+            cJSON_Delete(e);
+            break;
+        }
+    assert_true(off >= 0);
+    for (int i = 0; i <= 8192; i++) {
+        cJSON *t = cJSON_CreateObject();
+        char name[32];
+        snprintf(name, sizeof name, i < 8192 ? "tile%d" : "dup", i);
+        cJSON_AddStringToObject(t, "name", name);
+        cJSON_AddStringToObject(t, "dtype", "f32");
+        cJSON_AddItemToObject(t, "shape", cJSON_CreateIntArray((const int[]){16}, 1));
+        cJSON_AddNumberToObject(t, "offset", off + 64.0 * (i < 8192 ? i : 0));
+        cJSON_AddNumberToObject(t, "size", 64);
+        cJSON_AddItemToArray(tensors, t);
+    }
+    char *text = cJSON_PrintUnformatted(j);
+    size_t n;
+    uint8_t *b = pu_rebuild((const uint8_t *)data, text, &n);
+    expect(b, n, SLATE_E_FORMAT, "tensors 'tile0' and 'dup' overlap in DATA");
+    free(b);
+    cJSON_free(text);
+    cJSON_Delete(j);
+    slate__free(data);
+}
+
 static void open_fails_cleanly_under_allocation_faults(void **st) {
     (void)st;
     long long live = slate__alloc_live_bytes();
@@ -416,6 +575,8 @@ int main(void) {
         cmocka_unit_test(info_and_plan_read_n_layers_alike),
         cmocka_unit_test(stop_ids_must_be_integer_ids),
         cmocka_unit_test(arenas_past_2_to_the_48_bytes_are_refused),
+        cmocka_unit_test(long_attention_chains_open_fast_and_keep_the_int8_rule),
+        cmocka_unit_test(overlapping_weights_declared_far_apart_are_refused),
         cmocka_unit_test(open_fails_cleanly_under_allocation_faults),
         cmocka_unit_test(missing_file_is_an_io_error),
     };
