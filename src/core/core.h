@@ -127,6 +127,7 @@ typedef struct slate__atomic_file {
     char *final_path;
     char *tmp_path;
     bool failed;
+    int error;   /* errno of the first failed write (reported at commit), 0 before */
     int pending; /* slot in the list slate_remove_partial_outputs() empties, -1 for none */
 } slate__atomic_file;
 /* fopen(path, "rb") that cannot block (O_NONBLOCK: a FIFO opens and reads as empty). */
@@ -135,6 +136,8 @@ FILE *slate__fopen_read(const char *path);
  * nothing is there, it is not a regular file, cannot be read or is empty. Never blocks. */
 size_t slate__file_head(const char *path, void *buf, size_t cap);
 slate_status slate__atomic_open(const char *path, slate__atomic_file *f, slate_error *err);
+/* Appends len bytes; after a failed write (f->failed, f->error) the rest are skipped, so a
+ * writer may write freely and check once, or stop early on f->failed. */
 void slate__atomic_write(slate__atomic_file *f, const void *data, size_t len);
 slate_status slate__atomic_commit(slate__atomic_file *f, slate_error *err);
 void slate__atomic_abort(slate__atomic_file *f);

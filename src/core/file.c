@@ -214,7 +214,10 @@ slate_status slate__atomic_open(const char *path, slate__atomic_file *f, slate_e
 
 void slate__atomic_write(slate__atomic_file *f, const void *data, size_t len) {
     if (f->failed || !f->fp || len == 0) return;
-    if (fwrite(data, 1, len, f->fp) != len) f->failed = true;
+    if (fwrite(data, 1, len, f->fp) != len) {
+        f->failed = true;
+        f->error = errno ? errno : EIO; /* commit reports it: errno will have moved on */
+    }
 }
 
 void slate__atomic_abort(slate__atomic_file *f) {
@@ -229,7 +232,7 @@ void slate__atomic_abort(slate__atomic_file *f) {
 slate_status slate__atomic_commit(slate__atomic_file *f, slate_error *err) {
     FILE *fp = f->fp;
     bool ok = !f->failed && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
-    int e = errno;
+    int e = f->failed ? f->error : errno;
     if (!ok) {
         slate_status st = slate__fail(err, SLATE_E_IO, "writing '%s' failed: %s", f->final_path,
                                       strerror(e));
@@ -280,7 +283,7 @@ slate_status slate_output_write(slate_output *out, const void *data, size_t len,
     slate__atomic_write(&out->f, data, len);
     if (out->f.failed)
         return slate__fail(err, SLATE_E_IO, "writing '%s' failed: %s", out->f.tmp_path,
-                           strerror(errno));
+                           strerror(out->f.error));
     return SLATE_OK;
 }
 

@@ -148,7 +148,7 @@ slate_status slate__pkg_write(const char *path, cJSON *meta, const uint8_t *tok_
     slate__atomic_write(&f, zeros, off_data - (off_tok + tok_len));
     double t0 = slate__now_ms();
     uint64_t written = 0;
-    for (size_t i = 0; i < n_tensors; i++) {
+    for (size_t i = 0; i < n_tensors && !f.failed; i++) { /* a failed write: commit says why */
         const slate__pkg_wtensor *t = &tensors[i];
         if ((st = t->produce(t->ctx, scratch, err)) != SLATE_OK) {
             slate__atomic_abort(&f);

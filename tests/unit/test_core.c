@@ -2,9 +2,13 @@
  * fault injection, atomic writer. */
 #include "testutil.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -147,6 +151,58 @@ static void output_api_writes_whole_or_nothing(void **st) {
     unlink(path);
 }
 
+/* Files in the test folder whose names start with `prefix` (the target and its temps). */
+static int files_named(const char *prefix) {
+    DIR *d = opendir(tu_tmpdir());
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+/* A write that fails (here: past RLIMIT_FSIZE, EFBIG) is reported with its own cause at
+ * commit, whatever errno says by then (any later library call may change it: the message
+ * once said "Success"), and leaves neither the target nor a temp behind. */
+static void a_failed_write_reports_its_cause_and_leaves_nothing(void **st) {
+    (void)st;
+    const char *path = tu_tmp("fsize.bin");
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = 16384;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    static char big[65536];
+    char want[200];
+    snprintf(want, sizeof want, "writing '%s' failed: %s", path, strerror(EFBIG));
+    slate_error e;
+    for (int api = 0; api < 2; api++) {
+        if (api == 0) {
+            slate__atomic_file f;
+            assert_int_equal(slate__atomic_open(path, &f, NULL), SLATE_OK);
+            slate__atomic_write(&f, big, sizeof big);
+            slate__atomic_write(&f, big, sizeof big);
+            errno = 0;
+            assert_int_equal(slate__atomic_commit(&f, &e), SLATE_E_IO);
+        } else {
+            slate_output *o = NULL;
+            assert_int_equal(slate_output_open(path, &o, &e), SLATE_OK);
+            assert_int_equal(slate_output_write(o, big, sizeof big, &e), SLATE_E_IO);
+            assert_non_null(strstr(e.message, strerror(EFBIG)));
+            errno = ENOENT;
+            assert_int_equal(slate_output_write(o, "x", 1, &e), SLATE_E_IO);
+            assert_non_null(strstr(e.message, strerror(EFBIG)));
+            errno = 0;
+            assert_int_equal(slate_output_commit(o, &e), SLATE_E_IO);
+        }
+        if (!strstr(e.message, want)) fail_msg("api %d: got '%s', want '%s'", api, e.message, want);
+        assert_int_equal(files_named("fsize.bin"), 0);
+    }
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, old_handler);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_strings_come_from_one_table),
@@ -158,6 +214,7 @@ int main(void) {
         cmocka_unit_test(reader_stops_at_end),
         cmocka_unit_test(atomic_writer_leaves_nothing_on_abort),
         cmocka_unit_test(output_api_writes_whole_or_nothing),
+        cmocka_unit_test(a_failed_write_reports_its_cause_and_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

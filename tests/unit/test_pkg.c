@@ -6,12 +6,16 @@
 #include "pkgutil.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "core/core.h"
 #include "pkg/format.h"
+#include "pkg/pkg.h"
 #include "tinymodel.h"
 
 static uint8_t *g_pkg;
@@ -535,6 +539,53 @@ static void overlapping_weights_declared_far_apart_are_refused(void **st) {
     slate__free(data);
 }
 
+static int g_produced;
+static slate_status produce_64k(const void *ctx, void *dst, slate_error *err) {
+    (void)ctx;
+    (void)err;
+    memset(dst, 7, 65536);
+    g_produced++;
+    errno = ENOENT; /* as a converter's own file or library calls may leave it */
+    return SLATE_OK;
+}
+
+/* When the output stops taking bytes (a full disk; here RLIMIT_FSIZE), the writer stops
+ * producing tensors (converting the rest of a big model first took minutes for nothing), reports
+ * the write's own cause (not the errno the producers left: "No such file or directory"), and
+ * leaves no output and no temp. */
+static void package_writer_stops_at_the_first_failed_write(void **st) {
+    (void)st;
+    const char *path = tu_tmp("full.slate");
+    slate__pkg_wtensor t[8];
+    char names[8][16];
+    for (int i = 0; i < 8; i++) {
+        snprintf(names[i], sizeof names[i], "w%d", i);
+        t[i] = (slate__pkg_wtensor){names[i], SLATE_DTYPE_F32, 0, false, 1, {16384, 0, 0, 0},
+                                    65536, produce_64k, NULL};
+    }
+    cJSON *meta = cJSON_CreateObject();
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = 150000; /* the header, META and two tensors fit */
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    g_produced = 0;
+    slate_error e;
+    memset(&e, 0, sizeof e);
+    slate_status s = slate__pkg_write(path, meta, (const uint8_t *)"tok", 3, t, 8, false, &e);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, old_handler);
+    cJSON_Delete(meta);
+    assert_int_equal(s, SLATE_E_IO);
+    if (!strstr(e.message, strerror(EFBIG))) fail_msg("message: %s", e.message);
+    if (g_produced > 3) fail_msg("%d tensors produced after the file stopped growing", g_produced);
+    assert_false(tu_exists(path));
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "ls %s/full.slate* >/dev/null 2>&1", tu_tmpdir());
+    assert_int_not_equal(system(tmp), 0); /* no temp left */
+}
+
 static void open_fails_cleanly_under_allocation_faults(void **st) {
     (void)st;
     long long live = slate__alloc_live_bytes();
@@ -577,6 +628,7 @@ int main(void) {
         cmocka_unit_test(arenas_past_2_to_the_48_bytes_are_refused),
         cmocka_unit_test(long_attention_chains_open_fast_and_keep_the_int8_rule),
         cmocka_unit_test(overlapping_weights_declared_far_apart_are_refused),
+        cmocka_unit_test(package_writer_stops_at_the_first_failed_write),
         cmocka_unit_test(open_fails_cleanly_under_allocation_faults),
         cmocka_unit_test(missing_file_is_an_io_error),
     };
