@@ -30,7 +30,8 @@ static bool should_fail(void) {
 }
 
 void *slate__malloc(size_t size) {
-    if (should_fail() || size > SIZE_MAX - HDR) return NULL;
+    /* size + HDR rounded up to HDR must not wrap (it did for the top 64 sizes). */
+    if (should_fail() || size > SIZE_MAX - 2 * HDR) return NULL;
     uint8_t *p = aligned_alloc(HDR, slate__align_up(size + HDR, HDR));
     if (!p) return NULL;
     memcpy(p, &size, sizeof size);

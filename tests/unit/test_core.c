@@ -78,6 +78,21 @@ static void allocator_counts_and_injects_faults(void **st) {
     slate__free(a);
 }
 
+/* Sizes within 127 bytes of SIZE_MAX are refused: the 64-byte header plus rounding up to 64
+ * wrapped to a 0-byte block, returned as if it held the size asked for. */
+static void allocator_refuses_sizes_that_wrap_with_its_header(void **st) {
+    (void)st;
+    long long live = slate__alloc_live_bytes();
+    for (size_t d = 0; d < 2 * 64; d++) { /* refused before any allocator is asked */
+        void *p = slate__malloc(SIZE_MAX - d);
+        if (p) fail_msg("slate__malloc(SIZE_MAX - %zu) returned a block", d);
+        void *q = slate__malloc(8);
+        assert_null(slate__realloc(q, SIZE_MAX - d));
+        slate__free(q); /* realloc failed: q is still ours */
+    }
+    assert_int_equal(slate__alloc_live_bytes(), live);
+}
+
 static void reader_stops_at_end(void **st) {
     (void)st;
     uint8_t bytes[6] = {1, 0, 0, 0, 2, 0};
@@ -211,6 +226,7 @@ int main(void) {
         cmocka_unit_test(bf16_rounds_to_nearest_even),
         cmocka_unit_test(crc32_matches_known_vector),
         cmocka_unit_test(allocator_counts_and_injects_faults),
+        cmocka_unit_test(allocator_refuses_sizes_that_wrap_with_its_header),
         cmocka_unit_test(reader_stops_at_end),
         cmocka_unit_test(atomic_writer_leaves_nothing_on_abort),
         cmocka_unit_test(output_api_writes_whole_or_nothing),
