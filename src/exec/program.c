@@ -519,7 +519,8 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
     if (has_out != (op->out >= 0))
         return opfail(c, "%s", has_out ? "needs an output" : "has no output", 0, 0);
     if (has_out && (s = need_kind(c, op->out, SLATE__T_ACT, "output"))) return s;
-    /* Activation inputs must have been written by an earlier op. */
+    /* Activation inputs must have been written by an earlier op (act_ready: by tensor; a
+     * state counts as written once a kv_write has put this call's rows in it). */
     for (int i = 0; i < op->n_in; i++)
         if (T(c, in[i])->kind == SLATE__T_ACT && !act_ready[in[i]])
             return opfail(c, "reads activation '%s' before any op writes it", T(c, in[i])->name,
@@ -627,6 +628,12 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
             (s = need_width(c, in[2], kw, "v cache")) || (s = need_width(c, op->out, qw, "output")))
             return s;
         if (T(c, in[0])->out_rows || o->out_rows) return opfail(c, "q/output must have q rows", "", 0, 0);
+        /* The query's own positions are read from the caches: a cache no earlier kv_write
+         * fills would hand attention whatever an earlier, longer conversation left there. */
+        for (int k = 1; k <= 2; k++)
+            if (!act_ready[in[k]])
+                return opfail(c, "reads cache '%s' before any kv_write writes it",
+                              T(c, in[k])->name, 0, 0);
         if (op->out == in[0]) return opfail(c, "output may not alias q", "", 0, 0);
         /* The kernel reads K and V with one dtype and one row stride (exec.c): a package cache
          * dtype that differs between them would read V as K's dtype, past its rows. */
@@ -781,6 +788,7 @@ slate_status slate__program_compile(const cJSON *meta, uint64_t data_size, slate
         }
         if ((s = check_op(&c, op, ready))) break;
         if (op->out >= 0) ready[op->out] = true;
+        if (op->kind == SLATE__OP_KV_WRITE) ready[op->in[1]] = true; /* this call's rows */
         p->n_ops++;
     }
     if (!s && !ready[p->logits])

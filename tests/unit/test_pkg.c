@@ -216,6 +216,18 @@ static void program_errors_are_refused(void **st) {
             break;
         }
     expect_meta(j, SLATE_E_FORMAT, "must have one dtype");
+    /* An attention over a cache no kv_write fills: it read the query's own rows from whatever
+     * an earlier, longer conversation had left there. */
+    j = meta_json();
+    for (cJSON *x = cJSON_GetObjectItem(j, "program")->child; x; x = x->next)
+        if (strcmp(cJSON_GetObjectItem(x, "op")->valuestring, "kv_write") == 0 &&
+            strcmp(cJSON_GetArrayItem(cJSON_GetObjectItem(x, "in"), 1)->valuestring,
+                   "cache.0.v") == 0) {
+            cJSON_DetachItemViaPointer(cJSON_GetObjectItem(j, "program"), x);
+            cJSON_Delete(x);
+            break;
+        }
+    expect_meta(j, SLATE_E_FORMAT, "reads cache 'cache.0.v' before any kv_write writes it");
     /* The messages carry the real numbers (three of them once printed a pointer instead). */
     char want[160];
     j = meta_json();
@@ -420,6 +432,16 @@ static cJSON *meta_with_attention_chain(int n, bool clash) {
         done = true;
         assert_int_equal(cJSON_GetObjectItem(x, "head_dim")->valueint, 8);
         assert_int_equal(cJSON_GetObjectItem(x, "n_kv_heads")->valueint, 2);
+        for (int i = 0; i <= n; i++) { /* attention reads only caches a kv_write filled */
+            char c[32];
+            snprintf(c, sizeof c, "c%d", i);
+            cJSON *w = cJSON_CreateObject(), *in = cJSON_CreateArray();
+            cJSON_AddStringToObject(w, "op", "kv_write");
+            cJSON_AddItemToArray(in, cJSON_CreateString("k")); /* [q][16], like the caches */
+            cJSON_AddItemToArray(in, cJSON_CreateString(c));
+            cJSON_AddItemToObject(w, "in", in);
+            cJSON_AddItemToArray(np, w);
+        }
         for (int i = 0; i < n; i++) {
             cJSON *op = cJSON_Duplicate(x, 1), *in = cJSON_GetObjectItem(op, "in");
             char k[32], v[32];
