@@ -353,7 +353,10 @@ typedef struct slate_model_params {
                                 checks weights + live states + the new one. See "Planner". */
     int32_t n_threads;       /* threads per call; 0: one per online core */
     bool use_mmap;           /* true: map weights read-only from the page cache; false (default):
-                                read them into anonymous memory (stable decode speed here) */
+                                read them into anonymous memory (stable decode speed here).
+                                Mapped, the file must not be truncated or rewritten in place
+                                while the model is open (the process would fault, SIGBUS);
+                                replacing it by rename, as slate's writers do, is safe */
     /* Memory pressure (see "Memory pressure" below); all optional. */
     const char *spill_dir;       /* folder for spilled idle states (copied at open); NULL:
                                     pressure never spills, step 2 is skipped */
