@@ -122,9 +122,10 @@ static slate_status check_names(const slate__program *p, name_ref **out, slate_e
     qsort(v, (size_t)p->n_tensors, sizeof *v, cmp_name_ref);
     for (int32_t i = 1; i < p->n_tensors; i++)
         if (strcmp(v[i - 1].name, v[i].name) == 0) {
+            slate_status s = slate__fail(err, SLATE_E_FORMAT, "tensor name '%s' is declared "
+                                         "twice", v[i].name);
             slate__free(v);
-            return slate__fail(err, SLATE_E_FORMAT, "tensor name '%s' is declared twice",
-                               p->tensors[v[i].index].name);
+            return s;
         }
     *out = v;
     return SLATE_OK;
