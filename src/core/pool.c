@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include <time.h>
 
@@ -105,16 +106,23 @@ slate_status slate__pool_create(int n_threads, slate__pool **out, slate_error *e
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_work, NULL);
     pthread_cond_init(&p->cv_done, NULL);
+    slate_status s = SLATE_OK;
     if (n_threads > 1) {
         p->threads = slate__calloc((size_t)n_threads, sizeof *p->threads);
-        if (!p->threads) goto fail;
+        if (!p->threads) goto nomem;
         for (int i = 1; i < n_threads; i++) {
             worker_arg *wa = slate__malloc(sizeof *wa);
-            if (!wa) goto fail;
+            if (!wa) goto nomem;
             wa->pool = p;
             wa->ith = i;
-            if (pthread_create(&p->threads[i], NULL, worker, wa) != 0) {
+            int rc = pthread_create(&p->threads[i], NULL, worker, wa);
+            if (rc != 0) {
+                /* EAGAIN is as often a limit on threads (ulimit -u, a container's pids.max)
+                 * as a lack of memory: say which call failed and why. */
                 slate__free(wa);
+                s = slate__fail(err, SLATE_E_NOMEM, "cannot start thread %d of a %d-thread "
+                                "pool: %s (a limit on threads or memory; fewer threads may "
+                                "do)", i, n_threads, strerror(rc));
                 goto fail;
             }
             p->n_started = i + 1;
@@ -122,9 +130,11 @@ slate_status slate__pool_create(int n_threads, slate__pool **out, slate_error *e
     }
     *out = p;
     return SLATE_OK;
+nomem:
+    s = slate__fail(err, SLATE_E_NOMEM, "out of memory creating a %d-thread pool", n_threads);
 fail:
     slate__pool_free(p);
-    return slate__fail(err, SLATE_E_NOMEM, "out of memory creating a %d-thread pool", n_threads);
+    return s;
 }
 
 void slate__pool_free(slate__pool *p) {

@@ -5,10 +5,15 @@
  * matmul_group), so this also checks that a group's chunks map back to the right matmul. */
 #include "testutil.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "core/core.h"
 #include "tinymodel.h"
 
 typedef struct cfg {
@@ -88,9 +93,53 @@ static void three_threads_equal_one(void **state) {
     }
 }
 
+/* A pool whose threads cannot be started (here: RLIMIT_NPROC, in a child that runs as an
+ * ordinary user so the limit applies) says so with pthread_create's reason; it said "out of
+ * memory" when memory was plentiful and a thread limit (ulimit -u, a container's pids.max)
+ * was the cause. Skipped where the child can neither drop root nor lower its limit. */
+static void a_pool_that_cannot_start_its_threads_names_the_reason(void **state) {
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        struct rlimit lim = {0, 0};
+        if (setrlimit(RLIMIT_NPROC, &lim) != 0) _exit(77);
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(77);
+        slate__pool *pool = NULL;
+        slate_error e;
+        memset(&e, 0, sizeof e);
+        slate_status s = slate__pool_create(4, &pool, &e);
+        slate__pool_free(pool);
+        char msg[sizeof e.message + 16];
+        int n = snprintf(msg, sizeof msg, "%d %s", (int)s, e.message);
+        if (write(fds[1], msg, (size_t)n) != n) _exit(2);
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[512] = "";
+    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+        skip();
+        return;
+    }
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    buf[n > 0 ? n : 0] = '\0';
+    char want[200];
+    snprintf(want, sizeof want, "%d cannot start thread 1 of a 4-thread pool: %s", SLATE_E_NOMEM,
+             strerror(EAGAIN));
+    if (!strstr(buf, want)) fail_msg("got '%s', want '%s'", buf, want);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(three_threads_equal_one),
+        cmocka_unit_test(a_pool_that_cannot_start_its_threads_names_the_reason),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
