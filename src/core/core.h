@@ -142,7 +142,11 @@ void slate__atomic_write(slate__atomic_file *f, const void *data, size_t len);
 slate_status slate__atomic_commit(slate__atomic_file *f, slate_error *err);
 void slate__atomic_abort(slate__atomic_file *f);
 
-/* Number of online cores (at least 1). */
+/* Most threads a pool runs (slate__pool_create refuses more). */
+#define SLATE__MAX_THREADS 1024
+
+/* Number of online cores, at least 1 and at most SLATE__MAX_THREADS: it is the default thread
+ * count, which must always be a valid one. */
 int slate__n_cores(void);
 
 /* ---- thread pool -------------------------------------------------------------------------- */

@@ -94,5 +94,5 @@ double slate__now_ms(void) {
 
 int slate__n_cores(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    return n < 1 ? 1 : n > SLATE__MAX_THREADS ? SLATE__MAX_THREADS : (int)n;
 }

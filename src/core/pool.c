@@ -97,9 +97,9 @@ static void *worker(void *arg) {
 
 slate_status slate__pool_create(int n_threads, slate__pool **out, slate_error *err) {
     *out = NULL;
-    if (n_threads < 1 || n_threads > 1024)
-        return slate__fail(err, SLATE_E_INVALID_ARG, "thread count %d outside 1..1024",
-                           n_threads);
+    if (n_threads < 1 || n_threads > SLATE__MAX_THREADS)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "thread count %d outside 1..%d",
+                           n_threads, SLATE__MAX_THREADS);
     slate__pool *p = slate__calloc(1, sizeof *p);
     if (!p) return slate__fail(err, SLATE_E_NOMEM, "out of memory creating the thread pool");
     p->n = n_threads;
