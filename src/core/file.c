@@ -229,6 +229,21 @@ void slate__atomic_abort(slate__atomic_file *f) {
     memset(f, 0, sizeof *f);
 }
 
+/* Makes a rename into the folder of path durable: without it, a power loss soon after a commit
+ * can bring back the old file (and the complete temp beside it). Best effort: a folder that
+ * cannot be opened or synced (some file systems refuse fsync on directories) changes nothing,
+ * the new file is in place either way. */
+static void sync_parent(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir) return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+    if (fd < 0) return;
+    (void)fsync(fd);
+    close(fd);
+}
+
 slate_status slate__atomic_commit(slate__atomic_file *f, slate_error *err) {
     FILE *fp = f->fp;
     bool ok = !f->failed && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
@@ -247,6 +262,7 @@ slate_status slate__atomic_commit(slate__atomic_file *f, slate_error *err) {
         slate__atomic_abort(f);
         return st;
     }
+    sync_parent(f->final_path);
     pending_remove(f->pending);
     slate__free(f->final_path);
     slate__free(f->tmp_path);
