@@ -28,6 +28,7 @@ static bool read_at(const slate__pkg *p, uint64_t off, size_t len, void *dst) {
         ssize_t n = pread(p->fd, d, len, (off_t)off);
         if (n <= 0) {
             if (n < 0 && errno == EINTR) continue;
+            if (n == 0) errno = 0; /* end of file: no system error */
             return false;
         }
         d += n;
@@ -195,9 +196,14 @@ static slate_status parse(slate__pkg *p, const char *path, slate_error *err) {
     p->tok = slate__malloc(p->tok_len);
     if (!p->meta || !p->tok) return slate__fail(err, SLATE_E_NOMEM, "out of memory reading "
                                                 "package metadata");
+    errno = 0; /* read_at leaves it 0 when the file ends early */
     if (!read_at(p, offs[SLATE__SEC_META], p->meta_len, p->meta) ||
         !read_at(p, offs[SLATE__SEC_TOKENIZER], p->tok_len, p->tok))
-        return slate__fail(err, SLATE_E_IO, "cannot read package metadata");
+        return slate__fail(err, SLATE_E_IO, "cannot read the package's META / TOKENIZER "
+                           "sections (bytes %llu.. and %llu..): %s", (unsigned long long)
+                           offs[SLATE__SEC_META], (unsigned long long)offs[SLATE__SEC_TOKENIZER],
+                           errno ? strerror(errno) : "the file is shorter than its header says "
+                           "(changed while it was read?)");
     p->meta[p->meta_len] = '\0';
     if ((crc = slate__crc32(0, p->meta, p->meta_len)) != crcs[SLATE__SEC_META])
         return slate__fail_at(err, SLATE_E_FORMAT, offs[SLATE__SEC_META],
@@ -241,7 +247,12 @@ slate_status slate__pkg_open(const char *path, slate__pkg *p, slate_error *err) 
     if (p->fd < 0) return slate__fail(err, SLATE_E_IO, "cannot open '%s': %s", path,
                                       strerror(errno));
     struct stat st;
-    if (fstat(p->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(p->fd, &st) != 0) {
+        int e = errno;
+        slate__pkg_close(p);
+        return slate__fail(err, SLATE_E_IO, "cannot stat '%s': %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
         bool dir = S_ISDIR(st.st_mode);
         slate__pkg_close(p);
         if (dir)
