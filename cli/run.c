@@ -467,6 +467,17 @@ int slate_cli_run(int argc, char **argv) {
         gp.dump_logits_cap = dump_rows = rows;
     }
     gp.on_piece = print_piece;
+    /* stdout continues the prompt, so a first token that starts a word keeps its space (" there"
+     * after "Once upon a time,"), unless the prompt has no text (BOS only): then the output is
+     * the whole text. Decided from the ids, as the prompt cache may hold them all already. */
+    gp.text_before = SLATE_TEXT_BEFORE_NONE;
+    for (size_t i = 0; i < n_ids && gp.text_before == SLATE_TEXT_BEFORE_NONE; i++) {
+        char one[1];
+        size_t len = 0;
+        slate_status ps = slate_tokenizer_piece(tok, ids[i], false, one, 0, &len, NULL);
+        if ((ps == SLATE_OK || ps == SLATE_E_BUFFER_TOO_SMALL) && len > 0)
+            gp.text_before = SLATE_TEXT_BEFORE_SOME;
+    }
     slate_generate_result res;
     (void)t0;
     s = slate_generate(st, ids, n_fed, &gp, &res, &err);

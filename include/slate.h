@@ -335,6 +335,12 @@ slate_status slate_detok_push(slate_detok *d, int32_t id, char *buf, size_t cap,
 /* Flushes held-back bytes (an incomplete character at the end becomes U+FFFD). */
 slate_status slate_detok_flush(slate_detok *d, char *buf, size_t cap, size_t *len_out,
                                slate_error *err);
+/* A new detokenizer takes its first text-producing token as the start of the text and drops
+ * the tokenizer's dummy-prefix space from it (SentencePiece-style vocabularies; as
+ * slate_tokenizer_decode does). Called before the first push, this says the text continues
+ * earlier text instead (a completion of a prompt), so every space is kept. E_INVALID_ARG for
+ * NULL or after text has been produced. */
+slate_status slate_detok_continue(slate_detok *d, slate_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Model                                                                                      */
@@ -570,6 +576,19 @@ const char *slate_finish_reason_str(slate_finish_reason reason);
  * to cancel the generation. */
 typedef bool (*slate_piece_fn)(void *user, const char *text, size_t len);
 
+/* Whether the generated text continues text that is already in the state: it decides whether
+ * the first generated token keeps its leading space in SentencePiece-style vocabularies, whose
+ * pieces carry the space before a word ("▁there"), of which decoding drops the first. */
+typedef enum slate_text_before {
+    SLATE_TEXT_BEFORE_AUTO = 0, /* SOME when the state held positions before this call or a
+                                   prompt id passed produces text (slate_tokenizer_piece without
+                                   special), else NONE */
+    SLATE_TEXT_BEFORE_NONE = 1, /* the generated text stands alone: its first space goes, as
+                                   when the generated ids are decoded on their own (chat replies) */
+    SLATE_TEXT_BEFORE_SOME = 2, /* it continues the prompt's text: every space is kept, so
+                                   prompt + output reads as the model wrote it (completions) */
+} slate_text_before;
+
 typedef struct slate_generate_params {
     int32_t n_predict;                /* most tokens to generate; 0: none (the prompt is only
                                          prefilled); < 0: until the context is full */
@@ -595,6 +614,7 @@ typedef struct slate_generate_params {
                                          plus one (a token is sampled at a full context) */
     int32_t dump_logits_cap;          /* rows dump_logits has room for: >= 1 with dump_logits,
                                          0 without */
+    slate_text_before text_before;    /* default AUTO */
 } slate_generate_params;
 
 slate_generate_params slate_generate_default_params(void);

@@ -225,6 +225,10 @@ slate_status srv_backend_generate(srv_backend *b, srv_slot *slot, const srv_requ
     gp.stop_strings = req->stops;
     gp.n_stop = req->n_stops;
     gp.ignore_eos = req->ignore_eos;
+    /* A completion continues its prompt's text (" there" after "Once upon a time," keeps its
+     * space, as OpenAI's completions do); a chat reply is text of its own, whose leading
+     * dummy-prefix space goes, as when the reply's ids are decoded alone. */
+    gp.text_before = req->chat ? SLATE_TEXT_BEFORE_NONE : SLATE_TEXT_BEFORE_AUTO;
     relay r = {on_piece, user, cancel, true};
     gp.on_piece = relay_piece;
     gp.user = &r;

@@ -8,6 +8,7 @@
  */
 #include "plan/model.h"
 #include "stop.h"
+#include "tok/tok.h"
 
 #include <string.h>
 
@@ -64,6 +65,10 @@ slate_status slate_generate(slate_state *st, const int32_t *prompt, int32_t n_pr
         return slate__fail(err, SLATE_E_INVALID_ARG, "dump_logits and dump_logits_cap disagree "
                            "(cap %d): give both (the rows the buffer holds, >= 1) or neither",
                            (int)p->dump_logits_cap);
+    if (p->text_before != SLATE_TEXT_BEFORE_AUTO && p->text_before != SLATE_TEXT_BEFORE_NONE &&
+        p->text_before != SLATE_TEXT_BEFORE_SOME)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "text_before %d: expected AUTO (0), NONE (1) "
+                           "or SOME (2)", (int)p->text_before);
     memset(res, 0, sizeof *res);
     const slate_model *m = st->model;
     const slate_tokenizer *tok = m->tok;
@@ -102,6 +107,19 @@ slate_status slate_generate(slate_state *st, const int32_t *prompt, int32_t n_pr
     }
     s = slate_sampler_create(&p->sampler, n_text, &smp, err);
     if (!s) s = slate_detok_create(tok, &dt, err);
+    /* Whether the output continues text (slate_text_before): then the detokenizer keeps the
+     * first token's leading space. AUTO counts what the state held before this call as text. */
+    bool text_before = p->text_before == SLATE_TEXT_BEFORE_SOME;
+    if (p->text_before == SLATE_TEXT_BEFORE_AUTO) {
+        text_before = slate_state_length(st) > 0;
+        for (int32_t i = 0; i < n_prompt && !text_before; i++) {
+            size_t len = 0;
+            if (prompt[i] >= n_text) continue; /* a padding row: no text */
+            slate__tok_piece_bytes(tok, prompt[i], false, &len);
+            text_before = len > 0;
+        }
+    }
+    if (!s && text_before) s = slate_detok_continue(dt, err);
     if (!s) s = slate__stop_create(p->stop_strings, p->n_stop, &e.stop, err);
     if (!s && !(e.buf = slate__malloc(PIECE_CAP + slate__stop_max_len(e.stop) + 8)))
         s = slate__fail(err, SLATE_E_NOMEM, "out of memory");

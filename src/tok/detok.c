@@ -21,7 +21,8 @@
 
 struct slate_detok {
     const slate_tokenizer *tok;
-    bool at_start;   /* no text produced yet (dummy-prefix strip pending) */
+    bool at_start;   /* the dummy-prefix strip is pending (no text yet, no continue) */
+    bool produced;   /* some token has produced text */
     uint8_t held[4]; /* bytes of an incomplete character */
     size_t n_held;
     char *scratch; /* [in_cap] input (held + the longest piece), then [3 * in_cap] output
@@ -47,6 +48,15 @@ slate_status slate_detok_create(const slate_tokenizer *tok, slate_detok **out, s
                            want);
     }
     *out = d;
+    return SLATE_OK;
+}
+
+slate_status slate_detok_continue(slate_detok *d, slate_error *err) {
+    if (!d) return slate__fail(err, SLATE_E_INVALID_ARG, "slate_detok_continue: d is NULL");
+    if (d->produced)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "slate_detok_continue: the detokenizer has "
+                           "already produced text");
+    d->at_start = false;
     return SLATE_OK;
 }
 
@@ -155,6 +165,7 @@ slate_status slate_detok_push(slate_detok *d, int32_t id, char *buf, size_t cap,
     memcpy(d->held, new_held, n_new);
     d->n_held = n_new;
     d->at_start = false;
+    d->produced = true;
     return SLATE_OK;
 }
 

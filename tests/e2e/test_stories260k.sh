@@ -50,6 +50,28 @@ check "HF import (rotate_half q/k layout): logits equal the llama2.c import" \
 "$SLATE" tokenize "$WORK/hf/tokenizer.json" <"$R/once-upon-a-time.prompt.txt" >"$WORK/hf.ids"
 check "HF tokenizer.json encodes the prompt like run.c" \
   test "$(cat "$WORK/hf.ids")" = "1 403 407 261 378"
+# stdout continues the prompt: a first token that starts a word keeps its space, so prompt +
+# stdout is the text the model wrote ("Once upon a time," + " there"); with no text in the
+# prompt (BOS only) the output is the whole text and starts without one. Both SentencePiece
+# decoders (llama2.c's tokenizer, the HF tokenizer.json's Strip) and the prompt cache agree.
+for pkg in "$WORK/bin.slate" "$WORK/hf.slate"; do
+  n=$(basename "$pkg")
+  "$SLATE" run "$pkg" -p "Once upon a time," -n 2 --temp 0 >"$WORK/cont.txt" 2>/dev/null
+  check "$n: the output after a prompt keeps its first space" test "$(head -c 6 "$WORK/cont.txt")" = " there"
+  "$SLATE" run "$pkg" -p "" -n 2 --temp 0 >"$WORK/cont.txt" 2>/dev/null
+  check "$n: the output after BOS alone starts without a space" test "$(head -c 4 "$WORK/cont.txt")" = "Once"
+  for i in 1 2; do
+    "$SLATE" run "$pkg" -p "Once upon a time," -n 2 --temp 0 --prompt-cache "$WORK/cont.state" \
+      >"$WORK/cont.txt" 2>/dev/null
+    check "$n: the same with the prompt cache (run $i)" test "$(head -c 6 "$WORK/cont.txt")" = " there"
+  done
+  rm -f "$WORK/cont.state"
+  for i in 1 2; do
+    "$SLATE" run "$pkg" -p "" -n 2 --temp 0 --prompt-cache "$WORK/cont.state" >"$WORK/cont.txt" 2>/dev/null
+    check "$n: BOS alone with the prompt cache (run $i)" test "$(head -c 4 "$WORK/cont.txt")" = "Once"
+  done
+  rm -f "$WORK/cont.state"
+done
 for src in "$WORK/bin.slate" "$M/tok512.bin" "$M/stories260K.gguf"; do
   check "tokenize with $(basename "$src")" \
     test "$("$SLATE" tokenize "$src" <"$R/once-upon-a-time.prompt.txt")" = "1 403 407 261 378"

@@ -142,6 +142,31 @@ static void short_buffer_consumes_nothing(void **st) {
     slate_tokenizer_free(tok);
 }
 
+/* A completion's text continues its prompt: after slate_detok_continue the first " Once" keeps
+ * its space; the call is refused once text has come out. */
+static void continue_keeps_the_first_space(void **st) {
+    (void)st;
+    slate_tokenizer *tok = tu_tok_load("stories260K/tok512.bin");
+    if (!tok) skip();
+    slate_detok *d = NULL;
+    assert_int_equal(slate_detok_create(tok, &d, NULL), SLATE_OK);
+    char buf[32];
+    size_t got = 0;
+    slate_error err;
+    assert_int_equal(slate_detok_continue(d, &err), SLATE_OK);
+    assert_int_equal(slate_detok_push(d, 1, buf, sizeof buf, &got, NULL), SLATE_OK); /* BOS */
+    assert_int_equal(got, 0);
+    assert_int_equal(slate_detok_continue(d, &err), SLATE_OK); /* still no text: allowed */
+    assert_int_equal(slate_detok_push(d, 403, buf, sizeof buf, &got, NULL), SLATE_OK);
+    assert_int_equal(got, 5);
+    assert_memory_equal(buf, " Once", 5);
+    assert_int_equal(slate_detok_continue(d, &err), SLATE_E_INVALID_ARG);
+    assert_non_null(strstr(err.message, "already produced text"));
+    assert_int_equal(slate_detok_continue(NULL, &err), SLATE_E_INVALID_ARG);
+    slate_detok_free(d);
+    slate_tokenizer_free(tok);
+}
+
 static void control_tokens_produce_nothing_and_bos_does_not_block_the_strip(void **st) {
     (void)st;
     slate_tokenizer *tok = tu_tok_load("stories260K/tok512.bin");
@@ -205,6 +230,7 @@ int main(void) {
         cmocka_unit_test(multi_token_emoji_comes_out_whole_when_complete),
         cmocka_unit_test(invalid_byte_is_replaced_at_once_and_flush_ends_dangling_sequence),
         cmocka_unit_test(short_buffer_consumes_nothing),
+        cmocka_unit_test(continue_keeps_the_first_space),
         cmocka_unit_test(control_tokens_produce_nothing_and_bos_does_not_block_the_strip),
         cmocka_unit_test(streamed_text_equals_decode_for_valid_text),
         cmocka_unit_test(random_ids_always_stream_valid_utf8),

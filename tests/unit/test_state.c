@@ -394,6 +394,12 @@ static void generate_holds_the_state_and_checks_its_inputs(void **stp) {
     assert_non_null(strstr(e.message, "index 17"));
     assert_int_equal(slate_state_length(st), 0);
     fill_ids(ids, 20, 3);
+    /* An unknown text_before is refused before anything is fed. */
+    gp.text_before = (slate_text_before)3;
+    assert_int_equal(slate_generate(st, ids, 20, &gp, &res, &e), SLATE_E_INVALID_ARG);
+    assert_non_null(strstr(e.message, "text_before 3"));
+    assert_int_equal(slate_state_length(st), 0);
+    gp.text_before = SLATE_TEXT_BEFORE_AUTO;
     /* dump_logits: the cap bounds the rows written; a buffer without a cap is refused. */
     const int32_t V = f->V, cap = 4;
     float *dump = malloc(sizeof(float) * (size_t)V * (cap + 1));
