@@ -315,6 +315,8 @@ static void op_cost(const slate_state *st, int32_t oi, uint64_t *bytes_out, uint
     case SLATE__OP_MUL: flops = n; break;
     case SLATE__OP_SILU: flops = 4 * n; break;   /* exp, add, div (counted as 4) */
     case SLATE__OP_SWIGLU: flops = 5 * n; break;
+    case SLATE__OP_GEGLU: flops = 9 * n; break; /* cube, fma, exp, add, div, mul */
+    case SLATE__OP_SCALE: flops = n; break;
     default: break;
     }
     *bytes_out = bytes;
@@ -350,7 +352,8 @@ void slate__exec_op_kernel(const slate_state *st, int32_t oi, const char **kerne
     *scalar_fallback = false;
     if (op->kind != SLATE__OP_MATMUL && op->kind != SLATE__OP_EMBEDDING &&
         op->kind != SLATE__OP_RMS_NORM && op->kind != SLATE__OP_ATTENTION &&
-        op->kind != SLATE__OP_ROPE && op->kind != SLATE__OP_SWIGLU)
+        op->kind != SLATE__OP_ROPE && op->kind != SLATE__OP_SWIGLU &&
+        op->kind != SLATE__OP_GEGLU)
         return;
     slate_dtype d = op->kind == SLATE__OP_MATMUL      ? p->tensors[op->in[1]].dtype
                     : op->kind == SLATE__OP_EMBEDDING ? p->tensors[op->in[0]].dtype
@@ -375,6 +378,7 @@ void slate__exec_op_kernel(const slate_state *st, int32_t oi, const char **kerne
         case SLATE__OP_RMS_NORM: same = t->rms_norm == k->rms_norm; break;
         case SLATE__OP_ROPE: same = t->rope == k->rope; break;
         case SLATE__OP_SWIGLU: same = t->swiglu == k->swiglu; break;
+        case SLATE__OP_GEGLU: same = t->geglu == k->geglu; break;
         default:
             same = i8_cache ? t->attention_i8 == k->attention_i8 : t->attention == k->attention;
             break;
@@ -465,6 +469,18 @@ void slate__exec_run(slate_state *st) {
             const float *a = act(st, op->in[0]), *b = act(st, op->in[1]);
             float *y = act(st, op->out);
             k->swiglu(y, a, b, n);
+            break;
+        }
+        case SLATE__OP_GEGLU: {
+            const float *a = act(st, op->in[0]), *b = act(st, op->in[1]);
+            float *y = act(st, op->out);
+            k->geglu(y, a, b, n);
+            break;
+        }
+        case SLATE__OP_SCALE: {
+            const float *a = act(st, op->in[0]);
+            float *y = act(st, op->out);
+            for (int64_t i = 0; i < n; i++) y[i] = a[i] * op->scale;
             break;
         }
         case SLATE__OP_LAST_ROWS: {

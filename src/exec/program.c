@@ -39,7 +39,8 @@
 
 static const char *const g_op_names[SLATE__OP_COUNT] = {
     "embedding", "rms_norm", "matmul", "rope",     "kv_write",  "attention",
-    "add",       "mul",      "silu",   "swiglu",   "last_rows",
+    "add",       "mul",      "silu",   "swiglu",   "last_rows", "geglu",
+    "scale",
 };
 
 const char *slate__op_name(slate__opkind k) {
@@ -511,8 +512,8 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
     slate_status s = SLATE_OK;
     const int32_t *in = op->in;
     /* Arity per op. */
-    static const int8_t arity_min[SLATE__OP_COUNT] = {2, 2, 2, 2, 2, 3, 2, 2, 1, 2, 1};
-    static const int8_t arity_max[SLATE__OP_COUNT] = {2, 2, 3, 2, 2, 3, 2, 2, 1, 2, 1};
+    static const int8_t arity_min[SLATE__OP_COUNT] = {2, 2, 2, 2, 2, 3, 2, 2, 1, 2, 1, 2, 1};
+    static const int8_t arity_max[SLATE__OP_COUNT] = {2, 2, 3, 2, 2, 3, 2, 2, 1, 2, 1, 2, 1};
     if (op->n_in < arity_min[op->kind] || op->n_in > arity_max[op->kind])
         return opfail(c, "takes %s%lld..%lld inputs", "", arity_min[op->kind],
                       arity_max[op->kind]);
@@ -648,9 +649,17 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
     case SLATE__OP_ADD:
     case SLATE__OP_MUL:
     case SLATE__OP_SWIGLU:
+    case SLATE__OP_GEGLU:
         if ((s = need_kind(c, in[0], SLATE__T_ACT, "a")) ||
             (s = need_kind(c, in[1], SLATE__T_ACT, "b")) ||
             (s = need_width(c, in[1], T(c, in[0])->width, "b")) ||
+            (s = need_width(c, op->out, T(c, in[0])->width, "output")))
+            return s;
+        break;
+    case SLATE__OP_SCALE:
+        /* A finite factor (|factor| <= 1e6: sqrt(hidden) for the widest model is 256). */
+        if ((s = attr_float(c, "factor", -1e6f, 1e6f, &op->scale)) ||
+            (s = need_kind(c, in[0], SLATE__T_ACT, "x")) ||
             (s = need_width(c, op->out, T(c, in[0])->width, "output")))
             return s;
         break;

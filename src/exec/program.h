@@ -56,6 +56,9 @@ typedef enum slate__opkind {
     SLATE__OP_SWIGLU,     /* in: gate, up -> out = silu(gate) * up */
     SLATE__OP_LAST_ROWS,  /* in: x[q][w] -> out[rows][w]: the last row, or all rows when the
                              caller asked for every position's logits */
+    SLATE__OP_GEGLU,      /* in: gate, up -> out = gelu_tanh(gate) * up (Gemma) */
+    SLATE__OP_SCALE,      /* in: x; attr factor -> out = x * factor (may alias x; Gemma's
+                             embedding scale) */
     SLATE__OP_COUNT
 } slate__opkind;
 
@@ -70,7 +73,7 @@ typedef struct slate__op {
     int32_t group;       /* rms_norm: normalize each group of this many elements (0: row) */
     int32_t n_heads, n_kv_heads, head_dim, rope_dim, window;
     int32_t rope_mode;   /* SLATE__ROPE_* */
-    float scale;         /* attention: score scale */
+    float scale;         /* attention: score scale; scale: the factor */
 } slate__op;
 
 typedef struct slate__program {

@@ -553,6 +553,38 @@ bool kc_swiglu(const slate__kernels *k, const slate__kernels *ref, int64_t n, ui
     return verdict(what, detail, problem, cap);
 }
 
+/* ---- geglu ------------------------------------------------------------------------------- */
+
+/* gelu_tanh(a) * b. Tolerance 1e-6 relative to |a b| + 1e-30 per element: ref evaluates
+ * 0.5 a (1 + tanhf(u)), the variants a / (1 + e^-2u) (the same function) with the exp
+ * polynomial of swiglu; both are within a few u of the exact value times |a| (where 1 + tanh(u)
+ * cancels, for a well below 0, ref's error is ~|a| u absolute, still a few u of |a b|). Inputs
+ * span [-100, 100], and every 7th a is 1e13 in size, whose cube overflows to +-inf, so the
+ * clamping at both ends and the saturated tanh are exercised; y aliases a (in place). */
+#define GEGLU_TOL 1e-6
+
+bool kc_geglu(const slate__kernels *k, const slate__kernels *ref, int64_t n, uint64_t *rng,
+              char *problem, size_t cap) {
+    float *a = xmalloc((size_t)n * sizeof(float)), *b = xmalloc((size_t)n * sizeof(float));
+    outputs o = outputs_alloc(n);
+    fill_rand(a, n, rng);
+    fill_rand(b, n, rng);
+    for (int64_t i = 0; i < n; i++)
+        a[i] *= i % 7 == 3 ? 1e13f : i % 5 == 0 ? 100.0f : 8.0f;
+    memcpy(o.got, a, (size_t)n * sizeof(float));
+    k->geglu(o.got, o.got, b, n); /* in place */
+    ref->geglu(o.want, a, b, n);
+
+    char what[100], detail[300] = "";
+    snprintf(what, sizeof what, "%s geglu n=%lld", k->name, (long long)n);
+    for (int64_t i = 0; i < n; i++) o.mag[i] = fabs((double)a[i] * b[i]) + 1e-30;
+    outputs_check(&o, "n", GEGLU_TOL, detail, sizeof detail);
+    free(a);
+    free(b);
+    outputs_free(&o);
+    return verdict(what, detail, problem, cap);
+}
+
 /* ---- rope -------------------------------------------------------------------------------- */
 
 const int64_t kc_rope_dims[KC_N_ROPE_DIMS][2] = {

@@ -104,6 +104,11 @@ bool kc_rms_norm(const slate__kernels *k, const slate__kernels *ref, int64_t n, 
 bool kc_swiglu(const slate__kernels *k, const slate__kernels *ref, int64_t n, uint64_t *rng,
                char *problem, size_t cap);
 
+/* geglu (gelu_tanh(a) * b) of n elements in place against ref out of place, inputs in
+ * [-100, 100] plus some of size 1e13 (a^3 overflows); nothing written past n. */
+bool kc_geglu(const slate__kernels *k, const slate__kernels *ref, int64_t n, uint64_t *rng,
+              char *problem, size_t cap);
+
 /* rope of n_heads heads of head_dim hd, the first rope_dim rotated (even, <= hd, <=
  * SLATE__MAX_HEAD_DIM), in the half (NeoX) or interleaved pair layout, in place or not, at
  * random angles; nothing written past the last head. */

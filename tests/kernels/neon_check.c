@@ -7,9 +7,9 @@
  * last x units, 37 rows, rows of 4096+ inputs, several output blocks); to_f32 (every f16 / bf16
  * bit pattern at several tail lengths), rms_norm, attention (F32 and F16 caches, head_dim 1 to
  * 128, GQA groups of 1 to 9 heads, empty ranges, strides wider than head_dim, masks with -inf
- * and NaN, every score masked), swiglu and rope (the neon table takes ref's so far; checked so
- * a NEON version is covered the day it comes). This file picks the shapes; each case and its
- * tolerance are in kcheck.c, shared with test_kernels.c (and test_quant_kernels.c).
+ * and NaN, every score masked), swiglu, geglu and rope (the neon table takes ref's so far;
+ * checked so a NEON version is covered the day it comes). This file picks the shapes; each case
+ * and its tolerance are in kcheck.c, shared with test_kernels.c (and test_quant_kernels.c).
  *
  * A standalone program (plain C11, no cmocka), so it can be cross-compiled with only the
  * kernel sources and run under user-mode emulation: scripts/check_neon.sh builds it with
@@ -175,7 +175,7 @@ static void check_attentions(const slate__kernels *k, const slate__kernels *ref)
             }
 }
 
-/* ---- swiglu, rope: the shapes of test_kernels.c ------------------------------------------ */
+/* ---- swiglu, geglu, rope: the shapes of test_kernels.c --------------------------------------- */
 
 static void check_swiglus(const slate__kernels *k, const slate__kernels *ref) {
     uint64_t rng = g_seed ^ 0x7377676cull;
@@ -183,6 +183,14 @@ static void check_swiglus(const slate__kernels *k, const slate__kernels *ref) {
     static const int64_t ns[] = {1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 257, 5632};
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
         report(kc_swiglu(k, ref, ns[c], &rng, problem, sizeof problem), problem);
+}
+
+static void check_geglus(const slate__kernels *k, const slate__kernels *ref) {
+    uint64_t rng = g_seed ^ 0x6765676cull;
+    char problem[512];
+    static const int64_t ns[] = {1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 257, 6912};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
+        report(kc_geglu(k, ref, ns[c], &rng, problem, sizeof problem), problem);
 }
 
 static void check_ropes(const slate__kernels *k, const slate__kernels *ref) {
@@ -217,6 +225,7 @@ int main(int argc, char **argv) {
         check_rms_norms(k, ref);
         check_attentions(k, ref);
         check_swiglus(k, ref);
+        check_geglus(k, ref);
         check_ropes(k, ref);
     }
     printf("%d passed, %d failed\n", g_passed, g_failed);

@@ -137,7 +137,7 @@ static void attention_with_every_score_masked_is_zero(void **st) {
             }
 }
 
-/* ---- rms_norm, swiglu, rope -------------------------------------------------------------- */
+/* ---- rms_norm, swiglu, geglu, rope ----------------------------------------------------------- */
 
 static void rms_norm_matches_ref(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
@@ -157,6 +157,15 @@ static void swiglu_matches_ref(void **st) {
     static const int64_t ns[] = {1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 257, 5632};
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
         require(kc_swiglu(k, ref, ns[c], &rng, problem, sizeof problem), problem);
+}
+
+static void geglu_matches_ref(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x6765676cull;
+    char problem[512];
+    static const int64_t ns[] = {1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 257, 6912};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
+        require(kc_geglu(k, ref, ns[c], &rng, problem, sizeof problem), problem);
 }
 
 /* Both pair layouts, partial rotation (rope_dim < head_dim: the rest copied), in place and out
@@ -193,6 +202,7 @@ int main(void) {
         FOR_TABLES(attention_with_every_score_masked_is_zero),
         FOR_TABLES(rms_norm_matches_ref),
         FOR_TABLES(swiglu_matches_ref),
+        FOR_TABLES(geglu_matches_ref),
         FOR_TABLES(rope_matches_ref),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -260,6 +260,59 @@ static void program_errors_are_refused(void **st) {
     expect_meta(j, SLATE_E_FORMAT, NULL);
 }
 
+/* The first op named `name` (NULL if none). */
+static cJSON *op_named(cJSON *j, const char *name) {
+    for (cJSON *x = cJSON_GetObjectItem(j, "program")->child; x; x = x->next)
+        if (strcmp(cJSON_GetObjectItem(x, "op")->valuestring, name) == 0) return x;
+    return NULL;
+}
+
+/* Gemma's ops: "geglu" (gelu_tanh(gate) * up) has swiglu's signature; "scale" (x * factor, the
+ * embedding scale) needs a finite factor in [-1e6, 1e6] and keeps x's width. A package that a
+ * reader without them opens is refused as an unknown op, never run without them. */
+static void geglu_and_scale_ops_are_checked(void **st) {
+    (void)st;
+    cJSON *j = meta_json();
+    cJSON_SetValuestring(cJSON_GetObjectItem(op_named(j, "swiglu"), "op"), "geglu");
+    expect_meta(j, SLATE_OK, NULL);
+    j = meta_json(); /* geglu's b must have a's width: up replaced by x ([dim], not [ffn]) */
+    cJSON *g = op_named(j, "swiglu");
+    cJSON_SetValuestring(cJSON_GetObjectItem(g, "op"), "geglu");
+    cJSON_SetValuestring(cJSON_GetArrayItem(cJSON_GetObjectItem(g, "in"), 1), "x");
+    expect_meta(j, SLATE_E_FORMAT, "(geglu): b 'x' has width");
+    j = meta_json();
+    cJSON_SetValuestring(cJSON_GetObjectItem(op_named(j, "swiglu"), "op"), "gelu");
+    expect_meta(j, SLATE_E_UNSUPPORTED, "unknown op 'gelu'");
+    /* scale of the logits, in place, appended after the last op */
+    static const struct {
+        const char *factor; /* JSON, NULL: absent */
+        const char *in, *out;
+        slate_status want;
+        const char *msg;
+    } cases[] = {
+        {"8.0", "logits", "logits", SLATE_OK, NULL},
+        {"-0.5", "logits", "logits", SLATE_OK, NULL},
+        {NULL, "logits", "logits", SLATE_E_FORMAT,
+         "(scale): attribute 'factor' missing or outside [-1e+06, 1e+06]"},
+        {"\"8\"", "logits", "logits", SLATE_E_FORMAT, "attribute 'factor' missing or outside"},
+        {"1e7", "logits", "logits", SLATE_E_FORMAT, "attribute 'factor' missing or outside"},
+        {"-1e300", "logits", "logits", SLATE_E_FORMAT, "attribute 'factor' missing or outside"},
+        {"2", "logits", "xl", SLATE_E_FORMAT, "(scale): output 'xl' has width"},
+        {"2", "token_embd.weight", "logits", SLATE_E_FORMAT,
+         "x 'token_embd.weight' must be an activation"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        j = meta_json();
+        cJSON *sc = cJSON_CreateObject();
+        cJSON_AddStringToObject(sc, "op", "scale");
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(sc, "in"), cJSON_CreateString(cases[i].in));
+        cJSON_AddStringToObject(sc, "out", cases[i].out);
+        if (cases[i].factor) cJSON_AddItemToObject(sc, "factor", cJSON_Parse(cases[i].factor));
+        cJSON_AddItemToArray(cJSON_GetObjectItem(j, "program"), sc);
+        expect_meta(j, cases[i].want, cases[i].msg);
+    }
+}
+
 /* A rope wider than the kernels' largest head (its cos/sin tables live on the stack, sized
  * for SLATE__MAX_HEAD_DIM) opened, then overflowed those tables on the first predict. Built on
  * a model whose k bias is f32 [512], so it can serve as the freqs of a 1024-wide rope over q. */
@@ -644,6 +697,7 @@ int main(void) {
         cmocka_unit_test(truncation_anywhere_is_refused),
         cmocka_unit_test(tensor_table_lies_are_refused),
         cmocka_unit_test(program_errors_are_refused),
+        cmocka_unit_test(geglu_and_scale_ops_are_checked),
         cmocka_unit_test(rope_wider_than_the_largest_head_is_refused),
         cmocka_unit_test(info_and_plan_read_n_layers_alike),
         cmocka_unit_test(stop_ids_must_be_integer_ids),

@@ -161,6 +161,16 @@ static void swiglu(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + expf(-a[i])) * b[i];
 }
 
+/* PyTorch's gelu(approximate="tanh") in its CPU kernel's order: x_cube = x * x * x, inner =
+ * kBeta * (x + kKappa * x_cube), 0.5 * x * (1 + tanh(inner)); then times b. */
+static void geglu(float *y, const float *a, const float *b, int64_t n) {
+    const float beta = 0.7978845608028654f, kappa = 0.044715f; /* sqrt(2 / pi) */
+    for (int64_t i = 0; i < n; i++) {
+        float x = a[i], cube = x * x * x;
+        y[i] = 0.5f * x * (1.0f + tanhf(beta * (x + kappa * cube))) * b[i];
+    }
+}
+
 static void rope(float *y, const float *x, const float *c, const float *s, int64_t n_heads,
                  int64_t head_dim, int64_t rope_dim, bool half) {
     int64_t nh = rope_dim / 2;
@@ -190,6 +200,7 @@ void slate__ref_fill(slate__kernels *k) {
     k->attention_i8 = attention_i8;
     k->rms_norm = rms_norm;
     k->swiglu = swiglu;
+    k->geglu = geglu;
     k->rope = rope;
     slate__ref_quant_fill(k); /* row_to_f32 of every weight dtype, matmul of the quantized ones */
 }

@@ -728,6 +728,22 @@ static void swiglu(float *y, const float *a, const float *b, int64_t n) {
     }
 }
 
+/* gelu_tanh(a) * b as a sigmoid: 0.5 (1 + tanh(u)) = 1 / (1 + e^-2u), so gelu_tanh(a) =
+ * a / (1 + e^t) with t = -2 sqrt(2/pi) (a + 0.044715 a^3). exp8 clamps t, so the result goes
+ * to 0 or a at the extremes (a^3 may overflow to +-inf: still clamped). */
+static void geglu(float *y, const float *a, const float *b, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), kappa = _mm256_set1_ps(0.044715f);
+    const __m256 m2beta = _mm256_set1_ps(-2.0f * 0.7978845608028654f);
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256i m = tail_mask(n - i >= 8 ? 8 : n - i);
+        __m256 av = _mm256_maskload_ps(a + i, m), bv = _mm256_maskload_ps(b + i, m);
+        __m256 cube = _mm256_mul_ps(_mm256_mul_ps(av, av), av);
+        __m256 t = _mm256_mul_ps(m2beta, _mm256_fmadd_ps(kappa, cube, av));
+        __m256 g = _mm256_div_ps(av, _mm256_add_ps(one, exp8(t)));
+        _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(g, bv));
+    }
+}
+
 /* As ref, 8 lanes: NeoX pairs as contiguous u and v vectors; adjacent pairs 4 to a vector with
  * c and s spread over both lanes of a pair. */
 static void rope(float *y, const float *x, const float *c, const float *s, int64_t n_heads,
@@ -778,5 +794,6 @@ void slate__avx2_fill(slate__kernels *k) {
     k->attention_i8 = attention_i8;
     k->rms_norm = rms_norm;
     k->swiglu = swiglu;
+    k->geglu = geglu;
     k->rope = rope;
 }

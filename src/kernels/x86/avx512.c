@@ -610,6 +610,21 @@ static void swiglu(float *y, const float *a, const float *b, int64_t n) {
     }
 }
 
+/* gelu_tanh(a) * b = a / (1 + e^t) * b, t = -2 sqrt(2/pi) (a + 0.044715 a^3) (avx2.c's
+ * geglu); exp16 clamps t, so the result goes to 0 or a at the extremes. */
+static void geglu(float *y, const float *a, const float *b, int64_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f), kappa = _mm512_set1_ps(0.044715f);
+    const __m512 m2beta = _mm512_set1_ps(-2.0f * 0.7978845608028654f);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : tail16(n - i);
+        __m512 av = _mm512_maskz_loadu_ps(m, a + i), bv = _mm512_maskz_loadu_ps(m, b + i);
+        __m512 cube = _mm512_mul_ps(_mm512_mul_ps(av, av), av);
+        __m512 t = _mm512_mul_ps(m2beta, _mm512_fmadd_ps(kappa, cube, av));
+        __m512 g = _mm512_div_ps(av, _mm512_add_ps(one, exp16(t)));
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(g, bv));
+    }
+}
+
 /* As ref: NeoX pairs are 16 contiguous u's and the 16 v's half a rotation later; adjacent pairs
  * are 8 (u, v) in one vector, c and s spread to both lanes of a pair and v/u swapped in place. */
 static void rope(float *y, const float *x, const float *c, const float *s, int64_t n_heads,
@@ -657,5 +672,6 @@ void slate__avx512_fill(slate__kernels *k) {
     k->attention_i8 = attention_i8;
     k->rms_norm = rms_norm;
     k->swiglu = swiglu;
+    k->geglu = geglu;
     k->rope = rope;
 }
