@@ -10,7 +10,16 @@
  *     and k by m, so q.k by m^2: with the whole head rotated (rope_dim == head_dim, checked)
  *     that is exactly the attention op's scale times m^2, and no rope attribute is needed;
  *   - tied head: the final matmul reads token_embd.weight;
- *   - GQA: attention's n_kv_heads; sliding window: attention's window.
+ *   - GQA: attention's n_kv_heads; sliding window: attention's window;
+ *   - Gemma: a "scale" op after the embedding (sqrt(hidden), computed by the importer), RMSNorm
+ *     weights stored as w + 1 (HF keeps w and computes x * (1 + w); the sum is taken here in
+ *     f32, before any rounding to the package dtype, which for norms is f32 anyway), "geglu"
+ *     instead of "swiglu", attention's scale from query_pre_attn_scalar (Gemma 3);
+ *   - Gemma 3: an rms_norm on the attention output and one on the feed-forward output before
+ *     each residual add; per-layer attention: the sliding layers' attention has the window and
+ *     their rope ops read "rope_local.freqs" (the local base, unscaled), the global layers'
+ *     read "rope.freqs" (rope_theta with the scaling). Each computed tensor is written only
+ *     when some op reads it.
  * Every tensor the architecture needs must be present with the exact shape; a source tensor
  * the program does not use is an error (never skipped silently).
  */
@@ -156,6 +165,7 @@ typedef struct producer {
     slate_dtype dst;
     slate__qspec q;               /* dst compressed: the matrix and its layout */
     bool copy;                    /* the source bytes are already dst's bytes */
+    bool add_one;                 /* f32 source norm: write w + 1 (slate__arch.norm_add_one) */
     slate__pool *pool;            /* quantization threads */
 } producer;
 
@@ -205,6 +215,7 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
             if (!isfinite(buf[j]) && p->src)
                 return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': element %lld is not "
                                    "finite (%g)", p->src->name, (long long)(i + j), buf[j]);
+            if (p->add_one) buf[j] += 1.0f; /* finite + 1 stays finite */
         }
         switch (p->dst) {
         case SLATE_DTYPE_F32:
@@ -249,7 +260,7 @@ typedef struct builder {
     producer *prod;
     bool *used;
     int32_t n_wt;
-    float *freqs;
+    float *freqs, *freqs_local;
     int32_t n_ctx;         /* the package's context (LongRoPE picks its factors from it) */
     slate__pool *pool;     /* quantization threads (NULL while nothing is quantized) */
     bool *keep_hit;        /* [n_keep]: the rule matched some matrix */
@@ -430,6 +441,14 @@ static cJSON *op(builder *b, const char *kind, const char *out, int n_in, ...) {
     return o;
 }
 
+/* The local layers' (Gemma 3's sliding layers): rope_local_theta^(-2i/d), never scaled (HF
+ * builds their rotary embedding from rope_local_base_freq with rope type "default"). */
+static void rope_freqs_local(const slate__arch *a, float *out) {
+    for (int32_t i = 0; i < a->rope_dim / 2; i++)
+        out[i] = (float)(1.0 / pow((double)a->rope_local_theta, (double)(2 * i) /
+                                   (double)a->rope_dim));
+}
+
 /* Inverse frequencies theta^(-2i/d), then the scaling. Llama 3.1 scaling follows
  * transformers' _compute_llama3_parameters: high frequencies kept, low ones divided by factor,
  * a smooth blend between. LongRoPE (transformers' _compute_longrope_parameters, llama.cpp's
@@ -484,6 +503,14 @@ static slate_status check_arch(const slate__arch *a, slate_error *err) {
         return slate__fail(err, SLATE_E_FORMAT, "rope scaling parameters are inconsistent "
                            "(factor %g, low %g, high %g, original context %d)", a->rope_factor,
                            a->rope_low_freq, a->rope_high_freq, a->rope_orig_ctx);
+    if ((a->ffn_act != SLATE__FFN_SWIGLU && a->ffn_act != SLATE__FFN_GEGLU) ||
+        !(isfinite(a->embd_scale) && a->embd_scale >= 0 && a->embd_scale <= 1e6f) ||
+        !(isfinite(a->attn_scale) && a->attn_scale >= 0 && a->attn_scale <= 1e6f) ||
+        !(isfinite(a->rope_local_theta) && a->rope_local_theta >= 0))
+        return slate__fail(err, SLATE_E_FORMAT, "implausible %s parameters: feed-forward %d, "
+                           "embedding scale %g, attention scale %g, local rope theta %g",
+                           a->name, a->ffn_act, a->embd_scale, a->attn_scale,
+                           a->rope_local_theta);
     if (a->rope_scaling == SLATE__ROPE_SCALING_LONGROPE) {
         if (a->n_rope_factors != a->rope_dim / 2 || a->rope_dim != a->head_dim)
             return slate__fail(err, SLATE_E_FORMAT, "LongRoPE needs %d factors per list for the "
@@ -503,16 +530,51 @@ static slate_status check_arch(const slate__arch *a, slate_error *err) {
     return SLATE_OK;
 }
 
+/* An RMSNorm weight [n]: f32, plus one where the source stores w - 1 (Gemma). */
+static slate_status norm_weight(builder *b, const char *name, int64_t n) {
+    slate_status s = weight(b, name, n, 0, false);
+    if (!s && b->imp->a.norm_add_one) b->prod[b->n_wt - 1].add_one = true;
+    return s;
+}
+
+/* rms_norm out = x * w (eps of the architecture; group: per group of that many, 0: per row). */
+static void rms_norm_op(builder *b, const char *out, const char *x, const char *w, int32_t group) {
+    cJSON *o = op(b, "rms_norm", out, 2, x, w);
+    cJSON_AddNumberToObject(o, "eps", b->imp->a.norm_eps);
+    if (group) cJSON_AddNumberToObject(o, "group", group);
+}
+
+/* Declares a computed f32 tensor [n] (data owned by the builder). */
+static void computed(builder *b, const char *name, const float *data, int64_t n) {
+    slate__pkg_wtensor *w = &b->wt[b->n_wt];
+    producer *p = &b->prod[b->n_wt];
+    p->computed = data;
+    p->n = n;
+    p->dst = SLATE_DTYPE_F32;
+    w->name = name;
+    w->dtype = SLATE_DTYPE_F32;
+    w->n_dims = 1;
+    w->dims[0] = n;
+    w->nbytes = (size_t)n * 4;
+    w->produce = produce;
+    w->ctx = p;
+    b->n_wt++;
+}
+
 static slate_status build_program(builder *b) {
     const slate__arch *a = &b->imp->a;
     slate_status s;
-    char n[96], n2[96], n3[96], q[96], k[96], v[96], kc[64], vc[64];
+    char n[96], n2[96], n3[96], kc[64], vc[64];
     int64_t qw = (int64_t)a->n_heads * a->head_dim, kw = (int64_t)a->n_kv_heads * a->head_dim;
     /* LongRoPE's attention factor, folded in (module comment). */
     double m = a->rope_scaling == SLATE__ROPE_SCALING_LONGROPE ? a->rope_attn_factor : 1.0;
-    double attn_scale = m * m / sqrt((double)a->head_dim);
+    double base_scale = a->attn_scale > 0 ? a->attn_scale : 1.0 / sqrt((double)a->head_dim);
+    double attn_scale = m * m * base_scale;
+    bool use_global = false, use_local = false; /* which rope tensors some op reads */
     if ((s = weight(b, "token_embd.weight", a->n_vocab, a->dim, true))) return s;
     op(b, "embedding", "x", 2, "token_embd.weight", "tokens");
+    if (a->embd_scale > 0)
+        cJSON_AddNumberToObject(op(b, "scale", "x", 1, "x"), "factor", a->embd_scale);
     act(b, "x", a->dim, false);
     act(b, "xn", a->dim, false);
     act(b, "q", qw, false);
@@ -525,10 +587,15 @@ static slate_status build_program(builder *b) {
     cJSON *states = cJSON_GetObjectItemCaseSensitive(b->meta, "states");
     const char *kv_dtype = slate_dtype_name(b->cp->kv_dtype); /* checked: f32 or f16 */
     for (int32_t l = 0; l < a->n_layers; l++) {
+        /* Gemma 3's sliding layers (or every layer of a windowed model) */
+        bool sliding = !a->per_layer_sliding || a->layer_sliding[l];
+        bool local_rope = a->per_layer_sliding && a->layer_sliding[l] && a->rope_local_theta > 0;
+        const char *freqs = local_rope ? "rope_local.freqs" : "rope.freqs";
+        use_local |= local_rope;
+        use_global |= !local_rope;
         snprintf(n, sizeof n, "blk.%d.attn_norm.weight", l);
-        if ((s = weight(b, n, a->dim, 0, false))) return s;
-        op(b, "rms_norm", "xn", 2, "x", n);
-        cJSON_AddNumberToObject(cJSON_GetArrayItem(b->prog, cJSON_GetArraySize(b->prog) - 1), "eps", a->norm_eps);
+        if ((s = norm_weight(b, n, a->dim))) return s;
+        rms_norm_op(b, "xn", "x", n, 0);
         const char *names[3] = {"q", "k", "v"};
         int64_t widths[3] = {qw, kw, kw};
         for (int i = 0; i < 3; i++) {
@@ -545,14 +612,12 @@ static slate_status build_program(builder *b) {
         if (a->qk_norm) {
             for (int i = 0; i < 2; i++) {
                 snprintf(n, sizeof n, "blk.%d.attn_%s_norm.weight", l, names[i]);
-                if ((s = weight(b, n, a->head_dim, 0, false))) return s;
-                cJSON *o = op(b, "rms_norm", names[i], 2, names[i], n);
-                cJSON_AddNumberToObject(o, "eps", a->norm_eps);
-                cJSON_AddNumberToObject(o, "group", a->head_dim);
+                if ((s = norm_weight(b, n, a->head_dim))) return s;
+                rms_norm_op(b, names[i], names[i], n, a->head_dim);
             }
         }
         for (int i = 0; i < 2; i++) {
-            cJSON *o = op(b, "rope", names[i], 2, names[i], "rope.freqs");
+            cJSON *o = op(b, "rope", names[i], 2, names[i], freqs);
             cJSON_AddNumberToObject(o, "n_heads", i == 0 ? a->n_heads : a->n_kv_heads);
             cJSON_AddNumberToObject(o, "head_dim", a->head_dim);
             cJSON_AddNumberToObject(o, "rope_dim", a->rope_dim);
@@ -574,15 +639,20 @@ static slate_status build_program(builder *b) {
         cJSON_AddNumberToObject(o, "n_kv_heads", a->n_kv_heads);
         cJSON_AddNumberToObject(o, "head_dim", a->head_dim);
         cJSON_AddNumberToObject(o, "scale", attn_scale);
-        if (a->sliding_window > 0) cJSON_AddNumberToObject(o, "window", a->sliding_window);
+        if (a->sliding_window > 0 && sliding)
+            cJSON_AddNumberToObject(o, "window", a->sliding_window);
         snprintf(n, sizeof n, "blk.%d.attn_output.weight", l);
         if ((s = weight(b, n, a->dim, qw, true))) return s;
         op(b, "matmul", "ao", 2, "att", n);
+        if (a->post_norms) {
+            snprintf(n, sizeof n, "blk.%d.post_attention_norm.weight", l);
+            if ((s = norm_weight(b, n, a->dim))) return s;
+            rms_norm_op(b, "ao", "ao", n, 0);
+        }
         op(b, "add", "x", 2, "x", "ao");
         snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l);
-        if ((s = weight(b, n, a->dim, 0, false))) return s;
-        o = op(b, "rms_norm", "xn", 2, "x", n);
-        cJSON_AddNumberToObject(o, "eps", a->norm_eps);
+        if ((s = norm_weight(b, n, a->dim))) return s;
+        rms_norm_op(b, "xn", "x", n, 0);
         snprintf(n, sizeof n, "blk.%d.ffn_gate.weight", l);
         snprintf(n2, sizeof n2, "blk.%d.ffn_up.weight", l);
         snprintf(n3, sizeof n3, "blk.%d.ffn_down.weight", l);
@@ -592,37 +662,37 @@ static slate_status build_program(builder *b) {
             return s;
         op(b, "matmul", "gate", 2, "xn", n);
         op(b, "matmul", "up", 2, "xn", n2);
-        op(b, "swiglu", "gate", 2, "gate", "up");
+        op(b, a->ffn_act == SLATE__FFN_GEGLU ? "geglu" : "swiglu", "gate", 2, "gate", "up");
         op(b, "matmul", "ao", 2, "gate", n3);
+        if (a->post_norms) {
+            snprintf(n, sizeof n, "blk.%d.post_ffw_norm.weight", l);
+            if ((s = norm_weight(b, n, a->dim))) return s;
+            rms_norm_op(b, "ao", "ao", n, 0);
+        }
         op(b, "add", "x", 2, "x", "ao");
     }
-    (void)q; (void)k; (void)v;
     act(b, "xl", a->dim, true);
     act(b, "logits", a->n_vocab, true);
     op(b, "last_rows", "xl", 1, "x");
-    if ((s = weight(b, "output_norm.weight", a->dim, 0, false))) return s;
-    cJSON *o = op(b, "rms_norm", "xl", 2, "xl", "output_norm.weight");
-    cJSON_AddNumberToObject(o, "eps", a->norm_eps);
+    if ((s = norm_weight(b, "output_norm.weight", a->dim))) return s;
+    rms_norm_op(b, "xl", "xl", "output_norm.weight", 0);
     const char *head = a->tied ? "token_embd.weight" : "output.weight";
     if (!a->tied && (s = weight(b, head, a->n_vocab, a->dim, true))) return s;
     op(b, "matmul", "logits", 2, "xl", head);
-    /* rope.freqs: computed here, not read from the source. */
-    b->freqs = slate__malloc(sizeof(float) * (size_t)(a->rope_dim / 2));
-    if (!b->freqs) return slate__fail(b->err, SLATE_E_NOMEM, "out of memory");
-    rope_freqs(a, b->n_ctx, b->freqs);
-    slate__pkg_wtensor *w = &b->wt[b->n_wt];
-    producer *p = &b->prod[b->n_wt];
-    p->computed = b->freqs;
-    p->n = a->rope_dim / 2;
-    p->dst = SLATE_DTYPE_F32;
-    w->name = "rope.freqs";
-    w->dtype = SLATE_DTYPE_F32;
-    w->n_dims = 1;
-    w->dims[0] = p->n;
-    w->nbytes = (size_t)p->n * 4;
-    w->produce = produce;
-    w->ctx = p;
-    b->n_wt++;
+    /* rope.freqs (and rope_local.freqs): computed here, not read from the source. */
+    size_t nf = (size_t)(a->rope_dim / 2);
+    if (use_global) {
+        if (!(b->freqs = slate__malloc(sizeof(float) * nf)))
+            return slate__fail(b->err, SLATE_E_NOMEM, "out of memory");
+        rope_freqs(a, b->n_ctx, b->freqs);
+        computed(b, "rope.freqs", b->freqs, (int64_t)nf);
+    }
+    if (use_local) {
+        if (!(b->freqs_local = slate__malloc(sizeof(float) * nf)))
+            return slate__fail(b->err, SLATE_E_NOMEM, "out of memory");
+        rope_freqs_local(a, b->freqs_local);
+        computed(b, "rope_local.freqs", b->freqs_local, (int64_t)nf);
+    }
     for (int32_t i = 0; i < b->imp->n_tensors; i++)
         if (!b->used[i])
             return slate__fail(b->err, SLATE_E_UNSUPPORTED, "source tensor '%s' is not used by "
@@ -706,7 +776,7 @@ slate_status slate__build_package(const slate__import *imp, const slate_convert_
     b.cp = cp;
     b.n_ctx = n_ctx;
     b.err = err;
-    size_t cap = (size_t)imp->n_tensors + 2;
+    size_t cap = (size_t)imp->n_tensors + 2; /* + rope.freqs and rope_local.freqs */
     b.wt = slate__calloc(cap, sizeof *b.wt);
     b.prod = slate__calloc(cap, sizeof *b.prod);
     b.used = slate__calloc(cap, sizeof *b.used);
@@ -818,5 +888,6 @@ done:
     slate__free(b.keep_hit);
     slate__pool_free(b.pool);
     slate__free(b.freqs);
+    slate__free(b.freqs_local);
     return s;
 }

@@ -3,8 +3,9 @@
  * format into a slate__import: the architecture's hyper-parameters, its tensors under
  * canonical (GGUF-style) names with shapes [out][in], and a tokenizer. The builder checks every
  * tensor against the architecture, writes the program that expresses the architecture's
- * differences (qkv bias, q/k norm, rope layout and scaling, tied head, GQA, sliding window),
- * and streams the weights, converted to the requested dtype, into the package. Fused source
+ * differences (qkv bias, q/k norm, rope layout and scaling, tied head, GQA, sliding window;
+ * Gemma's embedding scale, (1 + w) norms, GeGLU, norms of the block outputs, per-layer windows
+ * and RoPE bases), and streams the weights, converted to the requested dtype, into the package. Fused source
  * matrices (Phi-3's qkv and gate_up projections) are split by the importers into the separate
  * q/k/v and gate/up tensors the program uses (slate__import_add_split): views of the source
  * rows, so quantized blocks are kept byte for byte.
@@ -54,8 +55,14 @@ enum {
 #define SLATE__MAX_FFN (1 << 20)
 #define SLATE__MAX_CTX (1 << 24) /* largest context a package declares (--context) */
 
+/* The feed-forward's gate activation. */
+enum {
+    SLATE__FFN_SWIGLU, /* down(silu(gate) * up) */
+    SLATE__FFN_GEGLU,  /* down(gelu_tanh(gate) * up), PyTorch's tanh approximation (Gemma) */
+};
+
 typedef struct slate__arch {
-    char name[32];        /* "llama", "qwen2", "qwen3", "mistral", "phi3" */
+    char name[32];        /* "llama", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gemma3" */
     int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim;
     int32_t n_ctx;        /* the source's context length (may exceed SLATE__MAX_CTX: the
                              builder then needs an explicit n_ctx) */
@@ -73,6 +80,21 @@ typedef struct slate__arch {
     float rope_attn_factor;
     bool qkv_bias, qk_norm, tied;
     int32_t sliding_window; /* 0: none */
+    /* Gemma. All zero / false for the other architectures. */
+    int32_t ffn_act;        /* SLATE__FFN_* */
+    float embd_scale;       /* multiplies the embedding output (0: no scale op) */
+    float attn_scale;       /* attention's score scale (0: 1 / sqrt(head_dim)) */
+    bool norm_add_one;      /* the source stores every RMSNorm weight as w - 1 (HF Gemma computes
+                               x * (1 + w)): the builder writes w + 1, computed in f32 */
+    bool post_norms;        /* Gemma 3: blk.N.post_attention_norm / post_ffw_norm normalize the
+                               attention and feed-forward outputs before the residual add */
+    /* Per-layer attention (Gemma 3): with per_layer_sliding, only the layers l with
+     * layer_sliding[l] use sliding_window, and their RoPE base is rope_local_theta (no scaling;
+     * 0: rope_theta with the scaling, as the global layers); without it sliding_window applies
+     * to every layer. */
+    bool per_layer_sliding;
+    bool layer_sliding[SLATE__MAX_LAYERS];
+    float rope_local_theta;
 } slate__arch;
 
 typedef struct slate__import {

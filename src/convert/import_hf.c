@@ -3,7 +3,9 @@
  * listed in model.safetensors.index.json), tokenizer.json (+ tokenizer_config.json for special
  * tokens and the chat template, or chat_template.jinja). Architectures: LlamaForCausalLM
  * (Llama 2/3/3.1+, TinyLlama, SmolLM), MistralForCausalLM, Qwen2ForCausalLM (qkv bias),
- * Qwen3ForCausalLM (q/k norm), Phi3ForCausalLM (Phi-3 mini/medium, Phi-3.5-mini, Phi-4).
+ * Qwen3ForCausalLM (q/k norm), Phi3ForCausalLM (Phi-3 mini/medium, Phi-3.5-mini, Phi-4),
+ * GemmaForCausalLM (Gemma 1) and Gemma3ForCausalLM (Gemma 3 text: gemma-3-1b, or a larger
+ * one's language model saved on its own); Gemma2ForCausalLM (soft-capping) is refused.
  * HF stores Q/K rows in "rotate_half" order, so the program uses the "half" RoPE layout and no
  * permutation is applied. Names are mapped to the canonical (GGUF-style) ones; a tensor that
  * maps to nothing is refused, except rotary_emb.inv_freq buffers (recomputed from config).
@@ -17,6 +19,11 @@
  * at least the package's context never masks anything. partial_rotary_factor other than 1
  * (Phi-4-mini) is refused: the program rotates whole heads. rope_scaling "longrope" (or its
  * older name "su"; Phi-3-mini-128k, Phi-3.5-mini) is read here and applied by the builder.
+ *
+ * Gemma and Gemma 3 (parse_gemma has the maths and the keys): the embedding scale, the (1 + w)
+ * RMSNorm, GeGLU, and Gemma 3's q/k norms, block-output norms, attention scale and per-layer
+ * sliding window and RoPE base become slate__arch fields the builder turns into the program.
+ * The checkpoint's norm weights are imported as stored (w); the builder adds the 1.
  */
 #include "convert.h"
 #include "exec/program.h"
@@ -150,10 +157,15 @@ static int layer_index(const char *hf, int32_t n_layers, int32_t *layer) {
     return (int)i + 1;
 }
 
-/* HF name -> canonical name; false if the name is not a known weight. Phi-3's fused matrices
- * (fused: the phi3 family) map to blk.N.attn_qkv.weight and blk.N.ffn_gate_up.weight, which
- * add_shard splits. */
-static bool map_name(const char *hf, int32_t n_layers, bool fused, char *out, size_t cap) {
+/* HF name -> canonical name for the family; false if the name is not a known weight. Phi-3's
+ * fused matrices map to blk.N.attn_qkv.weight and blk.N.ffn_gate_up.weight, which add_shard
+ * splits. Gemma 3 has four norms per layer: its post_attention_layernorm normalizes the
+ * attention output (post_attention_norm, llama.cpp's name), pre_feedforward_layernorm is the
+ * feed-forward's input norm (ffn_norm, what post_attention_layernorm is elsewhere) and
+ * post_feedforward_layernorm normalizes its output (post_ffw_norm). */
+static bool map_name(const char *hf, int32_t n_layers, const char *family, char *out,
+                     size_t cap) {
+    bool fused = strcmp(family, "phi3") == 0, gemma3 = strcmp(family, "gemma3") == 0;
     static const struct { const char *hf, *canon; } fixed[] = {
         {"model.embed_tokens.weight", "token_embd.weight"},
         {"model.norm.weight", "output_norm.weight"},
@@ -184,9 +196,19 @@ static bool map_name(const char *hf, int32_t n_layers, bool fused, char *out, si
         {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
         {"mlp.gate_up_proj.weight", "ffn_gate_up.weight"},
     };
+    static const struct { const char *hf, *canon; } gemma3_layer[] = {
+        {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+        {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+        {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    };
     int32_t l = 0;
     int n = layer_index(hf, n_layers, &l);
     if (n <= 0) return false;
+    for (size_t i = 0; gemma3 && i < sizeof gemma3_layer / sizeof gemma3_layer[0]; i++)
+        if (strcmp(hf + n, gemma3_layer[i].hf) == 0) {
+            snprintf(out, cap, "blk.%d.%s", l, gemma3_layer[i].canon);
+            return true;
+        }
     for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
         if (strcmp(hf + n, layer[i].hf) == 0) {
             snprintf(out, cap, "blk.%d.%s", l, layer[i].canon);
@@ -279,8 +301,7 @@ static slate_status add_shard(const char *dir, const char *file, shards *sh, sla
                                "a decimal number without sign or leading zeros in 0..%d "
                                "(num_hidden_layers is %d)", path, t->name, imp->a.n_layers - 1,
                                imp->a.n_layers);
-        bool fused = strcmp(imp->a.name, "phi3") == 0;
-        if (!map_name(t->name, imp->a.n_layers, fused, c.name, sizeof c.name))
+        if (!map_name(t->name, imp->a.n_layers, imp->a.name, c.name, sizeof c.name))
             return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': tensor '%s' is not part of any "
                                "supported architecture", path, t->name);
         switch (t->dtype) {
@@ -412,6 +433,151 @@ static slate_status parse_longrope(const cJSON *cfg, const cJSON *rs, const char
     return SLATE_OK;
 }
 
+/* A string config key that must be one of the given values (absent or null: *out = NULL). */
+static slate_status cfg_enum(const cJSON *c, const char *path, const char *parent,
+                             const char *key, const char *const *values, int n_values,
+                             const char **out, slate_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
+    *out = NULL;
+    if (!v || cJSON_IsNull(v)) return SLATE_OK;
+    for (int i = 0; cJSON_IsString(v) && i < n_values; i++)
+        if (strcmp(v->valuestring, values[i]) == 0) {
+            *out = values[i];
+            return SLATE_OK;
+        }
+    char got[64], expected[160] = "";
+    for (int i = 0; i < n_values; i++)
+        snprintf(expected + strlen(expected), sizeof expected - strlen(expected), "%s\"%s\"",
+                 i ? i + 1 == n_values ? " or " : ", " : "", values[i]);
+    return slate__fail(err, cJSON_IsString(v) ? SLATE_E_UNSUPPORTED : SLATE_E_FORMAT,
+                       "'%s': %s%s%s %s is not supported (expected %s)", path,
+                       parent ? parent : "", parent ? "." : "", key, json_str(v, got, sizeof got),
+                       expected);
+}
+
+/* Gemma 3's rope_parameters in the transformers 5 form: one object per layer type,
+ * {"full_attention": {"rope_type", "rope_theta", "factor"}, "sliding_attention": {...}}. The
+ * global layers take rope_theta with "default" or "linear" scaling; the sliding layers'
+ * rope_theta is the local base, unscaled (as rope_local_base_freq). */
+static slate_status parse_gemma3_rope_types(const cJSON *rp, const char *path, slate__arch *a,
+                                            slate_error *err) {
+    static const char *const kinds[2] = {"full_attention", "sliding_attention"};
+    for (int i = 0; i < 2; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "rope_parameters.%s", kinds[i]);
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(rp, kinds[i]);
+        if (!cJSON_IsObject(o))
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': %s is missing or not an object (a "
+                               "Gemma 3 rope_parameters with per-layer-type entries needs both "
+                               "full_attention and sliding_attention)", path, name);
+        static const char *const full_types[] = {"default", "linear"};
+        const char *type = NULL;
+        float theta = 0;
+        slate_status s;
+        if ((s = cfg_enum(o, path, name, "rope_type", full_types, i == 0 ? 2 : 1, &type, err)) ||
+            (s = cfg_pos_float(o, path, name, "rope_theta", KEY_REQUIRED, 0, 0, &theta, err)))
+            return s;
+        if (i == 1) {
+            a->rope_local_theta = theta;
+            continue;
+        }
+        a->rope_theta = theta;
+        a->rope_scaling = SLATE__ROPE_SCALING_NONE;
+        if (type && strcmp(type, "linear") == 0) {
+            if ((s = cfg_pos_float(o, path, name, "factor", KEY_REQUIRED, 0, 0, &a->rope_factor,
+                                   err)))
+                return s;
+            a->rope_scaling = SLATE__ROPE_SCALING_LINEAR;
+        }
+    }
+    return SLATE_OK;
+}
+
+/* Gemma (GemmaForCausalLM) and Gemma 3 text (Gemma3ForCausalLM), on top of the Llama-style keys
+ * parse_config read: transformers' modeling_gemma / modeling_gemma3.
+ *   - the embedding output times sqrt(hidden_size) (HF: a tensor of the model's dtype; slate
+ *     computes in f32, as HF running the checkpoint in f32);
+ *   - RMSNorm x * (1 + w): the builder adds the 1 (norm_add_one);
+ *   - GeGLU with PyTorch's tanh GELU: hidden_activation "gelu_pytorch_tanh". Absent or null,
+ *     transformers' Gemma uses that too, whatever hidden_act says (the Gemma 1 configs carry
+ *     hidden_act "gelu"; modeling_gemma ignores it with a warning that Gemma's activation is the
+ *     approximate GeLU). Any other hidden_activation (exact "gelu" included) is refused: it would
+ *     be a different model.
+ *   - Gemma 3: q/k norms, the norms of the attention and feed-forward outputs, attention scale
+ *     query_pre_attn_scalar^-0.5, and per-layer attention: layer_types when given, else layer i
+ *     is global when (i + 1) % sliding_window_pattern == 0; the sliding layers attend to the
+ *     last sliding_window positions (the query's own included: create_sliding_window_causal_mask)
+ *     with RoPE base rope_local_base_freq, unscaled; the global ones to every position with
+ *     rope_theta and rope_scaling.
+ * Soft-capping (attn_logit_softcapping, final_logit_softcapping: Gemma 2) and bidirectional
+ * attention are refused: the program has neither. Defaults are those of GemmaConfig /
+ * Gemma3TextConfig. */
+static slate_status parse_gemma(const cJSON *cfg, const char *path, bool gemma3, slate__arch *a,
+                                slate_error *err) {
+    slate_status s;
+    char got[64];
+    a->ffn_act = SLATE__FFN_GEGLU;
+    a->norm_add_one = true;
+    a->embd_scale = (float)sqrt((double)a->dim);
+    static const char *const acts[] = {"gelu_pytorch_tanh"};
+    const char *act = NULL;
+    if ((s = cfg_enum(cfg, path, NULL, "hidden_activation", acts, 1, &act, err))) return s;
+    static const char *const caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, caps[i]);
+        if (v && !cJSON_IsNull(v))
+            return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': %s %s is not supported (logit "
+                               "soft-capping, as in Gemma 2; Gemma and Gemma 3 have null)", path,
+                               caps[i], json_str(v, got, sizeof got));
+    }
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "use_bidirectional_attention")))
+        return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': use_bidirectional_attention is not "
+                           "supported (slate's attention is causal)", path);
+    if (a->rope_scaling == SLATE__ROPE_SCALING_LONGROPE)
+        return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': LongRoPE on Gemma is not supported",
+                           path);
+    if (!gemma3) return SLATE_OK;
+    a->qk_norm = true;
+    a->post_norms = true;
+    a->per_layer_sliding = true;
+    float qpas = 0;
+    int32_t pattern = 0;
+    if ((s = cfg_pos_float(cfg, path, NULL, "query_pre_attn_scalar", KEY_OPTIONAL, 0, 256.0f,
+                           &qpas, err)) ||
+        (s = cfg_int(cfg, path, NULL, "sliding_window", KEY_OPTIONAL, 1, INT32_MAX, 4096,
+                     &a->sliding_window, err)) ||
+        (s = cfg_pos_float(cfg, path, NULL, "rope_local_base_freq", KEY_OPTIONAL, 0, 10000.0f,
+                           &a->rope_local_theta, err)))
+        return s;
+    a->attn_scale = (float)(1.0 / sqrt((double)qpas));
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
+    if (lt && !cJSON_IsNull(lt)) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != a->n_layers)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': layer_types must be an array of %d "
+                               "strings (num_hidden_layers)", path, a->n_layers);
+        int32_t l = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, lt) {
+            bool sl = cJSON_IsString(e) && strcmp(e->valuestring, "sliding_attention") == 0;
+            if (!sl && !(cJSON_IsString(e) && strcmp(e->valuestring, "full_attention") == 0))
+                return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': layer_types[%d] is %s "
+                                   "(expected \"sliding_attention\" or \"full_attention\")",
+                                   path, l, json_str(e, got, sizeof got));
+            a->layer_sliding[l++] = sl;
+        }
+    } else {
+        if ((s = cfg_int(cfg, path, NULL, "sliding_window_pattern", KEY_OPTIONAL, 1, INT32_MAX, 6,
+                         &pattern, err)))
+            return s;
+        for (int32_t l = 0; l < a->n_layers; l++) a->layer_sliding[l] = (l + 1) % pattern != 0;
+    }
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
+    if (cJSON_IsObject(rp) && (cJSON_GetObjectItemCaseSensitive(rp, "full_attention") ||
+                               cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention")))
+        return parse_gemma3_rope_types(rp, path, a, err);
+    return SLATE_OK;
+}
+
 /* Reads the architecture and hyper-parameters from a parsed config.json into *a. `path`
  * names the file in messages. */
 static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch *a,
@@ -426,13 +592,24 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
     else if (strcmp(an, "Qwen2ForCausalLM") == 0) family = "qwen2";
     else if (strcmp(an, "Qwen3ForCausalLM") == 0) family = "qwen3";
     else if (strcmp(an, "Phi3ForCausalLM") == 0) family = "phi3";
+    else if (strcmp(an, "GemmaForCausalLM") == 0) family = "gemma";
+    else if (strcmp(an, "Gemma3ForCausalLM") == 0) family = "gemma3";
     if (!family) {
-        s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported "
+        const char *why = strcmp(an, "Gemma2ForCausalLM") == 0
+                              ? ": Gemma 2 soft-caps its attention and final logits (tanh), "
+                                "which slate's program cannot express"
+                          : strcmp(an, "Gemma3ForConditionalGeneration") == 0
+                              ? ": the multimodal Gemma 3 (text model under text_config, vision "
+                                "tower) is not; its text-only Gemma3ForCausalLM form is"
+                              : "";
+        s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported%s "
                         "(supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                        "Qwen3ForCausalLM, Phi3ForCausalLM)", path, an);
+                        "Qwen3ForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, "
+                        "Gemma3ForCausalLM)", path, an, why);
         return s;
     }
     snprintf(a->name, sizeof a->name, "%s", family);
+    bool gemma = strcmp(family, "gemma") == 0, gemma3 = strcmp(family, "gemma3") == 0;
     /* Limits: check_arch's (build.c); the context may exceed slate's maximum here, the
      * builder then asks for --context. */
     if ((s = cfg_int(cfg, path, NULL, "vocab_size", KEY_REQUIRED, 1, SLATE__MAX_VOCAB, 0,
@@ -449,10 +626,12 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
                            err)) ||
         (s = cfg_int(cfg, path, NULL, "num_key_value_heads", KEY_NULLABLE, 1, a->n_heads,
                      a->n_heads, &a->n_kv_heads, err)) ||
+        /* GemmaConfig and Gemma3TextConfig default head_dim to 256 (not hidden / heads) and
+         * Gemma3TextConfig rope_theta to 1e6 */
         (s = cfg_int(cfg, path, NULL, "head_dim", KEY_NULLABLE, 2, SLATE__MAX_HEAD_DIM,
-                     a->dim / a->n_heads, &a->head_dim, err)) ||
-        (s = cfg_pos_float(cfg, path, NULL, "rope_theta", KEY_OPTIONAL, 0, 10000.0f,
-                           &a->rope_theta, err)) ||
+                     gemma || gemma3 ? 256 : a->dim / a->n_heads, &a->head_dim, err)) ||
+        (s = cfg_pos_float(cfg, path, NULL, "rope_theta", KEY_OPTIONAL, 0,
+                           gemma3 ? 1e6f : 10000.0f, &a->rope_theta, err)) ||
         (s = cfg_int(cfg, path, NULL, "max_position_embeddings", KEY_OPTIONAL, 1, INT32_MAX, 2048,
                      &a->n_ctx, err)) ||
         (s = cfg_int(cfg, path, NULL, "sliding_window", KEY_NULLABLE, 1, INT32_MAX, 0,
@@ -479,8 +658,8 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
     /* The program's feed-forward is SwiGLU: silu(gate) * up. transformers builds the MLP's
      * activation from hidden_act (ACT2FN: "silu" and "swish" are both SiLU; absent, every
      * supported config defaults to "silu"); any other would be converted into a different
-     * model, so it is refused. */
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, "hidden_act");
+     * model, so it is refused. Gemma's is hidden_activation (parse_gemma). */
+    const cJSON *act = gemma || gemma3 ? NULL : cJSON_GetObjectItemCaseSensitive(cfg, "hidden_act");
     if (act && !cJSON_IsString(act)) {
         char got[64];
         return slate__fail(err, SLATE_E_FORMAT, "'%s': hidden_act is %s, expected a string "
@@ -575,6 +754,7 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
             return s;
         }
     }
+    if (gemma || gemma3) return parse_gemma(cfg, path, gemma3, a, err);
     return SLATE_OK;
 }
 
@@ -605,8 +785,12 @@ slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *
     bool has_head = false;
     for (int32_t i = 0; i < imp->n_tensors; i++)
         has_head |= strcmp(imp->tensors[i].name, "output.weight") == 0;
+    /* tie_word_embeddings defaults to true in GemmaConfig / Gemma3TextConfig (their configs
+     * often leave it out), to false elsewhere (PretrainedConfig's default is true, but every
+     * other supported checkpoint that ties says so). */
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(cfg, "tie_word_embeddings");
-    if (!has_head && !cJSON_IsTrue(tie)) {
+    bool tie_default = strncmp(imp->a.name, "gemma", 5) == 0;
+    if (!has_head && !(cJSON_IsBool(tie) ? cJSON_IsTrue(tie) : tie_default)) {
         s = slate__fail(err, SLATE_E_FORMAT, "'%s': lm_head.weight is missing and "
                         "tie_word_embeddings is not true", dir);
         goto fail;

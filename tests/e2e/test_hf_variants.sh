@@ -2,14 +2,19 @@
 # Each supported architecture variant, as a small random Hugging Face model made by
 # tests/tools/hfmodel.py, converted by slate and checked against the independent NumPy forward
 # pass in the same tool: last-position logits for every prefix length 1..N of a fixed sequence
-# (N > the Mistral and Phi-3 sliding windows), so prefill over several positions, GQA, qkv bias,
-# q/k norm, rope scaling (linear-free: Llama 3.1 and LongRoPE), tied/untied heads, the window
-# and Phi-3's fused qkv_proj / gate_up_proj (split by the converter, used fused by the
-# reference) are all exercised.
+# (N > the Mistral, Phi-3 and Gemma 3 sliding windows), so prefill over several positions, GQA,
+# qkv bias, q/k norm, rope scaling (Llama 3.1, LongRoPE, and linear on Gemma 3's global layers
+# only), tied/untied heads, the window and Phi-3's fused qkv_proj / gate_up_proj (split by the
+# converter, used fused by the reference) are all exercised; Gemma adds the embedding scale, the
+# (1 + w) norms (the reference applies the stored w), GeGLU and head_dim != hidden / heads, and
+# Gemma 3 the block-output norms, query_pre_attn_scalar and sliding and global layers with their
+# own RoPE bases (by sliding_window_pattern and by layer_types). The Gemma 3 package must pick the
+# gemma chat template from the folder's tokenizer_config.json.
 source "$(dirname "$0")/lib.sh"
 ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33 32 84 104 101 32 99)
 n=${#ids[@]}
-for variant in llama llama-tied llama3-rope qwen2 qwen3 mistral smollm phi3 phi3-longrope; do
+for variant in llama llama-tied llama3-rope qwen2 qwen3 mistral smollm phi3 phi3-longrope \
+    gemma gemma3 gemma3-types; do
   d="$WORK/$variant"
   $PY "$TOOLS/hfmodel.py" make --variant "$variant" --out "$d" --seed 11 >/dev/null
   if ! "$SLATE" convert "$d" -o "$d.slate" --kv-dtype fp32 2>"$d.err"; then # f32 caches: atol 1e-4
@@ -26,6 +31,49 @@ for variant in llama llama-tied llama3-rope qwen2 qwen3 mistral smollm phi3 phi3
   done
   check "$variant: logits at all $n positions match the NumPy reference (atol 1e-4)" \
     $PY "$TOOLS/compare_logits.py" "$d.slate.f32" "$d.ref.f32" --vocab 320 --atol 1e-4 --quiet
+done
+# Gemma 3's per-layer program, read from the package's META: the sliding layers (0 and 2 with
+# pattern 2) carry the window and rotate with rope_local.freqs, the global ones neither; one
+# scale op (sqrt(64) = 8) after the embedding; GeGLU, no SwiGLU; 6 norms per layer + the final.
+check "gemma3: windows and local rope on layers 0 and 2 only, scale 8, geglu, 25 rms_norms" \
+  $PY - "$WORK/gemma3.slate" <<'PYEOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack_from("<I", b, 12)[0]
+for i in range(n):
+    kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
+    if kind == 1:
+        meta = json.loads(b[off:off + size])
+ops = meta["program"]
+att = [o.get("window") for o in ops if o["op"] == "attention"]
+ropes = [o["in"][1] for o in ops if o["op"] == "rope"]
+local = ["rope_local.freqs"] * 2
+want_ropes = local + ["rope.freqs"] * 2 + local + ["rope.freqs"] * 2
+scales = [o for o in ops if o["op"] == "scale"]
+ok = (att == [6, None, 6, None] and ropes == want_ropes and len(scales) == 1
+      and scales[0]["factor"] == 8 and ops[1]["op"] == "scale"
+      and sum(o["op"] == "geglu" for o in ops) == 4 and not any(o["op"] == "swiglu" for o in ops)
+      and sum(o["op"] == "rms_norm" for o in ops) == 25)
+sys.exit(0 if ok else 1)
+PYEOF
+printf 'Hello\n/stats\n' | "$SLATE" chat "$WORK/gemma3.slate" -n 2 --temp 0 >"$WORK/g3.chat" 2>&1 || true
+check "gemma3: chat picks the gemma template from tokenizer_config.json" \
+  grep -aq 'template=gemma' "$WORK/g3.chat"
+# Refusals naming the culprit: Gemma 2 (soft-capping) by name, soft-capping on Gemma 3, an exact
+# GELU.
+for c in 'architectures=["Gemma2ForCausalLM"]|Gemma 2 soft-caps its attention and final logits' \
+         'final_logit_softcapping=30.0|final_logit_softcapping 30 is not supported' \
+         'hidden_activation="gelu"|hidden_activation "gelu" is not supported'; do
+  kv=${c%%|*} msg=${c#*|} d="$WORK/g3-refused"
+  rm -rf "$d" && cp -r "$WORK/gemma3" "$d"
+  $PY - "$d/config.json" "${kv%%=*}" "${kv#*=}" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c[sys.argv[2]] = json.loads(sys.argv[3])
+json.dump(c, open(sys.argv[1], "w"))
+PYEOF
+  expect_fail "gemma3 with $kv is refused" SLATE_E_UNSUPPORTED "$msg" \
+    "$SLATE" convert "$d" -o "$d.slate"
 done
 # LongRoPE picks its list from the package's context: --context 64 (= the original context)
 # takes short_factor, which the reference at context 64 uses too (and the default one does not).

@@ -12,7 +12,8 @@ model.safetensors.index.json), tokenizer.json and tokenizer_config.json. `forwar
 folder (also the one llama2c_to_hf.py writes) and writes the logits of every position as raw
 little-endian float32, row-major [n_tokens][vocab_size] (`--last`: only the last row).
 
-Maths follows transformers' Llama / Mistral / Qwen2 / Qwen3 / Phi3 modelling code:
+Maths follows transformers' Llama / Mistral / Qwen2 / Qwen3 / Phi3 / Gemma / Gemma3 modelling
+code:
   - RMSNorm: x * 1/sqrt(mean(x^2) + eps) * w.
   - RoPE, "rotate_half" layout: dimension i of a head pairs with i + head_dim/2, angle
     pos * inv_freq[i], inv_freq[i] = theta^(-2i/head_dim); llama3 / linear rope_scaling modify
@@ -36,6 +37,19 @@ Maths follows transformers' Llama / Mistral / Qwen2 / Qwen3 / Phi3 modelling cod
     length; this reference, like llama.cpp and slate, picks it once from the context the model
     is converted for (--context, default max_position_embeddings), so the two agree whenever
     sequence and context lie on the same side of the original context.
+  - Gemma (modeling_gemma) and Gemma 3 text (modeling_gemma3, model_type gemma3_text): the
+    embedding output is multiplied by sqrt(hidden_size) (HF: a tensor of the model's dtype,
+    float32 here); every RMSNorm computes x / rms(x) * (1 + w) with w as stored; the MLP is
+    down(gelu_tanh(gate(x)) * up(x)), gelu_tanh(a) = 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715
+    a^3))) (hidden_activation "gelu_pytorch_tanh"; absent, Gemma uses it whatever hidden_act
+    says); the head is embed_tokens (unscaled) unless lm_head is stored. Gemma 3 adds q_norm /
+    k_norm (as Qwen3, with 1 + w), post_attention_layernorm on the attention output and
+    post_feedforward_layernorm on the MLP output before each residual add (the MLP's input norm
+    is pre_feedforward_layernorm), attention scale query_pre_attn_scalar^-0.5, and two layer
+    kinds: layer_types when given, else layer i is "full_attention" when (i + 1) %
+    sliding_window_pattern == 0 and "sliding_attention" otherwise. Sliding layers see the last
+    sliding_window positions (as Mistral) and rotate with base rope_local_base_freq, unscaled;
+    full layers see everything and rotate with rope_theta and rope_scaling.
 Precision: weights are upcast to float64 and the whole forward runs in float64 (transformers
 runs a float32 model in float32; the difference is ~1e-6 relative). The output is rounded to
 float32. F16/BF16 files are read exactly as stored (the reference sees the rounded weights).
@@ -238,7 +252,7 @@ def _added_token(i, content):
             "normalized": False, "special": True}
 
 
-def write_byte_bpe_tokenizer(out_dir, merges_format="str"):
+def write_byte_bpe_tokenizer(out_dir, merges_format="str", template=CHATML_TEMPLATE):
     """tokenizer.json + tokenizer_config.json; returns (n_tokens, specials)."""
     vocab, merges, specials = byte_bpe_vocab()
     if merges_format == "pairs":
@@ -270,7 +284,7 @@ def write_byte_bpe_tokenizer(out_dir, merges_format="str"):
         "eos_token": "<|endoftext|>",
         "pad_token": "<|endoftext|>",
         "unk_token": None,
-        "chat_template": CHATML_TEMPLATE,
+        "chat_template": template,
         "clean_up_tokenization_spaces": False,
         "model_max_length": 256,
         "tokenizer_class": "PreTrainedTokenizerFast",
@@ -315,6 +329,32 @@ def _base(arch, model_type, **kw):
     return cfg
 
 
+GEMMA_TYPES = ("gemma", "gemma3_text")
+# Gemma's chat template (google/gemma-7b-it's tokenizer_config.json, Gemma 1; Gemma 2 and 3 render
+# the same turns): what slate's template detection must recognise as the gemma family.
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
+    "supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != "
+    "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+    "user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}"
+    "{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
+    "{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}")
+
+
+def _gemma(arch, model_type, **kw):
+    """Gemma-shaped: head_dim 32 != hidden / heads (16), tie_word_embeddings left out (Gemma's
+    configs default it to true), rms_norm_eps 1e-6."""
+    extra = {"head_dim": 32, "rms_norm_eps": 1e-6, "attention_bias": False, "pad_token_id": 0}
+    extra.update(kw)
+    cfg = _base(arch, model_type, **extra)
+    del cfg["tie_word_embeddings"]
+    del cfg["hidden_act"]
+    for k, v in kw.items():
+        cfg[k] = v
+    return cfg
+
+
 def _llama(**kw):
     extra = {"attention_bias": False, "mlp_bias": False, "pretraining_tp": 1}
     extra.update(kw)
@@ -356,6 +396,28 @@ VARIANTS = {
                       "short_factor": [1.0, 1.02, 1.05, 1.1, 1.3, 1.6, 2.0, 2.5],
                       "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 12.0, 16.0]},
         resid_pdrop=0.0, embd_pdrop=0.0, pad_token_id=EOT_ID),
+    # Gemma 1 (gemma-2b shaped: multi-query, hidden_act "gelu" which modeling_gemma ignores for
+    # the tanh GELU, no hidden_activation key).
+    "gemma": lambda: _gemma("GemmaForCausalLM", "gemma", num_key_value_heads=1,
+                            hidden_act="gelu"),
+    # Gemma 3 text (gemma-3-4b shaped rope: linear factor 8 on the global layers only): pattern
+    # 2 so layers 0 and 2 slide and 1 and 3 are global, a window of 6 that the test sequence
+    # crosses, GQA 4/2, query_pre_attn_scalar 24 so the scale differs from 1/sqrt(head_dim).
+    "gemma3": lambda: _gemma(
+        "Gemma3ForCausalLM", "gemma3_text", hidden_activation="gelu_pytorch_tanh",
+        query_pre_attn_scalar=24, sliding_window=6, sliding_window_pattern=2,
+        rope_theta=1000000.0, rope_local_base_freq=10000.0,
+        rope_scaling={"rope_type": "linear", "factor": 8.0}, attn_logit_softcapping=None,
+        final_logit_softcapping=None, cache_implementation="hybrid"),
+    # Gemma 3 with the newer layer_types list (which wins over the pattern), gemma-3-1b's null
+    # rope_scaling, and lm_head stored (untied).
+    "gemma3-types": lambda: _gemma(
+        "Gemma3ForCausalLM", "gemma3_text", hidden_activation="gelu_pytorch_tanh",
+        query_pre_attn_scalar=32, sliding_window=5, sliding_window_pattern=6,
+        layer_types=["sliding_attention", "full_attention", "full_attention",
+                     "sliding_attention"],
+        rope_theta=1000000.0, rope_local_base_freq=10000.0, rope_scaling=None,
+        tie_word_embeddings=False),
     # SmolLM2-shaped: odd head count (3), multi-query (1 kv head), tied, theta 1e5.
     "smollm": lambda: _llama(hidden_size=48, intermediate_size=128, num_hidden_layers=3,
                              num_attention_heads=3, num_key_value_heads=1, head_dim=16,
@@ -377,7 +439,7 @@ def tensor_shapes(cfg):
     hd = head_dim_of(cfg)
     mt = cfg["model_type"]
     shapes = {"model.embed_tokens.weight": (cfg["vocab_size"], h), "model.norm.weight": (h,)}
-    if not cfg.get("tie_word_embeddings", False):
+    if not cfg.get("tie_word_embeddings", mt in GEMMA_TYPES):
         shapes["lm_head.weight"] = (cfg["vocab_size"], h)
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % i
@@ -397,9 +459,12 @@ def tensor_shapes(cfg):
             shapes[p + "self_attn.q_proj.bias"] = (nh * hd,)
             shapes[p + "self_attn.k_proj.bias"] = (nkv * hd,)
             shapes[p + "self_attn.v_proj.bias"] = (nkv * hd,)
-        if mt == "qwen3":
+        if mt in ("qwen3", "gemma3_text"):
             shapes[p + "self_attn.q_norm.weight"] = (hd,)
             shapes[p + "self_attn.k_norm.weight"] = (hd,)
+        if mt == "gemma3_text":
+            shapes[p + "pre_feedforward_layernorm.weight"] = (h,)
+            shapes[p + "post_feedforward_layernorm.weight"] = (h,)
         shapes[p + "mlp.gate_proj.weight"] = (ff, h)
         shapes[p + "mlp.up_proj.weight"] = (ff, h)
         shapes[p + "mlp.down_proj.weight"] = (h, ff)
@@ -408,12 +473,14 @@ def tensor_shapes(cfg):
 
 def random_tensors(cfg, seed):
     """Deterministic random weights: linears N(0, 0.15), embeddings N(0, 0.5), biases N(0, 0.1),
-    norm weights 1 + N(0, 0.1). Names are drawn in sorted order from one seeded generator."""
+    norm weights 1 + N(0, 0.1) (Gemma: N(0, 0.1), the stored w of its 1 + w). Names are drawn in
+    sorted order from one seeded generator."""
     rng = np.random.default_rng(seed)
     out = {}
+    norm_base = 0.0 if cfg["model_type"] in GEMMA_TYPES else 1.0
     for name, shape in sorted(tensor_shapes(cfg).items()):
         if name.endswith("norm.weight"):
-            a = 1.0 + 0.1 * rng.standard_normal(shape)
+            a = norm_base + 0.1 * rng.standard_normal(shape)
         elif name.endswith(".bias"):
             a = 0.1 * rng.standard_normal(shape)
         elif name == "model.embed_tokens.weight":
@@ -433,7 +500,9 @@ def make_model(variant, out_dir, seed=0, dtype="F32", shards=1, merges_format="s
     cfg = VARIANTS[variant]()
     cfg["torch_dtype"] = _TORCH_DTYPE[dtype]
     os.makedirs(out_dir, exist_ok=True)
-    n_tok, _ = write_byte_bpe_tokenizer(out_dir, merges_format)
+    gemma = cfg["model_type"] in GEMMA_TYPES
+    n_tok, _ = write_byte_bpe_tokenizer(out_dir, merges_format,
+                                        GEMMA_TEMPLATE if gemma else CHATML_TEMPLATE)
     assert cfg["vocab_size"] >= n_tok
     write_json(os.path.join(out_dir, "config.json"), cfg)
     write_json(os.path.join(out_dir, "generation_config.json"),
@@ -529,6 +598,8 @@ def sliding_window_of(cfg, layer):
         return None
     if mt in ("mistral", "phi3"):
         return int(sw)
+    if mt == "gemma3_text":
+        return int(sw) if gemma3_sliding(cfg, layer) else None
     if mt in ("qwen2", "qwen3"):
         if not cfg.get("use_sliding_window", False):
             return None
@@ -537,6 +608,19 @@ def sliding_window_of(cfg, layer):
             return int(sw) if lt[layer] == "sliding_attention" else None
         return int(sw) if layer >= cfg.get("max_window_layers", 0) else None
     return None
+
+
+def gemma3_sliding(cfg, layer):
+    """Gemma 3: is layer a "sliding_attention" layer (layer_types, else the pattern)?"""
+    lt = cfg.get("layer_types")
+    if lt:
+        return lt[layer] == "sliding_attention"
+    return (layer + 1) % cfg.get("sliding_window_pattern", 6) != 0
+
+
+def gelu_tanh(a):
+    """PyTorch's gelu(approximate="tanh")."""
+    return 0.5 * a * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (a + 0.044715 * a ** 3)))
 
 
 def load_model(model_dir):
@@ -552,12 +636,17 @@ def forward(model, tokens, context=None):
     Returns float32 logits [n, vocab_size]."""
     cfg, w = load_model(model) if isinstance(model, str) else model
     mt = cfg.get("model_type")
-    if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3"):
+    if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3") + GEMMA_TYPES:
         raise ValueError("model_type %r not supported by the reference" % mt)
+    gemma, gemma3 = mt in GEMMA_TYPES, mt == "gemma3_text"
+    if gemma and cfg.get("hidden_activation", "gelu_pytorch_tanh") not in (None,
+                                                                             "gelu_pytorch_tanh"):
+        raise ValueError("hidden_activation %r not supported by the reference"
+                         % cfg["hidden_activation"])
     h_dim = cfg["hidden_size"]
     nh = cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads") or nh
-    hd = head_dim_of(cfg)
+    hd = cfg.get("head_dim") or 256 if gemma else head_dim_of(cfg)
     eps = float(cfg.get("rms_norm_eps", 1e-6))
     group = nh // nkv
     tokens = np.asarray(tokens, dtype=np.int64)
@@ -565,9 +654,10 @@ def forward(model, tokens, context=None):
     emb = w["model.embed_tokens.weight"]
     if tokens.min() < 0 or tokens.max() >= emb.shape[0]:
         raise ValueError("token id out of range [0, %d)" % emb.shape[0])
-    if "lm_head.weight" in w and not cfg.get("tie_word_embeddings", False):
+    tied = cfg.get("tie_word_embeddings", gemma)
+    if "lm_head.weight" in w and not tied:
         head = w["lm_head.weight"]
-    elif cfg.get("tie_word_embeddings", False):
+    elif tied:
         head = emb
     else:
         raise ValueError("no lm_head.weight and tie_word_embeddings is false")
@@ -583,9 +673,17 @@ def forward(model, tokens, context=None):
     ang = np.concatenate([ang, ang], axis=-1)  # [n, hd]
     cos = np.cos(ang)[:, None, :] * attn_factor
     sin = np.sin(ang)[:, None, :] * attn_factor
+    if gemma3:  # the sliding layers' rotation: local base, no scaling
+        ang_l = np.arange(n, dtype=np.float64)[:, None] * rope_inv_freq(
+            hd, float(cfg.get("rope_local_base_freq", 10000.0)))[None, :]
+        ang_l = np.concatenate([ang_l, ang_l], axis=-1)
+        cos_l, sin_l = np.cos(ang_l)[:, None, :], np.sin(ang_l)[:, None, :]
     qi = np.arange(n)[:, None]
     kj = np.arange(n)[None, :]
-    scale = 1.0 / math.sqrt(hd)
+    scale = float(cfg.get("query_pre_attn_scalar", 256)) ** -0.5 if gemma3 else 1.0 / math.sqrt(hd)
+
+    def norm(x, name):  # Gemma: x / rms(x) * (1 + w)
+        return rms_norm(x, w[name] + 1.0 if gemma else w[name], eps)
 
     def lin(x, name):
         y = x @ w[name + ".weight"].T
@@ -593,9 +691,11 @@ def forward(model, tokens, context=None):
         return y + b if b is not None else y
 
     x = emb[tokens]
+    if gemma:
+        x = x * float(np.float32(math.sqrt(h_dim)))
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % i
-        hs = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        hs = norm(x, p + "input_layernorm.weight")
         if p + "self_attn.qkv_proj.weight" in w:  # Phi3: one matmul, sliced q | k | v
             qkv = lin(hs, p + "self_attn.qkv_proj")
             q = qkv[:, :nh * hd].reshape(n, nh, hd)
@@ -608,10 +708,11 @@ def forward(model, tokens, context=None):
             k = lin(hs, p + "self_attn.k_proj").reshape(n, nkv, hd)
             v = lin(hs, p + "self_attn.v_proj").reshape(n, nkv, hd)
         if p + "self_attn.q_norm.weight" in w:
-            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
-            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+            q = norm(q, p + "self_attn.q_norm.weight")
+            k = norm(k, p + "self_attn.k_norm.weight")
+        c, sn = (cos_l, sin_l) if gemma3 and gemma3_sliding(cfg, i) else (cos, sin)
+        q = q * c + rotate_half(q) * sn
+        k = k * c + rotate_half(k) * sn
         allowed = kj <= qi
         sw = sliding_window_of(cfg, i)
         if sw is not None:
@@ -623,16 +724,23 @@ def forward(model, tokens, context=None):
             s = np.exp(s - s.max(axis=-1, keepdims=True))
             s /= s.sum(axis=-1, keepdims=True)
             att[:, h, :] = s @ v[:, h // group, :]
-        x = x + lin(att.reshape(n, nh * hd), p + "self_attn.o_proj")
-        hs = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        ao = lin(att.reshape(n, nh * hd), p + "self_attn.o_proj")
+        if gemma3:  # the attention output normalized before the residual add
+            ao = norm(ao, p + "post_attention_layernorm.weight")
+        x = x + ao
+        hs = norm(x, p + ("pre_feedforward_layernorm.weight" if gemma3 else
+                          "post_attention_layernorm.weight"))
         if p + "mlp.gate_up_proj.weight" in w:  # Phi3: chunk(2), gate first
             gu = lin(hs, p + "mlp.gate_up_proj")
             g, u = gu[:, :gu.shape[1] // 2], gu[:, gu.shape[1] // 2:]
         else:
             g = lin(hs, p + "mlp.gate_proj")
             u = lin(hs, p + "mlp.up_proj")
-        x = x + lin(g / (1.0 + np.exp(-g)) * u, p + "mlp.down_proj")
-    x = rms_norm(x, w["model.norm.weight"], eps)
+        mo = lin((gelu_tanh(g) if gemma else g / (1.0 + np.exp(-g))) * u, p + "mlp.down_proj")
+        if gemma3:
+            mo = norm(mo, p + "post_feedforward_layernorm.weight")
+        x = x + mo
+    x = norm(x, "model.norm.weight")
     return (x @ head.T).astype(np.float32)
 
 

@@ -38,6 +38,8 @@ def check(cond, what):
 def naive_forward(model_dir, tokens):
     """Independent re-implementation: incremental decode, scalar-ish loops."""
     cfg, w = hfmodel.load_model(model_dir)
+    mt = cfg["model_type"]
+    gemma, gemma3 = mt in ("gemma", "gemma3_text"), mt == "gemma3_text"
     nh = cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads") or nh
     hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
@@ -45,6 +47,8 @@ def naive_forward(model_dir, tokens):
     theta, sc = hfmodel.rope_params(cfg)
     half = hd // 2
     inv = [theta ** (-(2.0 * i) / hd) for i in range(half)]
+    # Gemma 3's sliding layers: base rope_local_base_freq, unscaled
+    inv_local = [cfg.get("rope_local_base_freq", 10000.0) ** (-(2.0 * i) / hd) for i in range(half)]
     mscale = 1.0
     if sc is not None and sc["rope_type"] == "longrope":  # Phi-3 128k: written out
         orig = cfg["original_max_position_embeddings"]
@@ -52,6 +56,8 @@ def naive_forward(model_dir, tokens):
         mscale = math.sqrt(1 + math.log(f) / math.log(orig)) if f > 1 else 1.0
         ext = sc["long_factor"] if cfg["max_position_embeddings"] > orig else sc["short_factor"]
         inv = [x / e for x, e in zip(inv, ext)]
+    elif sc is not None and sc["rope_type"] == "linear":
+        inv = [x / sc["factor"] for x in inv]
     elif sc is not None:  # llama3, written out per frequency
         f, lo, hi, L = (sc["factor"], sc["low_freq_factor"], sc["high_freq_factor"],
                         sc["original_max_position_embeddings"])
@@ -66,16 +72,28 @@ def naive_forward(model_dir, tokens):
                 s = (L / wl - lo) / (hi - lo)
                 out.append((1 - s) * x / f + s * x)
         inv = out
-    tied = cfg.get("tie_word_embeddings", False)
+    tied = cfg.get("tie_word_embeddings", gemma)
     head = w["model.embed_tokens.weight"] if tied else w["lm_head.weight"]
 
-    def norm(x, g):
-        return x / math.sqrt(float(np.dot(x, x)) / len(x) + eps) * g
+    def norm(x, g):  # Gemma stores g - 1
+        return x / math.sqrt(float(np.dot(x, x)) / len(x) + eps) * (g + 1 if gemma else g)
 
-    def rope(v, pos):
+    def sliding(l):  # Gemma 3: written out from the config, not hfmodel's helper
+        if cfg.get("layer_types"):
+            return cfg["layer_types"][l] == "sliding_attention"
+        return (l + 1) % cfg["sliding_window_pattern"] != 0
+
+    def act(g):  # tanh GELU for Gemma, elementwise
+        if not gemma:
+            return g / (1 + np.exp(-g))
+        return np.array([0.5 * a * (1 + math.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3)))
+                         for a in g])
+
+    def rope(v, pos, freqs=None):
+        freqs = freqs or inv
         r = v.copy()
         for i in range(half):
-            c, s = math.cos(pos * inv[i]) * mscale, math.sin(pos * inv[i]) * mscale
+            c, s = math.cos(pos * freqs[i]) * mscale, math.sin(pos * freqs[i]) * mscale
             r[i] = v[i] * c - v[i + half] * s
             r[i + half] = v[i + half] * c + v[i] * s
         return r
@@ -86,6 +104,8 @@ def naive_forward(model_dir, tokens):
     rows = []
     for pos, t in enumerate(tokens):
         x = w["model.embed_tokens.weight"][t].copy()
+        if gemma:
+            x *= math.sqrt(cfg["hidden_size"])
         for l in range(L_):
             p = "model.layers.%d.self_attn." % l
             h = norm(x, w["model.layers.%d.input_layernorm.weight" % l])
@@ -105,16 +125,19 @@ def naive_forward(model_dir, tokens):
             if (p + "q_norm.weight") in w:
                 q = np.array([norm(qq, w[p + "q_norm.weight"]) for qq in q])
                 k = np.array([norm(kk, w[p + "k_norm.weight"]) for kk in k])
-            q = np.array([rope(qq, pos) for qq in q])
-            k = np.array([rope(kk, pos) for kk in k])
+            fr = inv_local if gemma3 and sliding(l) else inv
+            q = np.array([rope(qq, pos, fr) for qq in q])
+            k = np.array([rope(kk, pos, fr) for kk in k])
             kcache[l].append(k)
             vcache[l].append(v)
-            sw = hfmodel.sliding_window_of(cfg, l)
+            sw = cfg["sliding_window"] if gemma3 and sliding(l) else \
+                None if gemma3 else hfmodel.sliding_window_of(cfg, l)
+            scale = cfg["query_pre_attn_scalar"] ** -0.5 if gemma3 else 1 / math.sqrt(hd)
             first = 0 if sw is None else max(0, pos - sw + 1)
             o = np.zeros(nh * hd)
             for hh in range(nh):
                 kvh = hh * nkv // nh
-                sc_ = [float(np.dot(q[hh], kcache[l][j][kvh])) / math.sqrt(hd)
+                sc_ = [float(np.dot(q[hh], kcache[l][j][kvh])) * scale
                        for j in range(first, pos + 1)]
                 m = max(sc_)
                 e = [math.exp(s - m) for s in sc_]
@@ -123,8 +146,13 @@ def naive_forward(model_dir, tokens):
                 for j, ej in zip(range(first, pos + 1), e):
                     acc += ej / z * vcache[l][j][kvh]
                 o[hh * hd:(hh + 1) * hd] = acc
-            x = x + w[p + "o_proj.weight"] @ o
-            h = norm(x, w["model.layers.%d.post_attention_layernorm.weight" % l])
+            lp = "model.layers.%d." % l
+            if gemma3:  # sandwich: the attention output normalized, then the MLP's input norm
+                x = x + norm(w[p + "o_proj.weight"] @ o, w[lp + "post_attention_layernorm.weight"])
+                h = norm(x, w[lp + "pre_feedforward_layernorm.weight"])
+            else:
+                x = x + w[p + "o_proj.weight"] @ o
+                h = norm(x, w[lp + "post_attention_layernorm.weight"])
             m_ = "model.layers.%d.mlp." % l
             if (m_ + "gate_up_proj.weight") in w:
                 gu = w[m_ + "gate_up_proj.weight"] @ h
@@ -132,7 +160,8 @@ def naive_forward(model_dir, tokens):
             else:
                 g = w[m_ + "gate_proj.weight"] @ h
                 u = w[m_ + "up_proj.weight"] @ h
-            x = x + w[m_ + "down_proj.weight"] @ (g / (1 + np.exp(-g)) * u)
+            mo = w[m_ + "down_proj.weight"] @ (act(g) * u)
+            x = x + (norm(mo, w[lp + "post_feedforward_layernorm.weight"]) if gemma3 else mo)
         rows.append(head @ norm(x, w["model.norm.weight"]))
     return np.array(rows)
 
@@ -192,6 +221,30 @@ def main():
     cfg9 = dict(cfg, sliding_window=9)
     d9 = np.max(np.abs(hfmodel.forward((cfg9, w), toks) - nosw), axis=1)
     check(d9[:9].max() == 0 and d9[9] > 1e-3, "mistral: window 9 first differs at position 9")
+
+    # Gemma 3: each of its features changes the logits of the test sequence, so a converter
+    # that dropped one would fail test_hf_variants.sh: the window 6 exactly from position 6 on,
+    # the local RoPE base, the global layers' linear scaling, query_pre_attn_scalar, which
+    # layers slide, and the post-feedforward norm weights.
+    cfg, w = hfmodel.load_model(os.path.join(tmp, "gemma3"))
+    base = hfmodel.forward((cfg, w), toks)
+    nosw = hfmodel.forward((dict(cfg, sliding_window=10 ** 6), w), toks)
+    dpos = np.max(np.abs(base - nosw), axis=1)
+    check(dpos[:6].max() == 0 and dpos[6:].min() > 1e-3,
+          "gemma3: window 6 changes exactly positions >= 6 (diffs %s)"
+          % " ".join("%.2g" % x for x in dpos))
+    for what, cfg2 in (("local rope base", dict(cfg, rope_local_base_freq=1e6)),
+                       ("global linear scaling", dict(cfg, rope_scaling=None)),
+                       ("query_pre_attn_scalar", dict(cfg, query_pre_attn_scalar=32)),
+                       ("choice of sliding layers", dict(cfg, sliding_window_pattern=3))):
+        d = float(np.max(np.abs(hfmodel.forward((cfg2, w), toks) - base)))
+        check(d > 1e-3, "gemma3: the %s matters (max abs %.2g)" % (what, d))
+    w2 = dict(w)
+    for k in list(w2):
+        if k.endswith("post_feedforward_layernorm.weight"):
+            w2[k] = w2[k] * 0
+    d = float(np.max(np.abs(hfmodel.forward((cfg, w2), toks) - base)))
+    check(d > 1e-3, "gemma3: the post-feedforward norm weights matter (max abs %.2g)" % d)
 
     # llama3 rope: one unchanged, one smoothed, the rest divided by factor.
     cfg, _ = hfmodel.load_model(os.path.join(tmp, "llama3-rope"))

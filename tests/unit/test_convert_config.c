@@ -116,6 +116,69 @@ static const cfg_case CFG_CASES[] = {
      "{\"type\": \"longrope\", \"short_factor\": [1,1,1,1,1,1,1,1], \"long_factor\": "
      "[1,2,3,4,5,6,7,8], \"original_max_position_embeddings\": 64}",
      SLATE_OK, NULL},
+    /* Gemma: refused by name where the program cannot express the model */
+    {"Gemma2ForCausalLM", "rope_theta", "10000", SLATE_E_UNSUPPORTED,
+     "'Gemma2ForCausalLM' is not supported: Gemma 2 soft-caps its attention and final logits"},
+    {"Gemma3ForConditionalGeneration", "rope_theta", "10000", SLATE_E_UNSUPPORTED,
+     "its text-only Gemma3ForCausalLM form is"},
+    {"Gemma3ForCausalLM", "final_logit_softcapping", "30.0", SLATE_E_UNSUPPORTED,
+     "final_logit_softcapping 30 is not supported (logit soft-capping, as in Gemma 2"},
+    {"Gemma3ForCausalLM", "attn_logit_softcapping", "50", SLATE_E_UNSUPPORTED,
+     "attn_logit_softcapping 50 is not supported"},
+    {"GemmaForCausalLM", "final_logit_softcapping", "30", SLATE_E_UNSUPPORTED,
+     "final_logit_softcapping 30 is not supported"},
+    {"Gemma3ForCausalLM", "attn_logit_softcapping", "null", SLATE_OK, NULL},
+    {"Gemma3ForCausalLM", "use_bidirectional_attention", "true", SLATE_E_UNSUPPORTED,
+     "use_bidirectional_attention is not supported"},
+    {"Gemma3ForCausalLM", "use_bidirectional_attention", "false", SLATE_OK, NULL},
+    /* the activation: hidden_activation gelu_pytorch_tanh or none; hidden_act is not read */
+    {"Gemma3ForCausalLM", "hidden_activation", "\"gelu\"", SLATE_E_UNSUPPORTED,
+     "hidden_activation \"gelu\" is not supported (expected \"gelu_pytorch_tanh\")"},
+    {"Gemma3ForCausalLM", "hidden_activation", "\"silu\"", SLATE_E_UNSUPPORTED,
+     "hidden_activation \"silu\" is not supported"},
+    {"Gemma3ForCausalLM", "hidden_activation", "5", SLATE_E_FORMAT, "hidden_activation 5 is not"},
+    {"Gemma3ForCausalLM", "hidden_activation", "\"gelu_pytorch_tanh\"", SLATE_OK, NULL},
+    {"GemmaForCausalLM", "hidden_activation", "\"gelu\"", SLATE_E_UNSUPPORTED,
+     "hidden_activation \"gelu\" is not supported"},
+    {"GemmaForCausalLM", "hidden_activation", "null", SLATE_OK, NULL},
+    {"GemmaForCausalLM", "hidden_act", "\"gelu\"", SLATE_OK, NULL},
+    /* Gemma 3's layer kinds, window and scale */
+    {"Gemma3ForCausalLM", "layer_types", "[\"sliding_attention\"]", SLATE_E_FORMAT,
+     "layer_types must be an array of 2 strings (num_hidden_layers)"},
+    {"Gemma3ForCausalLM", "layer_types", "[\"sliding_attention\", \"chunked_attention\"]",
+     SLATE_E_UNSUPPORTED, "layer_types[1] is \"chunked_attention\""},
+    {"Gemma3ForCausalLM", "layer_types", "[\"full_attention\", \"sliding_attention\"]", SLATE_OK,
+     NULL},
+    {"Gemma3ForCausalLM", "sliding_window", "null", SLATE_E_FORMAT, "sliding_window is null"},
+    {"Gemma3ForCausalLM", "sliding_window", "0", SLATE_E_FORMAT, "sliding_window is 0"},
+    {"Gemma3ForCausalLM", "sliding_window_pattern", "0", SLATE_E_FORMAT,
+     "sliding_window_pattern is 0"},
+    {"Gemma3ForCausalLM", "query_pre_attn_scalar", "0", SLATE_E_FORMAT,
+     "query_pre_attn_scalar is 0"},
+    {"Gemma3ForCausalLM", "rope_local_base_freq", "-1", SLATE_E_FORMAT,
+     "rope_local_base_freq is -1"},
+    {"Gemma3ForCausalLM", "rope_scaling",
+     "{\"type\": \"longrope\", \"short_factor\": [1,1,1,1,1,1,1,1], \"long_factor\": "
+     "[1,1,1,1,1,1,1,1], \"original_max_position_embeddings\": 64}",
+     SLATE_E_FORMAT, "short_factor must be an array of 128 numbers"}, /* head_dim 256 */
+    /* transformers 5's per-layer-type rope_parameters */
+    {"Gemma3ForCausalLM", "rope_parameters",
+     "{\"full_attention\": {\"rope_type\": \"yarn\", \"rope_theta\": 1e6}, "
+     "\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 1e4}}",
+     SLATE_E_UNSUPPORTED,
+     "rope_parameters.full_attention.rope_type \"yarn\" is not supported (expected "
+     "\"default\" or \"linear\")"},
+    {"Gemma3ForCausalLM", "rope_parameters",
+     "{\"full_attention\": {\"rope_type\": \"default\", \"rope_theta\": 1e6}, "
+     "\"sliding_attention\": {\"rope_type\": \"linear\", \"factor\": 8, \"rope_theta\": 1e4}}",
+     SLATE_E_UNSUPPORTED, "rope_parameters.sliding_attention.rope_type \"linear\""},
+    {"Gemma3ForCausalLM", "rope_parameters",
+     "{\"full_attention\": {\"rope_type\": \"default\", \"rope_theta\": 1e6}}",
+     SLATE_E_FORMAT, "rope_parameters.sliding_attention is missing or not an object"},
+    {"Gemma3ForCausalLM", "rope_parameters",
+     "{\"full_attention\": {\"rope_type\": \"linear\", \"rope_theta\": 1e6}, "
+     "\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 1e4}}",
+     SLATE_E_FORMAT, "rope_parameters.full_attention.factor is missing"},
 };
 
 static void hf_config_keys_are_checked_by_name_and_value(void **st) {
@@ -228,6 +291,57 @@ static void hf_config_longrope_reads_both_lists_and_the_attention_factor(void **
 }
 
 /* vocab_size is signed (negative: separate classifier); INT32_MIN has no positive counterpart. */
+/* Gemma 3: GemmaConfig / Gemma3TextConfig defaults for absent keys; the pattern and layer_types
+ * choose the sliding layers; per-layer-type rope_parameters give both bases and the global
+ * scaling. */
+static void hf_config_gemma3_reads_its_layers_and_defaults(void **st) {
+    (void)st;
+    slate__arch a;
+    slate_error e;
+    const char *head = "{\"architectures\": [\"Gemma3ForCausalLM\"], \"vocab_size\": 320, "
+                       "\"hidden_size\": 64, \"num_hidden_layers\": 6, \"num_attention_heads\": "
+                       "4, \"intermediate_size\": 128, \"rms_norm_eps\": 1e-6";
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg, "%s}", head);
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_string_equal(a.name, "gemma3");
+    assert_int_equal(a.head_dim, 256);
+    assert_int_equal(a.rope_dim, 256);
+    assert_true(a.rope_theta == 1e6f && a.rope_local_theta == 1e4f);
+    assert_true(a.attn_scale == 1.0f / 16.0f); /* query_pre_attn_scalar 256 */
+    assert_true(a.embd_scale == 8.0f);         /* sqrt(64) */
+    assert_int_equal(a.sliding_window, 4096);
+    assert_int_equal(a.ffn_act, SLATE__FFN_GEGLU);
+    assert_true(a.norm_add_one && a.qk_norm && a.post_norms && a.per_layer_sliding);
+    for (int l = 0; l < 6; l++) assert_int_equal(a.layer_sliding[l], l != 5); /* pattern 6 */
+    snprintf(cfg, sizeof cfg, "%s, \"sliding_window_pattern\": 2, \"sliding_window\": 512}",
+             head);
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    for (int l = 0; l < 6; l++) assert_int_equal(a.layer_sliding[l], l % 2 == 0);
+    assert_int_equal(a.sliding_window, 512);
+    /* layer_types wins over the pattern */
+    snprintf(cfg, sizeof cfg, "%s, \"sliding_window_pattern\": 2, \"layer_types\": ["
+             "\"full_attention\", \"full_attention\", \"sliding_attention\", "
+             "\"sliding_attention\", \"sliding_attention\", \"full_attention\"]}", head);
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    static const bool want[6] = {false, false, true, true, true, false};
+    for (int l = 0; l < 6; l++) assert_int_equal(a.layer_sliding[l], want[l]);
+    snprintf(cfg, sizeof cfg, "%s, \"rope_parameters\": {\"full_attention\": {\"rope_type\": "
+             "\"linear\", \"factor\": 8.0, \"rope_theta\": 1000000.0}, \"sliding_attention\":"
+             " {\"rope_type\": \"default\", \"rope_theta\": 10000.0}}}", head);
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_int_equal(a.rope_scaling, SLATE__ROPE_SCALING_LINEAR);
+    assert_true(a.rope_factor == 8.0f && a.rope_theta == 1e6f && a.rope_local_theta == 1e4f);
+    /* Gemma 1: no per-layer kinds, head_dim 256 default, tanh GELU whatever hidden_act says */
+    snprintf(cfg, sizeof cfg, "{\"architectures\": [\"GemmaForCausalLM\"], \"vocab_size\": 320,"
+             " \"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+             "\"intermediate_size\": 128, \"rms_norm_eps\": 1e-6, \"hidden_act\": \"gelu\"}");
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_true(a.head_dim == 256 && a.rope_theta == 1e4f && a.attn_scale == 0);
+    assert_true(a.ffn_act == SLATE__FFN_GEGLU && a.norm_add_one && !a.post_norms && !a.qk_norm);
+    assert_true(!a.per_layer_sliding && a.sliding_window == 0 && a.embd_scale == 8.0f);
+}
+
 static void llama2c_header_vocab_int32_min_is_refused(void **st) {
     (void)st;
     static const int32_t vocabs[] = {INT32_MIN, INT32_MIN + 1, -(1 << 22) - 1, 0, (1 << 22) + 1};
@@ -349,6 +463,7 @@ int main(void) {
         cmocka_unit_test(hf_config_keys_are_checked_by_name_and_value),
         cmocka_unit_test(hf_config_defaults_apply_only_to_absent_keys),
         cmocka_unit_test(hf_config_longrope_reads_both_lists_and_the_attention_factor),
+        cmocka_unit_test(hf_config_gemma3_reads_its_layers_and_defaults),
         cmocka_unit_test(llama2c_header_vocab_int32_min_is_refused),
         cmocka_unit_test(builder_refuses_non_finite_rope_parameters),
         cmocka_unit_test(builder_asks_for_a_context_when_the_source_one_is_too_large),
