@@ -1,5 +1,6 @@
 /* test_tok_hf.c - HF tokenizer.json semantics that differ from llama.cpp's: added tokens with
- * normalized: true, and how the decoder drops the dummy-prefix mark.
+ * normalized: true, and how the decoder drops the dummy-prefix mark; and the shape of Gemma's
+ * files (a Replace normalizer without Prepend, so no dummy prefix, and no Strip decoder).
  *
  * Expected ids are derived by hand from HF tokenizers' source (huggingface/tokenizers,
  * tokenizers/src/tokenizer/added_vocabulary.rs, extract_and_normalize): (1) added tokens with
@@ -396,6 +397,82 @@ static void metaspace_decoder_drops_every_mark_of_the_first_token(void **st) {
     }
 }
 
+/* The shape of Gemma's tokenizer.json (Gemma 1, 2 and 3): SentencePiece-style BPE with
+ * byte_fallback, the normalizer Replace(' ' -> U+2581) alone (no Prepend: no dummy prefix),
+ * pre_tokenizer null, the decoder Replace(U+2581 -> ' '), ByteFallback, Fuse (no Strip), and
+ * added control tokens <start_of_turn> / <end_of_turn>. A hand-made vocabulary; the expected ids
+ * follow HF tokenizers' BPE (models/bpe/word.rs merge_all): the whole normalized text is one
+ * word (no pre-tokenizer), split into characters, and the adjacent pair of lowest merge rank is
+ * merged until none is left; a character with no token takes its <0xXX> byte tokens, or one
+ * <unk> when they are not all there (byte_fallback). Merge ranks: 1 "H e", 2 "l l", 3 "ll o",
+ * 4 "He llo", 5 "\u2581 w", 6 "o r", 7 "\u2581w or", 8 "l d", 9 "\u2581wor ld", 10 "\u2581 \u2581".
+ */
+static const char k_gemma_json[] =
+    "{\"version\": \"1.0\", \"added_tokens\": ["
+    "{\"id\": 0, \"content\": \"<pad>\", \"special\": true, \"normalized\": false},"
+    "{\"id\": 1, \"content\": \"<eos>\", \"special\": true, \"normalized\": false},"
+    "{\"id\": 2, \"content\": \"<bos>\", \"special\": true, \"normalized\": false},"
+    "{\"id\": 3, \"content\": \"<unk>\", \"special\": true, \"normalized\": false},"
+    "{\"id\": 4, \"content\": \"<start_of_turn>\", \"special\": true, \"normalized\": false},"
+    "{\"id\": 5, \"content\": \"<end_of_turn>\", \"special\": true, \"normalized\": false}],"
+    " \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \""
+    SP "\"}, \"pre_tokenizer\": null,"
+    " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\":"
+    " {\"id\": \"<bos>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}],"
+    " \"pair\": [], \"special_tokens\": {\"<bos>\": {\"id\": \"<bos>\", \"ids\": [2],"
+    " \"tokens\": [\"<bos>\"]}}},"
+    " \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\":"
+    " {\"String\": \"" SP "\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"},"
+    " {\"type\": \"Fuse\"}]},"
+    " \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\","
+    " \"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, \"fuse_unk\": false,"
+    " \"byte_fallback\": true, \"ignore_merges\": false, \"vocab\": {\"<pad>\": 0, \"<eos>\": 1,"
+    " \"<bos>\": 2, \"<unk>\": 3, \"<start_of_turn>\": 4, \"<end_of_turn>\": 5, \"<0xE2>\": 6,"
+    " \"<0x82>\": 7, \"<0xAC>\": 8, \"" SP "\": 9, \"H\": 10, \"e\": 11, \"l\": 12, \"o\": 13,"
+    " \"w\": 14, \"r\": 15, \"d\": 16, \"He\": 17, \"ll\": 18, \"llo\": 19, \"Hello\": 20,"
+    " \"" SP "w\": 21, \"or\": 22, \"" SP "wor\": 23, \"ld\": 24, \"" SP "world\": 25,"
+    " \"" SP SP "\": 26},"
+    " \"merges\": [\"H e\", \"l l\", \"ll o\", \"He llo\", \"" SP " w\", \"o r\", \"" SP
+    "w or\", \"l d\", \"" SP "wor ld\", \"" SP " " SP "\"]}}";
+
+static void expect_gemma(const slate_tokenizer *tok) {
+    const uint32_t ps = SLATE_ENCODE_PARSE_SPECIAL;
+    EXPECT_IDS(tok, "Hello world", 0, 20, 25);     /* "Hello\u2581world": no dummy prefix */
+    EXPECT_IDS(tok, " Hello", 0, 9, 20);           /* "\u2581Hello": no "\u2581 H" merge */
+    EXPECT_IDS(tok, "Hello  world", 0, 20, 9, 25); /* "\u2581 w" (5) before "\u2581 \u2581" (10) */
+    EXPECT_IDS(tok, "   ", 0, 26, 9);              /* "\u2581\u2581" then the third */
+    EXPECT_IDS(tok, "\xE2\x82\xAC", 0, 6, 7, 8);   /* U+20AC: its three byte tokens */
+    EXPECT_IDS(tok, "Hellox", 0, 20, 3);           /* x: no token, no <0x78>: one <unk> */
+    EXPECT_IDS(tok, "<start_of_turn>Hello world<end_of_turn>", ps, 4, 20, 25, 5);
+    TEXT(tok, "Hello world", NULL, 20, 25);
+    TEXT(tok, " Hello", NULL, 9, 20);              /* no Strip: the leading space stays */
+    TEXT(tok, "Hello  world", NULL, 20, 26, 14, 22, 24);
+    TEXT(tok, "\xE2\x82\xAC", NULL, 6, 7, 8);
+    TEXT(tok, "Hello", "<start_of_turn>Hello", 4, 20);
+}
+
+/* Gemma's tokenizer_config.json: <bos> added, <eos> its end. */
+static const char k_gemma_config[] =
+    "{\"add_bos_token\": true, \"add_eos_token\": false, \"bos_token\": \"<bos>\","
+    " \"eos_token\": \"<eos>\", \"pad_token\": \"<pad>\", \"unk_token\": \"<unk>\"}";
+
+static void gemma_shaped_tokenizer_json_encodes_and_decodes_as_hf(void **st) {
+    (void)st;
+    slate_tokenizer *tok = NULL;
+    slate_error err;
+    assert_int_equal(slate__tok_load_hf_mem(k_gemma_json, strlen(k_gemma_json), k_gemma_config,
+                                            strlen(k_gemma_config), &tok, &err),
+                     SLATE_OK);
+    expect_gemma(tok);
+    assert_int_equal(slate_tokenizer_bos(tok), 2);
+    assert_int_equal(slate_tokenizer_eos(tok), 1);
+    EXPECT_IDS(tok, "Hello world", SLATE_ENCODE_ADD_BOS, 2, 20, 25); /* <bos>, no prefix */
+    slate_tokenizer *back = round_trip(tok);
+    expect_gemma(back);
+    slate_tokenizer_free(back);
+    slate_tokenizer_free(tok);
+}
+
 /* A Strip decoder we would have to guess at is refused. */
 static void unsupported_strip_decoders_are_refused(void **st) {
     (void)st;
@@ -434,6 +511,7 @@ int main(void) {
         cmocka_unit_test(strip_decoder_strips_one_space_from_the_output),
         cmocka_unit_test(metaspace_decoder_drops_every_mark_of_the_first_token),
         cmocka_unit_test(unsupported_strip_decoders_are_refused),
+        cmocka_unit_test(gemma_shaped_tokenizer_json_encodes_and_decodes_as_hf),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (slate__alloc_live_bytes() != live) {
