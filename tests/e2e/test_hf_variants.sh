@@ -8,8 +8,9 @@
 # converter, used fused by the reference) are all exercised; Gemma adds the embedding scale, the
 # (1 + w) norms (the reference applies the stored w), GeGLU and head_dim != hidden / heads, and
 # Gemma 3 the block-output norms, query_pre_attn_scalar and sliding and global layers with their
-# own RoPE bases (by sliding_window_pattern and by layer_types). The Gemma 3 package must pick the
-# gemma chat template from the folder's tokenizer_config.json.
+# own RoPE bases (by sliding_window_pattern and by layer_types), also decoding token by token past
+# the window. The Gemma 3 package must pick the gemma chat template from the folder's
+# tokenizer_config.json; Gemma 2, soft-capping and an exact GELU are refused.
 source "$(dirname "$0")/lib.sh"
 ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33 32 84 104 101 32 99)
 n=${#ids[@]}
@@ -59,6 +60,22 @@ PYEOF
 printf 'Hello\n/stats\n' | "$SLATE" chat "$WORK/gemma3.slate" -n 2 --temp 0 >"$WORK/g3.chat" 2>&1 || true
 check "gemma3: chat picks the gemma template from tokenizer_config.json" \
   grep -aq 'template=gemma' "$WORK/g3.chat"
+# Decode, one token at a time, across the window of the sliding layers: each step's logits (a
+# greedy run from 4 prompt tokens, 12 steps, positions up to 15 > window 6) match the reference
+# over the same tokens.
+"$SLATE" run "$WORK/gemma3.slate" --ids 304,72,101,108 -n 12 --temp 0 \
+  --dump-logits "$WORK/g3.steps" >/dev/null 2>&1 || true
+check "gemma3: decode steps past the window match the NumPy reference (atol 1e-4)" \
+  $PY - "$TOOLS" "$WORK/gemma3" "$WORK/g3.steps" <<'PYEOF'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import hfmodel
+rows = np.fromfile(sys.argv[3], dtype="<f4").reshape(-1, 320)
+toks = [304, 72, 101, 108] + [int(np.argmax(r)) for r in rows[:-1]]
+ref = hfmodel.forward(sys.argv[2], toks)[3:]
+sys.exit(0 if len(rows) == 12 and np.max(np.abs(ref - rows)) < 1e-4 else 1)
+PYEOF
 # Refusals naming the culprit: Gemma 2 (soft-capping) by name, soft-capping on Gemma 3, an exact
 # GELU.
 for c in 'architectures=["Gemma2ForCausalLM"]|Gemma 2 soft-caps its attention and final logits' \
