@@ -1,6 +1,6 @@
 /*
  * import_gguf.c - importer for llama-family GGUF files (architectures "llama", "qwen2",
- * "qwen3", "phi3"). Hyper-parameters come from the "<arch>.*" keys, tensors keep their GGUF
+ * "qwen3", "phi3", "gemma", "gemma3"). Hyper-parameters come from the "<arch>.*" keys, tensors keep their GGUF
  * names (the canonical names), GGUF's ne[0] (innermost) is the input dimension, so a [ne0=in,
  * ne1=out] tensor is already the [out][in] row-major matrix. llama.cpp's converter permutes
  * llama Q/K rows into adjacent-pair RoPE order; qwen2/qwen3/phi3 keep the HF "half" (NeoX)
@@ -17,6 +17,16 @@
  * context against phi3.rope.scaling.original_context_length (absent: the context length) and
  * applies phi3.rope.scaling.attn_factor (absent: 1), as llama.cpp. A rope.dimension_count
  * below the head size (partial rotary, Phi-4-mini) is refused for phi3, as in the HF importer.
+ *
+ * gemma / gemma3 (llama.cpp's convert_hf_to_gguf.py GemmaModel / Gemma3Model and
+ * llama-model.cpp): the norm weights are stored with Gemma's + 1 already added (so the builder
+ * adds nothing), RoPE is NeoX ("half"), the embedding is scaled by sqrt(embedding_length) and the
+ * feed-forward is GeGLU, as from HF. GGUF gemma3 carries neither query_pre_attn_scalar, the layer
+ * pattern nor the local RoPE base: llama.cpp fixes them (layer i is global when (i + 1) % 6 == 0,
+ * local base 10000 unscaled, attention scale 1/sqrt(key_length), except 1/sqrt(embedding_length
+ * / head_count) for the 62-layer 27B), and so does this importer, with the window from
+ * gemma3.attention.sliding_window (required, as llama.cpp) and the global layers' base and
+ * scaling from rope.freq_base and rope.scaling.*. Soft-capping keys (Gemma 2) are refused.
  */
 #include "convert.h"
 #include "exec/program.h"
@@ -172,6 +182,38 @@ static slate_status phi3_rope_factors(const slate__gguf *g, const char *path, sl
     return SLATE_OK;
 }
 
+/* gemma / gemma3 (module comment): what llama.cpp derives rather than reads. */
+static slate_status gemma_params(const slate__gguf *g, const char *path, bool gemma3,
+                                 slate__arch *a, slate_error *err) {
+    static const char *const caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+    for (int i = 0; i < 2; i++) {
+        char k[128], v[96];
+        snprintf(k, sizeof k, "%s.%s", a->name, caps[i]);
+        float x;
+        if (slate__gguf_find_key(g, k) >= 0 && !(slate__gguf_get_f32(g, k, &x) && x == 0))
+            return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': key %s is %s: logit "
+                               "soft-capping (Gemma 2) is not supported", path, k,
+                               slate__gguf_value_str(g, k, v, sizeof v));
+    }
+    a->ffn_act = SLATE__FFN_GEGLU;
+    a->embd_scale = (float)sqrt((double)a->dim);
+    a->norm_add_one = false; /* llama.cpp's converter stored w + 1 */
+    if (!gemma3) {
+        a->sliding_window = 0; /* Gemma 1 has none */
+        return SLATE_OK;
+    }
+    slate_status s = key_int(g, path, a->name, "attention.sliding_window", true, 1, INT32_MAX, 0,
+                             &a->sliding_window, err);
+    if (s) return s;
+    a->post_norms = true;
+    a->per_layer_sliding = true;
+    for (int32_t l = 0; l < a->n_layers; l++) a->layer_sliding[l] = (l + 1) % 6 != 0;
+    a->rope_local_theta = 10000.0f;
+    a->attn_scale = (float)(1.0 / sqrt(a->n_layers == 62 ? (double)a->dim / a->n_heads
+                                                         : (double)a->head_dim));
+    return SLATE_OK;
+}
+
 slate_status slate__import_gguf(const char *path, slate__import *imp, slate_error *err) {
     memset(imp, 0, sizeof *imp);
     slate__gguf *g = NULL;
@@ -189,10 +231,13 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
     memcpy(a->name, arch_s, arch_len);
     a->name[arch_len] = '\0';
     bool llama = strcmp(a->name, "llama") == 0, qwen2 = strcmp(a->name, "qwen2") == 0,
-         qwen3 = strcmp(a->name, "qwen3") == 0, phi3 = strcmp(a->name, "phi3") == 0;
-    if (!llama && !qwen2 && !qwen3 && !phi3) {
-        s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported "
-                        "(supported: llama, qwen2, qwen3, phi3)", path, a->name);
+         qwen3 = strcmp(a->name, "qwen3") == 0, phi3 = strcmp(a->name, "phi3") == 0,
+         gemma = strcmp(a->name, "gemma") == 0, gemma3 = strcmp(a->name, "gemma3") == 0;
+    if (!llama && !qwen2 && !qwen3 && !phi3 && !gemma && !gemma3) {
+        s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported%s "
+                        "(supported: llama, qwen2, qwen3, phi3, gemma, gemma3)", path, a->name,
+                        strcmp(a->name, "gemma2") == 0 ? " (Gemma 2 soft-caps its attention and "
+                                                         "final logits)" : "");
         goto fail;
     }
     /* Limits: check_arch's (build.c); the context may exceed slate's maximum here, the
@@ -233,7 +278,8 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
     }
     a->rope_mode = llama ? SLATE__ROPE_ADJACENT : SLATE__ROPE_HALF;
     a->qkv_bias = qwen2;
-    a->qk_norm = qwen3;
+    a->qk_norm = qwen3 || gemma3;
+    if ((gemma || gemma3) && (s = gemma_params(g, path, gemma3, a, err))) goto fail;
     char k[128];
     const char *st;
     uint64_t st_len;

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """hf_to_gguf.py - write a GGUF file (llama.cpp's "phi3" layout) from a small Phi3ForCausalLM
-folder made by hfmodel.py. Test fixture writer for slate's GGUF phi3 import: the GGUF holds the
-folder's weights, so the two conversions must give the same logits. Needs NumPy (Debian's
+folder made by hfmodel.py, or (llama.cpp's "gemma" / "gemma3" layout, gemma_layout below) from a
+Gemma / Gemma 3 one. Test fixture writer for slate's GGUF phi3 and gemma imports: the GGUF holds
+the folder's weights, so the two conversions must give the same logits. Needs NumPy (Debian's
 /usr/bin/python3).
 
     hf_to_gguf.py DIR OUT.gguf [--quant TYPE:PATTERN]... [--dequant-out DIR2] [--vocab-from V.gguf]
@@ -164,6 +165,71 @@ def vocab_keys(path, tensors):
     return out
 
 
+def gemma_layout(cfg, w):
+    """llama.cpp's GemmaModel / Gemma3Model layout (convert_hf_to_gguf.py): keys <arch>.* with
+    key_length / value_length = head_dim, rope.freq_base the global layers' rope_theta, gemma3's
+    attention.sliding_window and linear rope.scaling.*; every *norm.weight stored with the + 1 of
+    Gemma's RMSNorm added; no output.weight when tied; NeoX q/k order (no permutation). GGUF has
+    no sliding_window_pattern, query_pre_attn_scalar or rope_local_base_freq: llama.cpp fixes
+    them to 6, head_dim and 10000, so the folder must have those values (checked here)."""
+    g3 = cfg["model_type"] == "gemma3_text"
+    arch = "gemma3" if g3 else "gemma"
+    hd = cfg.get("head_dim") or 256
+    nh = cfg["num_attention_heads"]
+    theta, sc = hfmodel.rope_params(cfg)
+    if g3 and (cfg.get("layer_types") or cfg.get("sliding_window_pattern", 6) != 6
+               or cfg.get("query_pre_attn_scalar", 256) != hd
+               or cfg.get("rope_local_base_freq", 10000.0) != 10000.0):
+        raise SystemExit("gemma3 in GGUF: llama.cpp assumes pattern 6, query_pre_attn_scalar = "
+                         "head_dim and local base 10000; this folder differs")
+    kv = [_kv("general.architecture", T_STR, arch),
+          _kv("general.name", T_STR, "tiny %s test model" % arch),
+          _kv(arch + ".context_length", T_U32, cfg["max_position_embeddings"]),
+          _kv(arch + ".embedding_length", T_U32, cfg["hidden_size"]),
+          _kv(arch + ".block_count", T_U32, cfg["num_hidden_layers"]),
+          _kv(arch + ".feed_forward_length", T_U32, cfg["intermediate_size"]),
+          _kv(arch + ".attention.head_count", T_U32, nh),
+          _kv(arch + ".attention.head_count_kv", T_U32, cfg.get("num_key_value_heads") or nh),
+          _kv(arch + ".attention.layer_norm_rms_epsilon", T_F32, cfg["rms_norm_eps"]),
+          _kv(arch + ".attention.key_length", T_U32, hd),
+          _kv(arch + ".attention.value_length", T_U32, hd),
+          _kv(arch + ".rope.freq_base", T_F32, theta)]
+    if g3:
+        kv.append(_kv(arch + ".attention.sliding_window", T_U32, cfg["sliding_window"]))
+    if sc is not None:
+        if sc["rope_type"] != "linear":
+            raise SystemExit("rope_scaling %r: only linear" % sc["rope_type"])
+        kv += [_kv(arch + ".rope.scaling.type", T_STR, "linear"),
+               _kv(arch + ".rope.scaling.factor", T_F32, sc["factor"])]
+
+    def norm(name):  # Gemma's 1 + w, as llama.cpp's converter stores it (f32)
+        return (w[name].astype(np.float32) + np.float32(1)).astype(np.float32)
+    tensors = [("token_embd.weight", w["model.embed_tokens.weight"]),
+               ("output_norm.weight", norm("model.norm.weight"))]
+    if "lm_head.weight" in w and not cfg.get("tie_word_embeddings", True):
+        tensors.append(("output.weight", w["lm_head.weight"]))
+    for i in range(cfg["num_hidden_layers"]):
+        p, b = "model.layers.%d." % i, "blk.%d." % i
+        tensors += [(b + "attn_norm.weight", norm(p + "input_layernorm.weight")),
+                    (b + "attn_q.weight", w[p + "self_attn.q_proj.weight"]),
+                    (b + "attn_k.weight", w[p + "self_attn.k_proj.weight"]),
+                    (b + "attn_v.weight", w[p + "self_attn.v_proj.weight"]),
+                    (b + "attn_output.weight", w[p + "self_attn.o_proj.weight"]),
+                    (b + "ffn_gate.weight", w[p + "mlp.gate_proj.weight"]),
+                    (b + "ffn_up.weight", w[p + "mlp.up_proj.weight"]),
+                    (b + "ffn_down.weight", w[p + "mlp.down_proj.weight"])]
+        if g3:
+            tensors += [(b + "attn_q_norm.weight", norm(p + "self_attn.q_norm.weight")),
+                        (b + "attn_k_norm.weight", norm(p + "self_attn.k_norm.weight")),
+                        (b + "post_attention_norm.weight",
+                         norm(p + "post_attention_layernorm.weight")),
+                        (b + "ffn_norm.weight", norm(p + "pre_feedforward_layernorm.weight")),
+                        (b + "post_ffw_norm.weight", norm(p + "post_feedforward_layernorm.weight"))]
+        else:
+            tensors.append((b + "ffn_norm.weight", norm(p + "post_attention_layernorm.weight")))
+    return kv, tensors
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("model_dir")
@@ -176,61 +242,68 @@ def main(argv):
     ap.add_argument("--key", action="append", default=[], help="KEY:u32|f32:VALUE")
     a = ap.parse_args(argv)
     cfg, w = hfmodel.load_model(a.model_dir)
-    if cfg.get("model_type") != "phi3":
-        raise SystemExit("only Phi3ForCausalLM folders (model_type phi3)")
-    nh = cfg["num_attention_heads"]
-    nkv = cfg.get("num_key_value_heads") or nh
-    hd = hfmodel.head_dim_of(cfg)
-    max_pos = cfg["max_position_embeddings"]
-    orig = cfg.get("original_max_position_embeddings", max_pos)
-    theta, sc = hfmodel.rope_params(cfg)
-    kv = [
-        _kv("general.architecture", T_STR, "phi3"),
-        _kv("general.name", T_STR, "tiny phi3 test model"),
-        _kv("phi3.context_length", T_U32, max_pos),
-        _kv("phi3.rope.scaling.original_context_length", T_U32, orig),
-        _kv("phi3.embedding_length", T_U32, cfg["hidden_size"]),
-        _kv("phi3.feed_forward_length", T_U32, cfg["intermediate_size"]),
-        _kv("phi3.block_count", T_U32, cfg["num_hidden_layers"]),
-        _kv("phi3.attention.head_count", T_U32, nh),
-        _kv("phi3.attention.head_count_kv", T_U32, nkv),
-        _kv("phi3.attention.layer_norm_rms_epsilon", T_F32, cfg["rms_norm_eps"]),
-        _kv("phi3.rope.dimension_count", T_U32, hd),
-        _kv("phi3.rope.freq_base", T_F32, theta),
-        _kv("phi3.attention.sliding_window", T_U32, cfg.get("sliding_window") or 0),
-    ]
-    tensors = [("token_embd.weight", w["model.embed_tokens.weight"]),
-               ("output_norm.weight", w["model.norm.weight"]),
-               ("output.weight", w["lm_head.weight"])]
-    if sc is not None:
-        if sc["rope_type"] not in ("longrope", "su"):
-            raise SystemExit("rope_scaling %r: only longrope" % sc["rope_type"])
-        scale = max_pos / orig
-        attn = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0
-        kv.append(_kv("phi3.rope.scaling.attn_factor", T_F32, attn))
-        tensors.append(("rope_factors_long.weight", np.asarray(sc["long_factor"])))
-        tensors.append(("rope_factors_short.weight", np.asarray(sc["short_factor"])))
-    for i in range(cfg["num_hidden_layers"]):
-        p, b = "model.layers.%d." % i, "blk.%d." % i
-        tensors += [(b + "attn_norm.weight", w[p + "input_layernorm.weight"]),
-                    (b + "attn_qkv.weight", w[p + "self_attn.qkv_proj.weight"]),
-                    (b + "attn_output.weight", w[p + "self_attn.o_proj.weight"]),
-                    (b + "ffn_norm.weight", w[p + "post_attention_layernorm.weight"]),
-                    (b + "ffn_up.weight", w[p + "mlp.gate_up_proj.weight"]),
-                    (b + "ffn_down.weight", w[p + "mlp.down_proj.weight"])]
+    gemma = cfg.get("model_type") in hfmodel.GEMMA_TYPES
+    if cfg.get("model_type") != "phi3" and not gemma:
+        raise SystemExit("only Phi3ForCausalLM, GemmaForCausalLM and Gemma3ForCausalLM folders")
+    if gemma:
+        if a.dequant_out:
+            raise SystemExit("--dequant-out: phi3 folders only")
+        kv, tensors = gemma_layout(cfg, w)
+        hf_name = {}
+    else:
+        nh = cfg["num_attention_heads"]
+        nkv = cfg.get("num_key_value_heads") or nh
+        hd = hfmodel.head_dim_of(cfg)
+        max_pos = cfg["max_position_embeddings"]
+        orig = cfg.get("original_max_position_embeddings", max_pos)
+        theta, sc = hfmodel.rope_params(cfg)
+        kv = [
+            _kv("general.architecture", T_STR, "phi3"),
+            _kv("general.name", T_STR, "tiny phi3 test model"),
+            _kv("phi3.context_length", T_U32, max_pos),
+            _kv("phi3.rope.scaling.original_context_length", T_U32, orig),
+            _kv("phi3.embedding_length", T_U32, cfg["hidden_size"]),
+            _kv("phi3.feed_forward_length", T_U32, cfg["intermediate_size"]),
+            _kv("phi3.block_count", T_U32, cfg["num_hidden_layers"]),
+            _kv("phi3.attention.head_count", T_U32, nh),
+            _kv("phi3.attention.head_count_kv", T_U32, nkv),
+            _kv("phi3.attention.layer_norm_rms_epsilon", T_F32, cfg["rms_norm_eps"]),
+            _kv("phi3.rope.dimension_count", T_U32, hd),
+            _kv("phi3.rope.freq_base", T_F32, theta),
+            _kv("phi3.attention.sliding_window", T_U32, cfg.get("sliding_window") or 0),
+        ]
+        tensors = [("token_embd.weight", w["model.embed_tokens.weight"]),
+                   ("output_norm.weight", w["model.norm.weight"]),
+                   ("output.weight", w["lm_head.weight"])]
+        if sc is not None:
+            if sc["rope_type"] not in ("longrope", "su"):
+                raise SystemExit("rope_scaling %r: only longrope" % sc["rope_type"])
+            scale = max_pos / orig
+            attn = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0
+            kv.append(_kv("phi3.rope.scaling.attn_factor", T_F32, attn))
+            tensors.append(("rope_factors_long.weight", np.asarray(sc["long_factor"])))
+            tensors.append(("rope_factors_short.weight", np.asarray(sc["short_factor"])))
+        for i in range(cfg["num_hidden_layers"]):
+            p, b = "model.layers.%d." % i, "blk.%d." % i
+            tensors += [(b + "attn_norm.weight", w[p + "input_layernorm.weight"]),
+                        (b + "attn_qkv.weight", w[p + "self_attn.qkv_proj.weight"]),
+                        (b + "attn_output.weight", w[p + "self_attn.o_proj.weight"]),
+                        (b + "ffn_norm.weight", w[p + "post_attention_layernorm.weight"]),
+                        (b + "ffn_up.weight", w[p + "mlp.gate_up_proj.weight"]),
+                        (b + "ffn_down.weight", w[p + "mlp.down_proj.weight"])]
+        hf_name = {"token_embd.weight": "model.embed_tokens.weight",
+                   "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
+        for i in range(cfg["num_hidden_layers"]):
+            for g, h in (("attn_norm", "input_layernorm"), ("attn_qkv", "self_attn.qkv_proj"),
+                         ("attn_output", "self_attn.o_proj"), ("ffn_norm", "post_attention_layernorm"),
+                         ("ffn_up", "mlp.gate_up_proj"), ("ffn_down", "mlp.down_proj")):
+                hf_name["blk.%d.%s.weight" % (i, g)] = "model.layers.%d.%s.weight" % (i, h)
     if a.vocab_from:
         kv += vocab_keys(a.vocab_from, tensors)
     else:
         kv += byte_bpe_keys(a.model_dir, cfg)
     # Tensor infos and data.
     rules = [r.split(":", 1) for r in a.quant]
-    hf_name = {"token_embd.weight": "model.embed_tokens.weight",
-               "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
-    for i in range(cfg["num_hidden_layers"]):
-        for g, h in (("attn_norm", "input_layernorm"), ("attn_qkv", "self_attn.qkv_proj"),
-                     ("attn_output", "self_attn.o_proj"), ("ffn_norm", "post_attention_layernorm"),
-                     ("ffn_up", "mlp.gate_up_proj"), ("ffn_down", "mlp.down_proj")):
-            hf_name["blk.%d.%s.weight" % (i, g)] = "model.layers.%d.%s.weight" % (i, h)
     decoded = {}
     infos, blobs, off = [], [], 0
     for e in a.key:

@@ -418,6 +418,14 @@ VARIANTS = {
                      "sliding_attention"],
         rope_theta=1000000.0, rope_local_base_freq=10000.0, rope_scaling=None,
         tie_word_embeddings=False),
+    # Gemma 3 as llama.cpp's GGUF gemma3 can express it (test_gemma_gguf.sh): 6 layers with the
+    # pattern 6 (layer 5 global), query_pre_attn_scalar = head_dim, local base 10000; ffn 64 keeps
+    # the folder under 1 MiB.
+    "gemma3-6l": lambda: _gemma(
+        "Gemma3ForCausalLM", "gemma3_text", hidden_activation="gelu_pytorch_tanh",
+        num_hidden_layers=6, intermediate_size=64, query_pre_attn_scalar=32, sliding_window=6,
+        sliding_window_pattern=6, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+        rope_scaling={"rope_type": "linear", "factor": 8.0}),
     # SmolLM2-shaped: odd head count (3), multi-query (1 kv head), tied, theta 1e5.
     "smollm": lambda: _llama(hidden_size=48, intermediate_size=128, num_hidden_layers=3,
                              num_attention_heads=3, num_key_value_heads=1, head_dim=16,
