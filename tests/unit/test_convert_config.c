@@ -332,6 +332,25 @@ static void hf_config_gemma3_reads_its_layers_and_defaults(void **st) {
     assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
     assert_int_equal(a.rope_scaling, SLATE__ROPE_SCALING_LINEAR);
     assert_true(a.rope_factor == 8.0f && a.rope_theta == 1e6f && a.rope_local_theta == 1e4f);
+    /* gemma-3-1b's shape and keys (its null soft-capping and rope_scaling, an eos list, the
+     * hybrid cache): 26 layers, global every sixth (5, 11, 17, 23), window 512. */
+    const char *g1b =
+        "{\"architectures\": [\"Gemma3ForCausalLM\"], \"attention_bias\": false, "
+        "\"attention_dropout\": 0.0, \"attn_logit_softcapping\": null, \"bos_token_id\": 2, "
+        "\"cache_implementation\": \"hybrid\", \"eos_token_id\": [1, 106], "
+        "\"final_logit_softcapping\": null, \"head_dim\": 256, \"hidden_activation\": "
+        "\"gelu_pytorch_tanh\", \"hidden_size\": 1152, \"initializer_range\": 0.02, "
+        "\"intermediate_size\": 6912, \"max_position_embeddings\": 32768, \"model_type\": "
+        "\"gemma3_text\", \"num_attention_heads\": 4, \"num_hidden_layers\": 26, "
+        "\"num_key_value_heads\": 1, \"pad_token_id\": 0, \"query_pre_attn_scalar\": 256, "
+        "\"rms_norm_eps\": 1e-06, \"rope_local_base_freq\": 10000, \"rope_scaling\": null, "
+        "\"rope_theta\": 1000000, \"sliding_window\": 512, \"sliding_window_pattern\": 6, "
+        "\"torch_dtype\": \"bfloat16\", \"use_cache\": true, \"vocab_size\": 262144}";
+    assert_int_equal(slate__hf_parse_config(g1b, strlen(g1b), &a, &e), SLATE_OK);
+    assert_true(a.n_layers == 26 && a.head_dim == 256 && a.n_kv_heads == 1 && a.dim == 1152);
+    assert_true(a.sliding_window == 512 && a.rope_scaling == SLATE__ROPE_SCALING_NONE);
+    for (int l = 0; l < 26; l++) assert_int_equal(a.layer_sliding[l], l % 6 != 5);
+    assert_true(fabsf(a.embd_scale - 33.941125f) < 1e-4f && a.attn_scale == 1.0f / 16.0f);
     /* Gemma 1: no per-layer kinds, head_dim 256 default, tanh GELU whatever hidden_act says */
     snprintf(cfg, sizeof cfg, "{\"architectures\": [\"GemmaForCausalLM\"], \"vocab_size\": 320,"
              " \"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
