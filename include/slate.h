@@ -450,7 +450,9 @@ void slate_state_free(slate_state *state);
 typedef struct slate_predict_params {
     bool all_logits;   /* false: logits of the last position only; true: of every position */
     /* Optional additive attention mask, row-major [n_tokens][length + n_tokens] (0 or -inf
-     * typically), replacing the default causal mask. NULL: causal from the state's length. */
+     * typically), replacing the default causal mask. NULL: causal from the state's length. A
+     * model's sliding window (Mistral, Phi-3, Gemma 3's local layers) still applies with a
+     * mask: a query at position p never sees keys before p - window + 1. */
     const float *mask;
 } slate_predict_params;
 

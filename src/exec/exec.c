@@ -202,12 +202,14 @@ static void run_attention(void *ctx, int ith, int nth) {
         int64_t h_lo = g * group + pt * group / parts, h_hi = g * group + (pt + 1) * group / parts;
         int64_t pos = len0 + r, j0 = 0, j1 = pos + 1;
         const float *mask = NULL;
+        /* A caller's mask replaces the causal one (any key up to the last position), but the
+         * model's sliding window is part of the architecture and still applies: no key more
+         * than window - 1 positions before the query's own. */
         if (st->mask) {
             j1 = n_tot;
             mask = st->mask + r * n_tot;
-        } else if (op->window > 0 && pos + 1 > op->window) {
-            j0 = pos + 1 - op->window;
         }
+        if (op->window > 0 && pos + 1 > op->window) j0 = pos + 1 - op->window;
         const uint8_t *kg = by_head ? slate__kv_at(st, slot, (int32_t)g, 0)
                                     : slate__kv_at(st, slot, 0, 0) + (size_t)g * head_bytes;
         const uint8_t *vg = by_head ? slate__kv_at(st, vslot, (int32_t)g, 0)

@@ -546,6 +546,8 @@ int main(void) {
         cmocka_unit_test(prefill_all_logits_equal_token_by_token),
         cmocka_unit_test(truncate_then_refeed_equals_fresh_state),
         cmocka_unit_test(exported_cache_imported_into_new_state_continues_identically),
+        /* the window still applies under a caller's mask (window 5, 8 positions) */
+        cmocka_unit_test(explicit_causal_mask_equals_default),
     };
     int rc = cmocka_run_group_tests_name("plain", plain, setup, teardown);
     rc |= cmocka_run_group_tests_name("window_bias_qknorm_f16", variant, setup_window, teardown);
