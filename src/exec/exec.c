@@ -216,10 +216,12 @@ static void run_attention(void *ctx, int ith, int nth) {
                                     : slate__kv_at(st, vslot, 0, 0) + (size_t)g * head_bytes;
         if (kvt == SLATE_DTYPE_I8)
             st->model->k->attention_i8(out + r * qw + h_lo * hd, q + r * qw + h_lo * hd, kg, vg,
-                                       stride, j0, j1, hd, h_hi - h_lo, op->scale, mask);
+                                       stride, j0, j1, hd, h_hi - h_lo, op->scale, op->softcap,
+                                       mask);
         else
             st->model->k->attention(out + r * qw + h_lo * hd, q + r * qw + h_lo * hd, kg, vg,
-                                    kvt, stride, j0, j1, hd, h_hi - h_lo, op->scale, mask);
+                                    kvt, stride, j0, j1, hd, h_hi - h_lo, op->scale, op->softcap,
+                                    mask);
     }
 }
 
@@ -319,6 +321,7 @@ static void op_cost(const slate_state *st, int32_t oi, uint64_t *bytes_out, uint
     case SLATE__OP_SWIGLU: flops = 5 * n; break;
     case SLATE__OP_GEGLU: flops = 9 * n; break; /* cube, fma, exp, add, div, mul */
     case SLATE__OP_SCALE: flops = n; break;
+    case SLATE__OP_SOFTCAP: flops = 10 * n; break; /* div, tanh (counted as 8), mul */
     default: break;
     }
     *bytes_out = bytes;
@@ -483,6 +486,12 @@ void slate__exec_run(slate_state *st) {
             const float *a = act(st, op->in[0]);
             float *y = act(st, op->out);
             for (int64_t i = 0; i < n; i++) y[i] = a[i] * op->scale;
+            break;
+        }
+        case SLATE__OP_SOFTCAP: { /* one logits row per decode step: scalar is enough */
+            const float *a = act(st, op->in[0]);
+            float *y = act(st, op->out);
+            for (int64_t i = 0; i < n; i++) y[i] = op->softcap * tanhf(a[i] / op->softcap);
             break;
         }
         case SLATE__OP_LAST_ROWS: {

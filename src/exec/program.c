@@ -40,8 +40,13 @@
 static const char *const g_op_names[SLATE__OP_COUNT] = {
     "embedding", "rms_norm", "matmul", "rope",     "kv_write",  "attention",
     "add",       "mul",      "silu",   "swiglu",   "last_rows", "geglu",
-    "scale",
+    "scale",     "softcap",
 };
+
+/* Attention with a score cap is written under its own op name: an older reader ignores an
+ * attribute it does not know and would run the layer uncapped; an unknown op name it refuses.
+ * It parses to SLATE__OP_ATTENTION with softcap > 0 (planner, state and exec treat both alike). */
+static const char *const ATTENTION_SOFTCAP = "attention_softcap";
 
 const char *slate__op_name(slate__opkind k) {
     return (unsigned)k < SLATE__OP_COUNT ? g_op_names[k] : "?";
@@ -512,8 +517,8 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
     slate_status s = SLATE_OK;
     const int32_t *in = op->in;
     /* Arity per op. */
-    static const int8_t arity_min[SLATE__OP_COUNT] = {2, 2, 2, 2, 2, 3, 2, 2, 1, 2, 1, 2, 1};
-    static const int8_t arity_max[SLATE__OP_COUNT] = {2, 2, 3, 2, 2, 3, 2, 2, 1, 2, 1, 2, 1};
+    static const int8_t arity_min[SLATE__OP_COUNT] = {2, 2, 2, 2, 2, 3, 2, 2, 1, 2, 1, 2, 1, 1};
+    static const int8_t arity_max[SLATE__OP_COUNT] = {2, 2, 3, 2, 2, 3, 2, 2, 1, 2, 1, 2, 1, 1};
     if (op->n_in < arity_min[op->kind] || op->n_in > arity_max[op->kind])
         return opfail(c, "takes %s%lld..%lld inputs", "", arity_min[op->kind],
                       arity_max[op->kind]);
@@ -618,6 +623,15 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
             (s = attr_int(c, "head_dim", 1, SLATE__MAX_HEAD_DIM, &op->head_dim)) ||
             (s = attr_float(c, "scale", 0.0f, 1e6f, &op->scale)))
             return s;
+        /* The cap: finite and > 0 (Gemma 2's is 50), only under its own op name. */
+        op->softcap = 0.0f;
+        if (strcmp(c->opname, ATTENTION_SOFTCAP) == 0) {
+            if ((s = attr_float(c, "softcap", 0.0f, 1e6f, &op->softcap))) return s;
+            if (!(op->softcap > 0.0f))
+                return opfail(c, "attribute 'softcap' must be > 0%s", "", 0, 0);
+        } else if (cJSON_GetObjectItemCaseSensitive(c->j, "softcap")) {
+            return opfail(c, "attribute 'softcap' needs op '%s'", ATTENTION_SOFTCAP, 0, 0);
+        }
         op->window = 0;
         if (cJSON_GetObjectItemCaseSensitive(c->j, "window") &&
             (s = attr_int(c, "window", 0, INT32_MAX, &op->window)))
@@ -662,6 +676,15 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
             (s = need_kind(c, in[0], SLATE__T_ACT, "x")) ||
             (s = need_width(c, op->out, T(c, in[0])->width, "output")))
             return s;
+        break;
+    case SLATE__OP_SOFTCAP:
+        /* A finite cap > 0 (Gemma 2's final logit cap is 30). */
+        if ((s = attr_float(c, "cap", 0.0f, 1e6f, &op->softcap)) ||
+            (s = need_kind(c, in[0], SLATE__T_ACT, "x")) ||
+            (s = need_width(c, op->out, T(c, in[0])->width, "output")))
+            return s;
+        if (!(op->softcap > 0.0f))
+            return opfail(c, "attribute 'cap' must be > 0%s", "", 0, 0);
         break;
     case SLATE__OP_SILU:
         if ((s = need_kind(c, in[0], SLATE__T_ACT, "a")) ||
@@ -765,6 +788,7 @@ slate_status slate__program_compile(const cJSON *meta, uint64_t data_size, slate
         op->kind = SLATE__OP_COUNT;
         for (int k = 0; k < SLATE__OP_COUNT; k++)
             if (strcmp(name->valuestring, g_op_names[k]) == 0) op->kind = (slate__opkind)k;
+        if (strcmp(name->valuestring, ATTENTION_SOFTCAP) == 0) op->kind = SLATE__OP_ATTENTION;
         if (op->kind == SLATE__OP_COUNT) {
             s = slate__fail(err, SLATE_E_UNSUPPORTED, "program op %d: unknown op '%s'", p->n_ops,
                             name->valuestring);

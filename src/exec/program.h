@@ -49,7 +49,8 @@ typedef enum slate__opkind {
                              head_dim, rope_dim, mode -> out (may alias x) */
     SLATE__OP_KV_WRITE,   /* in: x[q][w], state[n_ctx][w]: rows at positions len..len+q-1 */
     SLATE__OP_ATTENTION,  /* in: q[q][h*hd], k_state, v_state; attr n_heads, n_kv_heads,
-                             head_dim, scale, window -> out[q][h*hd] */
+                             head_dim, scale, window -> out[q][h*hd]. Written "attention", or
+                             "attention_softcap" with attr softcap (Gemma 2's score cap) */
     SLATE__OP_ADD,        /* in: a, b -> out = a + b */
     SLATE__OP_MUL,        /* in: a, b -> out = a * b */
     SLATE__OP_SILU,       /* in: a -> out = a * sigmoid(a) */
@@ -59,6 +60,8 @@ typedef enum slate__opkind {
     SLATE__OP_GEGLU,      /* in: gate, up -> out = gelu_tanh(gate) * up (Gemma) */
     SLATE__OP_SCALE,      /* in: x; attr factor -> out = x * factor (may alias x; Gemma's
                              embedding scale) */
+    SLATE__OP_SOFTCAP,    /* in: x; attr cap -> out = cap * tanh(x / cap) (may alias x; Gemma
+                             2's final logit cap) */
     SLATE__OP_COUNT
 } slate__opkind;
 
@@ -74,6 +77,7 @@ typedef struct slate__op {
     int32_t n_heads, n_kv_heads, head_dim, rope_dim, window;
     int32_t rope_mode;   /* SLATE__ROPE_* */
     float scale;         /* attention: score scale; scale: the factor */
+    float softcap;       /* attention: score cap (0: none); softcap: the cap */
 } slate__op;
 
 typedef struct slate__program {

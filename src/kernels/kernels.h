@@ -51,20 +51,23 @@ typedef void (*slate__to_f32_fn)(float *dst, const void *src, int64_t n);
 
 /* One query row, the n_heads query heads that share one kv head (GQA), over cache positions
  * j0..j1-1 (fused, streaming softmax), for each head h:
- *   s_j = scale * q_h . k_j (+ mask[j] when mask != NULL);  out_h = sum_j softmax(s)_j v_j
+ *   s_j = scale * q_h . k_j;  when softcap > 0 (Gemma 2) s_j = softcap * tanh(s_j / softcap);
+ *   then s_j += mask[j] when mask != NULL;  out_h = sum_j softmax(s)_j v_j
+ * softcap 0 turns the cap off (variants pick their path once per call, not per score).
  * q, out: [n_heads][head_dim] f32 (consecutive heads); k, v: base of this kv head's rows, row j
  * at k + j * stride elements, of dtype kv_dtype (F32 or F16). If every score is -inf, out_h is
  * 0. Variants read each K/V row once for several heads instead of once per head. */
 typedef void (*slate__attn_fn)(float *out, const float *q, const void *k, const void *v,
                                slate_dtype kv_dtype, int64_t stride, int64_t j0, int64_t j1,
-                               int64_t head_dim, int64_t n_heads, float scale, const float *mask);
+                               int64_t head_dim, int64_t n_heads, float scale, float softcap,
+                               const float *mask);
 
 /* The same over an int8 cache (slate state kv_dtype I8), for the n_heads query heads of one kv
  * head: row j of this kv head is the block at k + j * stride bytes: an f32 scale, then
  * head_dim int8 values (value = scale * q). */
 typedef void (*slate__attn_i8_fn)(float *out, const float *q, const uint8_t *k, const uint8_t *v,
                                   int64_t stride, int64_t j0, int64_t j1, int64_t head_dim,
-                                  int64_t n_heads, float scale, const float *mask);
+                                  int64_t n_heads, float scale, float softcap, const float *mask);
 
 /* Quantizes x[0..width) into one int8 cache row: per group of `group` elements a block of {f32
  * scale = max|x| / 127, group int8 values round(x / scale), padded to 4 bytes}. */

@@ -442,8 +442,8 @@ static const char *mask_name(kc_mask mk) {
 }
 
 bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtype kvt, int64_t hd,
-                  int64_t n_heads, int64_t stride, int64_t j0, int64_t j1, float scale, kc_mask mk,
-                  uint64_t *rng, char *problem, size_t cap) {
+                  int64_t n_heads, int64_t stride, int64_t j0, int64_t j1, float scale,
+                  float softcap, kc_mask mk, uint64_t *rng, char *problem, size_t cap) {
     int64_t n_elem = (j1 > 0 ? j1 : 1) * stride + hd; /* rows beyond j1 exist but are unused */
     size_t es = kvt == SLATE_DTYPE_F32 ? 4 : 2;
     float *kf = xmalloc((size_t)n_elem * sizeof(float)),
@@ -464,14 +464,15 @@ bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtyp
     /* Offset the cache base so rows are not vector-aligned. */
     const void *kb = (const char *)kc + es, *vb = (const char *)vc + es;
     const float *mp = mk == KC_MASK_NONE ? NULL : mask;
-    k->attention(o.got, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, scale, mp);
-    ref->attention(o.want, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, scale, mp);
+    k->attention(o.got, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, scale, softcap, mp);
+    ref->attention(o.want, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, scale, softcap, mp);
 
     char what[200], detail[300] = "";
     snprintf(what, sizeof what,
-             "%s attention %s hd=%lld heads=%lld j=[%lld,%lld) stride=%lld scale=%g mask=%s",
+             "%s attention %s hd=%lld heads=%lld j=[%lld,%lld) stride=%lld scale=%g softcap=%g "
+             "mask=%s",
              k->name, slate_dtype_name(kvt), (long long)hd, (long long)n_heads, (long long)j0,
-             (long long)j1, (long long)stride, scale, mask_name(mk));
+             (long long)j1, (long long)stride, scale, softcap, mask_name(mk));
     if (o.got[nq] != SENTINEL) snprintf(detail, sizeof detail, "wrote past the last head");
     bool empty = j1 <= j0 || mk == KC_MASK_ALL_INF;
     for (int64_t d = 0; d < nq; d++) {

@@ -90,10 +90,11 @@ typedef enum kc_mask {
 /* n_heads query heads of head_dim hd sharing one kv head of dtype kvt (F32 or F16), over
  * cache rows [j0, j1) that lie stride (>= hd) elements apart, from a base that is not
  * vector-aligned; each head's output is checked on its own, an empty range (j1 <= j0) or a
- * KC_MASK_ALL_INF mask must give 0, and nothing may be written past the last head. */
+ * KC_MASK_ALL_INF mask must give 0, and nothing may be written past the last head. softcap > 0
+ * caps the scaled scores (Gemma 2); 0 is off. */
 bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtype kvt, int64_t hd,
-                  int64_t n_heads, int64_t stride, int64_t j0, int64_t j1, float scale, kc_mask mk,
-                  uint64_t *rng, char *problem, size_t cap);
+                  int64_t n_heads, int64_t stride, int64_t j0, int64_t j1, float scale,
+                  float softcap, kc_mask mk, uint64_t *rng, char *problem, size_t cap);
 
 /* rms_norm of n elements with eps; nothing written past n. */
 bool kc_rms_norm(const slate__kernels *k, const slate__kernels *ref, int64_t n, float eps,

@@ -160,7 +160,12 @@ static void check_attentions(const slate__kernels *k, const slate__kernels *ref)
                     float scale = (1.0f + 7.0f * (float)(kc_rand(&rng) % 2)) / sqrtf((float)hd);
                     int64_t nh = heads[(a + b + (size_t)mk) % 5], stride = wide_stride(hd, &rng);
                     report(kc_attention(k, ref, (slate_dtype)kvt, hd, nh, stride, j0, j0 + lens[b],
-                                        scale, (kc_mask)mk, &rng, problem, sizeof problem),
+                                        scale, 0.0f, (kc_mask)mk, &rng, problem, sizeof problem),
+                           problem);
+                    /* Gemma 2's score cap, bending most of these scores */
+                    report(kc_attention(k, ref, (slate_dtype)kvt, hd, nh, stride, j0, j0 + lens[b],
+                                        scale, (mk & 1) ? 0.5f : 2.0f, (kc_mask)mk, &rng, problem,
+                                        sizeof problem),
                            problem);
                 }
     /* every score masked: out = 0, for every group size */
@@ -169,8 +174,8 @@ static void check_attentions(const slate__kernels *k, const slate__kernels *ref)
             for (size_t h = 0; h < sizeof heads / sizeof *heads; h++) {
                 int64_t stride = wide_stride(hds[a], &rng);
                 report(kc_attention(k, ref, (slate_dtype)kvt, hds[a], heads[h], stride,
-                                    1 + (int64_t)h, 10 + (int64_t)a, 0.125f, KC_MASK_ALL_INF, &rng,
-                                    problem, sizeof problem),
+                                    1 + (int64_t)h, 10 + (int64_t)a, 0.125f, h % 2 ? 2.0f : 0.0f,
+                                    KC_MASK_ALL_INF, &rng, problem, sizeof problem),
                        problem);
             }
 }

@@ -113,7 +113,7 @@ static void attention_matches_ref_for_every_head_dim_and_range(void **st) {
                     int64_t nh = heads[(a + b + (size_t)mk + (size_t)kvt) % 10];
                     int64_t stride = random_stride(hds[a], &rng);
                     require(kc_attention(k, ref, (slate_dtype)kvt, hds[a], nh, stride, j0,
-                                         j0 + lens[b], scale, (kc_mask)mk, &rng, problem,
+                                         j0 + lens[b], scale, 0.0f, (kc_mask)mk, &rng, problem,
                                          sizeof problem),
                             problem);
                 }
@@ -131,10 +131,63 @@ static void attention_with_every_score_masked_is_zero(void **st) {
             for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
                 int64_t stride = random_stride(hd, &rng);
                 require(kc_attention(k, ref, (slate_dtype)kvt, hd, cases[c].nh, stride,
-                                     cases[c].j0, cases[c].j1, 0.125f, cases[c].mk, &rng, problem,
-                                     sizeof problem),
+                                     cases[c].j0, cases[c].j1, 0.125f, 0.0f, cases[c].mk, &rng,
+                                     problem, sizeof problem),
                         problem);
             }
+}
+
+/* The reference itself (the specification the variants are held to): one head, hd 2, three
+ * positions, against softmax(cap * tanh(scale q.k / cap) + mask) v written out here. The mask's
+ * -1 on position 1 is added after the cap (added before it, it would be squashed by tanh). */
+static void ref_attention_caps_scores_before_the_mask(void **st) {
+    (void)st;
+    const slate__kernels *ref = slate__kernels_by_name("ref");
+    const float q[2] = {1.0f, 2.0f}, k[6] = {3.0f, 1.0f, -1.0f, 2.0f, 0.5f, -0.5f};
+    const float v[6] = {1.0f, 0.0f, 0.0f, 1.0f, 2.0f, -2.0f}, mask[3] = {0.0f, -1.0f, 0.0f};
+    const float scale = 0.5f, cap = 1.5f;
+    double s[3], w[3], sum = 0.0, want[2] = {0.0, 0.0};
+    for (int j = 0; j < 3; j++) {
+        s[j] = cap * tanh(scale * (q[0] * k[2 * j] + q[1] * k[2 * j + 1]) / cap) + mask[j];
+        sum += (w[j] = exp(s[j]));
+    }
+    for (int j = 0; j < 3; j++)
+        for (int d = 0; d < 2; d++) want[d] += w[j] / sum * v[2 * j + d];
+    float out[2], plain[2];
+    ref->attention(out, q, k, v, SLATE_DTYPE_F32, 2, 0, 3, 2, 1, scale, cap, mask);
+    ref->attention(plain, q, k, v, SLATE_DTYPE_F32, 2, 0, 3, 2, 1, scale, 0.0f, mask);
+    for (int d = 0; d < 2; d++) assert_float_equal(out[d], want[d], 1e-6);
+    /* the cap matters in this case: uncapped, out[1] moves from -0.068 to 0.006 */
+    assert_true(fabsf(plain[1] - out[1]) > 5e-2f);
+}
+
+/* Gemma 2's score cap (cap * tanh(s / cap) after the scale, before the mask) on every variant:
+ * odd head dims and ranges, masks with -inf and NaN, every score masked, GQA groups across a
+ * pass. Caps of 0.5 and 2 with scales up to 8 / sqrt(hd) (scores of a few units) so the cap
+ * bends most scores. Tolerance: kcheck's ATTN_TOL, as uncapped: tanh has slope <= 1, so it
+ * does not enlarge the variants' dot-product rounding, and the variants call the same tanhf. */
+static void attention_with_softcap_matches_ref(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x63617073ull;
+    char problem[512];
+    static const int64_t hds[] = {1, 5, 16, 63, 64, 128, 200};
+    static const int64_t lens[] = {0, 1, 7, 9, 17, 100};
+    static const int64_t heads[] = {1, 3, 8, 9};
+    static const float caps[] = {0.5f, 2.0f};
+    for (int kvt = SLATE_DTYPE_F32; kvt <= SLATE_DTYPE_F16; kvt++)
+        for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
+            for (size_t b = 0; b < sizeof lens / sizeof *lens; b++)
+                for (int mk = KC_MASK_NONE; mk <= KC_MASK_ALL_INF; mk++) {
+                    int64_t j0 = (int64_t)(tu_rand(&rng) % 5);
+                    float scale = (1.0f + 7.0f * (float)(tu_rand(&rng) % 2)) / sqrtf((float)hds[a]);
+                    int64_t nh = heads[(a + b + (size_t)mk) % 4];
+                    float cap = caps[(a + b + (size_t)kvt) % 2];
+                    int64_t stride = random_stride(hds[a], &rng);
+                    require(kc_attention(k, ref, (slate_dtype)kvt, hds[a], nh, stride, j0,
+                                         j0 + lens[b], scale, cap, (kc_mask)mk, &rng, problem,
+                                         sizeof problem),
+                            problem);
+                }
 }
 
 /* ---- rms_norm, swiglu, geglu, rope ----------------------------------------------------------- */
@@ -200,6 +253,8 @@ int main(void) {
         FOR_TABLES(to_f32_is_exact_for_every_half_value),
         FOR_TABLES(attention_matches_ref_for_every_head_dim_and_range),
         FOR_TABLES(attention_with_every_score_masked_is_zero),
+        cmocka_unit_test(ref_attention_caps_scores_before_the_mask),
+        FOR_TABLES(attention_with_softcap_matches_ref),
         FOR_TABLES(rms_norm_matches_ref),
         FOR_TABLES(swiglu_matches_ref),
         FOR_TABLES(geglu_matches_ref),

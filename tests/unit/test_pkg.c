@@ -313,6 +313,65 @@ static void geglu_and_scale_ops_are_checked(void **st) {
     }
 }
 
+/* Gemma 2's caps. "softcap" (cap * tanh(x / cap), the final logits) needs a cap in (0, 1e6]
+ * and keeps x's width. The attention score cap is written as op "attention_softcap" with a cap
+ * in (0, 1e6]: a reader that predates it refuses the op by name; "attention" with a softcap
+ * attribute (which such a reader would ignore, running the layer uncapped) is refused. */
+static void softcap_ops_are_checked(void **st) {
+    (void)st;
+    static const struct {
+        const char *cap; /* JSON, NULL: absent */
+        const char *in, *out;
+        slate_status want;
+        const char *msg;
+    } cases[] = {
+        {"30.0", "logits", "logits", SLATE_OK, NULL},
+        {"0.25", "logits", "logits", SLATE_OK, NULL},
+        {"0", "logits", "logits", SLATE_E_FORMAT, "(softcap): attribute 'cap' must be > 0"},
+        {"-3", "logits", "logits", SLATE_E_FORMAT, "attribute 'cap' missing or outside [0, 1e+06]"},
+        {NULL, "logits", "logits", SLATE_E_FORMAT, "attribute 'cap' missing or outside"},
+        {"\"30\"", "logits", "logits", SLATE_E_FORMAT, "attribute 'cap' missing or outside"},
+        {"1e300", "logits", "logits", SLATE_E_FORMAT, "attribute 'cap' missing or outside"},
+        {"30", "logits", "xl", SLATE_E_FORMAT, "(softcap): output 'xl' has width"},
+        {"30", "token_embd.weight", "logits", SLATE_E_FORMAT,
+         "x 'token_embd.weight' must be an activation"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cJSON *j = meta_json();
+        cJSON *sc = cJSON_CreateObject();
+        cJSON_AddStringToObject(sc, "op", "softcap");
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(sc, "in"), cJSON_CreateString(cases[i].in));
+        cJSON_AddStringToObject(sc, "out", cases[i].out);
+        if (cases[i].cap) cJSON_AddItemToObject(sc, "cap", cJSON_Parse(cases[i].cap));
+        cJSON_AddItemToArray(cJSON_GetObjectItem(j, "program"), sc);
+        expect_meta(j, cases[i].want, cases[i].msg);
+    }
+    static const struct {
+        const char *op, *cap; /* cap: JSON, NULL: absent */
+        slate_status want;
+        const char *msg;
+    } att[] = {
+        {"attention_softcap", "50.0", SLATE_OK, NULL},
+        {"attention_softcap", NULL, SLATE_E_FORMAT,
+         "(attention_softcap): attribute 'softcap' missing or outside [0, 1e+06]"},
+        {"attention_softcap", "0", SLATE_E_FORMAT,
+         "(attention_softcap): attribute 'softcap' must be > 0"},
+        {"attention_softcap", "-50", SLATE_E_FORMAT, "attribute 'softcap' missing or outside"},
+        {"attention_softcap", "2e6", SLATE_E_FORMAT, "attribute 'softcap' missing or outside"},
+        {"attention_softcap", "null", SLATE_E_FORMAT, "attribute 'softcap' missing or outside"},
+        {"attention", "50.0", SLATE_E_FORMAT,
+         "(attention): attribute 'softcap' needs op 'attention_softcap'"},
+        {"attention", "0", SLATE_E_FORMAT, "attribute 'softcap' needs op 'attention_softcap'"},
+    };
+    for (size_t i = 0; i < sizeof att / sizeof att[0]; i++) {
+        cJSON *j = meta_json();
+        cJSON *a = op_named(j, "attention");
+        cJSON_SetValuestring(cJSON_GetObjectItem(a, "op"), att[i].op);
+        if (att[i].cap) cJSON_AddItemToObject(a, "softcap", cJSON_Parse(att[i].cap));
+        expect_meta(j, att[i].want, att[i].msg);
+    }
+}
+
 /* A rope wider than the kernels' largest head (its cos/sin tables live on the stack, sized
  * for SLATE__MAX_HEAD_DIM) opened, then overflowed those tables on the first predict. Built on
  * a model whose k bias is f32 [512], so it can serve as the freqs of a 1024-wide rope over q. */
@@ -698,6 +757,7 @@ int main(void) {
         cmocka_unit_test(tensor_table_lies_are_refused),
         cmocka_unit_test(program_errors_are_refused),
         cmocka_unit_test(geglu_and_scale_ops_are_checked),
+        cmocka_unit_test(softcap_ops_are_checked),
         cmocka_unit_test(rope_wider_than_the_largest_head_is_refused),
         cmocka_unit_test(info_and_plan_read_n_layers_alike),
         cmocka_unit_test(stop_ids_must_be_integer_ids),

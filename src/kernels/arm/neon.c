@@ -257,9 +257,11 @@ enum { HG = 8 };
 /* One block of up to 4 cache positions [jb, jb + n) for one head. */
 INLINE void attn_block(slate_dtype dt, head_acc *h, const float *q, const void *const kr[4],
                        const void *v, int64_t stride, int64_t jb, int n, int64_t hd, float scale,
-                       const float *mask) {
+                       float softcap, const float *mask) {
     float s[4];
     vst1q_f32(s, vmulq_n_f32(dot4(dt, q, kr, hd), scale));
+    if (softcap > 0.0f) /* scale, cap, then mask, as ref (scalar tanhf, as ref) */
+        for (int t = 0; t < 4; t++) s[t] = softcap * tanhf(s[t] / softcap);
     for (int t = 0; t < 4; t++) {
         if (t >= n)
             s[t] = -INFINITY;
@@ -308,7 +310,7 @@ INLINE void attn_block(slate_dtype dt, head_acc *h, const float *q, const void *
 
 INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                          float scale, const float *mask) {
+                          float scale, float softcap, const float *mask) {
     head_acc hs[HG];
     for (int64_t h0 = 0; h0 < n_heads; h0 += HG) {
         int nh = n_heads - h0 < HG ? (int)(n_heads - h0) : HG;
@@ -324,7 +326,8 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             /* Lanes past the range reuse row jb (valid memory); their scores become -inf. */
             for (int t = 0; t < 4; t++) kr[t] = row_at(dt, k, jb + (t < n ? t : 0), stride);
             for (int h = 0; h < nh; h++)
-                attn_block(dt, &hs[h], q + (h0 + h) * hd, kr, v, stride, jb, n, hd, scale, mask);
+                attn_block(dt, &hs[h], q + (h0 + h) * hd, kr, v, stride, jb, n, hd, scale, softcap,
+                           mask);
         }
         for (int h = 0; h < nh; h++) {
             float *o = out + (h0 + h) * hd;
@@ -338,11 +341,18 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
 
 static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
                       int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                      float scale, const float *mask) {
-    if (kvt == SLATE_DTYPE_F16)
-        attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
-    else
-        attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
+                      float scale, float softcap, const float *mask) {
+    /* softcap 0 is a constant in the uncapped copies, so their per-block test folds away. */
+    if (softcap > 0.0f) {
+        if (kvt == SLATE_DTYPE_F16)
+            attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, n_heads, scale, softcap, mask);
+        else
+            attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, n_heads, scale, softcap, mask);
+    } else if (kvt == SLATE_DTYPE_F16) {
+        attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, n_heads, scale, 0.0f, mask);
+    } else {
+        attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, n_heads, scale, 0.0f, mask);
+    }
 }
 
 /* ---- rms_norm ---------------------------------------------------------------------------- */

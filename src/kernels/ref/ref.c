@@ -52,10 +52,12 @@ static void to_f32_bf16(float *d, const void *s, int64_t n) {
 }
 
 /* Online softmax (one pass over the cache): keep the running max m, the running sum l of
- * exp(s - m) and the running weighted sum of v, rescaling both when m grows. */
+ * exp(s - m) and the running weighted sum of v, rescaling both when m grows. A score is scaled,
+ * then soft-capped (softcap > 0: cap * tanh(s / cap), Gemma 2), then masked, in the order of
+ * transformers' eager attention. */
 static void attention_head(float *out, const float *q, const void *k, const void *v,
                            slate_dtype kvt, int64_t stride, int64_t j0, int64_t j1, int64_t hd,
-                           float scale, const float *mask) {
+                           float scale, float softcap, const float *mask) {
     float acc[SLATE__MAX_HEAD_DIM];
     float m = -INFINITY, l = 0.0f;
     for (int64_t d = 0; d < hd; d++) acc[d] = 0.0f;
@@ -63,6 +65,7 @@ static void attention_head(float *out, const float *q, const void *k, const void
         float s = 0.0f;
         for (int64_t d = 0; d < hd; d++) s += q[d] * w_at(k, kvt, j * stride + d);
         s *= scale;
+        if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
         if (mask) s += mask[j];
         if (s == -INFINITY || isnan(s)) continue;
         if (s > m) {
@@ -82,16 +85,17 @@ static void attention_head(float *out, const float *q, const void *k, const void
 /* The heads of one kv head, each on its own. */
 static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
                       int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                      float scale, const float *mask) {
+                      float scale, float softcap, const float *mask) {
     for (int64_t h = 0; h < n_heads; h++)
-        attention_head(out + h * hd, q + h * hd, k, v, kvt, stride, j0, j1, hd, scale, mask);
+        attention_head(out + h * hd, q + h * hd, k, v, kvt, stride, j0, j1, hd, scale, softcap,
+                       mask);
 }
 
 /* int8 cache: the same online softmax; each row's scale multiplies its dot product (k) or its
  * weight (v), so dequantization costs one multiply per row, not per element. */
 static void attention_i8_head(float *out, const float *q, const uint8_t *k, const uint8_t *v,
                               int64_t stride, int64_t j0, int64_t j1, int64_t hd, float scale,
-                              const float *mask) {
+                              float softcap, const float *mask) {
     float acc[SLATE__MAX_HEAD_DIM];
     float m = -INFINITY, l = 0.0f;
     for (int64_t d = 0; d < hd; d++) acc[d] = 0.0f;
@@ -104,6 +108,7 @@ static void attention_i8_head(float *out, const float *q, const uint8_t *k, cons
         float s = 0.0f;
         for (int64_t d = 0; d < hd; d++) s += q[d] * (float)kq[d];
         s *= ks * scale;
+        if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
         if (mask) s += mask[j];
         if (s == -INFINITY || isnan(s)) continue;
         if (s > m) {
@@ -123,9 +128,10 @@ static void attention_i8_head(float *out, const float *q, const uint8_t *k, cons
 
 static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
                          int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                         float scale, const float *mask) {
+                         float scale, float softcap, const float *mask) {
     for (int64_t h = 0; h < n_heads; h++)
-        attention_i8_head(out + h * hd, q + h * hd, k, v, stride, j0, j1, hd, scale, mask);
+        attention_i8_head(out + h * hd, q + h * hd, k, v, stride, j0, j1, hd, scale, softcap,
+                          mask);
 }
 
 /* Symmetric per-group quantization: scale = max|x| / 127 keeps the largest element exact (up to

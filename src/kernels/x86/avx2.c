@@ -385,7 +385,7 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0) {
  * pass), 32.4 with this one. */
 INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                          float scale, const float *mask) {
+                          float scale, float softcap, const float *mask) {
     attn_ws wsb __attribute__((aligned(32)));
     attn_ws *ws = &wsb;
     const int64_t nc = (hd + 7) / 8; /* vectors per row */
@@ -422,6 +422,8 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                 float s[BJ] __attribute__((aligned(32)));
                 _mm256_store_ps(s, _mm256_mul_ps(dot8(SLATE_DTYPE_F32, q + (h0 + h) * hd, kr, hd),
                                                  _mm256_set1_ps(scale)));
+                if (softcap > 0.0f) /* scale, cap, then mask, as ref (scalar tanhf, as ref) */
+                    for (int t = 0; t < BJ; t++) s[t] = softcap * tanhf(s[t] / softcap);
                 for (int t = 0; t < BJ; t++) {
                     if (t >= n)
                         s[t] = -INFINITY;
@@ -473,19 +475,29 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
 
 static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
                       int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                      float scale, const float *mask) {
-    if (kvt == SLATE_DTYPE_F16)
-        attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
-    else
-        attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
+                      float scale, float softcap, const float *mask) {
+    /* softcap 0 is a constant in the uncapped copies, so their per-block test folds away. */
+    if (softcap > 0.0f) {
+        if (kvt == SLATE_DTYPE_F16)
+            attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, n_heads, scale, softcap, mask);
+        else
+            attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, n_heads, scale, softcap, mask);
+    } else if (kvt == SLATE_DTYPE_F16) {
+        attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, n_heads, scale, 0.0f, mask);
+    } else {
+        attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, n_heads, scale, 0.0f, mask);
+    }
 }
 
 /* int8 cache (rows of {f32 scale, head_dim int8}): the same kernel, each row dequantized as it
  * is loaded. */
 static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
                          int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                         float scale, const float *mask) {
-    attention_any(SLATE_DTYPE_I8, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
+                         float scale, float softcap, const float *mask) {
+    if (softcap > 0.0f)
+        attention_any(SLATE_DTYPE_I8, out, q, k, v, stride, j0, j1, hd, n_heads, scale, softcap, mask);
+    else
+        attention_any(SLATE_DTYPE_I8, out, q, k, v, stride, j0, j1, hd, n_heads, scale, 0.0f, mask);
 }
 
 /* ---- rms_norm ---------------------------------------------------------------------------- */

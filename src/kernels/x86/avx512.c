@@ -402,7 +402,7 @@ INLINE void attn_qk_f16(int NH, const attn_ws *ws, const uint16_t *const rows[BJ
  * ns per position and kv head (ablation: the hsum16 tree was a quarter of the time). */
 INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                          float scale, const float *mask) {
+                          float scale, float softcap, const float *mask) {
     attn_ws wsb __attribute__((aligned(64)));
     attn_ws *ws = &wsb;
     const int64_t nc = (hd + 15) / 16; /* vectors per row */
@@ -496,7 +496,14 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                 }
             }
             for (int h = 0; h < nh; h++) {
-                __m512 s = _mm512_add_ps(_mm512_mul_ps(sc[h], _mm512_set1_ps(scale)), mk);
+                __m512 s = _mm512_mul_ps(sc[h], _mm512_set1_ps(scale));
+                if (softcap > 0.0f) { /* scale, cap, then mask, as ref (scalar tanhf, as ref) */
+                    float t16[16] __attribute__((aligned(64)));
+                    _mm512_store_ps(t16, s);
+                    for (int t = 0; t < 16; t++) t16[t] = softcap * tanhf(t16[t] / softcap);
+                    s = _mm512_load_ps(t16);
+                }
+                s = _mm512_add_ps(s, mk);
                 /* Ordered compare: false for -inf and NaN (the scores ref skips) and dead lanes. */
                 __mmask16 valid = _mm512_mask_cmp_ps_mask(live, s, _mm512_set1_ps(-INFINITY), _CMP_GT_OQ);
                 any_skipped |= (__mmask16)(live & ~valid);
@@ -554,19 +561,29 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
 
 static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
                       int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                      float scale, const float *mask) {
-    if (kvt == SLATE_DTYPE_F16)
-        attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
-    else
-        attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
+                      float scale, float softcap, const float *mask) {
+    /* softcap 0 is a constant in the uncapped copies, so their per-block test folds away. */
+    if (softcap > 0.0f) {
+        if (kvt == SLATE_DTYPE_F16)
+            attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, n_heads, scale, softcap, mask);
+        else
+            attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, n_heads, scale, softcap, mask);
+    } else if (kvt == SLATE_DTYPE_F16) {
+        attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, n_heads, scale, 0.0f, mask);
+    } else {
+        attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, n_heads, scale, 0.0f, mask);
+    }
 }
 
 /* int8 cache (rows of {f32 scale, head_dim int8}): the same kernel, rows dequantized to f32 as
  * they are converted into the block. */
 static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
                          int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                         float scale, const float *mask) {
-    attention_any(SLATE_DTYPE_I8, out, q, k, v, stride, j0, j1, hd, n_heads, scale, mask);
+                         float scale, float softcap, const float *mask) {
+    if (softcap > 0.0f)
+        attention_any(SLATE_DTYPE_I8, out, q, k, v, stride, j0, j1, hd, n_heads, scale, softcap, mask);
+    else
+        attention_any(SLATE_DTYPE_I8, out, q, k, v, stride, j0, j1, hd, n_heads, scale, 0.0f, mask);
 }
 
 /* ---- rms_norm ---------------------------------------------------------------------------- */
