@@ -19,7 +19,11 @@
  *     each residual add; per-layer attention: the sliding layers' attention has the window and
  *     their rope ops read "rope_local.freqs" (the local base, unscaled), the global layers'
  *     read "rope.freqs" (rope_theta with the scaling). Each computed tensor is written only
- *     when some op reads it.
+ *     when some op reads it;
+ *   - Gemma 2: Gemma 3's layout without q/k norms or the local RoPE tensor; its attention score
+ *     cap makes every attention op "attention_softcap" (with attribute softcap: a reader that
+ *     predates it refuses the op, where it would ignore an attribute) and its final logit cap
+ *     is a "softcap" op on the logits.
  * Every tensor the architecture needs must be present with the exact shape; a source tensor
  * the program does not use is an error (never skipped silently).
  */
@@ -506,11 +510,14 @@ static slate_status check_arch(const slate__arch *a, slate_error *err) {
     if ((a->ffn_act != SLATE__FFN_SWIGLU && a->ffn_act != SLATE__FFN_GEGLU) ||
         !(isfinite(a->embd_scale) && a->embd_scale >= 0 && a->embd_scale <= 1e6f) ||
         !(isfinite(a->attn_scale) && a->attn_scale >= 0 && a->attn_scale <= 1e6f) ||
-        !(isfinite(a->rope_local_theta) && a->rope_local_theta >= 0))
+        !(isfinite(a->rope_local_theta) && a->rope_local_theta >= 0) ||
+        !(a->attn_softcap >= 0 && a->attn_softcap <= 1e6f) ||
+        !(a->final_softcap >= 0 && a->final_softcap <= 1e6f))
         return slate__fail(err, SLATE_E_FORMAT, "implausible %s parameters: feed-forward %d, "
-                           "embedding scale %g, attention scale %g, local rope theta %g",
+                           "embedding scale %g, attention scale %g, local rope theta %g, "
+                           "soft-caps %g / %g (attention / logits)",
                            a->name, a->ffn_act, a->embd_scale, a->attn_scale,
-                           a->rope_local_theta);
+                           a->rope_local_theta, a->attn_softcap, a->final_softcap);
     if (a->rope_scaling == SLATE__ROPE_SCALING_LONGROPE) {
         if (a->n_rope_factors != a->rope_dim / 2 || a->rope_dim != a->head_dim)
             return slate__fail(err, SLATE_E_FORMAT, "LongRoPE needs %d factors per list for the "
@@ -634,7 +641,9 @@ static slate_status build_program(builder *b) {
         }
         op(b, "kv_write", NULL, 2, "k", kc);
         op(b, "kv_write", NULL, 2, "v", vc);
-        cJSON *o = op(b, "attention", "att", 3, "q", kc, vc);
+        cJSON *o = op(b, a->attn_softcap > 0 ? "attention_softcap" : "attention", "att", 3, "q",
+                      kc, vc);
+        if (a->attn_softcap > 0) cJSON_AddNumberToObject(o, "softcap", a->attn_softcap);
         cJSON_AddNumberToObject(o, "n_heads", a->n_heads);
         cJSON_AddNumberToObject(o, "n_kv_heads", a->n_kv_heads);
         cJSON_AddNumberToObject(o, "head_dim", a->head_dim);
@@ -679,6 +688,8 @@ static slate_status build_program(builder *b) {
     const char *head = a->tied ? "token_embd.weight" : "output.weight";
     if (!a->tied && (s = weight(b, head, a->n_vocab, a->dim, true))) return s;
     op(b, "matmul", "logits", 2, "xl", head);
+    if (a->final_softcap > 0)
+        cJSON_AddNumberToObject(op(b, "softcap", "logits", 1, "logits"), "cap", a->final_softcap);
     /* rope.freqs (and rope_local.freqs): computed here, not read from the source. */
     size_t nf = (size_t)(a->rope_dim / 2);
     if (use_global) {

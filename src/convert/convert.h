@@ -62,7 +62,8 @@ enum {
 };
 
 typedef struct slate__arch {
-    char name[32];        /* "llama", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gemma3" */
+    char name[32];        /* "llama", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gemma2",
+                             "gemma3" */
     int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim;
     int32_t n_ctx;        /* the source's context length (may exceed SLATE__MAX_CTX: the
                              builder then needs an explicit n_ctx) */
@@ -86,7 +87,7 @@ typedef struct slate__arch {
     float attn_scale;       /* attention's score scale (0: 1 / sqrt(head_dim)) */
     bool norm_add_one;      /* the source stores every RMSNorm weight as w - 1 (HF Gemma computes
                                x * (1 + w)): the builder writes w + 1, computed in f32 */
-    bool post_norms;        /* Gemma 3: blk.N.post_attention_norm / post_ffw_norm normalize the
+    bool post_norms;        /* Gemma 2/3: blk.N.post_attention_norm / post_ffw_norm normalize the
                                attention and feed-forward outputs before the residual add */
     /* Per-layer attention (Gemma 3): with per_layer_sliding, only the layers l with
      * layer_sliding[l] use sliding_window, and their RoPE base is rope_local_theta (no scaling;
@@ -95,6 +96,9 @@ typedef struct slate__arch {
     bool per_layer_sliding;
     bool layer_sliding[SLATE__MAX_LAYERS];
     float rope_local_theta;
+    /* Gemma 2's soft-caps, cap * tanh(x / cap) (0: none): attn_softcap on the attention scores
+     * (after the scale, before the mask), final_softcap on the logits. */
+    float attn_softcap, final_softcap;
 } slate__arch;
 
 typedef struct slate__import {

@@ -4,8 +4,9 @@
  * tokens and the chat template, or chat_template.jinja). Architectures: LlamaForCausalLM
  * (Llama 2/3/3.1+, TinyLlama, SmolLM), MistralForCausalLM, Qwen2ForCausalLM (qkv bias),
  * Qwen3ForCausalLM (q/k norm), Phi3ForCausalLM (Phi-3 mini/medium, Phi-3.5-mini, Phi-4),
- * GemmaForCausalLM (Gemma 1) and Gemma3ForCausalLM (Gemma 3 text: gemma-3-1b, or a larger
- * one's language model saved on its own); Gemma2ForCausalLM (soft-capping) is refused.
+ * GemmaForCausalLM (Gemma 1), Gemma2ForCausalLM (Gemma 2: soft-capped attention scores and
+ * final logits) and Gemma3ForCausalLM (Gemma 3 text: gemma-3-1b, or a larger one's language
+ * model saved on its own).
  * HF stores Q/K rows in "rotate_half" order, so the program uses the "half" RoPE layout and no
  * permutation is applied. Names are mapped to the canonical (GGUF-style) ones; a tensor that
  * maps to nothing is refused, except rotary_emb.inv_freq buffers (recomputed from config).
@@ -20,9 +21,10 @@
  * (Phi-4-mini) is refused: the program rotates whole heads. rope_scaling "longrope" (or its
  * older name "su"; Phi-3-mini-128k, Phi-3.5-mini) is read here and applied by the builder.
  *
- * Gemma and Gemma 3 (parse_gemma has the maths and the keys): the embedding scale, the (1 + w)
- * RMSNorm, GeGLU, and Gemma 3's q/k norms, block-output norms, attention scale and per-layer
- * sliding window and RoPE base become slate__arch fields the builder turns into the program.
+ * Gemma, Gemma 2 and Gemma 3 (parse_gemma has the maths and the keys): the embedding scale, the
+ * (1 + w) RMSNorm, GeGLU, Gemma 2/3's block-output norms, attention scale and per-layer sliding
+ * window, Gemma 2's soft-caps and Gemma 3's q/k norms and local RoPE base become slate__arch
+ * fields the builder turns into the program.
  * The checkpoint's norm weights are imported as stored (w); the builder adds the 1.
  */
 #include "convert.h"
@@ -159,13 +161,14 @@ static int layer_index(const char *hf, int32_t n_layers, int32_t *layer) {
 
 /* HF name -> canonical name for the family; false if the name is not a known weight. Phi-3's
  * fused matrices map to blk.N.attn_qkv.weight and blk.N.ffn_gate_up.weight, which add_shard
- * splits. Gemma 3 has four norms per layer: its post_attention_layernorm normalizes the
+ * splits. Gemma 2 and 3 have four norms per layer: post_attention_layernorm normalizes the
  * attention output (post_attention_norm, llama.cpp's name), pre_feedforward_layernorm is the
  * feed-forward's input norm (ffn_norm, what post_attention_layernorm is elsewhere) and
  * post_feedforward_layernorm normalizes its output (post_ffw_norm). */
 static bool map_name(const char *hf, int32_t n_layers, const char *family, char *out,
                      size_t cap) {
-    bool fused = strcmp(family, "phi3") == 0, gemma3 = strcmp(family, "gemma3") == 0;
+    bool fused = strcmp(family, "phi3") == 0;
+    bool gemma3 = strcmp(family, "gemma3") == 0 || strcmp(family, "gemma2") == 0; /* 4 norms */
     static const struct { const char *hf, *canon; } fixed[] = {
         {"model.embed_tokens.weight", "token_embd.weight"},
         {"model.norm.weight", "output_norm.weight"},
@@ -493,8 +496,9 @@ static slate_status parse_gemma3_rope_types(const cJSON *rp, const char *path, s
     return SLATE_OK;
 }
 
-/* Gemma (GemmaForCausalLM) and Gemma 3 text (Gemma3ForCausalLM), on top of the Llama-style keys
- * parse_config read: transformers' modeling_gemma / modeling_gemma3.
+/* Gemma (GemmaForCausalLM, version 1), Gemma 2 (Gemma2ForCausalLM) and Gemma 3 text
+ * (Gemma3ForCausalLM), on top of the Llama-style keys parse_config read: transformers'
+ * modeling_gemma / modeling_gemma2 / modeling_gemma3.
  *   - the embedding output times sqrt(hidden_size) (HF: a tensor of the model's dtype; slate
  *     computes in f32, as HF running the checkpoint in f32);
  *   - RMSNorm x * (1 + w): the builder adds the 1 (norm_add_one);
@@ -509,10 +513,15 @@ static slate_status parse_gemma3_rope_types(const cJSON *rp, const char *path, s
  *     last sliding_window positions (the query's own included: create_sliding_window_causal_mask)
  *     with RoPE base rope_local_base_freq, unscaled; the global ones to every position with
  *     rope_theta and rope_scaling.
- * Soft-capping (attn_logit_softcapping, final_logit_softcapping: Gemma 2) and bidirectional
- * attention are refused: the program has neither. Defaults are those of GemmaConfig /
- * Gemma3TextConfig. */
-static slate_status parse_gemma(const cJSON *cfg, const char *path, bool gemma3, slate__arch *a,
+ *   - Gemma 2: Gemma 3's layout without q/k norms and with one RoPE (rope_theta) for every
+ *     layer; layer_types when given, else layer i slides when i is even (Gemma2Config's
+ *     "sliding_attention" if (i + 1) % 2); and two soft-caps, cap * tanh(x / cap):
+ *     attn_logit_softcapping on the attention scores after the scale and before the mask
+ *     (eager_attention_forward), final_logit_softcapping on the logits. Absent, each is
+ *     Gemma2Config's default (50, 30); null turns it off, as in transformers.
+ * Soft-capping on Gemma and Gemma 3 (their configs carry null) and bidirectional attention are
+ * refused. Defaults are those of GemmaConfig / Gemma2Config / Gemma3TextConfig. */
+static slate_status parse_gemma(const cJSON *cfg, const char *path, int version, slate__arch *a,
                                 slate_error *err) {
     slate_status s;
     char got[64];
@@ -523,8 +532,17 @@ static slate_status parse_gemma(const cJSON *cfg, const char *path, bool gemma3,
     const char *act = NULL;
     if ((s = cfg_enum(cfg, path, NULL, "hidden_activation", acts, 1, &act, err))) return s;
     static const char *const caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+    static const float cap_dflt[] = {50.0f, 30.0f};
+    float *cap_out[] = {&a->attn_softcap, &a->final_softcap};
     for (int i = 0; i < 2; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, caps[i]);
+        if (version == 2) { /* (0, 1e6): the program's range for a cap */
+            if (!cJSON_IsNull(v) &&
+                (s = cfg_pos_float(cfg, path, NULL, caps[i], KEY_OPTIONAL, 1e6, cap_dflt[i],
+                                   cap_out[i], err)))
+                return s;
+            continue;
+        }
         if (v && !cJSON_IsNull(v))
             return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': %s %s is not supported (logit "
                                "soft-capping, as in Gemma 2; Gemma and Gemma 3 have null)", path,
@@ -536,8 +554,8 @@ static slate_status parse_gemma(const cJSON *cfg, const char *path, bool gemma3,
     if (a->rope_scaling == SLATE__ROPE_SCALING_LONGROPE)
         return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': LongRoPE on Gemma is not supported",
                            path);
-    if (!gemma3) return SLATE_OK;
-    a->qk_norm = true;
+    if (version == 1) return SLATE_OK;
+    a->qk_norm = version == 3;
     a->post_norms = true;
     a->per_layer_sliding = true;
     float qpas = 0;
@@ -546,8 +564,10 @@ static slate_status parse_gemma(const cJSON *cfg, const char *path, bool gemma3,
                            &qpas, err)) ||
         (s = cfg_int(cfg, path, NULL, "sliding_window", KEY_OPTIONAL, 1, INT32_MAX, 4096,
                      &a->sliding_window, err)) ||
-        (s = cfg_pos_float(cfg, path, NULL, "rope_local_base_freq", KEY_OPTIONAL, 0, 10000.0f,
-                           &a->rope_local_theta, err)))
+        /* Gemma 2: one RoPE for every layer (rope_local_theta 0) */
+        (version == 3 &&
+         (s = cfg_pos_float(cfg, path, NULL, "rope_local_base_freq", KEY_OPTIONAL, 0, 10000.0f,
+                            &a->rope_local_theta, err))))
         return s;
     a->attn_scale = (float)(1.0 / sqrt((double)qpas));
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
@@ -565,6 +585,8 @@ static slate_status parse_gemma(const cJSON *cfg, const char *path, bool gemma3,
                                    path, l, json_str(e, got, sizeof got));
             a->layer_sliding[l++] = sl;
         }
+    } else if (version == 2) {
+        for (int32_t l = 0; l < a->n_layers; l++) a->layer_sliding[l] = l % 2 == 0;
     } else {
         if ((s = cfg_int(cfg, path, NULL, "sliding_window_pattern", KEY_OPTIONAL, 1, INT32_MAX, 6,
                          &pattern, err)))
@@ -572,7 +594,7 @@ static slate_status parse_gemma(const cJSON *cfg, const char *path, bool gemma3,
         for (int32_t l = 0; l < a->n_layers; l++) a->layer_sliding[l] = (l + 1) % pattern != 0;
     }
     const cJSON *rp = cJSON_GetObjectItemCaseSensitive(cfg, "rope_parameters");
-    if (cJSON_IsObject(rp) && (cJSON_GetObjectItemCaseSensitive(rp, "full_attention") ||
+    if (version == 3 && cJSON_IsObject(rp) && (cJSON_GetObjectItemCaseSensitive(rp, "full_attention") ||
                                cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention")))
         return parse_gemma3_rope_types(rp, path, a, err);
     return SLATE_OK;
@@ -593,23 +615,22 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
     else if (strcmp(an, "Qwen3ForCausalLM") == 0) family = "qwen3";
     else if (strcmp(an, "Phi3ForCausalLM") == 0) family = "phi3";
     else if (strcmp(an, "GemmaForCausalLM") == 0) family = "gemma";
+    else if (strcmp(an, "Gemma2ForCausalLM") == 0) family = "gemma2";
     else if (strcmp(an, "Gemma3ForCausalLM") == 0) family = "gemma3";
     if (!family) {
-        const char *why = strcmp(an, "Gemma2ForCausalLM") == 0
-                              ? ": Gemma 2 soft-caps its attention and final logits (tanh), "
-                                "which slate's program cannot express"
-                          : strcmp(an, "Gemma3ForConditionalGeneration") == 0
+        const char *why = strcmp(an, "Gemma3ForConditionalGeneration") == 0
                               ? ": the multimodal Gemma 3 (text model under text_config, vision "
                                 "tower) is not; its text-only Gemma3ForCausalLM form is"
                               : "";
         s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported%s "
                         "(supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                         "Qwen3ForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, "
-                        "Gemma3ForCausalLM)", path, an, why);
+                        "Gemma2ForCausalLM, Gemma3ForCausalLM)", path, an, why);
         return s;
     }
     snprintf(a->name, sizeof a->name, "%s", family);
     bool gemma = strcmp(family, "gemma") == 0, gemma3 = strcmp(family, "gemma3") == 0;
+    bool gemma2 = strcmp(family, "gemma2") == 0;
     /* Limits: check_arch's (build.c); the context may exceed slate's maximum here, the
      * builder then asks for --context. */
     if ((s = cfg_int(cfg, path, NULL, "vocab_size", KEY_REQUIRED, 1, SLATE__MAX_VOCAB, 0,
@@ -626,10 +647,10 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
                            err)) ||
         (s = cfg_int(cfg, path, NULL, "num_key_value_heads", KEY_NULLABLE, 1, a->n_heads,
                      a->n_heads, &a->n_kv_heads, err)) ||
-        /* GemmaConfig and Gemma3TextConfig default head_dim to 256 (not hidden / heads) and
-         * Gemma3TextConfig rope_theta to 1e6 */
+        /* GemmaConfig, Gemma2Config and Gemma3TextConfig default head_dim to 256 (not hidden /
+         * heads) and Gemma3TextConfig rope_theta to 1e6 */
         (s = cfg_int(cfg, path, NULL, "head_dim", KEY_NULLABLE, 2, SLATE__MAX_HEAD_DIM,
-                     gemma || gemma3 ? 256 : a->dim / a->n_heads, &a->head_dim, err)) ||
+                     gemma || gemma2 || gemma3 ? 256 : a->dim / a->n_heads, &a->head_dim, err)) ||
         (s = cfg_pos_float(cfg, path, NULL, "rope_theta", KEY_OPTIONAL, 0,
                            gemma3 ? 1e6f : 10000.0f, &a->rope_theta, err)) ||
         (s = cfg_int(cfg, path, NULL, "max_position_embeddings", KEY_OPTIONAL, 1, INT32_MAX, 2048,
@@ -659,7 +680,8 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
      * activation from hidden_act (ACT2FN: "silu" and "swish" are both SiLU; absent, every
      * supported config defaults to "silu"); any other would be converted into a different
      * model, so it is refused. Gemma's is hidden_activation (parse_gemma). */
-    const cJSON *act = gemma || gemma3 ? NULL : cJSON_GetObjectItemCaseSensitive(cfg, "hidden_act");
+    const cJSON *act =
+        gemma || gemma2 || gemma3 ? NULL : cJSON_GetObjectItemCaseSensitive(cfg, "hidden_act");
     if (act && !cJSON_IsString(act)) {
         char got[64];
         return slate__fail(err, SLATE_E_FORMAT, "'%s': hidden_act is %s, expected a string "
@@ -754,7 +776,8 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
             return s;
         }
     }
-    if (gemma || gemma3) return parse_gemma(cfg, path, gemma3, a, err);
+    if (gemma || gemma2 || gemma3)
+        return parse_gemma(cfg, path, gemma ? 1 : gemma2 ? 2 : 3, a, err);
     return SLATE_OK;
 }
 
@@ -785,7 +808,7 @@ slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *
     bool has_head = false;
     for (int32_t i = 0; i < imp->n_tensors; i++)
         has_head |= strcmp(imp->tensors[i].name, "output.weight") == 0;
-    /* tie_word_embeddings defaults to true in GemmaConfig / Gemma3TextConfig (their configs
+    /* tie_word_embeddings defaults to true in GemmaConfig / Gemma2Config / Gemma3TextConfig (their configs
      * often leave it out), to false elsewhere (PretrainedConfig's default is true, but every
      * other supported checkpoint that ties says so). */
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(cfg, "tie_word_embeddings");

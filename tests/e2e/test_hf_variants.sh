@@ -9,13 +9,15 @@
 # (1 + w) norms (the reference applies the stored w), GeGLU and head_dim != hidden / heads, and
 # Gemma 3 the block-output norms, query_pre_attn_scalar and sliding and global layers with their
 # own RoPE bases (by sliding_window_pattern and by layer_types), also decoding token by token past
-# the window. The Gemma 3 package must pick the gemma chat template from the folder's
-# tokenizer_config.json; Gemma 2, soft-capping and an exact GELU are refused.
+# the window; Gemma 2 its two soft-caps (attention scores and final logits) with alternating
+# sliding layers (by default and by layer_types), also decoding past the window. The Gemma 3
+# package must pick the gemma chat template from the folder's tokenizer_config.json;
+# soft-capping on Gemma 3 and an exact GELU are refused.
 source "$(dirname "$0")/lib.sh"
 ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33 32 84 104 101 32 99)
 n=${#ids[@]}
 for variant in llama llama-tied llama3-rope qwen2 qwen3 mistral smollm phi3 phi3-longrope \
-    gemma gemma3 gemma3-types; do
+    gemma gemma2 gemma2-types gemma3 gemma3-types; do
   d="$WORK/$variant"
   $PY "$TOOLS/hfmodel.py" make --variant "$variant" --out "$d" --seed 11 >/dev/null
   if ! "$SLATE" convert "$d" -o "$d.slate" --kv-dtype fp32 2>"$d.err"; then # f32 caches: atol 1e-4
@@ -57,6 +59,45 @@ ok = (att == [6, None, 6, None] and ropes == want_ropes and len(scales) == 1
       and sum(o["op"] == "rms_norm" for o in ops) == 25)
 sys.exit(0 if ok else 1)
 PYEOF
+# Gemma 2's program: every attention is attention_softcap with cap 2 (the variant's), windows on
+# layers 0 and 2 only, one RoPE table, a softcap op with cap 3 on the logits after the head;
+# gemma2-types: the default attention cap 50, windows on layers 1 and 2, no logit cap.
+check "gemma2: attention_softcap 2 on every layer, windows on 0 and 2, logits capped at 3" \
+  $PY - "$WORK/gemma2.slate" "$WORK/gemma2-types.slate" <<'PYEOF'
+import json, struct, sys
+def program(path):
+    b = open(path, "rb").read()
+    n = struct.unpack_from("<I", b, 12)[0]
+    for i in range(n):
+        kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
+        if kind == 1:
+            return json.loads(b[off:off + size])["program"]
+ops = program(sys.argv[1])
+att = [(o["op"], o.get("softcap"), o.get("window")) for o in ops if "attention" in o["op"]]
+ok = (att == [("attention_softcap", 2, 6), ("attention_softcap", 2, None)] * 2
+      and {o["in"][1] for o in ops if o["op"] == "rope"} == {"rope.freqs"}
+      and ops[-1] == {"op": "softcap", "in": ["logits"], "out": "logits", "cap": 3}
+      and ops[-2]["op"] == "matmul" and sum(o["op"] == "rms_norm" for o in ops) == 17)
+ops = program(sys.argv[2])
+att = [(o["op"], o.get("softcap"), o.get("window")) for o in ops if "attention" in o["op"]]
+ok = ok and att == [("attention_softcap", 50, None), ("attention_softcap", 50, 5),
+                    ("attention_softcap", 50, 5), ("attention_softcap", 50, None)]
+ok = ok and not any(o["op"] == "softcap" for o in ops)
+sys.exit(0 if ok else 1)
+PYEOF
+"$SLATE" run "$WORK/gemma2.slate" --ids 304,72,101,108 -n 12 --temp 0 \
+  --dump-logits "$WORK/g2.steps" >/dev/null 2>&1 || true
+check "gemma2: decode steps past the window match the NumPy reference (atol 1e-4)" \
+  $PY - "$TOOLS" "$WORK/gemma2" "$WORK/g2.steps" <<'PYEOF'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import hfmodel
+rows = np.fromfile(sys.argv[3], dtype="<f4").reshape(-1, 320)
+toks = [304, 72, 101, 108] + [int(np.argmax(r)) for r in rows[:-1]]
+ref = hfmodel.forward(sys.argv[2], toks)[3:]
+sys.exit(0 if len(rows) == 12 and np.max(np.abs(ref - rows)) < 1e-4 else 1)
+PYEOF
 printf 'Hello\n/stats\n' | "$SLATE" chat "$WORK/gemma3.slate" -n 2 --temp 0 >"$WORK/g3.chat" 2>&1 || true
 check "gemma3: chat picks the gemma template from tokenizer_config.json" \
   grep -aq 'template=gemma' "$WORK/g3.chat"
@@ -76,10 +117,8 @@ toks = [304, 72, 101, 108] + [int(np.argmax(r)) for r in rows[:-1]]
 ref = hfmodel.forward(sys.argv[2], toks)[3:]
 sys.exit(0 if len(rows) == 12 and np.max(np.abs(ref - rows)) < 1e-4 else 1)
 PYEOF
-# Refusals naming the culprit: Gemma 2 (soft-capping) by name, soft-capping on Gemma 3, an exact
-# GELU.
-for c in 'architectures=["Gemma2ForCausalLM"]|Gemma 2 soft-caps its attention and final logits' \
-         'final_logit_softcapping=30.0|final_logit_softcapping 30 is not supported' \
+# Refusals naming the culprit: soft-capping on Gemma 3 (Gemma 2's only), an exact GELU.
+for c in 'final_logit_softcapping=30.0|final_logit_softcapping 30 is not supported' \
          'hidden_activation="gelu"|hidden_activation "gelu" is not supported'; do
   kv=${c%%|*} msg=${c#*|} d="$WORK/g3-refused"
   rm -rf "$d" && cp -r "$WORK/gemma3" "$d"

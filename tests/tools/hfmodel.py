@@ -50,6 +50,11 @@ code:
     sliding_window_pattern == 0 and "sliding_attention" otherwise. Sliding layers see the last
     sliding_window positions (as Mistral) and rotate with base rope_local_base_freq, unscaled;
     full layers see everything and rotate with rope_theta and rope_scaling.
+  - Gemma 2 (modeling_gemma2, model_type gemma2): Gemma 3's layer without q_norm / k_norm, one
+    rotation (rope_theta) for every layer, layer i sliding when layer_types says so, else when
+    i is even; and two soft-caps, cap * tanh(x / cap): attn_logit_softcapping on the scores
+    after the scale and before the mask (eager_attention_forward), final_logit_softcapping on
+    the logits. Absent, they are Gemma2Config's 50 and 30; null turns one off.
 Precision: weights are upcast to float64 and the whole forward runs in float64 (transformers
 runs a float32 model in float32; the difference is ~1e-6 relative). The output is rounded to
 float32. F16/BF16 files are read exactly as stored (the reference sees the rounded weights).
@@ -329,7 +334,8 @@ def _base(arch, model_type, **kw):
     return cfg
 
 
-GEMMA_TYPES = ("gemma", "gemma3_text")
+GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
+GEMMA_POST_NORMS = ("gemma2", "gemma3_text")  # four norms per layer
 # Gemma's chat template (google/gemma-7b-it's tokenizer_config.json, Gemma 1; Gemma 2 and 3 render
 # the same turns): what slate's template detection must recognise as the gemma family.
 GEMMA_TEMPLATE = (
@@ -400,6 +406,23 @@ VARIANTS = {
     # the tanh GELU, no hidden_activation key).
     "gemma": lambda: _gemma("GemmaForCausalLM", "gemma", num_key_value_heads=1,
                             hidden_act="gelu"),
+    # Gemma 2 (gemma-2-2b shaped: GQA, query_pre_attn_scalar, alternate sliding layers from
+    # layer 0), with small caps so that both bend the test's scores and logits (selftest.py
+    # shows each changes the logits), a window of 6 that the test sequence crosses, and
+    # query_pre_attn_scalar 24 != head_dim.
+    "gemma2": lambda: _gemma(
+        "Gemma2ForCausalLM", "gemma2", hidden_activation="gelu_pytorch_tanh",
+        query_pre_attn_scalar=24, sliding_window=6, rope_theta=10000.0,
+        attn_logit_softcapping=2.0, final_logit_softcapping=3.0,
+        cache_implementation="hybrid"),
+    # Gemma 2 with layer_types (layers 1 and 2 slide), no final cap (null), the attention cap
+    # left out (Gemma2Config's 50), lm_head stored (untied).
+    "gemma2-types": lambda: _gemma(
+        "Gemma2ForCausalLM", "gemma2", hidden_activation="gelu_pytorch_tanh",
+        query_pre_attn_scalar=32, sliding_window=5,
+        layer_types=["full_attention", "sliding_attention", "sliding_attention",
+                     "full_attention"],
+        final_logit_softcapping=None, tie_word_embeddings=False),
     # Gemma 3 text (gemma-3-4b shaped rope: linear factor 8 on the global layers only): pattern
     # 2 so layers 0 and 2 slide and 1 and 3 are global, a window of 6 that the test sequence
     # crosses, GQA 4/2, query_pre_attn_scalar 24 so the scale differs from 1/sqrt(head_dim).
@@ -470,7 +493,7 @@ def tensor_shapes(cfg):
         if mt in ("qwen3", "gemma3_text"):
             shapes[p + "self_attn.q_norm.weight"] = (hd,)
             shapes[p + "self_attn.k_norm.weight"] = (hd,)
-        if mt == "gemma3_text":
+        if mt in GEMMA_POST_NORMS:
             shapes[p + "pre_feedforward_layernorm.weight"] = (h,)
             shapes[p + "post_feedforward_layernorm.weight"] = (h,)
         shapes[p + "mlp.gate_proj.weight"] = (ff, h)
@@ -606,7 +629,7 @@ def sliding_window_of(cfg, layer):
         return None
     if mt in ("mistral", "phi3"):
         return int(sw)
-    if mt == "gemma3_text":
+    if mt in GEMMA_POST_NORMS:
         return int(sw) if gemma3_sliding(cfg, layer) else None
     if mt in ("qwen2", "qwen3"):
         if not cfg.get("use_sliding_window", False):
@@ -619,10 +642,13 @@ def sliding_window_of(cfg, layer):
 
 
 def gemma3_sliding(cfg, layer):
-    """Gemma 3: is layer a "sliding_attention" layer (layer_types, else the pattern)?"""
+    """Gemma 2 / 3: is layer a "sliding_attention" layer (layer_types, else Gemma 2's even
+    layers or Gemma 3's pattern)?"""
     lt = cfg.get("layer_types")
     if lt:
         return lt[layer] == "sliding_attention"
+    if cfg.get("model_type") == "gemma2":
+        return layer % 2 == 0
     return (layer + 1) % cfg.get("sliding_window_pattern", 6) != 0
 
 
@@ -647,6 +673,10 @@ def forward(model, tokens, context=None):
     if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3") + GEMMA_TYPES:
         raise ValueError("model_type %r not supported by the reference" % mt)
     gemma, gemma3 = mt in GEMMA_TYPES, mt == "gemma3_text"
+    post = mt in GEMMA_POST_NORMS  # Gemma 2 / 3's four norms and query_pre_attn_scalar
+    # Gemma 2's caps: absent, Gemma2Config's defaults; null, none (Gemma 1 / 3: none)
+    attn_cap = cfg.get("attn_logit_softcapping", 50.0 if mt == "gemma2" else None)
+    final_cap = cfg.get("final_logit_softcapping", 30.0 if mt == "gemma2" else None)
     if gemma and cfg.get("hidden_activation", "gelu_pytorch_tanh") not in (None,
                                                                              "gelu_pytorch_tanh"):
         raise ValueError("hidden_activation %r not supported by the reference"
@@ -688,7 +718,7 @@ def forward(model, tokens, context=None):
         cos_l, sin_l = np.cos(ang_l)[:, None, :], np.sin(ang_l)[:, None, :]
     qi = np.arange(n)[:, None]
     kj = np.arange(n)[None, :]
-    scale = float(cfg.get("query_pre_attn_scalar", 256)) ** -0.5 if gemma3 else 1.0 / math.sqrt(hd)
+    scale = float(cfg.get("query_pre_attn_scalar", 256)) ** -0.5 if post else 1.0 / math.sqrt(hd)
 
     def norm(x, name):  # Gemma: x / rms(x) * (1 + w)
         return rms_norm(x, w[name] + 1.0 if gemma else w[name], eps)
@@ -728,15 +758,17 @@ def forward(model, tokens, context=None):
         att = np.empty((n, nh, hd))
         for h in range(nh):
             s = (q[:, h, :] @ k[:, h // group, :].T) * scale
+            if attn_cap is not None:  # after the scale, before the mask
+                s = attn_cap * np.tanh(s / attn_cap)
             s = np.where(allowed, s, -np.inf)
             s = np.exp(s - s.max(axis=-1, keepdims=True))
             s /= s.sum(axis=-1, keepdims=True)
             att[:, h, :] = s @ v[:, h // group, :]
         ao = lin(att.reshape(n, nh * hd), p + "self_attn.o_proj")
-        if gemma3:  # the attention output normalized before the residual add
+        if post:  # the attention output normalized before the residual add
             ao = norm(ao, p + "post_attention_layernorm.weight")
         x = x + ao
-        hs = norm(x, p + ("pre_feedforward_layernorm.weight" if gemma3 else
+        hs = norm(x, p + ("pre_feedforward_layernorm.weight" if post else
                           "post_attention_layernorm.weight"))
         if p + "mlp.gate_up_proj.weight" in w:  # Phi3: chunk(2), gate first
             gu = lin(hs, p + "mlp.gate_up_proj")
@@ -745,11 +777,14 @@ def forward(model, tokens, context=None):
             g = lin(hs, p + "mlp.gate_proj")
             u = lin(hs, p + "mlp.up_proj")
         mo = lin((gelu_tanh(g) if gemma else g / (1.0 + np.exp(-g))) * u, p + "mlp.down_proj")
-        if gemma3:
+        if post:
             mo = norm(mo, p + "post_feedforward_layernorm.weight")
         x = x + mo
     x = norm(x, "model.norm.weight")
-    return (x @ head.T).astype(np.float32)
+    logits = x @ head.T
+    if final_cap is not None:
+        logits = final_cap * np.tanh(logits / final_cap)
+    return logits.astype(np.float32)
 
 
 def write_logits(path, logits):

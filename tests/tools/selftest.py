@@ -39,7 +39,12 @@ def naive_forward(model_dir, tokens):
     """Independent re-implementation: incremental decode, scalar-ish loops."""
     cfg, w = hfmodel.load_model(model_dir)
     mt = cfg["model_type"]
-    gemma, gemma3 = mt in ("gemma", "gemma3_text"), mt == "gemma3_text"
+    gemma, gemma3 = mt in ("gemma", "gemma2", "gemma3_text"), mt == "gemma3_text"
+    gemma2 = mt == "gemma2"
+    post = gemma2 or gemma3  # four norms per layer, query_pre_attn_scalar, alternating layers
+    # Gemma 2's caps (Gemma2Config's defaults when absent, None: off)
+    attn_cap = cfg.get("attn_logit_softcapping", 50.0) if gemma2 else None
+    final_cap = cfg.get("final_logit_softcapping", 30.0) if gemma2 else None
     nh = cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads") or nh
     hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
@@ -78,9 +83,11 @@ def naive_forward(model_dir, tokens):
     def norm(x, g):  # Gemma stores g - 1
         return x / math.sqrt(float(np.dot(x, x)) / len(x) + eps) * (g + 1 if gemma else g)
 
-    def sliding(l):  # Gemma 3: written out from the config, not hfmodel's helper
+    def sliding(l):  # Gemma 2 / 3: written out from the config, not hfmodel's helper
         if cfg.get("layer_types"):
             return cfg["layer_types"][l] == "sliding_attention"
+        if gemma2:  # layers 0, 2, 4, ...
+            return l % 2 == 0
         return (l + 1) % cfg["sliding_window_pattern"] != 0
 
     def act(g):  # tanh GELU for Gemma, elementwise
@@ -130,15 +137,17 @@ def naive_forward(model_dir, tokens):
             k = np.array([rope(kk, pos, fr) for kk in k])
             kcache[l].append(k)
             vcache[l].append(v)
-            sw = cfg["sliding_window"] if gemma3 and sliding(l) else \
-                None if gemma3 else hfmodel.sliding_window_of(cfg, l)
-            scale = cfg["query_pre_attn_scalar"] ** -0.5 if gemma3 else 1 / math.sqrt(hd)
+            sw = cfg["sliding_window"] if post and sliding(l) else \
+                None if post else hfmodel.sliding_window_of(cfg, l)
+            scale = cfg["query_pre_attn_scalar"] ** -0.5 if post else 1 / math.sqrt(hd)
             first = 0 if sw is None else max(0, pos - sw + 1)
             o = np.zeros(nh * hd)
             for hh in range(nh):
                 kvh = hh * nkv // nh
                 sc_ = [float(np.dot(q[hh], kcache[l][j][kvh])) * scale
                        for j in range(first, pos + 1)]
+                if attn_cap is not None:
+                    sc_ = [attn_cap * math.tanh(s / attn_cap) for s in sc_]
                 m = max(sc_)
                 e = [math.exp(s - m) for s in sc_]
                 z = sum(e)
@@ -147,7 +156,7 @@ def naive_forward(model_dir, tokens):
                     acc += ej / z * vcache[l][j][kvh]
                 o[hh * hd:(hh + 1) * hd] = acc
             lp = "model.layers.%d." % l
-            if gemma3:  # sandwich: the attention output normalized, then the MLP's input norm
+            if post:  # sandwich: the attention output normalized, then the MLP's input norm
                 x = x + norm(w[p + "o_proj.weight"] @ o, w[lp + "post_attention_layernorm.weight"])
                 h = norm(x, w[lp + "pre_feedforward_layernorm.weight"])
             else:
@@ -161,8 +170,11 @@ def naive_forward(model_dir, tokens):
                 g = w[m_ + "gate_proj.weight"] @ h
                 u = w[m_ + "up_proj.weight"] @ h
             mo = w[m_ + "down_proj.weight"] @ (act(g) * u)
-            x = x + (norm(mo, w[lp + "post_feedforward_layernorm.weight"]) if gemma3 else mo)
-        rows.append(head @ norm(x, w["model.norm.weight"]))
+            x = x + (norm(mo, w[lp + "post_feedforward_layernorm.weight"]) if post else mo)
+        row = head @ norm(x, w["model.norm.weight"])
+        if final_cap is not None:
+            row = np.array([final_cap * math.tanh(z / final_cap) for z in row])
+        rows.append(row)
     return np.array(rows)
 
 
@@ -245,6 +257,29 @@ def main():
             w2[k] = w2[k] * 0
     d = float(np.max(np.abs(hfmodel.forward((cfg, w2), toks) - base)))
     check(d > 1e-3, "gemma3: the post-feedforward norm weights matter (max abs %.2g)" % d)
+
+    # Gemma 2: each cap changes the test logits (so a converter or runtime that dropped one
+    # would fail test_hf_variants.sh), as do the window (exactly from position 6 on) and which
+    # layers slide; the variant with the attention cap left out gets Gemma2Config's 50.
+    cfg, w = hfmodel.load_model(os.path.join(tmp, "gemma2"))
+    base = hfmodel.forward((cfg, w), toks)
+    nosw = hfmodel.forward((dict(cfg, sliding_window=10 ** 6), w), toks)
+    dpos = np.max(np.abs(base - nosw), axis=1)
+    check(dpos[:6].max() == 0 and dpos[6:].min() > 1e-3,
+          "gemma2: window 6 changes exactly positions >= 6 (diffs %s)"
+          % " ".join("%.2g" % x for x in dpos))
+    for what, cfg2 in (("attention cap", dict(cfg, attn_logit_softcapping=None)),
+                       ("final logit cap", dict(cfg, final_logit_softcapping=None)),
+                       ("choice of sliding layers",
+                        dict(cfg, layer_types=["full_attention", "sliding_attention"] * 2))):
+        d = float(np.max(np.abs(hfmodel.forward((cfg2, w), toks) - base)))
+        check(d > 1e-2, "gemma2: the %s matters (max abs %.2g)" % (what, d))
+    check(float(np.max(np.abs(base))) <= 3.0, "gemma2: logits within the final cap 3")
+    cfg, w = hfmodel.load_model(os.path.join(tmp, "gemma2-types"))
+    base = hfmodel.forward((cfg, w), toks)
+    d = float(np.max(np.abs(hfmodel.forward((dict(cfg, attn_logit_softcapping=None), w), toks)
+                     - base)))
+    check(0 < d, "gemma2-types: the default attention cap 50 is applied (max abs %.2g)" % d)
 
     # llama3 rope: one unchanged, one smoothed, the rest divided by factor.
     cfg, _ = hfmodel.load_model(os.path.join(tmp, "llama3-rope"))

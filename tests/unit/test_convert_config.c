@@ -116,9 +116,23 @@ static const cfg_case CFG_CASES[] = {
      "{\"type\": \"longrope\", \"short_factor\": [1,1,1,1,1,1,1,1], \"long_factor\": "
      "[1,2,3,4,5,6,7,8], \"original_max_position_embeddings\": 64}",
      SLATE_OK, NULL},
+    /* Gemma 2's caps: a number in (0, 1e6), or null (off) */
+    {"Gemma2ForCausalLM", "rope_theta", "10000", SLATE_OK, NULL},
+    {"Gemma2ForCausalLM", "attn_logit_softcapping", "null", SLATE_OK, NULL},
+    {"Gemma2ForCausalLM", "final_logit_softcapping", "0.5", SLATE_OK, NULL},
+    {"Gemma2ForCausalLM", "attn_logit_softcapping", "0", SLATE_E_FORMAT,
+     "attn_logit_softcapping is 0, expected a number > 0 and < 1e+06"},
+    {"Gemma2ForCausalLM", "final_logit_softcapping", "-30", SLATE_E_FORMAT,
+     "final_logit_softcapping is -30, expected a number > 0"},
+    {"Gemma2ForCausalLM", "final_logit_softcapping", "\"30\"", SLATE_E_FORMAT,
+     "final_logit_softcapping is \"30\", expected a number > 0"},
+    {"Gemma2ForCausalLM", "attn_logit_softcapping", "1e6", SLATE_E_FORMAT,
+     "attn_logit_softcapping is 1000000, expected a number > 0 and < 1e+06"},
+    {"Gemma2ForCausalLM", "use_bidirectional_attention", "true", SLATE_E_UNSUPPORTED,
+     "use_bidirectional_attention is not supported"},
+    {"Gemma2ForCausalLM", "hidden_activation", "\"gelu\"", SLATE_E_UNSUPPORTED,
+     "hidden_activation \"gelu\" is not supported"},
     /* Gemma: refused by name where the program cannot express the model */
-    {"Gemma2ForCausalLM", "rope_theta", "10000", SLATE_E_UNSUPPORTED,
-     "'Gemma2ForCausalLM' is not supported: Gemma 2 soft-caps its attention and final logits"},
     {"Gemma3ForConditionalGeneration", "rope_theta", "10000", SLATE_E_UNSUPPORTED,
      "its text-only Gemma3ForCausalLM form is"},
     {"Gemma3ForCausalLM", "final_logit_softcapping", "30.0", SLATE_E_UNSUPPORTED,
@@ -361,6 +375,38 @@ static void hf_config_gemma3_reads_its_layers_and_defaults(void **st) {
     assert_true(!a.per_layer_sliding && a.sliding_window == 0 && a.embd_scale == 8.0f);
 }
 
+/* Gemma 2: Gemma2Config's defaults (caps 50 and 30, head_dim 256, rope_theta 1e4, window 4096,
+ * query_pre_attn_scalar 256), Gemma 3's four norms without q/k norms or a local RoPE base, the
+ * even layers sliding unless layer_types says otherwise; a null cap is off. */
+static void hf_config_gemma2_reads_its_caps_and_layers(void **st) {
+    (void)st;
+    slate__arch a;
+    slate_error e;
+    const char *head = "{\"architectures\": [\"Gemma2ForCausalLM\"], \"vocab_size\": 320, "
+                       "\"hidden_size\": 64, \"num_hidden_layers\": 5, \"num_attention_heads\": "
+                       "4, \"intermediate_size\": 128, \"rms_norm_eps\": 1e-6";
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg, "%s}", head);
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_string_equal(a.name, "gemma2");
+    assert_true(a.attn_softcap == 50.0f && a.final_softcap == 30.0f);
+    assert_true(a.head_dim == 256 && a.rope_theta == 1e4f && a.rope_local_theta == 0);
+    assert_true(a.attn_scale == 1.0f / 16.0f && a.embd_scale == 8.0f);
+    assert_int_equal(a.sliding_window, 4096);
+    assert_true(a.ffn_act == SLATE__FFN_GEGLU && a.norm_add_one && a.post_norms && !a.qk_norm);
+    assert_true(a.per_layer_sliding);
+    for (int l = 0; l < 5; l++) assert_int_equal(a.layer_sliding[l], l % 2 == 0);
+    snprintf(cfg, sizeof cfg, "%s, \"attn_logit_softcapping\": null, \"final_logit_softcapping\""
+             ": 3.5, \"query_pre_attn_scalar\": 24, \"sliding_window\": 6, \"layer_types\": ["
+             "\"full_attention\", \"sliding_attention\", \"sliding_attention\", "
+             "\"full_attention\", \"full_attention\"]}", head);
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_true(a.attn_softcap == 0 && a.final_softcap == 3.5f && a.sliding_window == 6);
+    assert_true(fabsf(a.attn_scale - 0.20412415f) < 1e-7f);
+    static const bool want[5] = {false, true, true, false, false};
+    for (int l = 0; l < 5; l++) assert_int_equal(a.layer_sliding[l], want[l]);
+}
+
 static void llama2c_header_vocab_int32_min_is_refused(void **st) {
     (void)st;
     static const int32_t vocabs[] = {INT32_MIN, INT32_MIN + 1, -(1 << 22) - 1, 0, (1 << 22) + 1};
@@ -483,6 +529,7 @@ int main(void) {
         cmocka_unit_test(hf_config_defaults_apply_only_to_absent_keys),
         cmocka_unit_test(hf_config_longrope_reads_both_lists_and_the_attention_factor),
         cmocka_unit_test(hf_config_gemma3_reads_its_layers_and_defaults),
+        cmocka_unit_test(hf_config_gemma2_reads_its_caps_and_layers),
         cmocka_unit_test(llama2c_header_vocab_int32_min_is_refused),
         cmocka_unit_test(builder_refuses_non_finite_rope_parameters),
         cmocka_unit_test(builder_asks_for_a_context_when_the_source_one_is_too_large),
