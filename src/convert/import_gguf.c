@@ -1,6 +1,6 @@
 /*
  * import_gguf.c - importer for llama-family GGUF files (architectures "llama", "qwen2",
- * "qwen3", "phi3", "gemma", "gemma3"). Hyper-parameters come from the "<arch>.*" keys, tensors keep their GGUF
+ * "qwen3", "phi3", "gemma", "gemma2", "gemma3"). Hyper-parameters come from the "<arch>.*" keys, tensors keep their GGUF
  * names (the canonical names), GGUF's ne[0] (innermost) is the input dimension, so a [ne0=in,
  * ne1=out] tensor is already the [out][in] row-major matrix. llama.cpp's converter permutes
  * llama Q/K rows into adjacent-pair RoPE order; qwen2/qwen3/phi3 keep the HF "half" (NeoX)
@@ -26,7 +26,13 @@
  * local base 10000 unscaled, attention scale 1/sqrt(key_length), except 1/sqrt(embedding_length
  * / head_count) for the 62-layer 27B), and so does this importer, with the window from
  * gemma3.attention.sliding_window (required, as llama.cpp) and the global layers' base and
- * scaling from rope.freq_base and rope.scaling.*. Soft-capping keys (Gemma 2) are refused.
+ * scaling from rope.freq_base and rope.scaling.*. Soft-capping keys are refused on gemma and
+ * gemma3. gemma2 (Gemma2Model, llama-model.cpp): Gemma 3's four norms without q/k norms, one
+ * RoPE base for every layer, the even layers sliding (llama.cpp's swa pattern 2) over
+ * gemma2.attention.sliding_window (absent: 4096, as llama.cpp), the scale 1/sqrt(key_length)
+ * except 1/sqrt(embedding_length / head_count) for the 46-layer 27B, and the soft-caps
+ * gemma2.attn_logit_softcapping and gemma2.final_logit_softcapping (absent: 50 and 30, llama.cpp's
+ * defaults; present, a number in (0, 1e6)).
  */
 #include "convert.h"
 #include "exec/program.h"
@@ -182,18 +188,37 @@ static slate_status phi3_rope_factors(const slate__gguf *g, const char *path, sl
     return SLATE_OK;
 }
 
-/* gemma / gemma3 (module comment): what llama.cpp derives rather than reads. */
+/* gemma / gemma2 / gemma3 (module comment): what llama.cpp derives rather than reads. */
 static slate_status gemma_params(const slate__gguf *g, const char *path, bool gemma3,
                                  slate__arch *a, slate_error *err) {
     static const char *const caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+    slate_status s;
+    if (strcmp(a->name, "gemma2") == 0) {
+        if ((s = key_pos_float(g, path, a->name, caps[0], false, 1e6f, 50.0f, &a->attn_softcap,
+                               err)) ||
+            (s = key_pos_float(g, path, a->name, caps[1], false, 1e6f, 30.0f, &a->final_softcap,
+                               err)) ||
+            (s = key_int(g, path, a->name, "attention.sliding_window", false, 1, INT32_MAX, 4096,
+                         &a->sliding_window, err)))
+            return s;
+        a->ffn_act = SLATE__FFN_GEGLU;
+        a->embd_scale = (float)sqrt((double)a->dim);
+        a->norm_add_one = false; /* llama.cpp's converter stored w + 1 */
+        a->post_norms = true;
+        a->per_layer_sliding = true;
+        for (int32_t l = 0; l < a->n_layers; l++) a->layer_sliding[l] = l % 2 == 0;
+        a->attn_scale = (float)(1.0 / sqrt(a->n_layers == 46 ? (double)a->dim / a->n_heads
+                                                             : (double)a->head_dim));
+        return SLATE_OK;
+    }
     for (int i = 0; i < 2; i++) {
         char k[128], v[96];
         snprintf(k, sizeof k, "%s.%s", a->name, caps[i]);
         float x;
         if (slate__gguf_find_key(g, k) >= 0 && !(slate__gguf_get_f32(g, k, &x) && x == 0))
             return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': key %s is %s: logit "
-                               "soft-capping (Gemma 2) is not supported", path, k,
-                               slate__gguf_value_str(g, k, v, sizeof v));
+                               "soft-capping is not supported on %s (only gemma2 caps)", path, k,
+                               slate__gguf_value_str(g, k, v, sizeof v), a->name);
     }
     a->ffn_act = SLATE__FFN_GEGLU;
     a->embd_scale = (float)sqrt((double)a->dim);
@@ -202,8 +227,8 @@ static slate_status gemma_params(const slate__gguf *g, const char *path, bool ge
         a->sliding_window = 0; /* Gemma 1 has none */
         return SLATE_OK;
     }
-    slate_status s = key_int(g, path, a->name, "attention.sliding_window", true, 1, INT32_MAX, 0,
-                             &a->sliding_window, err);
+    s = key_int(g, path, a->name, "attention.sliding_window", true, 1, INT32_MAX, 0,
+                &a->sliding_window, err);
     if (s) return s;
     a->post_norms = true;
     a->per_layer_sliding = true;
@@ -232,12 +257,12 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
     a->name[arch_len] = '\0';
     bool llama = strcmp(a->name, "llama") == 0, qwen2 = strcmp(a->name, "qwen2") == 0,
          qwen3 = strcmp(a->name, "qwen3") == 0, phi3 = strcmp(a->name, "phi3") == 0,
-         gemma = strcmp(a->name, "gemma") == 0, gemma3 = strcmp(a->name, "gemma3") == 0;
-    if (!llama && !qwen2 && !qwen3 && !phi3 && !gemma && !gemma3) {
-        s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported%s "
-                        "(supported: llama, qwen2, qwen3, phi3, gemma, gemma3)", path, a->name,
-                        strcmp(a->name, "gemma2") == 0 ? " (Gemma 2 soft-caps its attention and "
-                                                         "final logits)" : "");
+         gemma = strcmp(a->name, "gemma") == 0, gemma3 = strcmp(a->name, "gemma3") == 0,
+         gemma2 = strcmp(a->name, "gemma2") == 0;
+    if (!llama && !qwen2 && !qwen3 && !phi3 && !gemma && !gemma2 && !gemma3) {
+        s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported "
+                        "(supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3)", path,
+                        a->name);
         goto fail;
     }
     /* Limits: check_arch's (build.c); the context may exceed slate's maximum here, the
@@ -279,7 +304,7 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
     a->rope_mode = llama ? SLATE__ROPE_ADJACENT : SLATE__ROPE_HALF;
     a->qkv_bias = qwen2;
     a->qk_norm = qwen3 || gemma3;
-    if ((gemma || gemma3) && (s = gemma_params(g, path, gemma3, a, err))) goto fail;
+    if ((gemma || gemma2 || gemma3) && (s = gemma_params(g, path, gemma3, a, err))) goto fail;
     char k[128];
     const char *st;
     uint64_t st_len;

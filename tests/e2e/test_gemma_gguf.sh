@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# Gemma and Gemma 3 from GGUF. tests/tools/hf_to_gguf.py writes an hfmodel.py gemma / gemma3-6l
-# folder in llama.cpp's layout (norm weights stored with Gemma's + 1 added, gemma3's keys; the
-# 6-layer Gemma 3 has the values GGUF cannot carry and llama.cpp assumes: layer pattern 6,
-# query_pre_attn_scalar = head_dim, local RoPE base 10000). The GGUF package must give the HF
-# package's logits exactly and match the NumPy reference at every position; its program must
-# have the window on the sliding layers only; Gemma 2, soft-capping and a missing window are
-# refused naming the culprit.
+# Gemma, Gemma 2 and Gemma 3 from GGUF. tests/tools/hf_to_gguf.py writes an hfmodel.py gemma /
+# gemma2 / gemma3-6l folder in llama.cpp's layout (norm weights stored with Gemma's + 1 added,
+# gemma2's and gemma3's keys; the 6-layer Gemma 3 has the values GGUF cannot carry and llama.cpp
+# assumes: layer pattern 6, query_pre_attn_scalar = head_dim, local RoPE base 10000; the gemma2
+# folder gets query_pre_attn_scalar = head_dim for the same reason). The GGUF package must give
+# the HF package's logits exactly and match the NumPy reference at every position; its program
+# must have the window on the sliding layers only and Gemma 2's caps; soft-capping on gemma3, bad
+# caps and a missing window are refused naming the culprit.
 source "$(dirname "$0")/lib.sh"
 ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33)
 n=${#ids[@]}
-for v in gemma gemma3-6l; do
+for v in gemma gemma2 gemma3-6l; do
   d="$WORK/$v"
   $PY "$TOOLS/hfmodel.py" make --variant "$v" --out "$d" --seed 11 >/dev/null
+  if [ "$v" = gemma2 ]; then # GGUF has no query_pre_attn_scalar: llama.cpp takes head_dim (32)
+    $PY - "$d/config.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["query_pre_attn_scalar"] = c["head_dim"]
+json.dump(c, open(sys.argv[1], "w"))
+PYEOF
+  fi
   $PY "$TOOLS/hf_to_gguf.py" "$d" "$d.gguf"
   if ! "$SLATE" convert "$d.gguf" -o "$d.g.slate" --kv-dtype fp32 2>"$d.err" ||
      ! "$SLATE" convert "$d" -o "$d.h.slate" --kv-dtype fp32 2>>"$d.err"; then
@@ -46,20 +55,55 @@ ok = ([o.get("window") for o in att] == [6] * 5 + [None]
       and [o["factor"] for o in ops if o["op"] == "scale"] == [8])
 sys.exit(0 if ok else 1)
 PYEOF
-d="$WORK/gemma3-6l"
-$PY - "$d.gguf" "$WORK/gemma2.gguf" <<'PYEOF'
-import sys
+check "gemma2 GGUF: attention_softcap 2 everywhere, windows on layers 0 and 2, logit cap 3" \
+  $PY - "$WORK/gemma2.g.slate" <<'PYEOF'
+import json, math, struct, sys
 b = open(sys.argv[1], "rb").read()
-val = b"\x06" + b"\0" * 7 + b"gemma3"  # general.architecture's value (u64 length 6)
-assert b.count(val) == 1
-open(sys.argv[2], "wb").write(b.replace(val, val[:-1] + b"2"))
+for i in range(struct.unpack_from("<I", b, 12)[0]):
+    kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
+    if kind == 1:
+        ops = json.loads(b[off:off + size])["program"]
+att = [o for o in ops if "attention" in o["op"]]
+ok = ([(o["op"], o["softcap"], o.get("window")) for o in att]
+      == [("attention_softcap", 2, 6), ("attention_softcap", 2, None)] * 2
+      and all(abs(o["scale"] - 1 / math.sqrt(32)) < 1e-7 for o in att)
+      and ops[-1]["op"] == "softcap" and ops[-1]["cap"] == 3)
+sys.exit(0 if ok else 1)
 PYEOF
-expect_fail "a gemma2 GGUF is refused naming soft-capping" SLATE_E_UNSUPPORTED \
-  "architecture 'gemma2' is not supported (Gemma 2 soft-caps" \
-  "$SLATE" convert "$WORK/gemma2.gguf" -o "$WORK/x.slate"
+# gemma2 without the cap and window keys: llama.cpp's defaults 50, 30 and 4096
+d="$WORK/gemma2"
+$PY - "$d.gguf" "$WORK/g2-nokeys.gguf" <<'PYEOF'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+for key in (b"gemma2.attn_logit_softcapping", b"gemma2.final_logit_softcapping",
+            b"gemma2.attention.sliding_window"):  # renamed: same length, no longer read
+    assert b.count(key) == 1
+    b = b.replace(key, key[:-1] + b"X")
+open(sys.argv[2], "wb").write(b)
+PYEOF
+"$SLATE" convert "$WORK/g2-nokeys.gguf" -o "$WORK/g2-nokeys.slate" --kv-dtype fp32 2>/dev/null || true
+check "gemma2 GGUF without cap and window keys takes llama.cpp's 50, 30 and 4096" \
+  $PY - "$WORK/g2-nokeys.slate" <<'PYEOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+for i in range(struct.unpack_from("<I", b, 12)[0]):
+    kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
+    if kind == 1:
+        ops = json.loads(b[off:off + size])["program"]
+att = [(o["softcap"], o.get("window")) for o in ops if o["op"] == "attention_softcap"]
+sys.exit(0 if att == [(50, 4096), (50, None)] * 2 and ops[-1].get("cap") == 30 else 1)
+PYEOF
+for c in 'gemma2.attn_logit_softcapping:f32:0|key gemma2.attn_logit_softcapping is 0 (f32), expected a number > 0 and < 1e+06' \
+         'gemma2.final_logit_softcapping:f32:-3|key gemma2.final_logit_softcapping is -3 (f32), expected a number > 0' \
+         'gemma2.attn_logit_softcapping:f32:1e6|key gemma2.attn_logit_softcapping is 1000000 (f32), expected a number > 0 and < 1e+06'; do
+  $PY "$TOOLS/hf_to_gguf.py" "$d" "$WORK/bad.gguf" --key "${c%%|*}"
+  expect_fail "gemma2 GGUF with ${c%%|*} is refused" SLATE_E_FORMAT "${c#*|}" \
+    "$SLATE" convert "$WORK/bad.gguf" -o "$WORK/x.slate"
+done
+d="$WORK/gemma3-6l"
 $PY "$TOOLS/hf_to_gguf.py" "$d" "$WORK/cap.gguf" --key gemma3.final_logit_softcapping:f32:30
 expect_fail "gemma3.final_logit_softcapping is refused" SLATE_E_UNSUPPORTED \
-  "key gemma3.final_logit_softcapping is 30 (f32): logit soft-capping (Gemma 2) is not supported" \
+  "key gemma3.final_logit_softcapping is 30 (f32): logit soft-capping is not supported on gemma3" \
   "$SLATE" convert "$WORK/cap.gguf" -o "$WORK/x.slate"
 $PY "$TOOLS/hf_to_gguf.py" "$d" "$WORK/sw0.gguf" --key gemma3.attention.sliding_window:u32:0
 expect_fail "gemma3.attention.sliding_window 0 is refused" SLATE_E_FORMAT \

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """hf_to_gguf.py - write a GGUF file (llama.cpp's "phi3" layout) from a small Phi3ForCausalLM
-folder made by hfmodel.py, or (llama.cpp's "gemma" / "gemma3" layout, gemma_layout below) from a
-Gemma / Gemma 3 one. Test fixture writer for slate's GGUF phi3 and gemma imports: the GGUF holds
+folder made by hfmodel.py, or (llama.cpp's "gemma" / "gemma2" / "gemma3" layout, gemma_layout
+below) from a Gemma / Gemma 2 / Gemma 3 one. Test fixture writer for slate's GGUF phi3 and gemma imports: the GGUF holds
 the folder's weights, so the two conversions must give the same logits. Needs NumPy (Debian's
 /usr/bin/python3).
 
@@ -171,9 +171,12 @@ def gemma_layout(cfg, w):
     attention.sliding_window and linear rope.scaling.*; every *norm.weight stored with the + 1 of
     Gemma's RMSNorm added; no output.weight when tied; NeoX q/k order (no permutation). GGUF has
     no sliding_window_pattern, query_pre_attn_scalar or rope_local_base_freq: llama.cpp fixes
-    them to 6, head_dim and 10000, so the folder must have those values (checked here)."""
+    them to 6, head_dim and 10000, so the folder must have those values (checked here).
+    Gemma2Model: gemma2.attention.sliding_window and both soft-caps; llama.cpp slides the even
+    layers and scales by 1/sqrt(head_dim) (the folder must agree; the 46-layer 27B aside)."""
     g3 = cfg["model_type"] == "gemma3_text"
-    arch = "gemma3" if g3 else "gemma"
+    g2 = cfg["model_type"] == "gemma2"
+    arch = "gemma3" if g3 else "gemma2" if g2 else "gemma"
     hd = cfg.get("head_dim") or 256
     nh = cfg["num_attention_heads"]
     theta, sc = hfmodel.rope_params(cfg)
@@ -182,6 +185,14 @@ def gemma_layout(cfg, w):
                or cfg.get("rope_local_base_freq", 10000.0) != 10000.0):
         raise SystemExit("gemma3 in GGUF: llama.cpp assumes pattern 6, query_pre_attn_scalar = "
                          "head_dim and local base 10000; this folder differs")
+    even = ["sliding_attention" if i % 2 == 0 else "full_attention"
+            for i in range(cfg["num_hidden_layers"])]
+    if g2 and ((cfg.get("layer_types") or even) != even
+               or cfg.get("query_pre_attn_scalar", 256) != hd
+               or cfg.get("attn_logit_softcapping", 50.0) is None
+               or cfg.get("final_logit_softcapping", 30.0) is None):
+        raise SystemExit("gemma2 in GGUF: llama.cpp assumes the even layers slide, "
+                         "query_pre_attn_scalar = head_dim and both caps; this folder differs")
     kv = [_kv("general.architecture", T_STR, arch),
           _kv("general.name", T_STR, "tiny %s test model" % arch),
           _kv(arch + ".context_length", T_U32, cfg["max_position_embeddings"]),
@@ -194,8 +205,13 @@ def gemma_layout(cfg, w):
           _kv(arch + ".attention.key_length", T_U32, hd),
           _kv(arch + ".attention.value_length", T_U32, hd),
           _kv(arch + ".rope.freq_base", T_F32, theta)]
-    if g3:
+    if g3 or g2:
         kv.append(_kv(arch + ".attention.sliding_window", T_U32, cfg["sliding_window"]))
+    if g2:
+        kv += [_kv(arch + ".attn_logit_softcapping", T_F32,
+                   cfg.get("attn_logit_softcapping", 50.0)),
+               _kv(arch + ".final_logit_softcapping", T_F32,
+                   cfg.get("final_logit_softcapping", 30.0))]
     if sc is not None:
         if sc["rope_type"] != "linear":
             raise SystemExit("rope_scaling %r: only linear" % sc["rope_type"])
@@ -220,8 +236,9 @@ def gemma_layout(cfg, w):
                     (b + "ffn_down.weight", w[p + "mlp.down_proj.weight"])]
         if g3:
             tensors += [(b + "attn_q_norm.weight", norm(p + "self_attn.q_norm.weight")),
-                        (b + "attn_k_norm.weight", norm(p + "self_attn.k_norm.weight")),
-                        (b + "post_attention_norm.weight",
+                        (b + "attn_k_norm.weight", norm(p + "self_attn.k_norm.weight"))]
+        if g3 or g2:
+            tensors += [(b + "post_attention_norm.weight",
                          norm(p + "post_attention_layernorm.weight")),
                         (b + "ffn_norm.weight", norm(p + "pre_feedforward_layernorm.weight")),
                         (b + "post_ffw_norm.weight", norm(p + "post_feedforward_layernorm.weight"))]
@@ -244,7 +261,8 @@ def main(argv):
     cfg, w = hfmodel.load_model(a.model_dir)
     gemma = cfg.get("model_type") in hfmodel.GEMMA_TYPES
     if cfg.get("model_type") != "phi3" and not gemma:
-        raise SystemExit("only Phi3ForCausalLM, GemmaForCausalLM and Gemma3ForCausalLM folders")
+        raise SystemExit("only Phi3ForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM and "
+                         "Gemma3ForCausalLM folders")
     if gemma:
         if a.dequant_out:
             raise SystemExit("--dequant-out: phi3 folders only")
