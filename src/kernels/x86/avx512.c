@@ -559,20 +559,32 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
     }
 }
 
+/* One out-of-line copy of the kernel per cache dtype, without and with Gemma 2's score cap: in
+ * the uncapped copies softcap is a literal 0, so they compile to the kernel as it was before the
+ * cap existed (inlining all of them into one function cost AVX-512 ~9% at depth 2048). */
+#define ATTN_COPY(NAME, DT, CAP)                                                                   \
+    static __attribute__((noinline)) void NAME(float *out, const float *q, const void *k,         \
+                                               const void *v, int64_t stride, int64_t j0,         \
+                                               int64_t j1, int64_t hd, int64_t n_heads,           \
+                                               float scale, float softcap, const float *mask) {   \
+        attention_any(DT, out, q, k, v, stride, j0, j1, hd, n_heads, scale, CAP, mask);           \
+    }
+ATTN_COPY(attention_f32, SLATE_DTYPE_F32, 0.0f)
+ATTN_COPY(attention_f32_capped, SLATE_DTYPE_F32, softcap)
+ATTN_COPY(attention_f16, SLATE_DTYPE_F16, 0.0f)
+ATTN_COPY(attention_f16_capped, SLATE_DTYPE_F16, softcap)
+ATTN_COPY(attention_int8, SLATE_DTYPE_I8, 0.0f)
+ATTN_COPY(attention_int8_capped, SLATE_DTYPE_I8, softcap)
+
 static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
                       int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
                       float scale, float softcap, const float *mask) {
-    /* softcap 0 is a constant in the uncapped copies, so their per-block test folds away. */
-    if (softcap > 0.0f) {
-        if (kvt == SLATE_DTYPE_F16)
-            attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, n_heads, scale, softcap, mask);
-        else
-            attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, n_heads, scale, softcap, mask);
-    } else if (kvt == SLATE_DTYPE_F16) {
-        attention_any(SLATE_DTYPE_F16, out, q, k, v, stride, j0, j1, hd, n_heads, scale, 0.0f, mask);
-    } else {
-        attention_any(SLATE_DTYPE_F32, out, q, k, v, stride, j0, j1, hd, n_heads, scale, 0.0f, mask);
-    }
+    if (kvt == SLATE_DTYPE_F16)
+        (softcap > 0.0f ? attention_f16_capped : attention_f16)(out, q, k, v, stride, j0, j1, hd,
+                                                                n_heads, scale, softcap, mask);
+    else
+        (softcap > 0.0f ? attention_f32_capped : attention_f32)(out, q, k, v, stride, j0, j1, hd,
+                                                                n_heads, scale, softcap, mask);
 }
 
 /* int8 cache (rows of {f32 scale, head_dim int8}): the same kernel, rows dequantized to f32 as
@@ -580,10 +592,8 @@ static void attention(float *out, const float *q, const void *k, const void *v, 
 static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
                          int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
                          float scale, float softcap, const float *mask) {
-    if (softcap > 0.0f)
-        attention_any(SLATE_DTYPE_I8, out, q, k, v, stride, j0, j1, hd, n_heads, scale, softcap, mask);
-    else
-        attention_any(SLATE_DTYPE_I8, out, q, k, v, stride, j0, j1, hd, n_heads, scale, 0.0f, mask);
+    (softcap > 0.0f ? attention_int8_capped : attention_int8)(out, q, k, v, stride, j0, j1, hd,
+                                                              n_heads, scale, softcap, mask);
 }
 
 /* ---- rms_norm ---------------------------------------------------------------------------- */
