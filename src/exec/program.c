@@ -43,9 +43,10 @@ static const char *const g_op_names[SLATE__OP_COUNT] = {
     "scale",     "softcap",
 };
 
-/* Attention with a score cap is written under its own op name: an older reader ignores an
- * attribute it does not know and would run the layer uncapped; an unknown op name it refuses.
- * It parses to SLATE__OP_ATTENTION with softcap > 0 (planner, state and exec treat both alike). */
+/* Attention with a score cap is written under its own op name: the readers released so far
+ * (this one included) ignore an attribute they do not know and would run the layer uncapped,
+ * but refuse an op name they do not know. It parses to SLATE__OP_ATTENTION with softcap > 0
+ * (planner, state and exec treat both alike). */
 static const char *const ATTENTION_SOFTCAP = "attention_softcap";
 
 const char *slate__op_name(slate__opkind k) {

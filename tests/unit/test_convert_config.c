@@ -437,6 +437,24 @@ static void tiny_import(slate__import *imp) {
     imp->a.rope_dim = 4;
 }
 
+/* Gemma 2's caps reach the builder from either importer: NaN, negative or past the program's
+ * 1e6 is refused before anything is written (0 is "no cap"). */
+static void builder_refuses_implausible_softcaps(void **st) {
+    (void)st;
+    slate_convert_params cp = slate_convert_default_params();
+    slate__import imp;
+    slate_error e;
+    static const float bad[] = {NAN, -1.0f, 2e6f, INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        for (int which = 0; which < 2; which++) {
+            tiny_import(&imp);
+            *(which ? &imp.a.final_softcap : &imp.a.attn_softcap) = bad[i];
+            assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("cap.slate"), &e),
+                             SLATE_E_FORMAT);
+            assert_non_null(strstr(e.message, "soft-caps"));
+        }
+}
+
 static void builder_refuses_non_finite_rope_parameters(void **st) {
     (void)st;
     slate_convert_params cp = slate_convert_default_params();
@@ -532,6 +550,7 @@ int main(void) {
         cmocka_unit_test(hf_config_gemma2_reads_its_caps_and_layers),
         cmocka_unit_test(llama2c_header_vocab_int32_min_is_refused),
         cmocka_unit_test(builder_refuses_non_finite_rope_parameters),
+        cmocka_unit_test(builder_refuses_implausible_softcaps),
         cmocka_unit_test(builder_asks_for_a_context_when_the_source_one_is_too_large),
         cmocka_unit_test(builder_refuses_options_no_matrix_uses),
     };
