@@ -18,6 +18,7 @@
 #include "program.h"
 #include "pkg/pkg.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -596,6 +597,16 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
         if ((s = need_width(c, in[0], (int64_t)op->n_heads * op->head_dim, "x")) ||
             (s = need_width(c, op->out, (int64_t)op->n_heads * op->head_dim, "output")))
             return s;
+        /* Optional: absent means 1. Finite and > 0 as a float (a tiny value would round to 0
+         * and erase every rotated dim; a larger-than-float one is undefined to convert). */
+        op->mscale = 1.0f;
+        const cJSON *ms = cJSON_GetObjectItemCaseSensitive(c->j, "mscale");
+        if (ms && (!cJSON_IsNumber(ms) || !(ms->valuedouble > 0 && ms->valuedouble <= FLT_MAX) ||
+                   !((float)ms->valuedouble > 0)))
+            return slate__fail(c->err, SLATE_E_FORMAT, "program op %d (%s): attribute 'mscale' "
+                               "must be a finite number > 0 that fits a float", c->index,
+                               c->opname);
+        if (ms) op->mscale = (float)ms->valuedouble;
         const slate__tensor *f = T(c, in[1]);
         if (f->n_dims != 1 || f->dims[0] != op->rope_dim / 2 || f->dtype != SLATE_DTYPE_F32)
             return opfail(c, "freqs '%s' must be f32 [rope_dim/2 = %lld]", f->name,
