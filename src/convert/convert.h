@@ -68,7 +68,8 @@ typedef struct slate__arch {
                              builder then needs an explicit n_ctx) */
     float norm_eps, rope_theta;
     int32_t rope_mode;    /* SLATE__ROPE_ADJACENT (llama2.c, GGUF llama) or _HALF (HF) */
-    int32_t rope_dim;     /* rotated dims per head (usually head_dim) */
+    int32_t rope_dim;     /* rotated dims per head, even: head_dim, or fewer for partial
+                             rotary (Phi-4-mini, GGUF rope.dimension_count) */
     int32_t rope_scaling; /* SLATE__ROPE_SCALING_* */
     float rope_factor, rope_low_freq, rope_high_freq;
     int32_t rope_orig_ctx;

@@ -16,7 +16,9 @@
  * short.weight (128k models) are LongRoPE: the builder picks one list from the package's
  * context against phi3.rope.scaling.original_context_length (absent: the context length) and
  * applies phi3.rope.scaling.attn_factor (absent: 1), as llama.cpp. A rope.dimension_count
- * below the head size (partial rotary, Phi-4-mini) is refused for phi3, as in the HF importer.
+ * below the head size (partial rotary, Phi-4-mini: 96 of 128) rotates that many leading dims of
+ * each head, with one LongRoPE factor per rotated pair; a missing output.weight means the head
+ * is tied to token_embd (Phi-4-mini).
  *
  * gemma / gemma3 (llama.cpp's convert_hf_to_gguf.py GemmaModel / Gemma3Model and
  * llama-model.cpp): the norm weights are stored with Gemma's + 1 already added (so the builder
@@ -264,10 +266,10 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
         (s = key_int(g, path, an, "attention.sliding_window", false, 0, INT32_MAX, 0,
                      &a->sliding_window, err)))
         goto fail;
-    if (phi3 && a->rope_dim != a->head_dim) {
-        s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': key %s.rope.dimension_count %d is below "
-                        "the head size %d (partial rotary, e.g. Phi-4-mini): not supported", path,
-                        an, a->rope_dim, a->head_dim);
+    if (a->rope_dim % 2) {
+        s = slate__fail(err, SLATE_E_FORMAT, "'%s': key %s.rope.dimension_count %d is odd (dims "
+                        "are rotated in pairs; head size %d)", path, an, a->rope_dim,
+                        a->head_dim);
         goto fail;
     }
     if (a->n_heads % a->n_kv_heads) {

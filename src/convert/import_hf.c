@@ -16,9 +16,11 @@
  * ffn_gate/up tensors (views of the rows: nothing is copied, and --quantize/--palettize see the
  * split matrices). Its sliding_window is applied as Mistral's (transformers' Phi3 masks with it):
  * the last sliding_window positions, the query's own included; null means none, and a window
- * at least the package's context never masks anything. partial_rotary_factor other than 1
- * (Phi-4-mini) is refused: the program rotates whole heads. rope_scaling "longrope" (or its
- * older name "su"; Phi-3-mini-128k, Phi-3.5-mini) is read here and applied by the builder.
+ * at least the package's context never masks anything. partial_rotary_factor (Phi-4-mini:
+ * 0.75) rotates the first int(head_dim * factor) dims of each head, which must be even (other
+ * families rotate whole heads: a factor other than 1 is refused there). rope_scaling "longrope"
+ * (or its older name "su"; Phi-3-mini-128k, Phi-3.5-mini, Phi-4-mini) is read here, one factor
+ * per rotated pair, and applied by the builder.
  *
  * Gemma and Gemma 3 (parse_gemma has the maths and the keys): the embedding scale, the (1 + w)
  * RMSNorm, GeGLU, and Gemma 3's q/k norms, block-output norms, attention scale and per-layer
@@ -375,7 +377,7 @@ static slate_status cfg_factors(const cJSON *rs, const char *path, const char *r
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(rs, key), *e;
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != n)
         return slate__fail(err, SLATE_E_FORMAT, "'%s': %s.%s must be an array of %d numbers (one "
-                           "per rotated pair: head_dim / 2), found %s", path, rs_name, key, n,
+                           "per rotated pair: rotated dims / 2), found %s", path, rs_name, key, n,
                            !v ? "none" : cJSON_IsArray(v) ? "another length" : "no array");
     int32_t i = 0;
     cJSON_ArrayForEach(e, v) {
@@ -397,10 +399,11 @@ static slate_status cfg_factors(const cJSON *rs, const char *path, const char *r
 static slate_status parse_longrope(const cJSON *cfg, const cJSON *rs, const char *path,
                                    const char *rs_name, slate__arch *a, slate_error *err) {
     slate_status s;
-    int32_t n = a->head_dim / 2;
+    int32_t n = a->rope_dim / 2;
     if (n > SLATE__MAX_ROPE_FACTORS)
-        return slate__fail(err, SLATE_E_FORMAT, "'%s': head_dim %d is too large for %s (at "
-                           "most %d)", path, a->head_dim, rs_name, 2 * SLATE__MAX_ROPE_FACTORS);
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': %d rotated dims per head are too many for "
+                           "%s (at most %d)", path, a->rope_dim, rs_name,
+                           2 * SLATE__MAX_ROPE_FACTORS);
     int32_t orig = 0;
     double factor = 1.0;
     float given_factor = 0, attn = 0;
@@ -697,21 +700,48 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
                                theta);
         a->rope_theta = theta;
     }
-    /* transformers rotates the first partial_rotary_factor * head_dim dimensions of each head
-     * (top level, or in rope_parameters since transformers 5); slate's program rotates whole
-     * heads here (LongRoPE's attention factor relies on it, build.c), so another factor is
-     * refused rather than converted into a different model. */
+    /* Partial rotary (Phi-4-mini: 0.75): transformers' Phi3 attention rotates the first
+     * rotary_dim = int(head_dim * partial_rotary_factor) dims of each head (rotate_half within
+     * them: pairs i and i + rotary_dim / 2) and passes the others through; its rope init
+     * computes rotary_dim / 2 frequencies over rotary_dim. The factor is at the top level, or in
+     * rope_parameters since transformers 5 (which wins there; both given must agree). The other
+     * families' attention rotates whole heads (a shorter cos/sin would not broadcast), so a
+     * factor other than 1 is refused for them rather than converted into a different model. */
+    double prf = 1.0;
+    const char *prf_where = "";
     for (int i = 0; i < 2; i++) {
         const cJSON *in = i == 0 ? cfg : cJSON_IsObject(rp) ? rp : NULL;
-        float prf;
+        float checked;
         if (!in) continue;
         if ((s = cfg_pos_float(in, path, i ? "rope_parameters" : NULL, "partial_rotary_factor",
-                               KEY_NULLABLE, 0, 1.0f, &prf, err)))
+                               KEY_NULLABLE, 0, 1.0f, &checked, err)))
             return s;
-        if (prf != 1.0f)
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(in, "partial_rotary_factor");
+        if (!cJSON_IsNumber(v)) continue; /* absent or null: 1 */
+        if (v->valuedouble > 1.0)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': %spartial_rotary_factor %g is above 1 "
+                               "(the fraction of each head that is rotated)", path,
+                               i ? "rope_parameters." : "", v->valuedouble);
+        if (i == 1 && *prf_where == '\0' && v->valuedouble != prf &&
+            cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(cfg, "partial_rotary_factor")))
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': partial_rotary_factor %g and "
+                               "rope_parameters.partial_rotary_factor %g disagree", path, prf,
+                               v->valuedouble);
+        prf = v->valuedouble; /* the double, as Python multiplies it */
+        prf_where = i ? "rope_parameters." : "";
+    }
+    if (prf != 1.0) {
+        if (strcmp(family, "phi3") != 0)
             return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': %spartial_rotary_factor %g is "
-                               "not supported (slate rotates whole heads: 1)", path,
-                               i ? "rope_parameters." : "", prf);
+                               "not supported for %s (its attention rotates whole heads: 1)",
+                               path, prf_where, prf, an);
+        /* int() of the double product, as transformers. */
+        int32_t rd = (int32_t)((double)a->head_dim * prf);
+        if (rd < 2 || rd % 2)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': %spartial_rotary_factor %g of head_dim "
+                               "%d rotates %d dims per head: must be even and at least 2 (pairs)",
+                               path, prf_where, prf, a->head_dim, rd);
+        a->rope_dim = rd;
     }
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
     const char *rs_name = "rope_scaling";

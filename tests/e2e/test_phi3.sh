@@ -10,7 +10,8 @@
 # - HF: sharded bf16 checkpoints; --quantize and --palettize compress the split matrices, as
 #   they would the same weights given unfused (a Mistral twin: same tensors, same logits);
 # - refusals name the culprit: a qkv_proj / gate_up_proj / attn_qkv with the wrong row count,
-#   partial_rotary_factor, an unknown rope_scaling type;
+#   a partial_rotary_factor giving an odd rotated width or LongRoPE lists of the whole head's
+#   length, an odd GGUF rope.dimension_count, an unknown rope_scaling type;
 # - a Phi-3.5 chat template is picked as the phi3 family by the HF and the GGUF package; a GGUF
 #   with llama.cpp's Phi-3 vocabulary tokenizes as that file and picks phi3-v1.
 source "$(dirname "$0")/lib.sh"
@@ -231,8 +232,11 @@ lr="$WORK/phi3-longrope"
 gg_bad "GGUF ffn_up with ffn rows (not gate+up) is refused" SLATE_E_FORMAT \
   "tensor 'blk.1.ffn_up.weight' has shape [128][64] (rows by inputs), expected [256][64]: gate 128 + up 128 rows" \
   "$d" --rows blk.1.ffn_up.weight:128
-gg_bad "GGUF partial rotary (rope.dimension_count 8 < head size 16) is refused" SLATE_E_UNSUPPORTED \
-  "key phi3.rope.dimension_count 8 is below the head size 16" "$d" --key phi3.rope.dimension_count:u32:8
+gg_bad "GGUF rope.dimension_count 11 (odd: dims rotate in pairs) is refused" SLATE_E_FORMAT \
+  "key phi3.rope.dimension_count 11 is odd" "$d" --key phi3.rope.dimension_count:u32:11
+gg_bad "GGUF partial rotary with whole-head LongRoPE factors (8 for 6 pairs) is refused" \
+  SLATE_E_FORMAT "tensor 'rope_factors_short.weight' must be f32 [6]" "$lr" \
+  --key phi3.rope.dimension_count:u32:12
 gg_bad "GGUF with rope_factors_long but no rope_factors_short is refused" SLATE_E_FORMAT \
   "tensor 'rope_factors_short.weight' is missing (LongRoPE needs both" "$lr" --drop rope_factors_short.weight
 gg_bad "GGUF rope_factors_long of 7 factors is refused" SLATE_E_FORMAT \
@@ -264,9 +268,16 @@ for k, v in zip(sys.argv[2::2], sys.argv[3::2]):
 json.dump(c, open(p, "w"))
 PY
 }
-with_config "$WORK/prf" partial_rotary_factor 0.75
-expect_fail "partial_rotary_factor 0.75 is refused, naming the key" SLATE_E_UNSUPPORTED \
-  "partial_rotary_factor 0.75 is not supported" "$SLATE" convert "$WORK/prf" -o "$WORK/x.slate"
+with_config "$WORK/prf" partial_rotary_factor 0.7
+expect_fail "partial_rotary_factor 0.7 (11 of 16 dims: odd) is refused, naming both numbers" \
+  SLATE_E_FORMAT "partial_rotary_factor 0.7 of head_dim 16 rotates 11 dims per head" \
+  "$SLATE" convert "$WORK/prf" -o "$WORK/x.slate"
+d="$WORK/phi3-longrope"
+with_config "$WORK/prf2" partial_rotary_factor 0.75
+expect_fail "partial_rotary_factor 0.75 with LongRoPE lists of 8 (not 12 / 2) is refused" \
+  SLATE_E_FORMAT "rope_scaling.short_factor must be an array of 6 numbers" \
+  "$SLATE" convert "$WORK/prf2" -o "$WORK/x.slate"
+d="$WORK/phi3"
 with_config "$WORK/yarn" rope_scaling '{"type": "yarn", "factor": 4}'
 expect_fail "rope_scaling type yarn is refused, naming rope_scaling" SLATE_E_UNSUPPORTED \
   "rope_scaling type 'yarn' is not supported" "$SLATE" convert "$WORK/yarn" -o "$WORK/x.slate"
