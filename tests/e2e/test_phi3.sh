@@ -14,7 +14,8 @@
 # - refusals name the culprit: a qkv_proj / gate_up_proj / attn_qkv with the wrong row count,
 #   a partial_rotary_factor giving an odd rotated width or LongRoPE lists of the whole head's
 #   length, an odd GGUF rope.dimension_count, an unknown rope_scaling type;
-# - a Phi-3.5 chat template is picked as the phi3 family by the HF and the GGUF package; a GGUF
+# - a Phi-3.5 chat template is picked as the phi3 family, Phi-4-mini's as phi4-mini, by the HF
+#   and the GGUF package; a GGUF
 #   with llama.cpp's Phi-3 vocabulary tokenizes as that file and picks phi3-v1.
 source "$(dirname "$0")/lib.sh"
 ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33)
@@ -44,11 +45,26 @@ c["chat_template"] = (
 json.dump(c, open(p, "w"), indent=2)
 PY
 }
+# Phi-4-mini-instruct's chat template (tokenizer_config.json), in the phi4-mini folder.
+phi4_mini_template() {
+  $PY - "$1" <<'PY'
+import json, sys
+p = sys.argv[1] + "/tokenizer_config.json"
+c = json.load(open(p))
+c["chat_template"] = (
+    "{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and "
+    "message['tools'] is not none %}{{ '<|' + message['role'] + '|>' + message['content'] + "
+    "'<|tool|>' + message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + "
+    "message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if "
+    "add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}")
+json.dump(c, open(p, "w"), indent=2)
+PY
+}
 
 for variant in phi3 phi3-longrope phi4-mini; do
   d="$WORK/$variant"
   $PY "$TOOLS/hfmodel.py" make --variant "$variant" --out "$d" --seed 5 >/dev/null
-  phi35_template "$d"
+  if [ "$variant" = phi4-mini ]; then phi4_mini_template "$d"; else phi35_template "$d"; fi
   $PY "$TOOLS/hf_to_gguf.py" "$d" "$d.gguf"
   "$SLATE" convert "$d" -o "$d.hf.slate" --kv-dtype fp32 2>/dev/null || true
   if ! "$SLATE" convert "$d.gguf" -o "$d.gguf.slate" --kv-dtype fp32 2>"$d.err"; then
@@ -286,12 +302,13 @@ with_config "$WORK/yarn" rope_scaling '{"type": "yarn", "factor": 4}'
 expect_fail "rope_scaling type yarn is refused, naming rope_scaling" SLATE_E_UNSUPPORTED \
   "rope_scaling type 'yarn' is not supported" "$SLATE" convert "$WORK/yarn" -o "$WORK/x.slate"
 
-# Chat template: the Phi-3.5 template picks the phi3 family, from either source.
-for p in phi3.hf phi3.gguf; do
+# Chat template: the Phi-3.5 template picks the phi3 family, Phi-4-mini's (no newlines) the
+# phi4-mini family, from either source.
+for p in phi3.hf phi3.gguf phi4-mini.hf phi4-mini.gguf; do
   printf 'Hello\n/stats\n' | "$SLATE" chat "$WORK/$p.slate" -n 2 --temp 0 >"$WORK/chat.out" \
     2>/dev/null || true
-  check "$p: the chat template is detected as phi3" \
-    grep -aq '^\[stats\].* template=phi3\( \|$\)' "$WORK/chat.out"
+  check "$p: the chat template is detected as ${p%%.*}" \
+    grep -aq "^\[stats\].* template=${p%%.*}\( \|$\)" "$WORK/chat.out"
 done
 # With llama.cpp's Phi-3 vocabulary (SentencePiece, 32064 tokens, the first Phi-3 template):
 # the package tokenizes as that file does and picks the phi3-v1 family.
