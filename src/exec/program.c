@@ -44,6 +44,31 @@ static const char *const g_op_names[SLATE__OP_COUNT] = {
     "scale",
 };
 
+/* The attributes each op may carry besides "op", "in" and "out". Anything else is refused: an
+ * attribute this reader does not know would be one that changes what the op computes (as
+ * rope's mscale did when it was added), and ignoring it would run another model without a word. */
+static const char *const g_op_attrs[SLATE__OP_COUNT][6] = {
+    [SLATE__OP_RMS_NORM] = {"eps", "group"},
+    [SLATE__OP_ROPE] = {"n_heads", "head_dim", "rope_dim", "mode", "mscale"},
+    [SLATE__OP_ATTENTION] = {"n_heads", "n_kv_heads", "head_dim", "scale", "window"},
+    [SLATE__OP_SCALE] = {"factor"},
+};
+
+/* The first key of op object j that is neither op/in/out nor an attribute of kind k, or NULL. */
+static const char *unknown_attr(const cJSON *j, slate__opkind k) {
+    const cJSON *x;
+    cJSON_ArrayForEach(x, j) {
+        const char *key = x->string;
+        if (!key) return "(unnamed)";
+        if (strcmp(key, "op") == 0 || strcmp(key, "in") == 0 || strcmp(key, "out") == 0) continue;
+        bool known = false;
+        for (int i = 0; i < 6 && g_op_attrs[k][i] && !known; i++)
+            known = strcmp(key, g_op_attrs[k][i]) == 0;
+        if (!known) return key;
+    }
+    return NULL;
+}
+
 const char *slate__op_name(slate__opkind k) {
     return (unsigned)k < SLATE__OP_COUNT ? g_op_names[k] : "?";
 }
@@ -779,6 +804,13 @@ slate_status slate__program_compile(const cJSON *meta, uint64_t data_size, slate
         if (op->kind == SLATE__OP_COUNT) {
             s = slate__fail(err, SLATE_E_UNSUPPORTED, "program op %d: unknown op '%s'", p->n_ops,
                             name->valuestring);
+            break;
+        }
+        const char *extra = unknown_attr(j, op->kind);
+        if (extra) {
+            s = slate__fail(err, SLATE_E_UNSUPPORTED, "program op %d (%s): unknown attribute "
+                            "'%.64s' (a package from a newer slate? this one would not compute "
+                            "what it asks)", p->n_ops, name->valuestring, extra);
             break;
         }
         const cJSON *ins = cJSON_GetObjectItemCaseSensitive(j, "in");

@@ -314,6 +314,26 @@ static void geglu_and_scale_ops_are_checked(void **st) {
     }
 }
 
+/* An op attribute this reader does not know is refused, never ignored: it would change what
+ * the op computes (as rope's mscale did when it was added), so ignoring it would run another
+ * model. */
+static void unknown_op_attributes_are_refused(void **st) {
+    (void)st;
+    static const struct { const char *op, *attr, *msg; } cases[] = {
+        {"attention", "softcap", "(attention): unknown attribute 'softcap'"},
+        {"rope", "theta", "(rope): unknown attribute 'theta'"},
+        {"matmul", "transpose", "(matmul): unknown attribute 'transpose'"},
+        {"rms_norm", "scale", "(rms_norm): unknown attribute 'scale'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cJSON *j = meta_json();
+        cJSON *x = op_named(j, cases[i].op);
+        assert_non_null(x);
+        cJSON_AddNumberToObject(x, cases[i].attr, 5);
+        expect_meta(j, SLATE_E_UNSUPPORTED, cases[i].msg);
+    }
+}
+
 /* rope's optional mscale must be a finite number > 0 that fits a float, each refused value
  * named by the attribute. */
 static void rope_mscale_out_of_range_is_refused(void **st) {
@@ -781,6 +801,7 @@ int main(void) {
         cmocka_unit_test(program_errors_are_refused),
         cmocka_unit_test(geglu_and_scale_ops_are_checked),
         cmocka_unit_test(rope_wider_than_the_largest_head_is_refused),
+        cmocka_unit_test(unknown_op_attributes_are_refused),
         cmocka_unit_test(rope_mscale_out_of_range_is_refused),
         cmocka_unit_test(rope_mscale_scales_the_rotated_dims),
         cmocka_unit_test(info_and_plan_read_n_layers_alike),
