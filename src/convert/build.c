@@ -164,6 +164,47 @@ slate_status slate__import_add_split(slate__import *imp, const slate__src_tensor
     return SLATE_OK;
 }
 
+slate_status slate__import_add_fused(slate__import *imp, const slate__src_tensor *t, bool qkv,
+                                     const char *blk, const char *path, const char *src_name,
+                                     const slate__fused_keys *keys, slate_error *err) {
+    const slate__arch *a = &imp->a;
+    char names[3][96];
+    int64_t rows[3] = {0, 0, 0};
+    if (qkv) {
+        rows[0] = (int64_t)a->n_heads * a->head_dim;
+        rows[1] = rows[2] = (int64_t)a->n_kv_heads * a->head_dim;
+        snprintf(names[0], sizeof names[0], "%s.attn_q.weight", blk);
+        snprintf(names[1], sizeof names[1], "%s.attn_k.weight", blk);
+        snprintf(names[2], sizeof names[2], "%s.attn_v.weight", blk);
+    } else {
+        rows[0] = rows[1] = a->ffn_dim;
+        snprintf(names[0], sizeof names[0], "%s.ffn_gate.weight", blk);
+        snprintf(names[1], sizeof names[1], "%s.ffn_up.weight", blk);
+    }
+    int64_t total = rows[0] + rows[1] + rows[2];
+    if (t->n_dims != 2 || t->dims[0] != total || t->dims[1] != a->dim) {
+        char has[48];
+        if (t->n_dims == 2)
+            snprintf(has, sizeof has, "[%lld][%lld]", (long long)t->dims[0],
+                     (long long)t->dims[1]);
+        else
+            snprintf(has, sizeof has, "[%lld]", (long long)t->dims[0]);
+        if (qkv)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has shape %s (rows by "
+                               "inputs), expected [%lld][%d]: q %lld + k %lld + v %lld rows "
+                               "(%s %d, %s %d, %s %d) by %s %d", path, src_name, has,
+                               (long long)total, a->dim, (long long)rows[0], (long long)rows[1],
+                               (long long)rows[2], keys->heads, a->n_heads, keys->kv_heads,
+                               a->n_kv_heads, keys->head_dim, a->head_dim, keys->dim, a->dim);
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has shape %s (rows by "
+                           "inputs), expected [%lld][%d]: gate %d + up %d rows (%s %d) by %s %d",
+                           path, src_name, has, (long long)total, a->dim, a->ffn_dim, a->ffn_dim,
+                           keys->ffn, a->ffn_dim, keys->dim, a->dim);
+    }
+    const char *const pn[3] = {names[0], names[1], names[2]};
+    return slate__import_add_split(imp, t, qkv ? 3 : 2, pn, rows, err);
+}
+
 /* ---- tensor producers -------------------------------------------------------------------- */
 
 typedef struct producer {

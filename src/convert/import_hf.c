@@ -239,46 +239,13 @@ static bool ends_with(const char *s, const char *suffix) {
  * in path) into the canonical tensors, after checking its shape against config.json. */
 static slate_status add_fused(const char *path, const char *hf, const slate__src_tensor *c,
                               slate__import *imp, slate_error *err) {
-    const slate__arch *a = &imp->a;
-    char blk[32], names[3][96];
+    static const slate__fused_keys keys = {"num_attention_heads", "num_key_value_heads",
+                                           "head_dim", "hidden_size", "intermediate_size"};
+    char blk[32];
     size_t blk_len = (size_t)(strchr(c->name + 4, '.') - c->name); /* "blk.N" */
     snprintf(blk, sizeof blk, "%.*s", (int)blk_len, c->name);
-    bool qkv = ends_with(c->name, ".attn_qkv.weight");
-    int64_t rows[3], total, cols = a->dim;
-    int32_t n = qkv ? 3 : 2;
-    if (qkv) {
-        rows[0] = (int64_t)a->n_heads * a->head_dim;
-        rows[1] = rows[2] = (int64_t)a->n_kv_heads * a->head_dim;
-        snprintf(names[0], sizeof names[0], "%s.attn_q.weight", blk);
-        snprintf(names[1], sizeof names[1], "%s.attn_k.weight", blk);
-        snprintf(names[2], sizeof names[2], "%s.attn_v.weight", blk);
-    } else {
-        rows[0] = rows[1] = a->ffn_dim;
-        snprintf(names[0], sizeof names[0], "%s.ffn_gate.weight", blk);
-        snprintf(names[1], sizeof names[1], "%s.ffn_up.weight", blk);
-    }
-    total = rows[0] + rows[1] + (qkv ? rows[2] : 0);
-    if (c->n_dims != 2 || c->dims[0] != total || c->dims[1] != cols) {
-        char has[48];
-        if (c->n_dims == 2)
-            snprintf(has, sizeof has, "[%lld][%lld]", (long long)c->dims[0],
-                     (long long)c->dims[1]);
-        else
-            snprintf(has, sizeof has, "[%lld]", (long long)c->dims[0]);
-        if (qkv)
-            return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has shape %s, expected "
-                               "[%lld][%lld]: q %lld + k %lld + v %lld rows (num_attention_heads "
-                               "%d, num_key_value_heads %d, head_dim %d) by hidden_size %d",
-                               path, hf, has, (long long)total, (long long)cols,
-                               (long long)rows[0], (long long)rows[1], (long long)rows[2],
-                               a->n_heads, a->n_kv_heads, a->head_dim, a->dim);
-        return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has shape %s, expected "
-                           "[%lld][%lld]: gate %d + up %d rows (intermediate_size %d) by "
-                           "hidden_size %d", path, hf, has, (long long)total, (long long)cols,
-                           a->ffn_dim, a->ffn_dim, a->ffn_dim, a->dim);
-    }
-    const char *const pn[3] = {names[0], names[1], names[2]};
-    return slate__import_add_split(imp, c, n, pn, rows, err);
+    return slate__import_add_fused(imp, c, ends_with(c->name, ".attn_qkv.weight"), blk, path, hf,
+                                   &keys, err);
 }
 
 static slate_status add_shard(const char *dir, const char *file, shards *sh, slate__import *imp,

@@ -233,10 +233,10 @@ for out, name, rows in ((qkv, "model.layers.0.self_attn.qkv_proj.weight", 96),
     hfmodel.write_weights(out, bad)
 PY
 expect_fail "a qkv_proj with 96 rows is refused, naming it and the expected rows" SLATE_E_FORMAT \
-  "tensor 'model.layers.0.self_attn.qkv_proj.weight' has shape [96][64], expected [128][64]: q 64 + k 32 + v 32 rows" \
+  "tensor 'model.layers.0.self_attn.qkv_proj.weight' has shape [96][64] (rows by inputs), expected [128][64]: q 64 + k 32 + v 32 rows" \
   "$SLATE" convert "$WORK/badqkv" -o "$WORK/x.slate"
 expect_fail "a gate_up_proj with 128 rows is refused, naming it" SLATE_E_FORMAT \
-  "tensor 'model.layers.2.mlp.gate_up_proj.weight' has shape [128][64], expected [256][64]: gate 128 + up 128 rows" \
+  "tensor 'model.layers.2.mlp.gate_up_proj.weight' has shape [128][64] (rows by inputs), expected [256][64]: gate 128 + up 128 rows" \
   "$SLATE" convert "$WORK/badgu" -o "$WORK/x.slate"
 $PY "$TOOLS/hf_to_gguf.py" "$WORK/badqkv" "$WORK/badqkv.gguf"
 expect_fail "a GGUF attn_qkv with 96 rows is refused, naming it" SLATE_E_FORMAT \
