@@ -681,7 +681,8 @@ slate_status slate_generate(slate_state *state, const int32_t *prompt, int32_t n
  * "zephyr" (<|user|> ... </s>), "mistral-v1" (the template mistralai put on v0.1/v0.2 in 2024:
  * ' [INST] ' with a space before, and before each reply), "phi3-v1" (Phi-3's first template:
  * BOS, the assistant header after every user message, no system role: a non-empty system
- * message is refused, where the source drops it). Each is rendered exactly as its official
+ * message is refused, where the source drops it), "phi4-mini" (<|user|>...<|end|> with no
+ * newlines: Phi-4-mini). Each is rendered exactly as its official
  * template (BOS and EOS
  * text, newlines, the generation prompt); src/gen/template.c lists the sources. A model whose
  * template matches no family is refused, never guessed: name one in template_name.

@@ -5,10 +5,18 @@
  *   - qkv bias: the q/k/v matmuls take a third (bias) input;
  *   - q/k norm (Qwen3): an rms_norm with group = head_dim on q and k before rope;
  *   - rope layout: "adjacent" pairs (llama2.c, GGUF llama) or "half" (HF rotate_half);
+ *   - partial rotary (Phi-4-mini): rope's rope_dim below head_dim, the first rope_dim dims of
+ *     each head rotated (pairs i, i + rope_dim / 2 in the "half" layout), the rest copied;
  *   - rope scaling (linear, Llama 3.1, LongRoPE): folded into the "rope.freqs" tensor written
- *     here; LongRoPE's attention factor m multiplies cos and sin, which scales every rotated q
- *     and k by m, so q.k by m^2: with the whole head rotated (rope_dim == head_dim, checked)
- *     that is exactly the attention op's scale times m^2, and no rope attribute is needed;
+ *     here. LongRoPE's attention factor m multiplies cos and sin (transformers, llama.cpp), so
+ *     the rotated dims of q and k are scaled by m and the pass-through dims are not. With the
+ *     whole head rotated that scales q.k by exactly m^2, which is folded into the attention
+ *     op's scale; with partial rotary (rope_dim < head_dim) no scale does that, and rope's
+ *     "mscale" attribute (m on cos and sin) is written instead. Both are exact. The fold is
+ *     kept for whole heads because it leaves every package of a model that needs no mscale
+ *     byte-identical to before the attribute existed: a reader that predates mscale ignores
+ *     unknown attributes, so only packages that need it (partial rotary with LongRoPE) can be
+ *     misread by such a reader, never the Phi-3 ones it already ran;
  *   - tied head: the final matmul reads token_embd.weight;
  *   - GQA: attention's n_kv_heads; sliding window: attention's window;
  *   - Gemma: a "scale" op after the embedding (sqrt(hidden), computed by the importer), RMSNorm
@@ -158,6 +166,47 @@ slate_status slate__import_add_split(slate__import *imp, const slate__src_tensor
         r0 += rows[i];
     }
     return SLATE_OK;
+}
+
+slate_status slate__import_add_fused(slate__import *imp, const slate__src_tensor *t, bool qkv,
+                                     const char *blk, const char *path, const char *src_name,
+                                     const slate__fused_keys *keys, slate_error *err) {
+    const slate__arch *a = &imp->a;
+    char names[3][96];
+    int64_t rows[3] = {0, 0, 0};
+    if (qkv) {
+        rows[0] = (int64_t)a->n_heads * a->head_dim;
+        rows[1] = rows[2] = (int64_t)a->n_kv_heads * a->head_dim;
+        snprintf(names[0], sizeof names[0], "%s.attn_q.weight", blk);
+        snprintf(names[1], sizeof names[1], "%s.attn_k.weight", blk);
+        snprintf(names[2], sizeof names[2], "%s.attn_v.weight", blk);
+    } else {
+        rows[0] = rows[1] = a->ffn_dim;
+        snprintf(names[0], sizeof names[0], "%s.ffn_gate.weight", blk);
+        snprintf(names[1], sizeof names[1], "%s.ffn_up.weight", blk);
+    }
+    int64_t total = rows[0] + rows[1] + rows[2];
+    if (t->n_dims != 2 || t->dims[0] != total || t->dims[1] != a->dim) {
+        char has[48];
+        if (t->n_dims == 2)
+            snprintf(has, sizeof has, "[%lld][%lld]", (long long)t->dims[0],
+                     (long long)t->dims[1]);
+        else
+            snprintf(has, sizeof has, "[%lld]", (long long)t->dims[0]);
+        if (qkv)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has shape %s (rows by "
+                               "inputs), expected [%lld][%d]: q %lld + k %lld + v %lld rows "
+                               "(%s %d, %s %d, %s %d) by %s %d", path, src_name, has,
+                               (long long)total, a->dim, (long long)rows[0], (long long)rows[1],
+                               (long long)rows[2], keys->heads, a->n_heads, keys->kv_heads,
+                               a->n_kv_heads, keys->head_dim, a->head_dim, keys->dim, a->dim);
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has shape %s (rows by "
+                           "inputs), expected [%lld][%d]: gate %d + up %d rows (%s %d) by %s %d",
+                           path, src_name, has, (long long)total, a->dim, a->ffn_dim, a->ffn_dim,
+                           keys->ffn, a->ffn_dim, keys->dim, a->dim);
+    }
+    const char *const pn[3] = {names[0], names[1], names[2]};
+    return slate__import_add_split(imp, t, qkv ? 3 : 2, pn, rows, err);
 }
 
 /* ---- tensor producers -------------------------------------------------------------------- */
@@ -519,10 +568,10 @@ static slate_status check_arch(const slate__arch *a, slate_error *err) {
                            a->name, a->ffn_act, a->embd_scale, a->attn_scale,
                            a->rope_local_theta, a->attn_softcap, a->final_softcap);
     if (a->rope_scaling == SLATE__ROPE_SCALING_LONGROPE) {
-        if (a->n_rope_factors != a->rope_dim / 2 || a->rope_dim != a->head_dim)
-            return slate__fail(err, SLATE_E_FORMAT, "LongRoPE needs %d factors per list for the "
-                               "whole head rotated (rope_dim %d, head_dim %d), found %d",
-                               a->rope_dim / 2, a->rope_dim, a->head_dim, a->n_rope_factors);
+        if (a->n_rope_factors != a->rope_dim / 2)
+            return slate__fail(err, SLATE_E_FORMAT, "LongRoPE needs %d factors per list (one "
+                               "per rotated pair: rope_dim %d / 2), found %d", a->rope_dim / 2,
+                               a->rope_dim, a->n_rope_factors);
         if (!(isfinite(a->rope_attn_factor) && a->rope_attn_factor > 0) || a->rope_orig_ctx < 1)
             return slate__fail(err, SLATE_E_FORMAT, "LongRoPE attention factor %g or original "
                                "context %d is not positive", a->rope_attn_factor,
@@ -573,10 +622,13 @@ static slate_status build_program(builder *b) {
     slate_status s;
     char n[96], n2[96], n3[96], kc[64], vc[64];
     int64_t qw = (int64_t)a->n_heads * a->head_dim, kw = (int64_t)a->n_kv_heads * a->head_dim;
-    /* LongRoPE's attention factor, folded in (module comment). */
+    /* LongRoPE's attention factor m: folded into the scale as m^2 for whole heads, rope's
+     * mscale for partial rotary (module comment). */
     double m = a->rope_scaling == SLATE__ROPE_SCALING_LONGROPE ? a->rope_attn_factor : 1.0;
     double base_scale = a->attn_scale > 0 ? a->attn_scale : 1.0 / sqrt((double)a->head_dim);
-    double attn_scale = m * m * base_scale;
+    bool whole = a->rope_dim == a->head_dim;
+    float mscale = whole ? 1.0f : (float)m;
+    double attn_scale = (whole ? m * m : 1.0) * base_scale;
     bool use_global = false, use_local = false; /* which rope tensors some op reads */
     if ((s = weight(b, "token_embd.weight", a->n_vocab, a->dim, true))) return s;
     op(b, "embedding", "x", 2, "token_embd.weight", "tokens");
@@ -629,6 +681,7 @@ static slate_status build_program(builder *b) {
             cJSON_AddNumberToObject(o, "head_dim", a->head_dim);
             cJSON_AddNumberToObject(o, "rope_dim", a->rope_dim);
             cJSON_AddStringToObject(o, "mode", a->rope_mode == SLATE__ROPE_HALF ? "half" : "adjacent");
+            if (mscale != 1.0f) cJSON_AddNumberToObject(o, "mscale", mscale);
         }
         snprintf(kc, sizeof kc, "cache.%d.k", l);
         snprintf(vc, sizeof vc, "cache.%d.v", l);

@@ -69,7 +69,8 @@ typedef struct slate__arch {
                              builder then needs an explicit n_ctx) */
     float norm_eps, rope_theta;
     int32_t rope_mode;    /* SLATE__ROPE_ADJACENT (llama2.c, GGUF llama) or _HALF (HF) */
-    int32_t rope_dim;     /* rotated dims per head (usually head_dim) */
+    int32_t rope_dim;     /* rotated dims per head, even: head_dim, or fewer for partial
+                             rotary (Phi-4-mini, GGUF rope.dimension_count) */
     int32_t rope_scaling; /* SLATE__ROPE_SCALING_* */
     float rope_factor, rope_low_freq, rope_high_freq;
     int32_t rope_orig_ctx;
@@ -126,6 +127,16 @@ slate_status slate__import_add(slate__import *imp, const slate__src_tensor *t, s
 slate_status slate__import_add_split(slate__import *imp, const slate__src_tensor *t, int32_t n,
                                      const char *const *names, const int64_t *rows,
                                      slate_error *err);
+/* The source's names of the hyper-parameters a fused matrix's shape comes from, for messages. */
+typedef struct slate__fused_keys {
+    const char *heads, *kv_heads, *head_dim, *dim, *ffn;
+} slate__fused_keys;
+/* Splits a fused Phi-3 matrix t: q/k/v rows (qkv) or gate/up rows into blk.attn_q/k/v.weight or
+ * blk.ffn_gate/up.weight (blk: "blk.N"), after checking t's shape against imp->a; a mismatch
+ * is E_FORMAT naming path, src_name and the keys the expected rows come from. */
+slate_status slate__import_add_fused(slate__import *imp, const slate__src_tensor *t, bool qkv,
+                                     const char *blk, const char *path, const char *src_name,
+                                     const slate__fused_keys *keys, slate_error *err);
 size_t slate__src_nbytes(slate__src_type type, uint64_t n_elements, bool *ok);
 
 slate_status slate__import_llama2c(const char *path, const char *tokenizer_path,

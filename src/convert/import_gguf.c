@@ -16,7 +16,9 @@
  * short.weight (128k models) are LongRoPE: the builder picks one list from the package's
  * context against phi3.rope.scaling.original_context_length (absent: the context length) and
  * applies phi3.rope.scaling.attn_factor (absent: 1), as llama.cpp. A rope.dimension_count
- * below the head size (partial rotary, Phi-4-mini) is refused for phi3, as in the HF importer.
+ * below the head size (partial rotary, Phi-4-mini: 96 of 128) rotates that many leading dims of
+ * each head, with one LongRoPE factor per rotated pair; a missing output.weight means the head
+ * is tied to token_embd (Phi-4-mini).
  *
  * gemma / gemma3 (llama.cpp's convert_hf_to_gguf.py GemmaModel / Gemma3Model and
  * llama-model.cpp): the norm weights are stored with Gemma's + 1 already added (so the builder
@@ -100,53 +102,19 @@ static bool is_rope_factors(const char *name) {
            strcmp(name, "rope_factors_short.weight") == 0;
 }
 
-/* phi3's fused blk.N.attn_qkv.weight (q, k, v rows) or blk.N.ffn_up.weight (gate, up rows):
- * checked against the keys, then split into the canonical tensors. */
+/* phi3's fused blk.N.attn_qkv.weight (q, k, v rows) or blk.N.ffn_up.weight (gate, up rows, as
+ * llama.cpp's phi3 fuses them): checked against the keys, then split into the canonical tensors. */
 static slate_status phi3_split(const char *path, const slate__src_tensor *t, slate__import *imp,
                                slate_error *err) {
-    const slate__arch *a = &imp->a;
+    static const slate__fused_keys keys = {"phi3.attention.head_count", "head_count_kv",
+                                           "head size", "phi3.embedding_length",
+                                           "phi3.feed_forward_length"};
     bool qkv = ends_with(t->name, ".attn_qkv.weight");
-    char blk[32], names[3][96];
+    char blk[32];
     snprintf(blk, sizeof blk, "%.*s", (int)(strlen(t->name) - strlen(qkv ? ".attn_qkv.weight"
                                                                           : ".ffn_up.weight")),
              t->name);
-    int64_t rows[3], total;
-    if (qkv) {
-        rows[0] = (int64_t)a->n_heads * a->head_dim;
-        rows[1] = rows[2] = (int64_t)a->n_kv_heads * a->head_dim;
-        total = rows[0] + 2 * rows[1];
-        snprintf(names[0], sizeof names[0], "%s.attn_q.weight", blk);
-        snprintf(names[1], sizeof names[1], "%s.attn_k.weight", blk);
-        snprintf(names[2], sizeof names[2], "%s.attn_v.weight", blk);
-    } else {
-        rows[0] = rows[1] = a->ffn_dim;
-        total = 2 * rows[0];
-        snprintf(names[0], sizeof names[0], "%s.ffn_gate.weight", blk);
-        snprintf(names[1], sizeof names[1], "%s.ffn_up.weight", blk);
-    }
-    if (t->n_dims != 2 || t->dims[0] != total || t->dims[1] != a->dim) {
-        char has[48];
-        if (t->n_dims == 2)
-            snprintf(has, sizeof has, "[%lld][%lld]", (long long)t->dims[0],
-                     (long long)t->dims[1]);
-        else
-            snprintf(has, sizeof has, "[%lld]", (long long)t->dims[0]);
-        if (qkv)
-            return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has shape %s (rows by "
-                               "inputs), expected [%lld][%d]: q %lld + k %lld + v %lld rows "
-                               "(phi3.attention.head_count %d, head_count_kv %d, head size %d) "
-                               "by phi3.embedding_length %d", path, t->name, has,
-                               (long long)total, a->dim, (long long)rows[0], (long long)rows[1],
-                               (long long)rows[2], a->n_heads, a->n_kv_heads, a->head_dim,
-                               a->dim);
-        return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has shape %s (rows by "
-                           "inputs), expected [%lld][%d]: gate %d + up %d rows "
-                           "(phi3.feed_forward_length %d, fused as llama.cpp's phi3) by "
-                           "phi3.embedding_length %d", path, t->name, has, (long long)total,
-                           a->dim, a->ffn_dim, a->ffn_dim, a->ffn_dim, a->dim);
-    }
-    const char *const pn[3] = {names[0], names[1], names[2]};
-    return slate__import_add_split(imp, t, qkv ? 3 : 2, pn, rows, err);
+    return slate__import_add_fused(imp, t, qkv, blk, path, t->name, &keys, err);
 }
 
 /* phi3 LongRoPE: rope_factors_long/short.weight (both or neither), f32 [rope_dim / 2]. */
@@ -289,10 +257,10 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
         (s = key_int(g, path, an, "attention.sliding_window", false, 0, INT32_MAX, 0,
                      &a->sliding_window, err)))
         goto fail;
-    if (phi3 && a->rope_dim != a->head_dim) {
-        s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': key %s.rope.dimension_count %d is below "
-                        "the head size %d (partial rotary, e.g. Phi-4-mini): not supported", path,
-                        an, a->rope_dim, a->head_dim);
+    if (a->rope_dim % 2) {
+        s = slate__fail(err, SLATE_E_FORMAT, "'%s': key %s.rope.dimension_count %d is odd (dims "
+                        "are rotated in pairs; head size %d)", path, an, a->rope_dim,
+                        a->head_dim);
         goto fail;
     }
     if (a->n_heads % a->n_kv_heads) {

@@ -17,9 +17,11 @@
  * ffn_gate/up tensors (views of the rows: nothing is copied, and --quantize/--palettize see the
  * split matrices). Its sliding_window is applied as Mistral's (transformers' Phi3 masks with it):
  * the last sliding_window positions, the query's own included; null means none, and a window
- * at least the package's context never masks anything. partial_rotary_factor other than 1
- * (Phi-4-mini) is refused: the program rotates whole heads. rope_scaling "longrope" (or its
- * older name "su"; Phi-3-mini-128k, Phi-3.5-mini) is read here and applied by the builder.
+ * at least the package's context never masks anything. partial_rotary_factor (Phi-4-mini:
+ * 0.75) rotates the first int(head_dim * factor) dims of each head, which must be even (other
+ * families rotate whole heads: a factor other than 1 is refused there). rope_scaling "longrope"
+ * (or its older name "su"; Phi-3-mini-128k, Phi-3.5-mini, Phi-4-mini) is read here, one factor
+ * per rotated pair, and applied by the builder.
  *
  * Gemma, Gemma 2 and Gemma 3 (parse_gemma has the maths and the keys): the embedding scale, the
  * (1 + w) RMSNorm, GeGLU, Gemma 2/3's block-output norms, attention scale and per-layer sliding
@@ -240,46 +242,13 @@ static bool ends_with(const char *s, const char *suffix) {
  * in path) into the canonical tensors, after checking its shape against config.json. */
 static slate_status add_fused(const char *path, const char *hf, const slate__src_tensor *c,
                               slate__import *imp, slate_error *err) {
-    const slate__arch *a = &imp->a;
-    char blk[32], names[3][96];
+    static const slate__fused_keys keys = {"num_attention_heads", "num_key_value_heads",
+                                           "head_dim", "hidden_size", "intermediate_size"};
+    char blk[32];
     size_t blk_len = (size_t)(strchr(c->name + 4, '.') - c->name); /* "blk.N" */
     snprintf(blk, sizeof blk, "%.*s", (int)blk_len, c->name);
-    bool qkv = ends_with(c->name, ".attn_qkv.weight");
-    int64_t rows[3], total, cols = a->dim;
-    int32_t n = qkv ? 3 : 2;
-    if (qkv) {
-        rows[0] = (int64_t)a->n_heads * a->head_dim;
-        rows[1] = rows[2] = (int64_t)a->n_kv_heads * a->head_dim;
-        snprintf(names[0], sizeof names[0], "%s.attn_q.weight", blk);
-        snprintf(names[1], sizeof names[1], "%s.attn_k.weight", blk);
-        snprintf(names[2], sizeof names[2], "%s.attn_v.weight", blk);
-    } else {
-        rows[0] = rows[1] = a->ffn_dim;
-        snprintf(names[0], sizeof names[0], "%s.ffn_gate.weight", blk);
-        snprintf(names[1], sizeof names[1], "%s.ffn_up.weight", blk);
-    }
-    total = rows[0] + rows[1] + (qkv ? rows[2] : 0);
-    if (c->n_dims != 2 || c->dims[0] != total || c->dims[1] != cols) {
-        char has[48];
-        if (c->n_dims == 2)
-            snprintf(has, sizeof has, "[%lld][%lld]", (long long)c->dims[0],
-                     (long long)c->dims[1]);
-        else
-            snprintf(has, sizeof has, "[%lld]", (long long)c->dims[0]);
-        if (qkv)
-            return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has shape %s, expected "
-                               "[%lld][%lld]: q %lld + k %lld + v %lld rows (num_attention_heads "
-                               "%d, num_key_value_heads %d, head_dim %d) by hidden_size %d",
-                               path, hf, has, (long long)total, (long long)cols,
-                               (long long)rows[0], (long long)rows[1], (long long)rows[2],
-                               a->n_heads, a->n_kv_heads, a->head_dim, a->dim);
-        return slate__fail(err, SLATE_E_FORMAT, "'%s': tensor '%s' has shape %s, expected "
-                           "[%lld][%lld]: gate %d + up %d rows (intermediate_size %d) by "
-                           "hidden_size %d", path, hf, has, (long long)total, (long long)cols,
-                           a->ffn_dim, a->ffn_dim, a->ffn_dim, a->dim);
-    }
-    const char *const pn[3] = {names[0], names[1], names[2]};
-    return slate__import_add_split(imp, c, n, pn, rows, err);
+    return slate__import_add_fused(imp, c, ends_with(c->name, ".attn_qkv.weight"), blk, path, hf,
+                                   &keys, err);
 }
 
 static slate_status add_shard(const char *dir, const char *file, shards *sh, slate__import *imp,
@@ -378,7 +347,7 @@ static slate_status cfg_factors(const cJSON *rs, const char *path, const char *r
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(rs, key), *e;
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != n)
         return slate__fail(err, SLATE_E_FORMAT, "'%s': %s.%s must be an array of %d numbers (one "
-                           "per rotated pair: head_dim / 2), found %s", path, rs_name, key, n,
+                           "per rotated pair: rotated dims / 2), found %s", path, rs_name, key, n,
                            !v ? "none" : cJSON_IsArray(v) ? "another length" : "no array");
     int32_t i = 0;
     cJSON_ArrayForEach(e, v) {
@@ -400,10 +369,11 @@ static slate_status cfg_factors(const cJSON *rs, const char *path, const char *r
 static slate_status parse_longrope(const cJSON *cfg, const cJSON *rs, const char *path,
                                    const char *rs_name, slate__arch *a, slate_error *err) {
     slate_status s;
-    int32_t n = a->head_dim / 2;
+    int32_t n = a->rope_dim / 2;
     if (n > SLATE__MAX_ROPE_FACTORS)
-        return slate__fail(err, SLATE_E_FORMAT, "'%s': head_dim %d is too large for %s (at "
-                           "most %d)", path, a->head_dim, rs_name, 2 * SLATE__MAX_ROPE_FACTORS);
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': %d rotated dims per head are too many for "
+                           "%s (at most %d)", path, a->rope_dim, rs_name,
+                           2 * SLATE__MAX_ROPE_FACTORS);
     int32_t orig = 0;
     double factor = 1.0;
     float given_factor = 0, attn = 0;
@@ -719,21 +689,48 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
                                theta);
         a->rope_theta = theta;
     }
-    /* transformers rotates the first partial_rotary_factor * head_dim dimensions of each head
-     * (top level, or in rope_parameters since transformers 5); slate's program rotates whole
-     * heads here (LongRoPE's attention factor relies on it, build.c), so another factor is
-     * refused rather than converted into a different model. */
+    /* Partial rotary (Phi-4-mini: 0.75): transformers' Phi3 attention rotates the first
+     * rotary_dim = int(head_dim * partial_rotary_factor) dims of each head (rotate_half within
+     * them: pairs i and i + rotary_dim / 2) and passes the others through; its rope init
+     * computes rotary_dim / 2 frequencies over rotary_dim. The factor is at the top level, or in
+     * rope_parameters since transformers 5 (which wins there; both given must agree). The other
+     * families' attention rotates whole heads (a shorter cos/sin would not broadcast), so a
+     * factor other than 1 is refused for them rather than converted into a different model. */
+    double prf = 1.0;
+    const char *prf_where = "";
     for (int i = 0; i < 2; i++) {
         const cJSON *in = i == 0 ? cfg : cJSON_IsObject(rp) ? rp : NULL;
-        float prf;
+        float checked;
         if (!in) continue;
         if ((s = cfg_pos_float(in, path, i ? "rope_parameters" : NULL, "partial_rotary_factor",
-                               KEY_NULLABLE, 0, 1.0f, &prf, err)))
+                               KEY_NULLABLE, 0, 1.0f, &checked, err)))
             return s;
-        if (prf != 1.0f)
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(in, "partial_rotary_factor");
+        if (!cJSON_IsNumber(v)) continue; /* absent or null: 1 */
+        if (v->valuedouble > 1.0)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': %spartial_rotary_factor %g is above 1 "
+                               "(the fraction of each head that is rotated)", path,
+                               i ? "rope_parameters." : "", v->valuedouble);
+        if (i == 1 && *prf_where == '\0' && v->valuedouble != prf &&
+            cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(cfg, "partial_rotary_factor")))
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': partial_rotary_factor %g and "
+                               "rope_parameters.partial_rotary_factor %g disagree", path, prf,
+                               v->valuedouble);
+        prf = v->valuedouble; /* the double, as Python multiplies it */
+        prf_where = i ? "rope_parameters." : "";
+    }
+    if (prf != 1.0) {
+        if (strcmp(family, "phi3") != 0)
             return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': %spartial_rotary_factor %g is "
-                               "not supported (slate rotates whole heads: 1)", path,
-                               i ? "rope_parameters." : "", prf);
+                               "not supported for %s (its attention rotates whole heads: 1)",
+                               path, prf_where, prf, an);
+        /* int() of the double product, as transformers. */
+        int32_t rd = (int32_t)((double)a->head_dim * prf);
+        if (rd < 2 || rd % 2)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': %spartial_rotary_factor %g of head_dim "
+                               "%d rotates %d dims per head: must be even and at least 2 (pairs)",
+                               path, prf_where, prf, a->head_dim, rd);
+        a->rope_dim = rd;
     }
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
     const char *rs_name = "rope_scaling";

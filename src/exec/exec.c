@@ -234,10 +234,13 @@ static void rope(const slate_state *st, const slate__op *op) {
     float c[SLATE__MAX_HEAD_DIM / 2], s[SLATE__MAX_HEAD_DIM / 2];
     for (int32_t r = 0; r < rows_of(st, op->in[0]); r++) {
         float pos = (float)(st->length + r);
+        /* mscale multiplies cos and sin here, once per row, so every kernel variant scales
+         * exactly the rotated pairs (their (u c - v s, u s + v c) is linear in c and s) and
+         * copies the other dims unscaled. */
         for (int32_t i = 0; i < half; i++) {
             float a = pos * freqs[i];
-            c[i] = cosf(a);
-            s[i] = sinf(a);
+            c[i] = cosf(a) * op->mscale;
+            s[i] = sinf(a) * op->mscale;
         }
         st->model->k->rope(y + r * w, x + r * w, c, s, op->n_heads, hd, op->rope_dim,
                            op->rope_mode == SLATE__ROPE_HALF);

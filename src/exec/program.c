@@ -18,6 +18,7 @@
 #include "program.h"
 #include "pkg/pkg.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,11 +44,40 @@ static const char *const g_op_names[SLATE__OP_COUNT] = {
     "scale",     "softcap",
 };
 
-/* Attention with a score cap is written under its own op name: the readers released so far
- * (this one included) ignore an attribute they do not know and would run the layer uncapped,
- * but refuse an op name they do not know. It parses to SLATE__OP_ATTENTION with softcap > 0
+/* Attention with a score cap is written under its own op name: readers older than the attribute
+ * check below ignore an attribute they do not know and would run the layer uncapped, but refuse
+ * an op name they do not know. It parses to SLATE__OP_ATTENTION with softcap > 0
  * (planner, state and exec treat both alike). */
 static const char *const ATTENTION_SOFTCAP = "attention_softcap";
+
+/* The attributes each op may carry besides "op", "in" and "out". Anything else is refused: an
+ * attribute this reader does not know would be one that changes what the op computes (as
+ * rope's mscale did when it was added), and ignoring it would run another model without a word. */
+static const char *const g_op_attrs[SLATE__OP_COUNT][6] = {
+    [SLATE__OP_RMS_NORM] = {"eps", "group"},
+    [SLATE__OP_ROPE] = {"n_heads", "head_dim", "rope_dim", "mode", "mscale"},
+    [SLATE__OP_ATTENTION] = {"n_heads", "n_kv_heads", "head_dim", "scale", "window"},
+    [SLATE__OP_SCALE] = {"factor"},
+    [SLATE__OP_SOFTCAP] = {"cap"},
+};
+
+/* The first key of op object j that is neither op/in/out nor an attribute of kind k, or NULL.
+ * "softcap" belongs to the op name "attention_softcap" only (kind attention). */
+static const char *unknown_attr(const cJSON *j, slate__opkind k, const char *opname) {
+    const cJSON *x;
+    cJSON_ArrayForEach(x, j) {
+        const char *key = x->string;
+        if (!key) return "(unnamed)";
+        if (strcmp(key, "op") == 0 || strcmp(key, "in") == 0 || strcmp(key, "out") == 0) continue;
+        if (strcmp(key, "softcap") == 0 && strcmp(opname, ATTENTION_SOFTCAP) == 0) continue;
+        bool known = false;
+        for (int i = 0; i < 6 && g_op_attrs[k][i] && !known; i++)
+            known = strcmp(key, g_op_attrs[k][i]) == 0;
+        if (!known) return key;
+    }
+    return NULL;
+}
+
 
 const char *slate__op_name(slate__opkind k) {
     return (unsigned)k < SLATE__OP_COUNT ? g_op_names[k] : "?";
@@ -602,6 +632,16 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
         if ((s = need_width(c, in[0], (int64_t)op->n_heads * op->head_dim, "x")) ||
             (s = need_width(c, op->out, (int64_t)op->n_heads * op->head_dim, "output")))
             return s;
+        /* Optional: absent means 1. Finite and > 0 as a float (a tiny value would round to 0
+         * and erase every rotated dim; a larger-than-float one is undefined to convert). */
+        op->mscale = 1.0f;
+        const cJSON *ms = cJSON_GetObjectItemCaseSensitive(c->j, "mscale");
+        if (ms && (!cJSON_IsNumber(ms) || !(ms->valuedouble > 0 && ms->valuedouble <= FLT_MAX) ||
+                   !((float)ms->valuedouble > 0)))
+            return slate__fail(c->err, SLATE_E_FORMAT, "program op %d (%s): attribute 'mscale' "
+                               "must be a finite number > 0 that fits a float", c->index,
+                               c->opname);
+        if (ms) op->mscale = (float)ms->valuedouble;
         const slate__tensor *f = T(c, in[1]);
         if (f->n_dims != 1 || f->dims[0] != op->rope_dim / 2 || f->dtype != SLATE_DTYPE_F32)
             return opfail(c, "freqs '%s' must be f32 [rope_dim/2 = %lld]", f->name,
@@ -630,8 +670,6 @@ static slate_status check_op(const opctx *c, slate__op *op, bool *act_ready) {
             if ((s = attr_float(c, "softcap", 0.0f, 1e6f, &op->softcap))) return s;
             if (!(op->softcap > 0.0f))
                 return opfail(c, "attribute 'softcap' must be > 0%s", "", 0, 0);
-        } else if (cJSON_GetObjectItemCaseSensitive(c->j, "softcap")) {
-            return opfail(c, "attribute 'softcap' needs op '%s'", ATTENTION_SOFTCAP, 0, 0);
         }
         op->window = 0;
         if (cJSON_GetObjectItemCaseSensitive(c->j, "window") &&
@@ -793,6 +831,13 @@ slate_status slate__program_compile(const cJSON *meta, uint64_t data_size, slate
         if (op->kind == SLATE__OP_COUNT) {
             s = slate__fail(err, SLATE_E_UNSUPPORTED, "program op %d: unknown op '%s'", p->n_ops,
                             name->valuestring);
+            break;
+        }
+        const char *extra = unknown_attr(j, op->kind, name->valuestring);
+        if (extra) {
+            s = slate__fail(err, SLATE_E_UNSUPPORTED, "program op %d (%s): unknown attribute "
+                            "'%.64s' (a package from a newer slate? this one would not compute "
+                            "what it asks)", p->n_ops, name->valuestring, extra);
             break;
         }
         const cJSON *ins = cJSON_GetObjectItemCaseSensitive(j, "in");

@@ -46,7 +46,7 @@ typedef enum slate__opkind {
     SLATE__OP_RMS_NORM,   /* in: x, w[group or width]; attr eps, group -> out (may alias x) */
     SLATE__OP_MATMUL,     /* in: x[r][n], W[m][n], (bias[m]) -> out[r][m] = x W^T + b */
     SLATE__OP_ROPE,       /* in: x[r][heads*head_dim], freqs[rope_dim/2]; attr n_heads,
-                             head_dim, rope_dim, mode -> out (may alias x) */
+                             head_dim, rope_dim, mode, mscale -> out (may alias x) */
     SLATE__OP_KV_WRITE,   /* in: x[q][w], state[n_ctx][w]: rows at positions len..len+q-1 */
     SLATE__OP_ATTENTION,  /* in: q[q][h*hd], k_state, v_state; attr n_heads, n_kv_heads,
                              head_dim, scale, window -> out[q][h*hd]. Written "attention", or
@@ -76,6 +76,9 @@ typedef struct slate__op {
     int32_t group;       /* rms_norm: normalize each group of this many elements (0: row) */
     int32_t n_heads, n_kv_heads, head_dim, rope_dim, window;
     int32_t rope_mode;   /* SLATE__ROPE_* */
+    float mscale;        /* rope: cos and sin are multiplied by it, so the rotated dims of
+                            each head are scaled by it and the rest are not (LongRoPE's
+                            attention factor); 1 when the package does not say */
     float scale;         /* attention: score scale; scale: the factor */
     float softcap;       /* attention: score cap (0: none); softcap: the cap */
 } slate__op;

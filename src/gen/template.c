@@ -6,8 +6,9 @@
  * source of each family is named beside its renderer; tests/unit/test_template.c holds the
  * expected strings, which were checked by rendering those sources with jinja2 3.1.6 (except
  * mistral-v1's, derived by hand from its source; the conversation with a system message equals
- * llama.cpp's test-chat-template expectation for the same template and messages, and phi3-v1's,
- * derived by hand from the template in llama.cpp's phi-3 vocabulary file).
+ * llama.cpp's test-chat-template expectation for the same template and messages, phi3-v1's,
+ * derived by hand from the template in llama.cpp's phi-3 vocabulary file, and phi4-mini's,
+ * derived by hand from microsoft/Phi-4-mini-instruct's template).
  *
  * Detection looks for markers no other family uses. Templates with markers but a different
  * layout (Mistral v0.3 "[INST]" without the spaces, ChatGLM "<|user|>" without an end token)
@@ -39,6 +40,7 @@ static const char *const NAMES[SLATE__TMPL_COUNT] = {
     [SLATE__TMPL_MISTRAL] = "mistral", [SLATE__TMPL_GEMMA] = "gemma",
     [SLATE__TMPL_PHI3] = "phi3",      [SLATE__TMPL_ZEPHYR] = "zephyr",
     [SLATE__TMPL_MISTRAL_V1] = "mistral-v1", [SLATE__TMPL_PHI3_V1] = "phi3-v1",
+    [SLATE__TMPL_PHI4_MINI] = "phi4-mini",
 };
 
 slate__tmpl slate__tmpl_by_name(const char *name) {
@@ -54,7 +56,7 @@ const char *slate__tmpl_name(slate__tmpl t) {
 
 const char *slate__tmpl_names(void) {
     return "chatml, qwen3, llama3, llama31, llama2, mistral, gemma, phi3, zephyr, mistral-v1, "
-           "phi3-v1";
+           "phi3-v1, phi4-mini";
 }
 
 const char *slate__tmpl_end_of_turn(slate__tmpl t) {
@@ -65,7 +67,8 @@ const char *slate__tmpl_end_of_turn(slate__tmpl t) {
     case SLATE__TMPL_LLAMA31: return "<|eot_id|>";
     case SLATE__TMPL_GEMMA: return "<end_of_turn>";
     case SLATE__TMPL_PHI3:
-    case SLATE__TMPL_PHI3_V1: return "<|end|>";
+    case SLATE__TMPL_PHI3_V1:
+    case SLATE__TMPL_PHI4_MINI: return "<|end|>";
     default: return NULL;
     }
 }
@@ -82,6 +85,10 @@ slate__tmpl slate__tmpl_detect(const char *j) {
     if (strstr(j, "<|start_header_id|>"))
         return strstr(j, "Cutting Knowledge Date") ? SLATE__TMPL_LLAMA31 : SLATE__TMPL_LLAMA3;
     if (strstr(j, "<start_of_turn>")) return SLATE__TMPL_GEMMA;
+    /* Phi-4-mini builds the role header from the role's name, with no newline after it or
+     * after <|end|> (so there is no literal <|user|> in it). */
+    if (strstr(j, "'<|' + message['role'] + '|>' + message['content'] + '<|end|>'"))
+        return SLATE__TMPL_PHI4_MINI;
     if (strstr(j, "<|user|>")) {
         /* Phi-3's first template (April 2024, still in many GGUF files) starts with bos_token,
          * has no system role and writes the assistant header after every user message; the
@@ -419,6 +426,23 @@ static void render_phi3_v1(const slate__chat_msg *m, int32_t n, const char *bos,
     }
 }
 
+/* Phi-4-mini. Source: microsoft/Phi-4-mini-instruct tokenizer_config.json: '<|' + role + '|>'
+ * + content + '<|end|>' per message, with no newline anywhere and an empty system message kept
+ * (unlike Phi-3.5's), then '<|assistant|>' with add_generation_prompt, else eos_token. Its
+ * branch for a system message with 'tools' (a <|tool|>...<|/tool|> block) is not reached: the
+ * session's messages carry no tools. */
+static void render_phi4_mini(const slate__chat_msg *m, int32_t n, const char *eos, bool gen,
+                             rout *o) {
+    for (int32_t i = 0; i < n; i++) {
+        put(o, "<|");
+        put(o, role_name(m[i].role));
+        put(o, "|>");
+        put_n(o, m[i].text, m[i].len);
+        put(o, "<|end|>");
+    }
+    put(o, gen ? "<|assistant|>" : eos);
+}
+
 /* Zephyr. Source: HuggingFaceH4/zephyr-7b-beta tokenizer_config.json: '<|' + role + '|>\n' +
  * content + eos_token, each followed by the newline the template keeps after the expression
  * (trim_blocks removes only the ones after block tags); then '<|assistant|>\n'. */
@@ -495,6 +519,7 @@ slate_status slate__tmpl_render_spans(slate__tmpl t, const slate__chat_msg *msgs
     case SLATE__TMPL_ZEPHYR: render_zephyr(msgs, n, eos, gen, &o); break;
     case SLATE__TMPL_MISTRAL_V1: render_mistral(msgs, n, bos, eos, true, &o); break;
     case SLATE__TMPL_PHI3_V1: render_phi3_v1(msgs, n, bos, &o); break;
+    case SLATE__TMPL_PHI4_MINI: render_phi4_mini(msgs, n, eos, gen, &o); break;
     default: break;
     }
     if (out->failed || (spans && spans->failed))

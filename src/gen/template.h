@@ -28,6 +28,7 @@ typedef enum slate__tmpl {
     SLATE__TMPL_ZEPHYR,  /* <|user|>\n...</s>\n<|assistant|>\n */
     SLATE__TMPL_MISTRAL_V1, /* <s> [INST] ... [/INST] ...</s> (Mistral's 2024 v0.1/v0.2 template) */
     SLATE__TMPL_PHI3_V1, /* <s><|user|>\n...<|end|>\n<|assistant|>\n (Phi-3's first template) */
+    SLATE__TMPL_PHI4_MINI, /* <|user|>...<|end|><|assistant|> (Phi-4-mini: no newlines) */
     SLATE__TMPL_COUNT
 } slate__tmpl;
 
@@ -38,7 +39,7 @@ typedef struct slate__chat_msg {
 } slate__chat_msg;
 
 /* The family named `name` ("chatml", "qwen3", "llama3", "llama31", "llama2", "mistral",
- * "gemma", "phi3", "zephyr", "mistral-v1", "phi3-v1"), or SLATE__TMPL_NONE. */
+ * "gemma", "phi3", "zephyr", "mistral-v1", "phi3-v1", "phi4-mini"), or SLATE__TMPL_NONE. */
 slate__tmpl slate__tmpl_by_name(const char *name);
 /* Static name of a family ("?" for NONE or out of range). */
 const char *slate__tmpl_name(slate__tmpl t);

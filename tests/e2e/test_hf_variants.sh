@@ -12,26 +12,31 @@
 # the window; Gemma 2 its two soft-caps (attention scores and final logits) with alternating
 # sliding layers (by default and by layer_types), also decoding past the window. The Gemma 3
 # package must pick the gemma chat template from the folder's tokenizer_config.json;
-# soft-capping on Gemma 3 and an exact GELU are refused.
+# soft-capping on Gemma 3 and an exact GELU are refused. Phi-4-mini's partial rotary (12 of
+# 16 dims) with LongRoPE, whose attention factor scales only the rotated dims, is exercised too.
 source "$(dirname "$0")/lib.sh"
 ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33 32 84 104 101 32 99)
 n=${#ids[@]}
+csv=$(IFS=,; echo "${ids[*]}")
+# logits PKG OUT: last-position logits of every prefix 1..n, one row each.
+logits() {
+  : >"$2"
+  for ((k = 1; k <= n; k++)); do
+    "$SLATE" run "$1" --ids "$(IFS=,; echo "${ids[*]:0:k}")" -n 1 --temp 0 \
+      --dump-logits "$WORK/row" >/dev/null 2>&1 || : >"$WORK/row"
+    cat "$WORK/row" >>"$2"
+  done
+}
 for variant in llama llama-tied llama3-rope qwen2 qwen3 mistral smollm phi3 phi3-longrope \
-    gemma gemma2 gemma2-types gemma3 gemma3-types; do
+    phi4-mini gemma gemma2 gemma2-types gemma3 gemma3-types; do
   d="$WORK/$variant"
   $PY "$TOOLS/hfmodel.py" make --variant "$variant" --out "$d" --seed 11 >/dev/null
   if ! "$SLATE" convert "$d" -o "$d.slate" --kv-dtype fp32 2>"$d.err"; then # f32 caches: atol 1e-4
     bad "$variant: convert failed: $(cat "$d.err")"
     continue
   fi
-  csv=$(IFS=,; echo "${ids[*]}")
   $PY "$TOOLS/hfmodel.py" forward "$d" --tokens "$csv" --out "$d.ref.f32"
-  : >"$d.slate.f32"
-  for ((k = 1; k <= n; k++)); do
-    prefix=$(IFS=,; echo "${ids[*]:0:k}")
-    "$SLATE" run "$d.slate" --ids "$prefix" -n 1 --temp 0 --dump-logits "$d.row" >/dev/null 2>&1
-    cat "$d.row" >>"$d.slate.f32"
-  done
+  logits "$d.slate" "$d.slate.f32"
   check "$variant: logits at all $n positions match the NumPy reference (atol 1e-4)" \
     $PY "$TOOLS/compare_logits.py" "$d.slate.f32" "$d.ref.f32" --vocab 320 --atol 1e-4 --quiet
 done
@@ -132,13 +137,16 @@ PYEOF
     "$SLATE" convert "$d" -o "$d.slate"
 done
 # LongRoPE picks its list from the package's context: --context 64 (= the original context)
-# takes short_factor, which the reference at context 64 uses too (and the default one does not).
-d="$WORK/phi3-longrope"
-"$SLATE" convert "$d" -o "$d.64.slate" --context 64 --kv-dtype fp32 2>/dev/null || true
-"$SLATE" run "$d.64.slate" --ids 304,72,101,108,108,111 -n 1 --temp 0 --dump-logits "$d.64.f32" >/dev/null 2>&1 || true
-$PY "$TOOLS/hfmodel.py" forward "$d" --tokens 304,72,101,108,108,111 --context 64 --out "$d.64.ref" --last >/dev/null
-check "phi3-longrope at --context 64 uses short_factor, as the reference at that context" \
-  $PY "$TOOLS/compare_logits.py" "$d.64.f32" "$d.64.ref" --vocab 320 --atol 1e-4 --quiet
+# takes short_factor, which the reference at context 64 uses too (and the default one does not);
+# the attention factor (from max / original) applies at both.
+for variant in phi3-longrope phi4-mini; do
+  d="$WORK/$variant"
+  "$SLATE" convert "$d" -o "$d.64.slate" --context 64 --kv-dtype fp32 2>/dev/null || true
+  logits "$d.64.slate" "$d.64.f32"
+  $PY "$TOOLS/hfmodel.py" forward "$d" --tokens "$csv" --context 64 --out "$d.64.ref" >/dev/null
+  check "$variant at --context 64 uses short_factor, as the reference at that context (all $n positions)" \
+    $PY "$TOOLS/compare_logits.py" "$d.64.f32" "$d.64.ref" --vocab 320 --atol 1e-4 --quiet
+done
 # Sharded checkpoints and half-precision sources.
 $PY "$TOOLS/hfmodel.py" make --variant qwen2 --out "$WORK/sharded" --seed 11 --shards 2 >/dev/null
 "$SLATE" convert "$WORK/sharded" -o "$WORK/sharded.slate" --kv-dtype fp32 2>/dev/null

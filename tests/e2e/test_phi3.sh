@@ -3,15 +3,19 @@
 # against the NumPy reference):
 # - GGUF phi3: tests/tools/hf_to_gguf.py writes the folder's weights in llama.cpp's layout
 #   (fused attn_qkv, gate+up fused in ffn_up, rope_factors_long/short + attn_factor); the GGUF
-#   package gives the HF package's logits at every position, also with LongRoPE at both lists;
+#   package gives the HF package's logits at every position, also with LongRoPE at both lists
+#   and for Phi-4-mini's shape (rope.dimension_count 12 < head size 16, LongRoPE, no
+#   output.weight: tied);
 # - a GGUF whose fused tensors are Q8_0 / Q4_0: the split q/k/v and gate/up land in the package
 #   as the exact bytes of the source rows, and (reference kernels) its logits equal the NumPy
 #   reference over the values decoded from those bytes;
 # - HF: sharded bf16 checkpoints; --quantize and --palettize compress the split matrices, as
 #   they would the same weights given unfused (a Mistral twin: same tensors, same logits);
 # - refusals name the culprit: a qkv_proj / gate_up_proj / attn_qkv with the wrong row count,
-#   partial_rotary_factor, an unknown rope_scaling type;
-# - a Phi-3.5 chat template is picked as the phi3 family by the HF and the GGUF package; a GGUF
+#   a partial_rotary_factor giving an odd rotated width or LongRoPE lists of the whole head's
+#   length, an odd GGUF rope.dimension_count, an unknown rope_scaling type;
+# - a Phi-3.5 chat template is picked as the phi3 family, Phi-4-mini's as phi4-mini, by the HF
+#   and the GGUF package; a GGUF
 #   with llama.cpp's Phi-3 vocabulary tokenizes as that file and picks phi3-v1.
 source "$(dirname "$0")/lib.sh"
 ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33)
@@ -41,11 +45,26 @@ c["chat_template"] = (
 json.dump(c, open(p, "w"), indent=2)
 PY
 }
+# Phi-4-mini-instruct's chat template (tokenizer_config.json), in the phi4-mini folder.
+phi4_mini_template() {
+  $PY - "$1" <<'PY'
+import json, sys
+p = sys.argv[1] + "/tokenizer_config.json"
+c = json.load(open(p))
+c["chat_template"] = (
+    "{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and "
+    "message['tools'] is not none %}{{ '<|' + message['role'] + '|>' + message['content'] + "
+    "'<|tool|>' + message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + "
+    "message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if "
+    "add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}")
+json.dump(c, open(p, "w"), indent=2)
+PY
+}
 
-for variant in phi3 phi3-longrope; do
+for variant in phi3 phi3-longrope phi4-mini; do
   d="$WORK/$variant"
   $PY "$TOOLS/hfmodel.py" make --variant "$variant" --out "$d" --seed 5 >/dev/null
-  phi35_template "$d"
+  if [ "$variant" = phi4-mini ]; then phi4_mini_template "$d"; else phi35_template "$d"; fi
   $PY "$TOOLS/hf_to_gguf.py" "$d" "$d.gguf"
   "$SLATE" convert "$d" -o "$d.hf.slate" --kv-dtype fp32 2>/dev/null || true
   if ! "$SLATE" convert "$d.gguf" -o "$d.gguf.slate" --kv-dtype fp32 2>"$d.err"; then
@@ -57,12 +76,14 @@ for variant in phi3 phi3-longrope; do
   check "$variant: the GGUF package gives the HF package's logits at all $n positions" \
     $PY "$TOOLS/compare_logits.py" "$d.gguf.f32" "$d.hf.f32" --vocab 320 --atol 1e-6 --quiet
 done
-d="$WORK/phi3-longrope"
-"$SLATE" convert "$d.gguf" -o "$d.g64.slate" --context 64 --kv-dtype fp32 2>/dev/null || true
-"$SLATE" run "$d.g64.slate" --ids "$csv" -n 1 --temp 0 --dump-logits "$WORK/g64.f32" >/dev/null 2>&1 || true
-$PY "$TOOLS/hfmodel.py" forward "$d" --tokens "$csv" --context 64 --last --out "$WORK/r64.f32" >/dev/null
-check "phi3-longrope GGUF at --context 64 (short factors) matches the reference at context 64" \
-  $PY "$TOOLS/compare_logits.py" "$WORK/g64.f32" "$WORK/r64.f32" --vocab 320 --atol 1e-4 --quiet
+for variant in phi3-longrope phi4-mini; do
+  d="$WORK/$variant"
+  "$SLATE" convert "$d.gguf" -o "$d.g64.slate" --context 64 --kv-dtype fp32 2>/dev/null || true
+  "$SLATE" run "$d.g64.slate" --ids "$csv" -n 1 --temp 0 --dump-logits "$WORK/g64.f32" >/dev/null 2>&1 || : >"$WORK/g64.f32"
+  $PY "$TOOLS/hfmodel.py" forward "$d" --tokens "$csv" --context 64 --last --out "$WORK/r64.f32" >/dev/null
+  check "$variant GGUF at --context 64 (short factors) matches the reference at context 64" \
+    $PY "$TOOLS/compare_logits.py" "$WORK/g64.f32" "$WORK/r64.f32" --vocab 320 --atol 1e-4 --quiet
+done
 
 # Quantized fused tensors: Q8_0 qkv, Q4_0 gate+up.
 d="$WORK/phi3"
@@ -212,10 +233,10 @@ for out, name, rows in ((qkv, "model.layers.0.self_attn.qkv_proj.weight", 96),
     hfmodel.write_weights(out, bad)
 PY
 expect_fail "a qkv_proj with 96 rows is refused, naming it and the expected rows" SLATE_E_FORMAT \
-  "tensor 'model.layers.0.self_attn.qkv_proj.weight' has shape [96][64], expected [128][64]: q 64 + k 32 + v 32 rows" \
+  "tensor 'model.layers.0.self_attn.qkv_proj.weight' has shape [96][64] (rows by inputs), expected [128][64]: q 64 + k 32 + v 32 rows" \
   "$SLATE" convert "$WORK/badqkv" -o "$WORK/x.slate"
 expect_fail "a gate_up_proj with 128 rows is refused, naming it" SLATE_E_FORMAT \
-  "tensor 'model.layers.2.mlp.gate_up_proj.weight' has shape [128][64], expected [256][64]: gate 128 + up 128 rows" \
+  "tensor 'model.layers.2.mlp.gate_up_proj.weight' has shape [128][64] (rows by inputs), expected [256][64]: gate 128 + up 128 rows" \
   "$SLATE" convert "$WORK/badgu" -o "$WORK/x.slate"
 $PY "$TOOLS/hf_to_gguf.py" "$WORK/badqkv" "$WORK/badqkv.gguf"
 expect_fail "a GGUF attn_qkv with 96 rows is refused, naming it" SLATE_E_FORMAT \
@@ -231,8 +252,11 @@ lr="$WORK/phi3-longrope"
 gg_bad "GGUF ffn_up with ffn rows (not gate+up) is refused" SLATE_E_FORMAT \
   "tensor 'blk.1.ffn_up.weight' has shape [128][64] (rows by inputs), expected [256][64]: gate 128 + up 128 rows" \
   "$d" --rows blk.1.ffn_up.weight:128
-gg_bad "GGUF partial rotary (rope.dimension_count 8 < head size 16) is refused" SLATE_E_UNSUPPORTED \
-  "key phi3.rope.dimension_count 8 is below the head size 16" "$d" --key phi3.rope.dimension_count:u32:8
+gg_bad "GGUF rope.dimension_count 11 (odd: dims rotate in pairs) is refused" SLATE_E_FORMAT \
+  "key phi3.rope.dimension_count 11 is odd" "$d" --key phi3.rope.dimension_count:u32:11
+gg_bad "GGUF partial rotary with whole-head LongRoPE factors (8 for 6 pairs) is refused" \
+  SLATE_E_FORMAT "tensor 'rope_factors_short.weight' must be f32 [6]" "$lr" \
+  --key phi3.rope.dimension_count:u32:12
 gg_bad "GGUF with rope_factors_long but no rope_factors_short is refused" SLATE_E_FORMAT \
   "tensor 'rope_factors_short.weight' is missing (LongRoPE needs both" "$lr" --drop rope_factors_short.weight
 gg_bad "GGUF rope_factors_long of 7 factors is refused" SLATE_E_FORMAT \
@@ -264,19 +288,27 @@ for k, v in zip(sys.argv[2::2], sys.argv[3::2]):
 json.dump(c, open(p, "w"))
 PY
 }
-with_config "$WORK/prf" partial_rotary_factor 0.75
-expect_fail "partial_rotary_factor 0.75 is refused, naming the key" SLATE_E_UNSUPPORTED \
-  "partial_rotary_factor 0.75 is not supported" "$SLATE" convert "$WORK/prf" -o "$WORK/x.slate"
+with_config "$WORK/prf" partial_rotary_factor 0.7
+expect_fail "partial_rotary_factor 0.7 (11 of 16 dims: odd) is refused, naming both numbers" \
+  SLATE_E_FORMAT "partial_rotary_factor 0.7 of head_dim 16 rotates 11 dims per head" \
+  "$SLATE" convert "$WORK/prf" -o "$WORK/x.slate"
+d="$WORK/phi3-longrope"
+with_config "$WORK/prf2" partial_rotary_factor 0.75
+expect_fail "partial_rotary_factor 0.75 with LongRoPE lists of 8 (not 12 / 2) is refused" \
+  SLATE_E_FORMAT "rope_scaling.short_factor must be an array of 6 numbers" \
+  "$SLATE" convert "$WORK/prf2" -o "$WORK/x.slate"
+d="$WORK/phi3"
 with_config "$WORK/yarn" rope_scaling '{"type": "yarn", "factor": 4}'
 expect_fail "rope_scaling type yarn is refused, naming rope_scaling" SLATE_E_UNSUPPORTED \
   "rope_scaling type 'yarn' is not supported" "$SLATE" convert "$WORK/yarn" -o "$WORK/x.slate"
 
-# Chat template: the Phi-3.5 template picks the phi3 family, from either source.
-for p in phi3.hf phi3.gguf; do
+# Chat template: the Phi-3.5 template picks the phi3 family, Phi-4-mini's (no newlines) the
+# phi4-mini family, from either source.
+for p in phi3.hf phi3.gguf phi4-mini.hf phi4-mini.gguf; do
   printf 'Hello\n/stats\n' | "$SLATE" chat "$WORK/$p.slate" -n 2 --temp 0 >"$WORK/chat.out" \
     2>/dev/null || true
-  check "$p: the chat template is detected as phi3" \
-    grep -aq '^\[stats\].* template=phi3\( \|$\)' "$WORK/chat.out"
+  check "$p: the chat template is detected as ${p%%.*}" \
+    grep -aq "^\[stats\].* template=${p%%.*}\( \|$\)" "$WORK/chat.out"
 done
 # With llama.cpp's Phi-3 vocabulary (SentencePiece, 32064 tokens, the first Phi-3 template):
 # the package tokenizes as that file does and picks the phi3-v1 family.

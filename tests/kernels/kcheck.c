@@ -590,19 +590,20 @@ bool kc_geglu(const slate__kernels *k, const slate__kernels *ref, int64_t n, uin
 
 const int64_t kc_rope_dims[KC_N_ROPE_DIMS][2] = {
     {2, 2},   {4, 4},   {6, 6},   {16, 16},   {18, 18},  {32, 32},   {34, 34}, {64, 64},
-    {64, 32}, {80, 80}, {96, 64}, {128, 128}, {128, 64}, {256, 256}, {30, 14}, {10, 2}};
+    {64, 32}, {80, 80}, {96, 64}, {128, 128}, {128, 64}, {256, 256}, {30, 14}, {10, 2},
+    {128, 96}, {16, 12}, {26, 10}};
 
-/* Tolerance 1e-6 per element against mag = |u| + |v| of the pair: one rounded product and one
- * fused or rounded sum. Dims from rope_dim on are copied (there mag = 2 |x|). */
+/* Tolerance 1e-6 per element against mag = (|u| + |v|) max(mscale, 1) of the pair: one rounded
+ * product and one fused or rounded sum. Dims from rope_dim on are copied (there mag = 2 |x|). */
 #define ROPE_TOL 1e-6
 
 bool kc_rope(const slate__kernels *k, const slate__kernels *ref, int64_t n_heads, int64_t hd,
-             int64_t rope_dim, bool half, bool in_place, uint64_t *rng, char *problem,
-             size_t cap) {
-    char what[120], detail[300] = "";
-    snprintf(what, sizeof what, "%s rope heads=%lld hd=%lld rope_dim=%lld half=%d in_place=%d",
-             k->name, (long long)n_heads, (long long)hd, (long long)rope_dim, (int)half,
-             (int)in_place);
+             int64_t rope_dim, bool half, bool in_place, float mscale, uint64_t *rng,
+             char *problem, size_t cap) {
+    char what[140], detail[300] = "";
+    snprintf(what, sizeof what, "%s rope heads=%lld hd=%lld rope_dim=%lld half=%d in_place=%d "
+             "mscale=%g", k->name, (long long)n_heads, (long long)hd, (long long)rope_dim,
+             (int)half, (int)in_place, (double)mscale);
     if (rope_dim < 2 || rope_dim % 2 || rope_dim > hd || hd > SLATE__MAX_HEAD_DIM)
         return verdict(what, "not a valid case: needs an even rope_dim, 2 <= rope_dim <= hd <= "
                              "SLATE__MAX_HEAD_DIM", problem, cap);
@@ -613,8 +614,8 @@ bool kc_rope(const slate__kernels *k, const slate__kernels *ref, int64_t n_heads
     fill_rand(x, n, rng);
     for (int64_t i = 0; i < rd / 2; i++) {
         float ang = 37.0f * kc_randf(rng);
-        cs[i] = cosf(ang);
-        sn[i] = sinf(ang);
+        cs[i] = cosf(ang) * mscale;
+        sn[i] = sinf(ang) * mscale;
     }
     if (in_place) {
         memcpy(o.got, x, (size_t)n * sizeof(float));
@@ -629,7 +630,8 @@ bool kc_rope(const slate__kernels *k, const slate__kernels *ref, int64_t n_heads
             int64_t i = h * hd + d, p = d;
             if (d < rd) /* the pair partner of d */
                 p = half ? (d < rd / 2 ? d + rd / 2 : d - rd / 2) : (d ^ 1);
-            o.mag[i] = fabs((double)x[i]) + fabs((double)x[h * hd + p]) + 1e-30;
+            o.mag[i] = (fabs((double)x[i]) + fabs((double)x[h * hd + p])) *
+                           (d < rd && mscale > 1 ? mscale : 1) + 1e-30;
         }
     outputs_check(&o, "the last head", ROPE_TOL, detail, sizeof detail);
     free(x);

@@ -112,12 +112,15 @@ bool kc_geglu(const slate__kernels *k, const slate__kernels *ref, int64_t n, uin
 
 /* rope of n_heads heads of head_dim hd, the first rope_dim rotated (even, <= hd, <=
  * SLATE__MAX_HEAD_DIM), in the half (NeoX) or interleaved pair layout, in place or not, at
- * random angles; nothing written past the last head. */
+ * random angles, with cos and sin multiplied by mscale (the rope op's attribute, LongRoPE's
+ * attention factor: 1 for plain rope); nothing written past the last head. */
 bool kc_rope(const slate__kernels *k, const slate__kernels *ref, int64_t n_heads, int64_t hd,
-             int64_t rope_dim, bool half, bool in_place, uint64_t *rng, char *problem, size_t cap);
+             int64_t rope_dim, bool half, bool in_place, float mscale, uint64_t *rng,
+             char *problem, size_t cap);
 /* {head_dim, rope_dim} of the rope cases: tails of every length for 4, 8 and 16 lanes, common
- * head dims, partial rotation (rope_dim < head_dim). */
-#define KC_N_ROPE_DIMS 16
+ * head dims, partial rotation (rope_dim < head_dim: Phi-4-mini's 96 of 128, an odd number of
+ * pairs). */
+#define KC_N_ROPE_DIMS 19
 extern const int64_t kc_rope_dims[KC_N_ROPE_DIMS][2];
 
 #endif /* SLATE_KCHECK_H */

@@ -202,11 +202,13 @@ static void check_ropes(const slate__kernels *k, const slate__kernels *ref) {
     uint64_t rng = g_seed ^ 0x726f7065ull;
     char problem[512];
     for (size_t c = 0; c < KC_N_ROPE_DIMS; c++)
-        for (int mode = 0; mode < 4; mode++) { /* bit 0: half (NeoX) layout, bit 1: in place */
+        for (int mode = 0; mode < 12; mode++) { /* bit 0: half (NeoX) layout, bit 1: in place;
+                                                   mode / 4: the mscale */
+            static const float mscales[] = {1.0f, 1.1902381f, 0.625f};
             int64_t nh = 1 + (int64_t)(kc_rand(&rng) % 5);
             int64_t hd = kc_rope_dims[c][0], rope_dim = kc_rope_dims[c][1];
-            report(kc_rope(k, ref, nh, hd, rope_dim, mode & 1, mode & 2, &rng, problem,
-                           sizeof problem),
+            report(kc_rope(k, ref, nh, hd, rope_dim, mode & 1, mode & 2, mscales[mode / 4], &rng,
+                           problem, sizeof problem),
                    problem);
         }
 }

@@ -222,16 +222,18 @@ static void geglu_matches_ref(void **st) {
 }
 
 /* Both pair layouts, partial rotation (rope_dim < head_dim: the rest copied), in place and out
- * of place, 1 to 5 heads. */
+ * of place, 1 to 5 heads; cos/sin on the unit circle and scaled by an mscale (LongRoPE's
+ * attention factor, 1.19 as Phi-4-mini's, and one below 1), which only the rotated pairs see. */
 static void rope_matches_ref(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x726f7065ull;
     char problem[512];
+    static const float mscales[] = {1.0f, 1.1902381f, 0.625f};
     for (size_t c = 0; c < KC_N_ROPE_DIMS; c++)
-        for (int mode = 0; mode < 4; mode++) {
+        for (int mode = 0; mode < 12; mode++) {
             int64_t nh = 1 + (int64_t)(tu_rand(&rng) % 5);
             require(kc_rope(k, ref, nh, kc_rope_dims[c][0], kc_rope_dims[c][1], mode & 1, mode & 2,
-                            &rng, problem, sizeof problem),
+                            mscales[mode / 4], &rng, problem, sizeof problem),
                     problem);
         }
 }

@@ -11,11 +11,12 @@ the folder's weights, so the two conversions must give the same logits. Needs Nu
 Layout as llama.cpp's convert_hf_to_gguf.py (Phi3MiniModel) writes it:
   - keys phi3.context_length, embedding_length, feed_forward_length, block_count,
     attention.head_count, attention.head_count_kv, attention.layer_norm_rms_epsilon,
-    rope.dimension_count, rope.freq_base, attention.sliding_window (0 for none),
+    rope.dimension_count (int(head_dim * partial_rotary_factor): the rotated dims),
+    rope.freq_base, attention.sliding_window (0 for none),
     rope.scaling.original_context_length; with rope_scaling longrope also
     rope.scaling.attn_factor = sqrt(1 + ln(max / orig) / ln(orig)) and the f32 tensors
     rope_factors_long.weight / rope_factors_short.weight;
-  - tensors token_embd, output_norm, output, blk.N.attn_norm, attn_qkv (qkv_proj as stored: q, k,
+  - tensors token_embd, output_norm, output (none when tie_word_embeddings), blk.N.attn_norm, attn_qkv (qkv_proj as stored: q, k,
     v rows; NeoX rope order, no permutation), attn_output, ffn_norm, ffn_up (gate_up_proj as
     stored: gate rows, then up), ffn_down; GGUF dims are innermost first ([in, out]);
   - the tokenizer as tokenizer.ggml.model "gpt2" (the folder's byte-level BPE: tokens in id
@@ -286,13 +287,14 @@ def main(argv):
             _kv("phi3.attention.head_count", T_U32, nh),
             _kv("phi3.attention.head_count_kv", T_U32, nkv),
             _kv("phi3.attention.layer_norm_rms_epsilon", T_F32, cfg["rms_norm_eps"]),
-            _kv("phi3.rope.dimension_count", T_U32, hd),
+            _kv("phi3.rope.dimension_count", T_U32, hfmodel.rotary_dim(cfg, hd)),
             _kv("phi3.rope.freq_base", T_F32, theta),
             _kv("phi3.attention.sliding_window", T_U32, cfg.get("sliding_window") or 0),
         ]
         tensors = [("token_embd.weight", w["model.embed_tokens.weight"]),
-                   ("output_norm.weight", w["model.norm.weight"]),
-                   ("output.weight", w["lm_head.weight"])]
+                   ("output_norm.weight", w["model.norm.weight"])]
+        if not cfg.get("tie_word_embeddings", False):  # tied (Phi-4-mini): no output.weight
+            tensors.append(("output.weight", w["lm_head.weight"]))
         if sc is not None:
             if sc["rope_type"] not in ("longrope", "su"):
                 raise SystemExit("rope_scaling %r: only longrope" % sc["rope_type"])

@@ -17,7 +17,10 @@ code:
   - RMSNorm: x * 1/sqrt(mean(x^2) + eps) * w.
   - RoPE, "rotate_half" layout: dimension i of a head pairs with i + head_dim/2, angle
     pos * inv_freq[i], inv_freq[i] = theta^(-2i/head_dim); llama3 / linear rope_scaling modify
-    inv_freq (see rope_inv_freq).
+    inv_freq (see rope_inv_freq). Phi3's partial_rotary_factor p (Phi-4-mini: 0.75) rotates only
+    the first d = int(head_dim * p) dims: pairs i and i + d/2 for i < d/2, inv_freq over d
+    (theta^(-2i/d)), dims d..head_dim unchanged. Written as a complex product (rotary_dim,
+    forward), not after transformers' rotate_half code.
   - Attention: scale 1/sqrt(head_dim); causal; GQA: query head h reads kv head
     h // (n_heads / n_kv_heads).
   - Sliding window (Mistral, and Qwen2/3 with use_sliding_window): query at position i sees key j
@@ -32,8 +35,9 @@ code:
     mlp.gate_up_proj as one matmul chunked in two, gate first: down(up * silu(gate)). The
     sliding window applies to every layer, as Mistral's. rope_scaling "longrope" (or "su"):
     inv_freq[i] = 1 / (ext[i] * theta^(2i/d)) with ext the long_factor list when the context is
-    above original_max_position_embeddings, else short_factor, and cos/sin multiplied by the
-    attention factor (rope_inv_freq). transformers picks the list per call from the sequence
+    above original_max_position_embeddings, else short_factor (one factor per rotated pair),
+    and cos/sin multiplied by the attention factor (rope_inv_freq): only the rotated dims of q
+    and k are scaled by it. transformers picks the list per call from the sequence
     length; this reference, like llama.cpp and slate, picks it once from the context the model
     is converted for (--context, default max_position_embeddings), so the two agree whenever
     sequence and context lie on the same side of the original context.
@@ -449,6 +453,19 @@ VARIANTS = {
         num_hidden_layers=6, intermediate_size=64, query_pre_attn_scalar=32, sliding_window=6,
         sliding_window_pattern=6, rope_theta=1000000.0, rope_local_base_freq=10000.0,
         rope_scaling={"rope_type": "linear", "factor": 8.0}),
+    # Phi-4-mini shaped: partial_rotary_factor 0.75 (12 of each 16-dim head rotated, so 6
+    # LongRoPE factors per list), LongRoPE with the original context 64 < max 256 (long_factor
+    # and attention factor sqrt(1 + ln 4 / ln 64) by default, short_factor at --context 64), tied
+    # embeddings, GQA 6/2 (3 query heads per kv head, as Phi-4-mini's 24/8), a window larger
+    # than the context, hidden 96.
+    "phi4-mini": lambda: _base(
+        "Phi3ForCausalLM", "phi3", hidden_size=96, intermediate_size=160,
+        num_attention_heads=6, num_key_value_heads=2, partial_rotary_factor=0.75,
+        tie_word_embeddings=True, sliding_window=262144, original_max_position_embeddings=64,
+        rope_scaling={"type": "longrope",
+                      "short_factor": [1.0, 1.1, 1.25, 1.5, 2.0, 3.0],
+                      "long_factor": [1.0, 2.0, 4.0, 7.0, 11.0, 16.0]},
+        resid_pdrop=0.0, embd_pdrop=0.0, pad_token_id=EOT_ID),
     # SmolLM2-shaped: odd head count (3), multi-query (1 kv head), tied, theta 1e5.
     "smollm": lambda: _llama(hidden_size=48, intermediate_size=128, num_hidden_layers=3,
                              num_attention_heads=3, num_key_value_heads=1, head_dim=16,
@@ -612,13 +629,24 @@ def rope_inv_freq(head_dim, theta, scaling=None, ext=None):
     return np.where(medium, smoothed, inv_l)
 
 
+def rotary_dim(cfg, head_dim):
+    """Rotated dims per head: int(head_dim * partial_rotary_factor) (Phi3's top-level key, or
+    rope_parameters' in transformers 5 configs), the whole head without one; must be even."""
+    prf = (cfg.get("rope_parameters") or {}).get("partial_rotary_factor",
+                                                 cfg.get("partial_rotary_factor"))
+    if prf is None:
+        return head_dim
+    if cfg.get("model_type") != "phi3" and prf != 1.0:
+        raise ValueError("partial_rotary_factor is applied by Phi3 only")
+    rd = int(head_dim * prf)
+    if rd < 2 or rd % 2:
+        raise ValueError("partial_rotary_factor %r of head_dim %d: %d rotated dims"
+                         % (prf, head_dim, rd))
+    return rd
+
+
 def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
-
-
-def rotate_half(x):
-    d = x.shape[-1] // 2
-    return np.concatenate([-x[..., d:], x[..., :d]], axis=-1)
 
 
 def sliding_window_of(cfg, layer):
@@ -701,21 +729,27 @@ def forward(model, tokens, context=None):
         raise ValueError("no lm_head.weight and tie_word_embeddings is false")
 
     theta, scaling = rope_params(cfg)
-    if cfg.get("partial_rotary_factor", 1.0) != 1.0:
-        raise ValueError("partial_rotary_factor is not supported by the reference")
+    rd = rotary_dim(cfg, hd)
     ext, attn_factor = None, 1.0
     if scaling is not None and scaling["rope_type"] in ("longrope", "su"):
         ext, attn_factor = longrope(cfg, scaling, context)
-    inv = rope_inv_freq(hd, theta, scaling, ext)
-    ang = np.arange(n, dtype=np.float64)[:, None] * inv[None, :]
-    ang = np.concatenate([ang, ang], axis=-1)  # [n, hd]
-    cos = np.cos(ang)[:, None, :] * attn_factor
-    sin = np.sin(ang)[:, None, :] * attn_factor
+        if len(ext) != rd // 2:
+            raise ValueError("LongRoPE lists have %d factors, expected rotary_dim / 2 = %d"
+                             % (len(ext), rd // 2))
+    inv = rope_inv_freq(rd, theta, scaling, ext)
+    # Rotation as complex multiplication: pair i of the rotated part (dims i and i + rd/2) is
+    # z = x[i] + 1j * x[i + rd/2], turned by pos * inv[i] and scaled by the attention factor;
+    # dims rd..hd pass through unchanged.
+    turn = attn_factor * np.exp(1j * np.arange(n, dtype=np.float64)[:, None] * inv[None, :])
+    turn = turn[:, None, :]  # [n, 1, rd/2]
+    turn_l = None
     if gemma3:  # the sliding layers' rotation: local base, no scaling
-        ang_l = np.arange(n, dtype=np.float64)[:, None] * rope_inv_freq(
-            hd, float(cfg.get("rope_local_base_freq", 10000.0)))[None, :]
-        ang_l = np.concatenate([ang_l, ang_l], axis=-1)
-        cos_l, sin_l = np.cos(ang_l)[:, None, :], np.sin(ang_l)[:, None, :]
+        inv_l = rope_inv_freq(rd, float(cfg.get("rope_local_base_freq", 10000.0)))
+        turn_l = np.exp(1j * np.arange(n, dtype=np.float64)[:, None] * inv_l[None, :])[:, None, :]
+
+    def rope(t, tn):  # t: [n, heads, hd]; tn: turn or turn_l
+        z = (t[..., :rd // 2] + 1j * t[..., rd // 2:rd]) * tn
+        return np.concatenate([z.real, z.imag, t[..., rd:]], axis=-1)
     qi = np.arange(n)[:, None]
     kj = np.arange(n)[None, :]
     scale = float(cfg.get("query_pre_attn_scalar", 256)) ** -0.5 if post else 1.0 / math.sqrt(hd)
@@ -748,9 +782,9 @@ def forward(model, tokens, context=None):
         if p + "self_attn.q_norm.weight" in w:
             q = norm(q, p + "self_attn.q_norm.weight")
             k = norm(k, p + "self_attn.k_norm.weight")
-        c, sn = (cos_l, sin_l) if gemma3 and gemma3_sliding(cfg, i) else (cos, sin)
-        q = q * c + rotate_half(q) * sn
-        k = k * c + rotate_half(k) * sn
+        tn = turn_l if gemma3 and gemma3_sliding(cfg, i) else turn
+        q = rope(q, tn)
+        k = rope(k, tn)
         allowed = kj <= qi
         sw = sliding_window_of(cfg, i)
         if sw is not None:

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "convert/convert.h"
+#include "exec/program.h"
 
 /* A valid Llama config; each case replaces (or with "DEL" removes) one key. */
 static const char *const BASE_CONFIG =
@@ -84,14 +85,32 @@ static const cfg_case CFG_CASES[] = {
     {NULL, "hidden_act", "\"silu\"", SLATE_OK, NULL},
     {NULL, "hidden_act", "\"swish\"", SLATE_OK, NULL},
     {NULL, "hidden_act", "DEL", SLATE_OK, NULL},
-    /* Phi-3: whole heads rotated; LongRoPE lists of head_dim / 2 (= 8) positive numbers. */
-    {"Phi3ForCausalLM", "partial_rotary_factor", "0.75", SLATE_E_UNSUPPORTED,
-     "partial_rotary_factor 0.75 is not supported"},
+    /* Phi-3: partial rotary rotates int(16 * factor) dims, which must be even and at least 2;
+     * the other families rotate whole heads. LongRoPE lists of rotated dims / 2 (here 8)
+     * positive numbers. */
+    {"Phi3ForCausalLM", "partial_rotary_factor", "0.75", SLATE_OK, NULL},
+    {"Phi3ForCausalLM", "partial_rotary_factor", "0.7", SLATE_E_FORMAT,
+     "partial_rotary_factor 0.7 of head_dim 16 rotates 11 dims per head: must be even"},
+    {"Phi3ForCausalLM", "partial_rotary_factor", "0.0625", SLATE_E_FORMAT,
+     "partial_rotary_factor 0.0625 of head_dim 16 rotates 1 dims per head"},
+    {"Phi3ForCausalLM", "partial_rotary_factor", "1.5", SLATE_E_FORMAT,
+     "partial_rotary_factor 1.5 is above 1"},
+    {"Phi3ForCausalLM", "partial_rotary_factor", "0", SLATE_E_FORMAT,
+     "partial_rotary_factor is 0, expected a finite number > 0"},
+    {"Phi3ForCausalLM", "partial_rotary_factor", "\"0.75\"", SLATE_E_FORMAT,
+     "partial_rotary_factor is \"0.75\""},
     {"Phi3ForCausalLM", "partial_rotary_factor", "1.0", SLATE_OK, NULL},
     {"Phi3ForCausalLM", "partial_rotary_factor", "null", SLATE_OK, NULL},
     {"Phi3ForCausalLM", "rope_parameters",
      "{\"rope_type\": \"default\", \"rope_theta\": 10000, \"partial_rotary_factor\": 0.5}",
-     SLATE_E_UNSUPPORTED, "rope_parameters.partial_rotary_factor 0.5 is not supported"},
+     SLATE_OK, NULL},
+    {NULL, "partial_rotary_factor", "0.5", SLATE_E_UNSUPPORTED,
+     "partial_rotary_factor 0.5 is not supported for LlamaForCausalLM"},
+    {"Qwen3ForCausalLM", "rope_parameters",
+     "{\"rope_type\": \"default\", \"rope_theta\": 10000, \"partial_rotary_factor\": 0.5}",
+     SLATE_E_UNSUPPORTED, "rope_parameters.partial_rotary_factor 0.5 is not supported for "
+     "Qwen3ForCausalLM"},
+    {NULL, "partial_rotary_factor", "1", SLATE_OK, NULL},
     {"Phi3ForCausalLM", "rope_scaling", "{\"type\": \"yarn\", \"factor\": 4}",
      SLATE_E_UNSUPPORTED, "rope_scaling type 'yarn' is not supported (default, linear, llama3, "
      "longrope)"},
@@ -304,6 +323,59 @@ static void hf_config_longrope_reads_both_lists_and_the_attention_factor(void **
     assert_int_equal(a.sliding_window, 0);
 }
 
+/* Phi-4-mini's config (scaled down): partial_rotary_factor 0.75 rotates 12 of 16 dims, and the
+ * LongRoPE lists hold one factor per rotated pair (6), not per pair of the head (8). */
+static void hf_config_partial_rotary_sets_the_rotated_dims_and_the_longrope_length(void **st) {
+    (void)st;
+    slate__arch a;
+    slate_error e;
+    const char *cfg = "{\"architectures\": [\"Phi3ForCausalLM\"], \"vocab_size\": 320, "
+                      "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                      " \"num_key_value_heads\": 2, \"intermediate_size\": 128, \"rms_norm_eps\":"
+                      " 1e-5, \"max_position_embeddings\": 131072, \"original_max_position_"
+                      "embeddings\": 4096, \"partial_rotary_factor\": 0.75, \"tie_word_"
+                      "embeddings\": true, \"rope_scaling\": {\"type\": \"longrope\", "
+                      "\"short_factor\": [1,1,1,1,1,1.5], \"long_factor\": [1,2,3,4,5,6]}}";
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_int_equal(a.head_dim, 16);
+    assert_int_equal(a.rope_dim, 12);
+    assert_int_equal(a.rope_mode, SLATE__ROPE_HALF);
+    assert_int_equal(a.rope_scaling, SLATE__ROPE_SCALING_LONGROPE);
+    assert_int_equal(a.n_rope_factors, 6);
+    assert_true(a.rope_short[5] == 1.5f && a.rope_long[5] == 6.0f);
+    assert_true(fabsf(a.rope_attn_factor - 1.1902380714f) < 1e-6f); /* sqrt(1 + ln 32 / ln 4096) */
+    /* Lists of the whole head's length are refused, naming the expected count. */
+    cfg = "{\"architectures\": [\"Phi3ForCausalLM\"], \"vocab_size\": 320, \"hidden_size\": 64,"
+          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 128,"
+          " \"rms_norm_eps\": 1e-5, \"partial_rotary_factor\": 0.75, \"rope_scaling\": {\"type\":"
+          " \"longrope\", \"short_factor\": [1,1,1,1,1,1,1,1], \"long_factor\": [1,1,1,1,1,1,1,1],"
+          " \"original_max_position_embeddings\": 64}}";
+    memset(&e, 0, sizeof e);
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_E_FORMAT);
+    assert_non_null(strstr(e.message, "rope_scaling.short_factor must be an array of 6 numbers"));
+    /* transformers 5 keeps it in rope_parameters; given in both places, the two must agree. */
+    cfg = "{\"architectures\": [\"Phi3ForCausalLM\"], \"vocab_size\": 320, \"hidden_size\": 64,"
+          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 128,"
+          " \"rms_norm_eps\": 1e-5, \"rope_parameters\": {\"rope_type\": \"default\","
+          " \"rope_theta\": 10000, \"partial_rotary_factor\": 0.5}}";
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_int_equal(a.rope_dim, 8);
+    cfg = "{\"architectures\": [\"Phi3ForCausalLM\"], \"vocab_size\": 320, \"hidden_size\": 64,"
+          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 128,"
+          " \"rms_norm_eps\": 1e-5, \"partial_rotary_factor\": 0.75, \"rope_parameters\": "
+          "{\"rope_type\": \"default\", \"rope_theta\": 10000, \"partial_rotary_factor\": 0.5}}";
+    memset(&e, 0, sizeof e);
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_E_FORMAT);
+    assert_non_null(strstr(e.message, "partial_rotary_factor 0.75 and "
+                                      "rope_parameters.partial_rotary_factor 0.5 disagree"));
+    /* Without the key, whole heads. */
+    cfg = "{\"architectures\": [\"Phi3ForCausalLM\"], \"vocab_size\": 320, \"hidden_size\": 64,"
+          " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 128,"
+          " \"rms_norm_eps\": 1e-5}";
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_int_equal(a.rope_dim, 16);
+}
+
 /* vocab_size is signed (negative: separate classifier); INT32_MIN has no positive counterpart. */
 /* Gemma 3: GemmaConfig / Gemma3TextConfig defaults for absent keys; the pattern and layer_types
  * choose the sliding layers; per-layer-type rope_parameters give both bases and the global
@@ -469,7 +541,7 @@ static void builder_refuses_non_finite_rope_parameters(void **st) {
     imp.a.rope_factor = INFINITY;
     assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("rope.slate"), &e), SLATE_E_FORMAT);
     assert_non_null(strstr(e.message, "factor inf"));
-    /* LongRoPE: one factor per rotated pair, each finite and positive, whole heads rotated. */
+    /* LongRoPE: one factor per rotated pair, each finite and positive. */
     tiny_import(&imp);
     imp.a.rope_scaling = SLATE__ROPE_SCALING_LONGROPE;
     imp.a.rope_factor = imp.a.rope_attn_factor = 1.0f;
@@ -483,7 +555,13 @@ static void builder_refuses_non_finite_rope_parameters(void **st) {
     imp.a.n_rope_factors = 3;
     assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("rope.slate"), &e), SLATE_E_FORMAT);
     assert_non_null(strstr(e.message, "LongRoPE needs 2 factors per list"));
+    /* Partial rotary (rope_dim 2 of head_dim 4): one pair, so one factor per list. */
     imp.a.n_rope_factors = 2;
+    imp.a.rope_dim = 2;
+    assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("rope.slate"), &e), SLATE_E_FORMAT);
+    assert_non_null(strstr(e.message, "LongRoPE needs 1 factors per list (one per rotated pair: "
+                                      "rope_dim 2 / 2), found 2"));
+    imp.a.rope_dim = 4;
     imp.a.rope_attn_factor = 0;
     assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("rope.slate"), &e), SLATE_E_FORMAT);
     assert_non_null(strstr(e.message, "LongRoPE attention factor 0"));
@@ -548,6 +626,7 @@ int main(void) {
         cmocka_unit_test(hf_config_longrope_reads_both_lists_and_the_attention_factor),
         cmocka_unit_test(hf_config_gemma3_reads_its_layers_and_defaults),
         cmocka_unit_test(hf_config_gemma2_reads_its_caps_and_layers),
+        cmocka_unit_test(hf_config_partial_rotary_sets_the_rotated_dims_and_the_longrope_length),
         cmocka_unit_test(llama2c_header_vocab_int32_min_is_refused),
         cmocka_unit_test(builder_refuses_non_finite_rope_parameters),
         cmocka_unit_test(builder_refuses_implausible_softcaps),

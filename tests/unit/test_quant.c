@@ -72,7 +72,7 @@ static void q8_0_round_trip_is_within_half_a_step(void **st) {
         for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[i / 32 * 32 + j]));
         /* Where d is an f16 subnormal (blocks below ~8e-3) its rounding is coarse and the
          * largest element may clamp at 127: add 127 |d - amax/127|. */
-        float lim = 0.5f * d * (1 + 1e-6f) + 127.0f * fabsf(d - amax / 127.0f) + 1e-30f;
+        float lim = (0.5f * d + 127.0f * fabsf(d - amax / 127.0f)) * (1 + 1e-6f) + 1e-30f;
         if (!(fabsf(x[i] - y[i]) <= lim))
             fail_msg("q8_0 element %lld: x %.9g deq %.9g d %.9g", (long long)i, x[i], y[i], d);
     }

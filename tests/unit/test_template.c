@@ -23,6 +23,14 @@
 #include "gen/template.h"
 
 #define SYS "You are a helpful assistant"
+/* microsoft/Phi-4-mini-instruct tokenizer_config.json's chat_template. */
+static const char k_phi4_mini_src[] =
+    "{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and "
+    "message['tools'] is not none %}{{ '<|' + message['role'] + '|>' + message['content'] + "
+    "'<|tool|>' + message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + "
+    "message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if "
+    "add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}";
+
 static const slate__chat_msg CONV[] = {
     {SLATE_ROLE_SYSTEM, SYS, sizeof SYS - 1},
     {SLATE_ROLE_USER, "Hello", 5},
@@ -467,6 +475,7 @@ static void families_are_detected_from_official_template_sources(void **unused) 
          SLATE__TMPL_PHI3},
         {"{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + "
          "message['content'] + eos_token }}\n{% endif %}\n{% endfor %}", SLATE__TMPL_ZEPHYR},
+        {k_phi4_mini_src, SLATE__TMPL_PHI4_MINI},
         /* Refused: markers of a known family but another layout, or no markers at all. */
         {"{%- for message in messages %}{%- if message.role == \"assistant\" %}{%- set content "
          "= message.content.split('</think>')[-1].lstrip('\\n') %}{{- '<|im_start|>' + "
@@ -491,8 +500,8 @@ static void families_are_detected_from_official_template_sources(void **unused) 
 static void names_round_trip_and_unknown_names_are_refused(void **unused) {
     (void)unused;
     const char *names[] = {"chatml", "qwen3", "llama3", "llama31", "llama2", "mistral",
-                           "gemma", "phi3", "zephyr", "mistral-v1", "phi3-v1"};
-    for (int i = 0; i < 11; i++) {
+                           "gemma", "phi3", "zephyr", "mistral-v1", "phi3-v1", "phi4-mini"};
+    for (int i = 0; i < 12; i++) {
         slate__tmpl t = slate__tmpl_by_name(names[i]);
         assert_int_not_equal(t, SLATE__TMPL_NONE);
         assert_string_equal(slate__tmpl_name(t), names[i]);
@@ -544,6 +553,7 @@ static void without_generation_prompt_no_assistant_header_is_written(void **unus
         {"gemma", "<s><start_of_turn>user\nHello<end_of_turn>\n"},
         {"phi3", "<|user|>\nHello<|end|>\n</s>"}, /* the template then writes eos_token */
         {"zephyr", "<|user|>\nHello</s>\n"},
+        {"phi4-mini", "<|user|>Hello<|end|></s>"}, /* eos_token, as phi3 */
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         slate__buf b = {0};
@@ -591,6 +601,32 @@ static void phi3_v1_renders_the_first_phi3_template(void **unused) {
     assert_string_equal(slate__tmpl_end_of_turn(SLATE__TMPL_PHI3_V1), "<|end|>");
 }
 
+/* Phi-4-mini's template, derived by hand from its source (no whitespace outside the tags, so
+ * trim_blocks changes nothing): no newline after the role header or <|end|>, an empty system
+ * message kept. Detected as phi3 it would have gained those newlines; it has no literal
+ * <|user|>, so it was detected as nothing and refused. */
+static void phi4_mini_renders_without_newlines(void **unused) {
+    (void)unused;
+    assert_int_equal(slate__tmpl_detect(k_phi4_mini_src), SLATE__TMPL_PHI4_MINI);
+    slate__buf b = {0};
+    assert_int_equal(slate__tmpl_render(SLATE__TMPL_PHI4_MINI, CONV, 6, "<s>", "<|endoftext|>",
+                                        true, &b, NULL), SLATE_OK);
+    slate__buf_append(&b, "", 1);
+    assert_string_equal((const char *)b.data,
+                        "<|system|>You are a helpful assistant<|end|><|user|>Hello<|end|>"
+                        "<|assistant|>Hi there<|end|><|user|>Who are you<|end|><|assistant|>   I "
+                        "am an assistant   <|end|><|user|>Another question<|end|><|assistant|>");
+    slate__buf_free(&b);
+    const slate__chat_msg empty_sys[] = {{SLATE_ROLE_SYSTEM, "", 0}, CONV[1]};
+    memset(&b, 0, sizeof b);
+    assert_int_equal(slate__tmpl_render(SLATE__TMPL_PHI4_MINI, empty_sys, 2, "<s>",
+                                        "<|endoftext|>", true, &b, NULL), SLATE_OK);
+    slate__buf_append(&b, "", 1);
+    assert_string_equal((const char *)b.data, "<|system|><|end|><|user|>Hello<|end|><|assistant|>");
+    slate__buf_free(&b);
+    assert_string_equal(slate__tmpl_end_of_turn(SLATE__TMPL_PHI4_MINI), "<|end|>");
+}
+
 static void end_of_turn_markers_match_each_family(void **unused) {
     (void)unused;
     assert_string_equal(slate__tmpl_end_of_turn(SLATE__TMPL_CHATML), "<|im_end|>");
@@ -615,6 +651,7 @@ int main(void) {
         cmocka_unit_test(without_generation_prompt_no_assistant_header_is_written),
         cmocka_unit_test(end_of_turn_markers_match_each_family),
         cmocka_unit_test(phi3_v1_renders_the_first_phi3_template),
+        cmocka_unit_test(phi4_mini_renders_without_newlines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
  * on what is left. Every comment gives the normalized text the ids come from. */
 #include "testutil.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -499,6 +500,103 @@ static void unsupported_strip_decoders_are_refused(void **st) {
     }
 }
 
+/* Phi-4-mini's tokenizer.json shape: byte-level BPE whose pre_tokenizer is a Sequence of a Split
+ * (behavior Isolated) with tiktoken's o200k regex (case-insensitive contractions (?i:'s|...),
+ * upper/lower-case runs with \p{Lu}/\p{Lt}/\p{Lm}/\p{Lo}/\p{M}, digits in threes, punctuation
+ * keeping a trailing newline or slash) and a ByteLevel with use_regex false (no second split).
+ * Vocabulary: GPT-2 byte spellings (U+0120 for a space, U+010A for a newline, 0xCC is U+00CC,
+ * 0x81 is U+0123) of the characters used, then 13 merges placed so that each would cross a
+ * piece boundary of a wrong split (GPT-2's regex, or none). Expected ids by hand: the split
+ * by the regex's alternatives, then the merges by rank within each piece. */
+static const char k_o200k_regex[] =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+#define G_SP "\xC4\xA0" /* GPT-2's spelling of byte 0x20 */
+#define G_NL "\xC4\x8A" /* of 0x0A */
+#define G_CC "\xC3\x8C" /* of 0xCC */
+#define G_81 "\xC4\xA3" /* of 0x81 */
+
+static char *o200k_json(void) {
+    static const char *const singles[] = {"H", "E", "L", "O", "'", "S", G_SP, "w", "o", "r", "l",
+                                          "d", "e", "C", "a", "f", G_CC, G_81, "1", "2", "3",
+                                          "4", "5", "x", "!", G_NL, "b", "W", "t", "h", "y", "R"};
+    static const char *const merges[][2] = {
+        {"'", "S"},     {"O", "'S"},    {"o", "W"},    {"3", "4"},   {"e", G_CC},
+        {"e" G_CC, G_81}, {"!", G_NL},  {G_NL, G_NL},  {G_SP, G_SP}, {"'", "R"},
+        {"'R", "E"},    {"y", "'RE"},   {G_SP, "b"}};
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddArrayToObject(j, "added_tokens");
+    cJSON_AddNullToObject(j, "normalizer");
+    cJSON *pt = cJSON_AddObjectToObject(j, "pre_tokenizer");
+    cJSON_AddStringToObject(pt, "type", "Sequence");
+    cJSON *list = cJSON_AddArrayToObject(pt, "pretokenizers");
+    cJSON *split = cJSON_CreateObject();
+    cJSON_AddStringToObject(split, "type", "Split");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(split, "pattern"), "Regex", k_o200k_regex);
+    cJSON_AddStringToObject(split, "behavior", "Isolated");
+    cJSON_AddFalseToObject(split, "invert");
+    cJSON_AddItemToArray(list, split);
+    cJSON *bl = cJSON_CreateObject();
+    cJSON_AddStringToObject(bl, "type", "ByteLevel");
+    cJSON_AddFalseToObject(bl, "add_prefix_space");
+    cJSON_AddTrueToObject(bl, "trim_offsets");
+    cJSON_AddFalseToObject(bl, "use_regex");
+    cJSON_AddItemToArray(list, bl);
+    cJSON *dec = cJSON_AddObjectToObject(j, "decoder");
+    cJSON_AddStringToObject(dec, "type", "ByteLevel");
+    cJSON *model = cJSON_AddObjectToObject(j, "model");
+    cJSON_AddStringToObject(model, "type", "BPE");
+    cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+    cJSON *ml = cJSON_AddArrayToObject(model, "merges");
+    int id = 0;
+    for (size_t i = 0; i < sizeof singles / sizeof *singles; i++)
+        cJSON_AddNumberToObject(vocab, singles[i], id++);
+    for (size_t i = 0; i < sizeof merges / sizeof *merges; i++) {
+        char both[32], pair[40];
+        snprintf(both, sizeof both, "%s%s", merges[i][0], merges[i][1]);
+        snprintf(pair, sizeof pair, "%s %s", merges[i][0], merges[i][1]);
+        cJSON_AddNumberToObject(vocab, both, id++); /* ids 32..44, in merge order */
+        cJSON_AddItemToArray(ml, cJSON_CreateString(pair));
+    }
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return text;
+}
+
+static void o200k_split_regex_in_a_sequence_with_byte_level(void **st) {
+    (void)st;
+    char *json = o200k_json();
+    slate_tokenizer *tok = load(json);
+    cJSON_free(json);
+    for (int pass = 0; pass < 2; pass++) {
+        /* "HELLO'S" (upper run + case-insensitive 's: "'" S merge, then O 'S) | " world".
+         * GPT-2's regex: HELLO | ' | S | " world" = 0 1 2 2 3 4 5 6 ... */
+        EXPECT_IDS(tok, "HELLO'S world", 0, 0, 1, 2, 2, 33, 6, 7, 8, 9, 10, 11);
+        /* "they'RE": lower run + 'RE ("'" R, then 'R E, then y 'RE). */
+        EXPECT_IDS(tok, "they'RE", 0, 28, 29, 12, 43);
+        /* Camel case splits before the upper-case letter: "Hello" | "World" (no o W merge). */
+        EXPECT_IDS(tok, "HelloWorld", 0, 0, 12, 10, 10, 8, 27, 8, 9, 10, 11);
+        /* Digits in threes: "123" | "45" (no 3 4 merge). */
+        EXPECT_IDS(tok, "12345", 0, 18, 19, 20, 21, 22);
+        /* A combining mark (U+0301, bytes CC 81) stays in its word: e + CC, then + 81. */
+        EXPECT_IDS(tok, "Cafe\xCC\x81", 0, 13, 14, 15, 37);
+        /* Punctuation keeps its trailing newline: "x" | "!!\n" (! then !\n). */
+        EXPECT_IDS(tok, "x!!\n", 0, 23, 24, 38);
+        /* Newline runs: "a" | "\n\n" | "b". */
+        EXPECT_IDS(tok, "a\n\nb", 0, 14, 39, 26);
+        /* Spaces: the last one goes with the word: "a" | "  " | " b". */
+        EXPECT_IDS(tok, "a   b", 0, 14, 40, 44);
+        TEXT(tok, "HELLO'S world", NULL, 0, 1, 2, 2, 33, 6, 7, 8, 9, 10, 11);
+        slate_tokenizer *back = round_trip(tok);
+        slate_tokenizer_free(tok);
+        tok = back; /* the second pass runs on the package's copy */
+    }
+    slate_tokenizer_free(tok);
+}
+
 int main(void) {
     long long live = slate__alloc_live_bytes();
     const struct CMUnitTest tests[] = {
@@ -512,6 +610,7 @@ int main(void) {
         cmocka_unit_test(metaspace_decoder_drops_every_mark_of_the_first_token),
         cmocka_unit_test(unsupported_strip_decoders_are_refused),
         cmocka_unit_test(gemma_shaped_tokenizer_json_encodes_and_decodes_as_hf),
+        cmocka_unit_test(o200k_split_regex_in_a_sequence_with_byte_level),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (slate__alloc_live_bytes() != live) {
