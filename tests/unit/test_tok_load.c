@@ -186,23 +186,7 @@ static const char k_strip_json[] =
     "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\\u0120\":3,"
     "\"\\u0120ab\":4,\"\\u010a\":5},\"merges\":[\"a b\",\"\\u0120 ab\"]}}";
 
-static void expect_ids(const slate_tokenizer *tok, const char *text, uint32_t flags,
-                       const int32_t *want, size_t n_want) {
-    int32_t ids[32];
-    size_t n = tu_encode(tok, text, strlen(text), flags, ids, 32);
-    if (n != n_want || memcmp(ids, want, n * sizeof *ids) != 0) {
-        fprintf(stderr, "\"%s\": got", text);
-        for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", (int)ids[i]);
-        fprintf(stderr, "\n");
-    }
-    assert_int_equal(n, n_want);
-    assert_memory_equal(ids, want, n * sizeof *ids);
-}
-#define EXPECT_IDS(tok, text, flags, ...)                                                         \
-    do {                                                                                           \
-        const int32_t want_[] = {__VA_ARGS__};                                                     \
-        expect_ids(tok, text, flags, want_, sizeof want_ / sizeof want_[0]);                       \
-    } while (0)
+#define EXPECT_IDS TU_EXPECT_IDS
 
 static void added_tokens_strip_white_space_as_hf_does(void **st) {
     (void)st;

@@ -537,15 +537,7 @@ static slate_tokenizer *metaspace_json(const char *pre_tokenizer, const char *no
 
 static void expect_ids(const slate_tokenizer *tok, const char *text, const int32_t *want,
                        size_t n_want) {
-    int32_t ids[16];
-    size_t n = tu_encode(tok, text, strlen(text), SLATE_ENCODE_PARSE_SPECIAL, ids, 16);
-    if (n != n_want || memcmp(ids, want, n * sizeof *ids) != 0) {
-        fprintf(stderr, "\"%s\":", text);
-        for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]);
-        fprintf(stderr, "\n");
-    }
-    assert_int_equal(n, n_want);
-    assert_memory_equal(ids, want, n * sizeof *ids);
+    tu_expect_ids(tok, text, SLATE_ENCODE_PARSE_SPECIAL, want, n_want);
 }
 
 static void metaspace_prefix_follows_hf_prepend_scheme(void **st) {

@@ -82,3 +82,16 @@ size_t tu_encode(const slate_tokenizer *tok, const char *text, size_t len, uint3
     assert_int_equal(st, SLATE_OK);
     return n;
 }
+
+void tu_expect_ids(const slate_tokenizer *tok, const char *text, uint32_t flags,
+                   const int32_t *want, size_t n_want) {
+    int32_t ids[64];
+    size_t n = tu_encode(tok, text, strlen(text), flags, ids, 64);
+    if (n != n_want || memcmp(ids, want, n * sizeof *ids) != 0) {
+        fprintf(stderr, "\"%s\": got", text);
+        for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", (int)ids[i]);
+        fprintf(stderr, "\n");
+    }
+    assert_int_equal(n, n_want);
+    assert_memory_equal(ids, want, n * sizeof *ids);
+}

@@ -31,5 +31,14 @@ slate_tokenizer *tu_tok_load(const char *rel);
 /* Encodes text and fails the test on any error; returns the number of ids. */
 size_t tu_encode(const slate_tokenizer *tok, const char *text, size_t len, uint32_t flags,
                  int32_t *ids, size_t cap);
+/* Encodes text (up to 64 ids) and fails the test unless the ids are want[0..n_want), printing
+ * what came out. TU_EXPECT_IDS(tok, text, flags, id, ...) lists the ids inline. */
+void tu_expect_ids(const slate_tokenizer *tok, const char *text, uint32_t flags,
+                   const int32_t *want, size_t n_want);
+#define TU_EXPECT_IDS(tok, text, flags, ...)                                                      \
+    do {                                                                                           \
+        const int32_t want_[] = {__VA_ARGS__};                                                     \
+        tu_expect_ids(tok, text, flags, want_, sizeof want_ / sizeof want_[0]);                    \
+    } while (0)
 
 #endif
