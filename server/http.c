@@ -306,6 +306,12 @@ int srv_main(int argc, char **argv) {
      * each) cannot take them all: another address still gets in. Behind a reverse proxy every
      * client has the proxy's address: raise the limit or turn it off (0). */
     if (c->conns_per_ip < 0) c->conns_per_ip = (long)c->n_slots + c->queue_max + SRV_SPARE_CONNS / 2;
+    /* Said before the daemon starts, so that it is in the log by the time a client (or a test
+     * waiting on /health) can be answered. */
+    const char *chat_problem = srv_backend_chat_problem(s->backend);
+    if (chat_problem)
+        fprintf(stderr, "slate serve: chat completions are unavailable (%s); /v1/completions "
+                "works, or name a template with --template\n", chat_problem);
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
             MHD_USE_ITC, /* ITC: MHD_quiesce_daemon needs it in this mode */
@@ -320,10 +326,6 @@ int srv_main(int argc, char **argv) {
     }
     fprintf(stderr, "slate serve: %s on http://%s:%d (%d slots, queue %d%s)\n", c->model_id,
             c->host, c->port, c->n_slots, c->queue_max, c->api_key ? ", api key required" : "");
-    const char *chat_problem = srv_backend_chat_problem(s->backend);
-    if (chat_problem)
-        fprintf(stderr, "slate serve: chat completions are unavailable (%s); /v1/completions "
-                "works, or name a template with --template\n", chat_problem);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);
