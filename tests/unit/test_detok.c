@@ -225,7 +225,6 @@ static void random_ids_always_stream_valid_utf8(void **st) {
 }
 
 int main(void) {
-    long long live = slate__alloc_live_bytes();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(multi_token_emoji_comes_out_whole_when_complete),
         cmocka_unit_test(invalid_byte_is_replaced_at_once_and_flush_ends_dangling_sequence),
@@ -235,10 +234,5 @@ int main(void) {
         cmocka_unit_test(streamed_text_equals_decode_for_valid_text),
         cmocka_unit_test(random_ids_always_stream_valid_utf8),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    if (slate__alloc_live_bytes() != live) {
-        fprintf(stderr, "leak: %lld bytes still allocated\n", slate__alloc_live_bytes() - live);
-        rc = 1;
-    }
-    return rc;
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

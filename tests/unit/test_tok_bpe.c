@@ -294,7 +294,6 @@ static void encode_refuses_bad_arguments(void **st) {
 }
 
 int main(void) {
-    long long live = slate__alloc_live_bytes();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpt2_byte_alphabet_is_a_bijection),
         cmocka_unit_test(qwen3_has_no_bos_and_ends_turns_with_im_end),
@@ -307,10 +306,5 @@ int main(void) {
         cmocka_unit_test(long_inputs_encode_and_round_trip),
         cmocka_unit_test(encode_refuses_bad_arguments),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    if (slate__alloc_live_bytes() != live) {
-        fprintf(stderr, "leak: %lld bytes still allocated\n", slate__alloc_live_bytes() - live);
-        rc = 1;
-    }
-    return rc;
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

@@ -582,7 +582,6 @@ static void o200k_split_regex_in_a_sequence_with_byte_level(void **st) {
 }
 
 int main(void) {
-    long long live = slate__alloc_live_bytes();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(normalized_added_tokens_match_the_normalized_text),
         cmocka_unit_test(normalized_added_tokens_with_metaspace),
@@ -596,10 +595,5 @@ int main(void) {
         cmocka_unit_test(gemma_shaped_tokenizer_json_encodes_and_decodes_as_hf),
         cmocka_unit_test(o200k_split_regex_in_a_sequence_with_byte_level),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    if (slate__alloc_live_bytes() != live) {
-        fprintf(stderr, "leak: %lld bytes still allocated\n", slate__alloc_live_bytes() - live);
-        rc = 1;
-    }
-    return rc;
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

@@ -613,7 +613,6 @@ static void open_reads_the_tokenizer_of_a_package(void **st) {
 }
 
 int main(void) {
-    long long live = slate__alloc_live_bytes();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(truncated_llama2c_file_is_refused_naming_the_token),
         cmocka_unit_test(garbage_is_refused_as_llama2c),
@@ -628,10 +627,5 @@ int main(void) {
         cmocka_unit_test(plain_spans_keep_special_spellings_as_text),
         cmocka_unit_test(open_reads_the_tokenizer_of_a_package),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    if (slate__alloc_live_bytes() != live) {
-        fprintf(stderr, "leak: %lld bytes still allocated\n", slate__alloc_live_bytes() - live);
-        rc = 1;
-    }
-    return rc;
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

@@ -678,7 +678,6 @@ static void fuse_unk_gives_one_unk_per_run_of_unknown_characters(void **st) {
 }
 
 int main(void) {
-    long long live = slate__alloc_live_bytes();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tok512_encodes_like_llama2c_run_c),
         cmocka_unit_test(llama2c_vocab_has_bos_eos_and_adds_bos),
@@ -698,10 +697,5 @@ int main(void) {
         cmocka_unit_test(spm_tokenizer_json_applies_its_nfc_normalizer),
         cmocka_unit_test(fuse_unk_gives_one_unk_per_run_of_unknown_characters),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    if (slate__alloc_live_bytes() != live) {
-        fprintf(stderr, "leak: %lld bytes still allocated\n", slate__alloc_live_bytes() - live);
-        rc = 1;
-    }
-    return rc;
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 #include "../rng.h"
+#include "core/core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,4 +95,15 @@ void tu_expect_ids(const slate_tokenizer *tok, const char *text, uint32_t flags,
     }
     assert_int_equal(n, n_want);
     assert_memory_equal(ids, want, n * sizeof *ids);
+}
+
+int tu_run_tests_no_leak(const char *name, const struct CMUnitTest *tests, size_t n_tests,
+                         CMFixtureFunction setup, CMFixtureFunction teardown) {
+    long long live = slate__alloc_live_bytes();
+    int rc = _cmocka_run_group_tests(name, tests, n_tests, setup, teardown);
+    if (slate__alloc_live_bytes() != live) {
+        fprintf(stderr, "leak: %lld bytes still allocated\n", slate__alloc_live_bytes() - live);
+        rc = 1;
+    }
+    return rc;
 }

@@ -41,4 +41,13 @@ void tu_expect_ids(const slate_tokenizer *tok, const char *text, uint32_t flags,
         tu_expect_ids(tok, text, flags, want_, sizeof want_ / sizeof want_[0]);                    \
     } while (0)
 
+/* Runs a cmocka group like cmocka_run_group_tests, then checks that the library holds as many
+ * live bytes (slate__alloc_live_bytes) as before it: a leak anywhere in the group makes the
+ * result non-zero and prints the count. Returns cmocka's result otherwise. In main():
+ *     return TU_RUN_TESTS_NO_LEAK(tests, setup, teardown); */
+int tu_run_tests_no_leak(const char *name, const struct CMUnitTest *tests, size_t n_tests,
+                         CMFixtureFunction setup, CMFixtureFunction teardown);
+#define TU_RUN_TESTS_NO_LEAK(tests, setup, teardown)                                              \
+    tu_run_tests_no_leak(#tests, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown)
+
 #endif
