@@ -911,21 +911,11 @@ slate_status slate__build_package(const slate__import *imp, const slate_convert_
     /* Validate the program we are about to write with the same compiler the runtime uses, so a
      * converter bug can never produce a package that will not open. */
     {
-        cJSON *probe = cJSON_Duplicate(b.meta, 1);
-        cJSON *table = cJSON_AddArrayToObject(probe, "tensors");
-        uint64_t off = 0;
-        for (int32_t i = 0; i < b.n_wt; i++) {
-            cJSON *e = cJSON_CreateObject();
-            cJSON *shape = cJSON_AddArrayToObject(e, "shape");
-            cJSON_AddStringToObject(e, "name", b.wt[i].name);
-            cJSON_AddStringToObject(e, "dtype", slate_dtype_name(b.wt[i].dtype));
-            slate__pkg_layout_attrs(e, &b.wt[i]);
-            for (int d = 0; d < b.wt[i].n_dims; d++)
-                cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)b.wt[i].dims[d]));
-            cJSON_AddNumberToObject(e, "offset", (double)off);
-            cJSON_AddNumberToObject(e, "size", (double)b.wt[i].nbytes);
-            off += slate__align_up(b.wt[i].nbytes, 64);
-            cJSON_AddItemToArray(table, e);
+        uint64_t off;
+        cJSON *probe = slate__pkg_meta_with_table(b.meta, b.wt, (size_t)b.n_wt, &off);
+        if (!probe) {
+            s = slate__fail(err, SLATE_E_NOMEM, "out of memory building the tensor table");
+            goto done;
         }
         slate__program prog;
         s = slate__program_compile(probe, off, &prog, err);

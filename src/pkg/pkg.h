@@ -76,8 +76,13 @@ slate_status slate__pkg_write(const char *path, cJSON *meta, const uint8_t *tok_
                               size_t tok_len, const slate__pkg_wtensor *tensors, size_t n_tensors,
                               bool progress, slate_error *err);
 
-/* Adds a weight's layout attributes ("block", "asym") to its tensor-table entry. */
-void slate__pkg_layout_attrs(cJSON *entry, const slate__pkg_wtensor *t);
+/* A copy of meta (the caller keeps its own) with the tensor table "tensors" appended: for each
+ * tensor in order its name, dtype, layout attributes ("block", "asym"; "bits" and "group" for
+ * PAL), shape, offset inside DATA (each 64-aligned) and size; *data_size is DATA's size. The
+ * table slate__pkg_write writes (the converter also compiles the program against it first).
+ * NULL when an allocation fails; nothing is then left allocated. cJSON_Delete the result. */
+cJSON *slate__pkg_meta_with_table(const cJSON *meta, const slate__pkg_wtensor *tensors,
+                                  size_t n_tensors, uint64_t *data_size);
 
 /* Bytes of one element row: n elements of dtype (F32 4, F16/BF16 2, I32 4); 0 for unknown and
  * for the block formats (Q8_0, Q4, Q8_C: slate__wmat_bytes in kernels/quant.h). */

@@ -39,14 +39,65 @@ bool slate__dtype_parse(const char *name, slate_dtype *out) {
     return false;
 }
 
-void slate__pkg_layout_attrs(cJSON *entry, const slate__pkg_wtensor *t) {
-    if (t->dtype == SLATE_DTYPE_PAL) { /* block holds the packed layout (kernels/quant.h) */
-        cJSON_AddNumberToObject(entry, "bits", slate__pal_bits(t->block));
-        cJSON_AddNumberToObject(entry, "group", slate__pal_group(t->block));
-        return;
+/* A weight's layout attributes ("block", "asym"; "bits" and "group" for PAL). false when cJSON
+ * runs out of memory. */
+static bool layout_attrs(cJSON *entry, const slate__pkg_wtensor *t) {
+    if (t->dtype == SLATE_DTYPE_PAL) /* block holds the packed layout (kernels/quant.h) */
+        return cJSON_AddNumberToObject(entry, "bits", slate__pal_bits(t->block)) &&
+               cJSON_AddNumberToObject(entry, "group", slate__pal_group(t->block));
+    return (!t->block || cJSON_AddNumberToObject(entry, "block", t->block)) &&
+           (!t->asym || cJSON_AddBoolToObject(entry, "asym", true));
+}
+
+/* Appends item to the array, or adds it to the object under key; NULL item (a failed create) or
+ * a failed add deletes it and gives false, so the caller owns nothing either way. */
+static bool add_item(cJSON *parent, const char *key, cJSON *item) {
+    if (item && (key ? cJSON_AddItemToObject(parent, key, item)
+                     : cJSON_AddItemToArray(parent, item)))
+        return true;
+    cJSON_Delete(item);
+    return false;
+}
+
+/* {"name", "dtype", layout attributes, "shape", "offset", "size"}: the key order of every
+ * package written so far. NULL when cJSON runs out of memory. */
+static cJSON *table_entry(const slate__pkg_wtensor *t, uint64_t offset) {
+    cJSON *e = cJSON_CreateObject();
+    bool ok = e && cJSON_AddStringToObject(e, "name", t->name) &&
+              cJSON_AddStringToObject(e, "dtype", slate_dtype_name(t->dtype)) &&
+              layout_attrs(e, t);
+    cJSON *shape = ok ? cJSON_CreateArray() : NULL;
+    for (int d = 0; shape && d < t->n_dims; d++)
+        if (!add_item(shape, NULL, cJSON_CreateNumber((double)t->dims[d]))) {
+            cJSON_Delete(shape);
+            shape = NULL;
+        }
+    ok = add_item(e, "shape", shape) &&
+         cJSON_AddNumberToObject(e, "offset", (double)offset) &&
+         cJSON_AddNumberToObject(e, "size", (double)t->nbytes);
+    if (!ok) {
+        cJSON_Delete(e);
+        return NULL;
     }
-    if (t->block) cJSON_AddNumberToObject(entry, "block", t->block);
-    if (t->asym) cJSON_AddBoolToObject(entry, "asym", true);
+    return e;
+}
+
+cJSON *slate__pkg_meta_with_table(const cJSON *meta, const slate__pkg_wtensor *tensors,
+                                  size_t n_tensors, uint64_t *data_size) {
+    *data_size = 0;
+    cJSON *copy = cJSON_Duplicate(meta, 1);
+    cJSON *table = copy ? cJSON_AddArrayToObject(copy, "tensors") : NULL;
+    if (!table) goto fail;
+    uint64_t off = 0; /* each tensor 64-aligned inside DATA */
+    for (size_t i = 0; i < n_tensors; i++) {
+        if (!add_item(table, NULL, table_entry(&tensors[i], off))) goto fail;
+        off += slate__align_up(tensors[i].nbytes, SLATE__PKG_ALIGN);
+    }
+    *data_size = off;
+    return copy;
+fail:
+    cJSON_Delete(copy);
+    return NULL;
 }
 
 static void put_u32(uint8_t *p, uint32_t v) {
@@ -63,40 +114,15 @@ slate_status slate__pkg_write(const char *path, cJSON *meta, const uint8_t *tok_
     char *json = NULL;
     uint8_t *scratch = NULL;
     slate__atomic_file f = {0};
-    cJSON *meta_copy = cJSON_Duplicate(meta, 1);
-    cJSON *table = cJSON_CreateArray();
-    if (!meta_copy || !table) {
-        cJSON_Delete(table);
+    uint64_t data_size;
+    cJSON *meta_copy = slate__pkg_meta_with_table(meta, tensors, n_tensors, &data_size);
+    if (!meta_copy) {
         st = slate__fail(err, SLATE_E_NOMEM, "out of memory building the tensor table");
         goto done;
     }
-    cJSON_AddItemToObject(meta_copy, "tensors", table);
-
-    /* Tensor offsets inside DATA, each aligned to 64. */
-    uint64_t data_size = 0;
     size_t max_tensor = 0;
-    for (size_t i = 0; i < n_tensors; i++) {
-        const slate__pkg_wtensor *t = &tensors[i];
-        cJSON *e = cJSON_CreateObject();
-        cJSON *shape = cJSON_CreateArray();
-        if (!e || !shape) {
-            cJSON_Delete(e);
-            cJSON_Delete(shape);
-            st = slate__fail(err, SLATE_E_NOMEM, "out of memory building the tensor table");
-            goto done;
-        }
-        cJSON_AddItemToArray(table, e);
-        cJSON_AddStringToObject(e, "name", t->name);
-        cJSON_AddStringToObject(e, "dtype", slate_dtype_name(t->dtype));
-        slate__pkg_layout_attrs(e, t);
-        for (int d = 0; d < t->n_dims; d++)
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->dims[d]));
-        cJSON_AddItemToObject(e, "shape", shape);
-        cJSON_AddNumberToObject(e, "offset", (double)data_size);
-        cJSON_AddNumberToObject(e, "size", (double)t->nbytes);
-        data_size += slate__align_up(t->nbytes, SLATE__PKG_ALIGN);
-        if (t->nbytes > max_tensor) max_tensor = t->nbytes;
-    }
+    for (size_t i = 0; i < n_tensors; i++)
+        if (tensors[i].nbytes > max_tensor) max_tensor = tensors[i].nbytes;
     json = cJSON_PrintUnformatted(meta_copy);
     if (!json) {
         st = slate__fail(err, SLATE_E_NOMEM, "out of memory printing package metadata");
