@@ -6,6 +6,9 @@ set -euo pipefail
 : "${SLATE_SOURCE_DIR:?}"
 PY=/usr/bin/python3
 TOOLS="$SLATE_SOURCE_DIR/tests/tools"
+# The tests' Python (inline checks too) imports the shared readers from tests/tools:
+# slatefiles (package META, program, tensor bytes; GGUF keys and tensors).
+export PYTHONPATH="$TOOLS${PYTHONPATH:+:$PYTHONPATH}"
 WORK=$(mktemp -d /tmp/slate-e2e.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 N_PASS=0
@@ -24,6 +27,14 @@ expect_fail() {
   local out
   if out=$("$@" 2>&1 >/dev/null); then bad "$d (exited 0)"; return; fi
   if [[ $out == *"$st"* && $out == *"$msg"* ]]; then ok "$d"; else bad "$d: got: $out"; fi
+}
+# gguf_refused "description" STATUS MESSAGE FOLDER EDIT...: writes the hfmodel.py FOLDER as a
+# GGUF (tests/tools/hf_to_gguf.py) with EDIT (--key K:TYPE:V, --rows, --drop: one broken thing)
+# and expects `slate convert` of it to fail as expect_fail says.
+gguf_refused() {
+  local d=$1 st=$2 msg=$3 src=$4; shift 4
+  $PY "$TOOLS/hf_to_gguf.py" "$src" "$WORK/refused.gguf" "$@"
+  expect_fail "$d" "$st" "$msg" "$SLATE" convert "$WORK/refused.gguf" -o "$WORK/refused.slate"
 }
 need_models() {
   if [ ! -d "$SLATE_MODELS_DIR/stories260K" ]; then

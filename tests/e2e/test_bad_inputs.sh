@@ -282,64 +282,10 @@ if [ -d "$SLATE_MODELS_DIR/stories260K" ]; then
     "$SLATE" convert "$WORK/vmin.bin" --tokenizer "$M/tok512.bin" -o "$WORK/o.slate"
 
   # GGUF: metadata values and the tensor data layout (llama.cpp's loader rules).
-  cat >"$WORK/ggpatch.py" <<'PY'
-"""ggpatch.py IN OUT EDIT...: EDIT is kv:KEY:TYPE:VALUE (TYPE u32|i32|f32|str, set or added) or
-tensor:NAME:GGML_TYPE (rewrites the type number only, not the offsets)."""
-import struct, sys
-b = open(sys.argv[1], "rb").read()
-magic, ver, nt, nkv = struct.unpack_from("<IIQQ", b, 0)
-o = 24
-SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-def skip(t, o):
-    if t == 8: return o + 8 + struct.unpack_from("<Q", b, o)[0]
-    if t == 9:
-        et, n = struct.unpack_from("<IQ", b, o); o += 12
-        if et in SIZES: return o + n * SIZES[et]
-        for _ in range(n): o = skip(et, o)
-        return o
-    return o + SIZES[t]
-def string(o):
-    n = struct.unpack_from("<Q", b, o)[0]
-    return b[o + 8:o + 8 + n].decode(), o + 8 + n
-kvs = []
-for _ in range(nkv):
-    s = o; k, o = string(o); t = struct.unpack_from("<I", b, o)[0]; o = skip(t, o + 4)
-    kvs.append([k, b[s:o]])
-tis = []
-for _ in range(nt):
-    s = o; name, o = string(o); nd = struct.unpack_from("<I", b, o)[0]; o += 4 + 8 * nd + 12
-    tis.append([name, bytearray(b[s:o])])
-align = 32
-data = b[(o + align - 1) // align * align:]
-FMT = {"u32": (4, "<I"), "i32": (5, "<i"), "f32": (6, "<f")}
-for e in sys.argv[3:]:
-    kind, rest = e.split(":", 1)
-    if kind == "kv":
-        key, typ, val = rest.split(":")
-        kb = key.encode()
-        if typ == "str":
-            vb = val.encode()
-            raw = struct.pack("<Q", len(kb)) + kb + struct.pack("<IQ", 8, len(vb)) + vb
-        else:
-            t, f = FMT[typ]
-            v = float(val) if typ == "f32" else int(val, 0)
-            raw = struct.pack("<Q", len(kb)) + kb + struct.pack("<I", t) + struct.pack(f, v)
-        for kv in kvs:
-            if kv[0] == key: kv[1] = raw; break
-        else: kvs.append([key, raw])
-    else:
-        name, typ = rest.split(":")
-        for ti in tis:
-            if ti[0] == name:
-                nd = struct.unpack_from("<I", ti[1], 8 + len(name.encode()))[0]
-                struct.pack_into("<I", ti[1], 8 + len(name.encode()) + 4 + 8 * nd, int(typ))
-h = struct.pack("<IIQQ", magic, ver, nt, len(kvs)) + b"".join(kv[1] for kv in kvs)
-h += b"".join(bytes(ti[1]) for ti in tis)
-open(sys.argv[2], "wb").write(h + b"\0" * ((-len(h)) % align) + data)
-PY
   gg_case() { # gg_case STATUS MESSAGE EDIT...: convert stories260K.gguf with the edits
+    # (tests/tools/gguf_patch.py: kv:KEY:TYPE:VALUE, tensor:NAME:GGML_TYPE)
     local st=$1 msg=$2; shift 2
-    $PY "$WORK/ggpatch.py" "$M/stories260K.gguf" "$WORK/p.gguf" "$@"
+    $PY "$TOOLS/gguf_patch.py" "$M/stories260K.gguf" "$WORK/p.gguf" "$@"
     if [ "$st" = OK ]; then
       check "GGUF $* converts" "$SLATE" convert "$WORK/p.gguf" -o "$WORK/p.slate" 2>/dev/null
     else

@@ -43,12 +43,9 @@ PYEOF
 done
 check "gemma3 GGUF: windows on layers 0-4, layer 5 global, scale 1/sqrt(32), scale op 8" \
   $PY - "$WORK/gemma3-6l.g.slate" <<'PYEOF'
-import json, math, struct, sys
-b = open(sys.argv[1], "rb").read()
-for i in range(struct.unpack_from("<I", b, 12)[0]):
-    kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
-    if kind == 1:
-        ops = json.loads(b[off:off + size])["program"]
+import math, sys
+import slatefiles as sf
+ops = sf.package_program(sys.argv[1])
 att = [o for o in ops if o["op"] == "attention"]
 ok = ([o.get("window") for o in att] == [6] * 5 + [None]
       and all(abs(o["scale"] - 1 / math.sqrt(32)) < 1e-7 for o in att)
@@ -57,12 +54,9 @@ sys.exit(0 if ok else 1)
 PYEOF
 check "gemma2 GGUF: attention_softcap 2 everywhere, windows on layers 0 and 2, logit cap 3" \
   $PY - "$WORK/gemma2.g.slate" <<'PYEOF'
-import json, math, struct, sys
-b = open(sys.argv[1], "rb").read()
-for i in range(struct.unpack_from("<I", b, 12)[0]):
-    kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
-    if kind == 1:
-        ops = json.loads(b[off:off + size])["program"]
+import math, sys
+import slatefiles as sf
+ops = sf.package_program(sys.argv[1])
 att = [o for o in ops if "attention" in o["op"]]
 ok = ([(o["op"], o["softcap"], o.get("window")) for o in att]
       == [("attention_softcap", 2, 6), ("attention_softcap", 2, None)] * 2
@@ -84,29 +78,22 @@ PYEOF
 "$SLATE" convert "$WORK/g2-nokeys.gguf" -o "$WORK/g2-nokeys.slate" --kv-dtype fp32 2>/dev/null || true
 check "gemma2 GGUF without cap and window keys takes llama.cpp's 50, 30 and 4096" \
   $PY - "$WORK/g2-nokeys.slate" <<'PYEOF'
-import json, struct, sys
-b = open(sys.argv[1], "rb").read()
-for i in range(struct.unpack_from("<I", b, 12)[0]):
-    kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
-    if kind == 1:
-        ops = json.loads(b[off:off + size])["program"]
+import sys
+import slatefiles as sf
+ops = sf.package_program(sys.argv[1])
 att = [(o["softcap"], o.get("window")) for o in ops if o["op"] == "attention_softcap"]
 sys.exit(0 if att == [(50, 4096), (50, None)] * 2 and ops[-1].get("cap") == 30 else 1)
 PYEOF
 for c in 'gemma2.attn_logit_softcapping:f32:0|key gemma2.attn_logit_softcapping is 0 (f32), expected a number > 0 and < 1e+06' \
          'gemma2.final_logit_softcapping:f32:-3|key gemma2.final_logit_softcapping is -3 (f32), expected a number > 0' \
          'gemma2.attn_logit_softcapping:f32:1e6|key gemma2.attn_logit_softcapping is 1000000 (f32), expected a number > 0 and < 1e+06'; do
-  $PY "$TOOLS/hf_to_gguf.py" "$d" "$WORK/bad.gguf" --key "${c%%|*}"
-  expect_fail "gemma2 GGUF with ${c%%|*} is refused" SLATE_E_FORMAT "${c#*|}" \
-    "$SLATE" convert "$WORK/bad.gguf" -o "$WORK/x.slate"
+  gguf_refused "gemma2 GGUF with ${c%%|*} is refused" SLATE_E_FORMAT "${c#*|}" "$d" --key "${c%%|*}"
 done
 d="$WORK/gemma3-6l"
-$PY "$TOOLS/hf_to_gguf.py" "$d" "$WORK/cap.gguf" --key gemma3.final_logit_softcapping:f32:30
-expect_fail "gemma3.final_logit_softcapping is refused" SLATE_E_UNSUPPORTED \
+gguf_refused "gemma3.final_logit_softcapping is refused" SLATE_E_UNSUPPORTED \
   "key gemma3.final_logit_softcapping is 30 (f32): logit soft-capping is not supported on gemma3" \
-  "$SLATE" convert "$WORK/cap.gguf" -o "$WORK/x.slate"
-$PY "$TOOLS/hf_to_gguf.py" "$d" "$WORK/sw0.gguf" --key gemma3.attention.sliding_window:u32:0
-expect_fail "gemma3.attention.sliding_window 0 is refused" SLATE_E_FORMAT \
+  "$d" --key gemma3.final_logit_softcapping:f32:30
+gguf_refused "gemma3.attention.sliding_window 0 is refused" SLATE_E_FORMAT \
   "key gemma3.attention.sliding_window is 0 (u32), expected an integer in 1.." \
-  "$SLATE" convert "$WORK/sw0.gguf" -o "$WORK/x.slate"
+  "$d" --key gemma3.attention.sliding_window:u32:0
 finish

@@ -14,59 +14,18 @@ check "a Q4_1 GGUF converts" "$SLATE" convert "$WORK/q41.gguf" -o "$WORK/q41.sla
 "$SLATE" convert "$SRC" -o "$WORK/own.slate" --quantize int4 --asym --block-size 32 \
   --keep int4:token_embd.weight --keep int4:output.weight 2>/dev/null
 
-# Tensor bytes of a package, by name (container and META as docs/format.md describes them).
-cat >"$WORK/cmp.py" <<'PY'
-import json, struct, sys
-def package(path):
-    b = open(path, "rb").read()
-    n = struct.unpack_from("<I", b, 12)[0]
-    sec = {}
-    for i in range(n):
-        kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
-        sec[kind] = (off, size)
-    meta = json.loads(b[sec[1][0]:sec[1][0] + sec[1][1]])
-    d0 = sec[3][0]
-    return {t["name"]: (t, b[d0 + t["offset"]:d0 + t["offset"] + t["size"]]) for t in meta["tensors"]}
-def gguf_q41(path):
-    # name -> bytes of every Q4_1 tensor, via the same parser the requant tool uses
-    sys.path.insert(0, sys.argv[4])
-    import gguf_requant as g
-    b = open(path, "rb").read()
-    _, _, nt, nkv = struct.unpack_from("<IIQQ", b, 0)
-    pos, align = 24, 32
-    for _ in range(nkv):
-        klen = struct.unpack_from("<Q", b, pos)[0]
-        key = b[pos + 8:pos + 8 + klen].decode()
-        vtype = struct.unpack_from("<I", b, pos + 8 + klen)[0]
-        if key == "general.alignment":
-            align = struct.unpack_from("<I", b, pos + 12 + klen)[0]
-        pos = g.skip_value(b, pos + 12 + klen, vtype)
-    infos = []
-    for _ in range(nt):
-        nlen = struct.unpack_from("<Q", b, pos)[0]
-        name = b[pos + 8:pos + 8 + nlen].decode(); pos += 8 + nlen
-        nd = struct.unpack_from("<I", b, pos)[0]
-        ne = struct.unpack_from("<%dQ" % nd, b, pos + 4); pos += 4 + 8 * nd
-        tt, off = struct.unpack_from("<IQ", b, pos); pos += 12
-        infos.append((name, ne, tt, off))
-    d0 = (pos + align - 1) // align * align
-    out = {}
-    for name, ne, tt, off in infos:
-        if tt == 3:
-            n = 1
-            for x in ne: n *= x
-            out[name] = b[d0 + off:d0 + off + n // 32 * 20]
-    return out
-pa = package(sys.argv[2])
-ref = gguf_q41(sys.argv[3])
+check "every Q4_1 tensor is asymmetric q4 (block 32) with the GGUF's exact bytes" \
+  $PY -c '
+import math, sys
+import slatefiles as sf
+pa = sf.package_tensors(sys.argv[1])
+ref = {name: bytes(data[:math.prod(ne) // 32 * 20])  # ggml Q4_1: 20 bytes per 32 values
+       for name, (ne, tt, data) in sf.gguf_tensors(sys.argv[2]).items() if tt == 3}
 bad = [n for n, blob in ref.items()
        if n not in pa or pa[n][0]["dtype"] != "q4" or pa[n][0].get("block") != 32
        or not pa[n][0].get("asym") or pa[n][1] != blob]
 print("%d Q4_1 tensors, %d differ: %s" % (len(ref), len(bad), bad[:3]))
-sys.exit(1 if bad or len(ref) < 30 else 0)
-PY
-check "every Q4_1 tensor is asymmetric q4 (block 32) with the GGUF's exact bytes" \
-  $PY "$WORK/cmp.py" gguf "$WORK/q41.slate" "$WORK/q41.gguf" "$TOOLS"
+sys.exit(1 if bad or len(ref) < 30 else 0)' "$WORK/q41.slate" "$WORK/q41.gguf"
 out=$("$SLATE" run "$WORK/q41.slate" -p "Once upon a time" -n 20 --temp 0 2>/dev/null)
 check "the Q4_1 package generates text" test "${#out}" -gt 20
 for p in q41 own; do
@@ -87,14 +46,10 @@ sys.exit(0 if a["kl_mean"] < 0.2 and a["top1_agreement"] >= 0.7
 "$SLATE" convert "$WORK/q41.gguf" -o "$WORK/keep64.slate" --keep 'int4:blk.*' --asym \
   --block-size 64 2>/dev/null
 check "--keep int4 with --block-size 64 re-blocks the GGUF's Q4_1 matrices" $PY -c '
-import json, struct, sys
-b = open(sys.argv[1], "rb").read()
-sec = {}
-for i in range(struct.unpack_from("<I", b, 12)[0]):
-    kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
-    sec[kind] = (off, size)
-meta = json.loads(b[sec[1][0]:sec[1][0] + sec[1][1]])
-q4 = [t for t in meta["tensors"] if t["dtype"] == "q4" and t["name"].startswith("blk.")]
+import sys
+import slatefiles as sf
+q4 = [t for t in sf.package_meta(sys.argv[1])["tensors"]
+      if t["dtype"] == "q4" and t["name"].startswith("blk.")]
 bad = [t["name"] for t in q4 if t.get("block") != 64 or not t.get("asym")]
 print("%d q4 matrices, %d not asymmetric with block 64: %s" % (len(q4), len(bad), bad[:3]))
 sys.exit(1 if bad or len(q4) < 20 else 0)' "$WORK/keep64.slate"

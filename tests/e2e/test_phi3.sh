@@ -30,33 +30,28 @@ logits() {
     cat "$WORK/row" >>"$2"
   done
 }
-# Phi-3.5-mini-instruct's chat template (tokenizer_config.json), in the phi3 folder.
-phi35_template() {
-  $PY - "$1" <<'PY'
+# chat_template DIR NAME: puts a published chat template into DIR/tokenizer_config.json; NAME
+# phi3.5 (Phi-3.5-mini-instruct's) or phi4-mini (Phi-4-mini-instruct's), as in their
+# tokenizer_config.json.
+chat_template() {
+  $PY - "$1" "$2" <<'PY'
 import json, sys
 p = sys.argv[1] + "/tokenizer_config.json"
 c = json.load(open(p))
-c["chat_template"] = (
-    "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
-    "{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}"
-    "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
-    "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}")
-json.dump(c, open(p, "w"), indent=2)
-PY
-}
-# Phi-4-mini-instruct's chat template (tokenizer_config.json), in the phi4-mini folder.
-phi4_mini_template() {
-  $PY - "$1" <<'PY'
-import json, sys
-p = sys.argv[1] + "/tokenizer_config.json"
-c = json.load(open(p))
-c["chat_template"] = (
-    "{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and "
-    "message['tools'] is not none %}{{ '<|' + message['role'] + '|>' + message['content'] + "
-    "'<|tool|>' + message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + "
-    "message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if "
-    "add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}")
+c["chat_template"] = {
+    "phi3.5": (
+        "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
+        "{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}"
+        "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
+        "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}"),
+    "phi4-mini": (
+        "{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and "
+        "message['tools'] is not none %}{{ '<|' + message['role'] + '|>' + message['content'] + "
+        "'<|tool|>' + message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + "
+        "message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if "
+        "add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}"),
+}[sys.argv[2]]
 json.dump(c, open(p, "w"), indent=2)
 PY
 }
@@ -64,7 +59,7 @@ PY
 for variant in phi3 phi3-longrope phi4-mini; do
   d="$WORK/$variant"
   $PY "$TOOLS/hfmodel.py" make --variant "$variant" --out "$d" --seed 5 >/dev/null
-  if [ "$variant" = phi4-mini ]; then phi4_mini_template "$d"; else phi35_template "$d"; fi
+  if [ "$variant" = phi4-mini ]; then chat_template "$d" phi4-mini; else chat_template "$d" phi3.5; fi
   $PY "$TOOLS/hf_to_gguf.py" "$d" "$d.gguf"
   "$SLATE" convert "$d" -o "$d.hf.slate" --kv-dtype fp32 2>/dev/null || true
   if ! "$SLATE" convert "$d.gguf" -o "$d.gguf.slate" --kv-dtype fp32 2>"$d.err"; then
@@ -93,37 +88,9 @@ check "a GGUF with Q8_0 attn_qkv and Q4_0 ffn_up converts" \
   "$SLATE" convert "$WORK/q.gguf" -o "$WORK/q.slate" --kv-dtype fp32
 cat >"$WORK/split.py" <<'PY'
 # The package's q/k/v and gate/up tensors are the GGUF's fused rows, byte for byte.
-import json, struct, sys
-sys.path.insert(0, sys.argv[3])
-import gguf_requant as g
-def package(path):
-    b = open(path, "rb").read()
-    sec = {}
-    for i in range(struct.unpack_from("<I", b, 12)[0]):
-        kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
-        sec[kind] = (off, size)
-    meta = json.loads(b[sec[1][0]:sec[1][0] + sec[1][1]])
-    d0 = sec[3][0]
-    return {t["name"]: (t, b[d0 + t["offset"]:d0 + t["offset"] + t["size"]]) for t in meta["tensors"]}
-def gguf(path):
-    b = open(path, "rb").read()
-    _, _, nt, nkv = struct.unpack_from("<IIQQ", b, 0)
-    pos = 24
-    for _ in range(nkv):
-        klen = struct.unpack_from("<Q", b, pos)[0]
-        vtype = struct.unpack_from("<I", b, pos + 8 + klen)[0]
-        pos = g.skip_value(b, pos + 12 + klen, vtype)
-    infos = []
-    for _ in range(nt):
-        nlen = struct.unpack_from("<Q", b, pos)[0]
-        name = b[pos + 8:pos + 8 + nlen].decode(); pos += 8 + nlen
-        nd = struct.unpack_from("<I", b, pos)[0]
-        ne = struct.unpack_from("<%dQ" % nd, b, pos + 4); pos += 4 + 8 * nd
-        tt, off = struct.unpack_from("<IQ", b, pos); pos += 12
-        infos.append((name, ne, tt, off))
-    d0 = (pos + 31) // 32 * 32
-    return {name: (ne, tt, b[d0 + off:]) for name, ne, tt, off in infos}
-pkg, src = package(sys.argv[1]), gguf(sys.argv[2])
+import sys
+import slatefiles as sf
+pkg, src = sf.package_tensors(sys.argv[1]), sf.gguf_tensors(sys.argv[2])
 BLOCK = {8: ("q8_0", 34), 2: ("q4", 18)}
 n_ok, bad = 0, []
 for l in range(4):
@@ -135,7 +102,7 @@ for l in range(4):
         r0 = 0
         for name, rows in parts:
             t, blob = pkg["blk.%d.%s.weight" % (l, name)]
-            want = data[r0 * row:(r0 + rows) * row]
+            want = bytes(data[r0 * row:(r0 + rows) * row])
             if t["dtype"] != dtype or t["shape"] != [rows, ne[0]] or blob != want:
                 bad.append("blk.%d.%s (%s %s)" % (l, name, t["dtype"], t["shape"]))
             else:
@@ -145,7 +112,7 @@ print("%d split tensors byte-exact, %d differ: %s" % (n_ok, len(bad), bad[:3]))
 sys.exit(1 if bad or n_ok != 20 else 0)
 PY
 check "the split Q8_0 q/k/v and Q4_0 gate/up are the source rows' blocks, byte for byte" \
-  $PY "$WORK/split.py" "$WORK/q.slate" "$WORK/q.gguf" "$TOOLS"
+  $PY "$WORK/split.py" "$WORK/q.slate" "$WORK/q.gguf"
 SLATE_KERNELS=ref "$SLATE" run "$WORK/q.slate" --ids "$csv" -n 1 --temp 0 \
   --dump-logits "$WORK/q.f32" >/dev/null 2>&1 || true
 $PY "$TOOLS/hfmodel.py" forward "$WORK/deq" --tokens "$csv" --last --out "$WORK/deq.f32" >/dev/null
@@ -187,17 +154,10 @@ hfmodel.write_weights(out, nw)
 PY
 cat >"$WORK/same.py" <<'PY'
 # Every tensor of package 1 has package 2's dtype, shape and bytes (and the names agree).
-import json, struct, sys
+import sys
+import slatefiles as sf
 def package(path):
-    b = open(path, "rb").read()
-    sec = {}
-    for i in range(struct.unpack_from("<I", b, 12)[0]):
-        kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
-        sec[kind] = (off, size)
-    meta = json.loads(b[sec[1][0]:sec[1][0] + sec[1][1]])
-    d0 = sec[3][0]
-    return {t["name"]: (t["dtype"], t["shape"], b[d0 + t["offset"]:d0 + t["offset"] + t["size"]])
-            for t in meta["tensors"]}
+    return {n: (t["dtype"], t["shape"], blob) for n, (t, blob) in sf.package_tensors(path).items()}
 a, b = package(sys.argv[1]), package(sys.argv[2])
 bad = sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
 print("%d tensors, %d differ: %s; dtypes %s" % (len(a), len(bad), bad[:3],
@@ -243,37 +203,27 @@ expect_fail "a GGUF attn_qkv with 96 rows is refused, naming it" SLATE_E_FORMAT 
   "tensor 'blk.0.attn_qkv.weight' has shape [96][64] (rows by inputs), expected [128][64]" \
   "$SLATE" convert "$WORK/badqkv.gguf" -o "$WORK/x.slate"
 # phi3 GGUF keys and tensors, one broken thing each (LongRoPE ones from the longrope folder).
-gg_bad() { # gg_bad DESCRIPTION STATUS MESSAGE FOLDER EDIT...
-  local desc=$1 st=$2 msg=$3 src=$4; shift 4
-  $PY "$TOOLS/hf_to_gguf.py" "$src" "$WORK/b.gguf" "$@"
-  expect_fail "$desc" "$st" "$msg" "$SLATE" convert "$WORK/b.gguf" -o "$WORK/x.slate"
-}
 lr="$WORK/phi3-longrope"
-gg_bad "GGUF ffn_up with ffn rows (not gate+up) is refused" SLATE_E_FORMAT \
+gguf_refused "GGUF ffn_up with ffn rows (not gate+up) is refused" SLATE_E_FORMAT \
   "tensor 'blk.1.ffn_up.weight' has shape [128][64] (rows by inputs), expected [256][64]: gate 128 + up 128 rows" \
   "$d" --rows blk.1.ffn_up.weight:128
-gg_bad "GGUF rope.dimension_count 11 (odd: dims rotate in pairs) is refused" SLATE_E_FORMAT \
+gguf_refused "GGUF rope.dimension_count 11 (odd: dims rotate in pairs) is refused" SLATE_E_FORMAT \
   "key phi3.rope.dimension_count 11 is odd" "$d" --key phi3.rope.dimension_count:u32:11
-gg_bad "GGUF partial rotary with whole-head LongRoPE factors (8 for 6 pairs) is refused" \
+gguf_refused "GGUF partial rotary with whole-head LongRoPE factors (8 for 6 pairs) is refused" \
   SLATE_E_FORMAT "tensor 'rope_factors_short.weight' must be f32 [6]" "$lr" \
   --key phi3.rope.dimension_count:u32:12
-gg_bad "GGUF with rope_factors_long but no rope_factors_short is refused" SLATE_E_FORMAT \
+gguf_refused "GGUF with rope_factors_long but no rope_factors_short is refused" SLATE_E_FORMAT \
   "tensor 'rope_factors_short.weight' is missing (LongRoPE needs both" "$lr" --drop rope_factors_short.weight
-gg_bad "GGUF rope_factors_long of 7 factors is refused" SLATE_E_FORMAT \
+gguf_refused "GGUF rope_factors_long of 7 factors is refused" SLATE_E_FORMAT \
   "tensor 'rope_factors_long.weight' must be f32 [8]" "$lr" --rows rope_factors_long.weight:7
-gg_bad "GGUF rope.scaling.attn_factor -1 is refused" SLATE_E_FORMAT \
+gguf_refused "GGUF rope.scaling.attn_factor -1 is refused" SLATE_E_FORMAT \
   "key phi3.rope.scaling.attn_factor is -1" "$lr" --key phi3.rope.scaling.attn_factor:f32:-1
 $PY "$TOOLS/hf_to_gguf.py" "$d" "$WORK/w0.gguf" --key phi3.attention.sliding_window:u32:0
 "$SLATE" convert "$WORK/w0.gguf" -o "$WORK/w0.slate" --kv-dtype fp32 2>/dev/null || true
 check "GGUF sliding_window 0 (llama.cpp's none, Phi-4) writes no window" $PY -c '
-import json, struct, sys
-b = open(sys.argv[1], "rb").read()
-sec = {}
-for i in range(struct.unpack_from("<I", b, 12)[0]):
-    kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
-    sec[kind] = (off, size)
-meta = json.loads(b[sec[1][0]:sec[1][0] + sec[1][1]])
-att = [o for o in meta["program"] if o["op"] == "attention"]
+import sys
+import slatefiles as sf
+att = [o for o in sf.package_program(sys.argv[1]) if o["op"] == "attention"]
 sys.exit(0 if len(att) == 4 and all("window" not in o for o in att) else 1)' "$WORK/w0.slate"
 # config.json: edit (KEY JSON) pairs into a copy of the phi3 folder.
 with_config() {

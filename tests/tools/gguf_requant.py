@@ -8,33 +8,16 @@ in ../shared/models). Needs NumPy (Debian's /usr/bin/python3).
     gguf_requant.py IN.gguf OUT.gguf [--skip NAME]...
 """
 import argparse
+import os
 import struct
 import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import slatefiles  # noqa: E402
+
 GGML_F32, GGML_F16, GGML_Q4_1 = 0, 1, 3
-# Byte sizes of the fixed-size GGUF value types (uint8 .. float64 as numbered by GGUF).
-SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-STRING, ARRAY = 8, 9
-
-
-def skip_value(buf, pos, vtype):
-    """Position just past one value of type vtype at pos."""
-    if vtype in SCALAR:
-        return pos + SCALAR[vtype]
-    if vtype == STRING:
-        (n,) = struct.unpack_from("<Q", buf, pos)
-        return pos + 8 + n
-    if vtype == ARRAY:
-        etype, n = struct.unpack_from("<IQ", buf, pos)
-        pos += 12
-        if etype in SCALAR:
-            return pos + SCALAR[etype] * n
-        for _ in range(n):
-            pos = skip_value(buf, pos, etype)
-        return pos
-    raise ValueError("unknown GGUF value type %d" % vtype)
 
 
 def quantize_q4_1(x):
@@ -58,34 +41,15 @@ def main(argv):
     ap.add_argument("--skip", action="append", default=[], help="tensor names to copy unchanged")
     a = ap.parse_args(argv)
     buf = open(a.src, "rb").read()
-    magic, version, n_tensors, n_kv = struct.unpack_from("<IIQQ", buf, 0)
-    if magic != 0x46554747 or version not in (2, 3):
+    try:
+        g = slatefiles.Gguf(buf)
+    except ValueError:
         sys.exit("gguf_requant.py: %s is not a GGUF v2/v3 file" % a.src)
-    pos, align = 24, 32
-    for _ in range(n_kv):
-        (klen,) = struct.unpack_from("<Q", buf, pos)
-        key = buf[pos + 8:pos + 8 + klen].decode()
-        (vtype,) = struct.unpack_from("<I", buf, pos + 8 + klen)
-        vpos = pos + 12 + klen
-        if key == "general.alignment":
-            (align,) = struct.unpack_from("<I", buf, vpos)
-        pos = skip_value(buf, vpos, vtype)
-    kv_bytes = buf[24:pos]
-    infos = []
-    for _ in range(n_tensors):
-        (nlen,) = struct.unpack_from("<Q", buf, pos)
-        name = buf[pos + 8:pos + 8 + nlen].decode()
-        pos += 8 + nlen
-        (n_dims,) = struct.unpack_from("<I", buf, pos)
-        ne = list(struct.unpack_from("<%dQ" % n_dims, buf, pos + 4))
-        pos += 4 + 8 * n_dims
-        ttype, off = struct.unpack_from("<IQ", buf, pos)
-        pos += 12
-        infos.append([name, ne, ttype, off])
-    data0 = (pos + align - 1) // align * align
+    magic, version, n_tensors, n_kv = struct.unpack_from("<IIQQ", buf, 0)
+    kv_bytes, align, data0 = buf[24:g.kv_end], g.align, g.data0
     elem = {GGML_F32: 4, GGML_F16: 2}
     out_tensors = []
-    for name, ne, ttype, off in infos:
+    for name, ne, ttype, off in g.tensors:
         n = int(np.prod(ne))
         convert = (ttype in elem and len(ne) == 2 and ne[0] % 32 == 0 and name not in a.skip)
         if convert:

@@ -143,20 +143,14 @@ def byte_bpe_keys(model_dir, cfg):
 def vocab_keys(path, tensors):
     """The raw tokenizer.* key/value records of another GGUF; pads the embedding and the head in
     tensors (a list of (name, array)) with zero rows up to its token count."""
-    import gguf_requant
+    import slatefiles
     b = open(path, "rb").read()
-    _, _, _, nkv = struct.unpack_from("<IIQQ", b, 0)
-    pos, out, n_tok = 24, [], None
-    for _ in range(nkv):
-        klen = struct.unpack_from("<Q", b, pos)[0]
-        key = b[pos + 8:pos + 8 + klen].decode()
-        vtype = struct.unpack_from("<I", b, pos + 8 + klen)[0]
-        end = gguf_requant.skip_value(b, pos + 12 + klen, vtype)
+    out, n_tok = [], None
+    for key, _, start, vpos, end in slatefiles.Gguf(b).kvs:
         if key.startswith("tokenizer."):
-            out.append(b[pos:end])
+            out.append(b[start:end])
         if key == "tokenizer.ggml.tokens":
-            n_tok = struct.unpack_from("<IQ", b, pos + 12 + klen)[1]
-        pos = end
+            n_tok = struct.unpack_from("<IQ", b, vpos)[1]
     for i, (name, arr) in enumerate(tensors):
         if name in ("token_embd.weight", "output.weight"):
             if arr.shape[0] > n_tok:
