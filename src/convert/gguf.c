@@ -27,7 +27,6 @@
  */
 #include "convert/gguf.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -823,10 +822,11 @@ const char *slate__gguf_value_str(const slate__gguf *g, const char *key, char *b
 bool slate__gguf_get_f32(const slate__gguf *g, const char *key, float *out) {
     const kv *k = find(g, key);
     num n;
-    if (!out || !k || !read_num(g, k->type, k->val, &n) || n.kind == NUM_BOOL) return false;
-    double d = num_double(&n);
-    if (isfinite(d) && fabs(d) > FLT_MAX) return false; /* an f64 that no float can hold */
-    *out = (float)d;
+    /* f32 only, as llama.cpp's loader (GGUFMeta::GKV<float> throws "key ... has wrong type"
+     * for any other): converting an integer or an f64 would accept files llama.cpp refuses. */
+    if (!out || !k || k->type != SLATE__GGUF_F32 || !read_num(g, k->type, k->val, &n))
+        return false;
+    *out = (float)n.f;
     return true;
 }
 

@@ -58,9 +58,10 @@ const char *slate__gguf_key_at(const slate__gguf *g, int64_t i);
 int64_t slate__gguf_find_key(const slate__gguf *g, const char *key);
 /* Value type of pair i; SLATE__GGUF_NONE when i is out of range. */
 slate__gguf_vtype slate__gguf_key_type(const slate__gguf *g, int64_t i);
-/* Typed getters with conversion between integer widths; false if absent or of another kind
- * (a string for a number, say) or out of range for the target type. get_f32 also takes f64
- * and integer values (false for an f64 beyond the float range); bools are not numbers here. */
+/* Typed getters; false if absent or of another kind (a string for a number, say) or out of
+ * range for the target type. The integer getters convert between integer widths (u8..i64),
+ * range-checked. get_f32 takes only an f32 value, as llama.cpp's loader requires for its float
+ * keys (an integer or an f64 there is "wrong type"); bools are not numbers here. */
 bool slate__gguf_get_u32(const slate__gguf *g, const char *key, uint32_t *out);
 bool slate__gguf_get_i32(const slate__gguf *g, const char *key, int32_t *out);
 bool slate__gguf_get_f32(const slate__gguf *g, const char *key, float *out);

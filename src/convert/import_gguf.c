@@ -68,7 +68,21 @@ static slate_status key_int(const slate__gguf *g, const char *path, const char *
     return SLATE_OK;
 }
 
-/* "<arch>.<suffix>" must be a finite number > 0 (as a float) below `below` (0: no bound);
+/* Key k (present) as an f32. Another type (an integer, an f64) is refused naming the key and
+ * its type, not converted: llama.cpp's loader reads float keys only as f32 ("key ... has wrong
+ * type"), so converting would accept files it refuses. `expected` describes the values
+ * accepted, for the message. */
+static slate_status key_f32(const slate__gguf *g, const char *path, const char *k,
+                            const char *expected, float *out, slate_error *err) {
+    char v[96];
+    if (!slate__gguf_get_f32(g, k, out))
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': key %s is %s, expected an f32 (%s; "
+                           "llama.cpp reads it only as f32)", path, k,
+                           slate__gguf_value_str(g, k, v, sizeof v), expected);
+    return SLATE_OK;
+}
+
+/* "<arch>.<suffix>" must be an f32 (key_f32), finite, > 0 and below `below` (0: no bound);
  * absent, it is *out = dflt (or an error when required). */
 static slate_status key_pos_float(const slate__gguf *g, const char *path, const char *arch,
                                   const char *suffix, bool required, float below, float dflt,
@@ -85,7 +99,9 @@ static slate_status key_pos_float(const slate__gguf *g, const char *path, const 
         return SLATE_OK;
     }
     float x;
-    if (!slate__gguf_get_f32(g, k, &x) || !isfinite(x) || !(x > 0) || (below > 0 && !(x < below)))
+    slate_status s = key_f32(g, path, k, expected, &x, err);
+    if (s) return s;
+    if (!isfinite(x) || !(x > 0) || (below > 0 && !(x < below)))
         return slate__fail(err, SLATE_E_FORMAT, "'%s': key %s is %s, expected %s", path, k,
                            slate__gguf_value_str(g, k, v, sizeof v), expected);
     *out = x;
@@ -183,7 +199,9 @@ static slate_status gemma_params(const slate__gguf *g, const char *path, bool ge
         char k[128], v[96];
         snprintf(k, sizeof k, "%s.%s", a->name, caps[i]);
         float x;
-        if (slate__gguf_find_key(g, k) >= 0 && !(slate__gguf_get_f32(g, k, &x) && x == 0))
+        if (slate__gguf_find_key(g, k) < 0) continue;
+        if ((s = key_f32(g, path, k, "0: no cap", &x, err))) return s;
+        if (x != 0)
             return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': key %s is %s: logit "
                                "soft-capping is not supported on %s (only gemma2 caps)", path, k,
                                slate__gguf_value_str(g, k, v, sizeof v), a->name);

@@ -295,6 +295,16 @@ if [ -d "$SLATE_MODELS_DIR/stories260K" ]; then
   gg_case OK "" kv:llama.rope.freq_base:f32:1e6
   gg_case SLATE_E_FORMAT "key llama.rope.freq_base is inf (f32), expected a finite number > 0" \
     kv:llama.rope.freq_base:f32:inf
+  # Float keys must be f32, as llama.cpp's loader requires ("wrong type" otherwise): an integer
+  # or an f64 is refused naming the key and its type, not converted.
+  gg_case SLATE_E_FORMAT "key llama.rope.freq_base is 10000 (u32), expected an f32" \
+    kv:llama.rope.freq_base:u32:10000
+  gg_case SLATE_E_FORMAT "key llama.attention.layer_norm_rms_epsilon is 0 (i32), expected an f32" \
+    kv:llama.attention.layer_norm_rms_epsilon:i32:0
+  gg_case SLATE_E_FORMAT "key llama.rope.freq_base is 1000000 (f64), expected an f32" \
+    kv:llama.rope.freq_base:f64:1e6
+  gg_case SLATE_E_FORMAT "key llama.rope.scaling.factor is 2 (u32), expected an f32" \
+    kv:llama.rope.scaling.type:str:linear kv:llama.rope.scaling.factor:u32:2
   gg_case SLATE_E_FORMAT "key llama.rope.scaling.factor is inf" \
     kv:llama.rope.scaling.type:str:linear kv:llama.rope.scaling.factor:f32:inf
   gg_case SLATE_E_FORMAT "key llama.rope.scaling.type is 1 (u32), expected a string" \

@@ -89,10 +89,18 @@ for c in 'gemma2.attn_logit_softcapping:f32:0|key gemma2.attn_logit_softcapping 
          'gemma2.attn_logit_softcapping:f32:1e6|key gemma2.attn_logit_softcapping is 1000000 (f32), expected a number > 0 and < 1e+06'; do
   gguf_refused "gemma2 GGUF with ${c%%|*} is refused" SLATE_E_FORMAT "${c#*|}" "$d" --key "${c%%|*}"
 done
+# Soft-caps are floats: stored as an integer they are refused naming the key and the type, as
+# llama.cpp's loader refuses them (only f32 is read), not converted.
+gguf_refused "gemma2 GGUF with attn_logit_softcapping stored as u32 is refused" SLATE_E_FORMAT \
+  "key gemma2.attn_logit_softcapping is 50 (u32), expected an f32" \
+  "$d" --key gemma2.attn_logit_softcapping:u32:50
 d="$WORK/gemma3-6l"
 gguf_refused "gemma3.final_logit_softcapping is refused" SLATE_E_UNSUPPORTED \
   "key gemma3.final_logit_softcapping is 30 (f32): logit soft-capping is not supported on gemma3" \
   "$d" --key gemma3.final_logit_softcapping:f32:30
+gguf_refused "gemma3.final_logit_softcapping 0 stored as u32 is refused for its type" \
+  SLATE_E_FORMAT "key gemma3.final_logit_softcapping is 0 (u32), expected an f32" \
+  "$d" --key gemma3.final_logit_softcapping:u32:0
 gguf_refused "gemma3.attention.sliding_window 0 is refused" SLATE_E_FORMAT \
   "key gemma3.attention.sliding_window is 0 (u32), expected an integer in 1.." \
   "$d" --key gemma3.attention.sliding_window:u32:0
