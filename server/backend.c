@@ -23,17 +23,21 @@ struct srv_backend {
     char chat_problem[sizeof ((slate_error *)0)->message]; /* why chat cannot work, "" if it can */
 };
 
-static slate_status fail_arg(slate_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static slate_status fail_arg(slate_error *err, const char *fmt, ...) {
+/* Fills err (NULL allowed) with code and the message and returns code: the library's
+ * slate__fail (src/core/error.c) for the server, which may use only the public header. */
+static slate_status fail(slate_error *err, slate_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static slate_status fail(slate_error *err, slate_status code, const char *fmt, ...) {
     if (err) {
         va_list ap;
         va_start(ap, fmt);
-        err->code = SLATE_E_INVALID_ARG;
+        err->code = code;
+        err->has_offset = false;
+        err->offset = 0;
         vsnprintf(err->message, sizeof err->message, fmt, ap);
         va_end(ap);
     }
-    return SLATE_E_INVALID_ARG;
+    return code;
 }
 
 /* Renders a one-message conversation to learn, at startup, whether chat requests can work: an
@@ -46,7 +50,7 @@ static slate_status probe_template(srv_backend *b, slate_error *err) {
     slate_status s = slate_chat_render(b->model, b->template_name, &hi, 1, true, NULL, 0, &len, &e);
     if (s == SLATE_OK || s == SLATE_E_BUFFER_TOO_SMALL) return SLATE_OK;
     if (b->template_name)
-        return fail_arg(err, "--template '%s': %s", b->template_name, e.message);
+        return fail(err, SLATE_E_INVALID_ARG, "--template '%s': %s", b->template_name, e.message);
     if (s != SLATE_E_UNSUPPORTED && s != SLATE_E_INVALID_ARG) {
         if (err) *err = e;
         return s;
@@ -73,8 +77,8 @@ slate_status srv_backend_open(const srv_config *cfg, srv_backend **out, slate_er
     if (cfg->n_ctx > info.n_ctx) {
         /* Refused like `slate run --context`: a larger context than the package was planned
          * for is never silently cut down. */
-        s = fail_arg(err, "--ctx %d is outside 1..%d (the package's context)", cfg->n_ctx,
-                     info.n_ctx);
+        s = fail(err, SLATE_E_INVALID_ARG, "--ctx %d is outside 1..%d (the package's context)",
+                 cfg->n_ctx, info.n_ctx);
         goto fail;
     }
     b->n_ctx = cfg->n_ctx ? cfg->n_ctx : info.n_ctx;
@@ -170,22 +174,14 @@ slate_status srv_backend_prompt(srv_backend *b, const srv_request *req, int32_t 
     if (*n == 0) {
         free(*ids);
         *ids = NULL;
-        if (err) {
-            err->code = SLATE_E_INVALID_ARG;
-            snprintf(err->message, sizeof err->message, "the prompt is empty");
-        }
-        return SLATE_E_INVALID_ARG;
+        return fail(err, SLATE_E_INVALID_ARG, "the prompt is empty");
     }
     if (*n >= b->n_ctx) {
-        if (err) {
-            err->code = SLATE_E_CONTEXT_FULL;
-            snprintf(err->message, sizeof err->message,
-                     "the prompt is %d tokens; this server's context is %d tokens, so at most %d "
-                     "prompt tokens leave room for a reply", *n, b->n_ctx, b->n_ctx - 1);
-        }
         free(*ids);
         *ids = NULL;
-        return SLATE_E_CONTEXT_FULL;
+        return fail(err, SLATE_E_CONTEXT_FULL, "the prompt is %d tokens; this server's context is "
+                    "%d tokens, so at most %d prompt tokens leave room for a reply", *n, b->n_ctx,
+                    b->n_ctx - 1);
     }
     return SLATE_OK;
 }
