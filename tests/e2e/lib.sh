@@ -36,6 +36,20 @@ gguf_refused() {
   $PY "$TOOLS/hf_to_gguf.py" "$src" "$WORK/refused.gguf" "$@"
   expect_fail "$d" "$st" "$msg" "$SLATE" convert "$WORK/refused.gguf" -o "$WORK/refused.slate"
 }
+# prefix_logits PKG OUT ID...: the last-position logits (slate run --dump-logits, temperature 0)
+# of every prefix 1..N of the ids, one row each, into OUT; a failed run writes an empty row, so
+# a comparison of OUT then fails. $WORK/row is left holding the last row (all N ids).
+prefix_logits() {
+  local pkg=$1 out=$2 k
+  shift 2
+  local ids=("$@")
+  : >"$out"
+  for ((k = 1; k <= ${#ids[@]}; k++)); do
+    "$SLATE" run "$pkg" --ids "$(IFS=,; echo "${ids[*]:0:k}")" -n 1 --temp 0 \
+      --dump-logits "$WORK/row" >/dev/null 2>&1 || : >"$WORK/row"
+    cat "$WORK/row" >>"$out"
+  done
+}
 need_models() {
   if [ ! -d "$SLATE_MODELS_DIR/stories260K" ]; then
     echo "skipping: $SLATE_MODELS_DIR/stories260K not found"

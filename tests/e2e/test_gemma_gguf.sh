@@ -28,12 +28,8 @@ PYEOF
     continue
   fi
   $PY "$TOOLS/hfmodel.py" forward "$d" --tokens "$(IFS=,; echo "${ids[*]}")" --out "$d.ref" >/dev/null
-  : >"$d.g.f32"
-  for ((k = 1; k <= n; k++)); do
-    "$SLATE" run "$d.g.slate" --ids "$(IFS=,; echo "${ids[*]:0:k}")" -n 1 --temp 0 \
-      --dump-logits "$d.row" >/dev/null 2>&1
-    cat "$d.row" >>"$d.g.f32"
-  done
+  prefix_logits "$d.g.slate" "$d.g.f32" "${ids[@]}"
+  cp "$WORK/row" "$d.row" # the logits of all n ids
   check "$v GGUF: logits at all $n positions match the NumPy reference (atol 1e-4)" \
     $PY "$TOOLS/compare_logits.py" "$d.g.f32" "$d.ref" --vocab 320 --atol 1e-4 --quiet
   "$SLATE" run "$d.h.slate" --ids "$(IFS=,; echo "${ids[*]}")" -n 1 --temp 0 \

@@ -18,15 +18,6 @@ source "$(dirname "$0")/lib.sh"
 ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33 32 84 104 101 32 99)
 n=${#ids[@]}
 csv=$(IFS=,; echo "${ids[*]}")
-# logits PKG OUT: last-position logits of every prefix 1..n, one row each.
-logits() {
-  : >"$2"
-  for ((k = 1; k <= n; k++)); do
-    "$SLATE" run "$1" --ids "$(IFS=,; echo "${ids[*]:0:k}")" -n 1 --temp 0 \
-      --dump-logits "$WORK/row" >/dev/null 2>&1 || : >"$WORK/row"
-    cat "$WORK/row" >>"$2"
-  done
-}
 for variant in llama llama-tied llama3-rope qwen2 qwen3 mistral smollm phi3 phi3-longrope \
     phi4-mini gemma gemma2 gemma2-types gemma3 gemma3-types; do
   d="$WORK/$variant"
@@ -36,7 +27,7 @@ for variant in llama llama-tied llama3-rope qwen2 qwen3 mistral smollm phi3 phi3
     continue
   fi
   $PY "$TOOLS/hfmodel.py" forward "$d" --tokens "$csv" --out "$d.ref.f32"
-  logits "$d.slate" "$d.slate.f32"
+  prefix_logits "$d.slate" "$d.slate.f32" "${ids[@]}"
   check "$variant: logits at all $n positions match the NumPy reference (atol 1e-4)" \
     $PY "$TOOLS/compare_logits.py" "$d.slate.f32" "$d.ref.f32" --vocab 320 --atol 1e-4 --quiet
 done
@@ -142,7 +133,7 @@ done
 for variant in phi3-longrope phi4-mini; do
   d="$WORK/$variant"
   "$SLATE" convert "$d" -o "$d.64.slate" --context 64 --kv-dtype fp32 2>/dev/null || true
-  logits "$d.64.slate" "$d.64.f32"
+  prefix_logits "$d.64.slate" "$d.64.f32" "${ids[@]}"
   $PY "$TOOLS/hfmodel.py" forward "$d" --tokens "$csv" --context 64 --out "$d.64.ref" >/dev/null
   check "$variant at --context 64 uses short_factor, as the reference at that context (all $n positions)" \
     $PY "$TOOLS/compare_logits.py" "$d.64.f32" "$d.64.ref" --vocab 320 --atol 1e-4 --quiet

@@ -21,15 +21,6 @@ source "$(dirname "$0")/lib.sh"
 ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33)
 n=${#ids[@]}
 csv=$(IFS=,; echo "${ids[*]}")
-# logits PKG OUT: last-position logits of every prefix 1..n, one row each.
-logits() {
-  : >"$2"
-  for ((k = 1; k <= n; k++)); do
-    "$SLATE" run "$1" --ids "$(IFS=,; echo "${ids[*]:0:k}")" -n 1 --temp 0 \
-      --dump-logits "$WORK/row" >/dev/null 2>&1 || : >"$WORK/row"
-    cat "$WORK/row" >>"$2"
-  done
-}
 # chat_template DIR NAME: puts a published chat template into DIR/tokenizer_config.json; NAME
 # phi3.5 (Phi-3.5-mini-instruct's) or phi4-mini (Phi-4-mini-instruct's), as in their
 # tokenizer_config.json.
@@ -66,8 +57,8 @@ for variant in phi3 phi3-longrope phi4-mini; do
     bad "$variant: GGUF convert failed: $(cat "$d.err")"
     continue
   fi
-  logits "$d.hf.slate" "$d.hf.f32"
-  logits "$d.gguf.slate" "$d.gguf.f32"
+  prefix_logits "$d.hf.slate" "$d.hf.f32" "${ids[@]}"
+  prefix_logits "$d.gguf.slate" "$d.gguf.f32" "${ids[@]}"
   check "$variant: the GGUF package gives the HF package's logits at all $n positions" \
     $PY "$TOOLS/compare_logits.py" "$d.gguf.f32" "$d.hf.f32" --vocab 320 --atol 1e-6 --quiet
 done
