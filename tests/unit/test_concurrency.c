@@ -319,5 +319,5 @@ int main(void) {
         cmocka_unit_test(generate_holds_its_state_against_another_thread),
         cmocka_unit_test(pressure_concurrent_with_predicts_never_corrupts_a_conversation),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return TU_RUN_TESTS_NO_LEAK(tests, setup, teardown);
 }

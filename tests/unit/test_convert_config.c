@@ -633,5 +633,5 @@ int main(void) {
         cmocka_unit_test(builder_asks_for_a_context_when_the_source_one_is_too_large),
         cmocka_unit_test(builder_refuses_options_no_matrix_uses),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

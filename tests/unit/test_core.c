@@ -232,5 +232,5 @@ int main(void) {
         cmocka_unit_test(output_api_writes_whole_or_nothing),
         cmocka_unit_test(a_failed_write_reports_its_cause_and_leaves_nothing),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

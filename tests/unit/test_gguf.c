@@ -714,5 +714,5 @@ int main(void) {
         cmocka_unit_test(every_truncation_is_refused_cleanly),
         cmocka_unit_test(each_failed_allocation_returns_nomem_without_leak),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

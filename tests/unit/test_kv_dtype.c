@@ -358,5 +358,5 @@ int main(void) {
         cmocka_unit_test(int8_cache_stays_close_to_f16_on_a_generated_model),
         cmocka_unit_test(int8_cache_stays_close_to_f16_on_stories260k),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

@@ -568,5 +568,5 @@ int main(void) {
         cmocka_unit_test(convert_refuses_bad_pal_parameters),
         cmocka_unit_test(malformed_pal_tensor_entries_are_refused),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

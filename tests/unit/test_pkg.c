@@ -872,5 +872,5 @@ int main(void) {
         cmocka_unit_test(open_fails_cleanly_under_allocation_faults),
         cmocka_unit_test(missing_file_is_an_io_error),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return TU_RUN_TESTS_NO_LEAK(tests, setup, teardown);
 }

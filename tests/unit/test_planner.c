@@ -338,5 +338,5 @@ int main(void) {
         cmocka_unit_test(device_table_and_lookup),
         cmocka_unit_test(this_machine_takes_the_smaller_of_memavailable_and_cgroup),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return TU_RUN_TESTS_NO_LEAK(tests, setup, teardown);
 }

@@ -459,5 +459,5 @@ int main(void) {
         cmocka_unit_test(watcher_thread_starts_and_stops_with_the_model),
         cmocka_unit_test(cache_memory_is_committed_only_as_it_fills),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return TU_RUN_TESTS_NO_LEAK(tests, setup, teardown);
 }

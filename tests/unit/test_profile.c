@@ -206,5 +206,5 @@ int main(void) {
         cmocka_unit_test(each_op_names_the_kernel_set_it_runs),
         cmocka_unit_test(misuse_returns_a_status),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return TU_RUN_TESTS_NO_LEAK(tests, setup, teardown);
 }

@@ -737,5 +737,5 @@ int main(void) {
         cmocka_unit_test(quantized_prefill_then_decode_matches_longer_prefill),
         cmocka_unit_test(malformed_quantized_tensor_entries_are_refused),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

@@ -802,5 +802,5 @@ int main(void) {
         cmocka_unit_test(sample_allocates_nothing),
         cmocka_unit_test(create_fails_cleanly_under_allocation_faults),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

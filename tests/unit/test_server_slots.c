@@ -194,5 +194,5 @@ int main(void) {
         cmocka_unit_test(api_key_comparison_checks_every_byte),
         cmocka_unit_test(metrics_render_counters_and_cumulative_histograms),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

@@ -1184,5 +1184,5 @@ int main(void) {
         cmocka_unit_test(misuse_returns_a_status_naming_the_problem),
         cmocka_unit_test(create_and_turns_fail_cleanly_under_allocation_faults),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return TU_RUN_TESTS_NO_LEAK(tests, setup, teardown);
 }

@@ -374,5 +374,5 @@ int main(void) {
         cmocka_unit_test(create_fails_cleanly_under_allocation_faults),
         cmocka_unit_test(random_cuts_agree_with_whole_text_reference),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

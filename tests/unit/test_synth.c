@@ -397,5 +397,5 @@ int main(void) {
         cmocka_unit_test(a_dangling_link_at_out_dir_is_refused_before_writing),
         cmocka_unit_test(shape_names_are_listed_in_order),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

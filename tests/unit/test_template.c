@@ -653,5 +653,5 @@ int main(void) {
         cmocka_unit_test(phi3_v1_renders_the_first_phi3_template),
         cmocka_unit_test(phi4_mini_renders_without_newlines),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

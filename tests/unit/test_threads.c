@@ -141,5 +141,5 @@ int main(void) {
         cmocka_unit_test(three_threads_equal_one),
         cmocka_unit_test(a_pool_that_cannot_start_its_threads_names_the_reason),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

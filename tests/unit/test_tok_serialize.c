@@ -414,5 +414,5 @@ int main(void) {
         cmocka_unit_test(strip_attributes_round_trip),
         cmocka_unit_test(allocation_failures_are_clean),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

@@ -252,5 +252,5 @@ int main(void) {
         cmocka_unit_test(qwen3_tokenizer_json_matches_qwen2_vectors),
         cmocka_unit_test(vectors_pass_on_four_threads_sharing_one_tokenizer),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

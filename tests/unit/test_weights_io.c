@@ -160,5 +160,5 @@ int main(void) {
         cmocka_unit_test(auto_reads_uncached_chunks_directly),
         cmocka_unit_test(a_short_file_fails_with_io_and_frees),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }
