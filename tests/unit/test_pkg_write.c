@@ -36,7 +36,9 @@ static void make_tensors(void) {
                                   1, {64}, 100, produce, &g_t[2]};
 }
 
-static cJSON *make_meta(void) {
+/* Fills g_t and returns the META the tests write ({"arch": "test"}; cJSON_Delete it). */
+static cJSON *fixture(void) {
+    make_tensors();
     cJSON *m = cJSON_CreateObject();
     assert_non_null(m);
     assert_non_null(cJSON_AddStringToObject(m, "arch", "test"));
@@ -77,8 +79,7 @@ static void expect_package(const char *path) {
 
 static void table_holds_every_attribute_shape_and_aligned_offset(void **st) {
     (void)st;
-    make_tensors();
-    cJSON *meta = make_meta();
+    cJSON *meta = fixture();
     const char *path = tu_tmp("table.slate");
     slate_error e;
     assert_int_equal(slate__pkg_write(path, meta, (const uint8_t *)"tok", 3, g_t, N_T, false, &e),
@@ -89,8 +90,7 @@ static void table_holds_every_attribute_shape_and_aligned_offset(void **st) {
 
 static void every_failed_allocation_is_nomem_with_no_file_and_no_leak(void **st) {
     (void)st;
-    make_tensors();
-    cJSON *meta = make_meta();
+    cJSON *meta = fixture();
     const char *path = tu_tmp("faults.slate");
     char tmp_glob[600];
     snprintf(tmp_glob, sizeof tmp_glob, "ls %s/faults.slate* >/dev/null 2>&1", tu_tmpdir());
@@ -121,8 +121,7 @@ static void every_failed_allocation_is_nomem_with_no_file_and_no_leak(void **st)
 
 static void meta_with_table_fails_cleanly_at_every_allocation(void **st) {
     (void)st;
-    make_tensors();
-    cJSON *meta = make_meta();
+    cJSON *meta = fixture();
     long long live = slate__alloc_live_bytes();
     for (long n = 1;; n++) {
         uint64_t size = 1;
