@@ -144,14 +144,21 @@ static const help HELP[] = {
      "  --template NAME       chat template (default: detected from the model's template)\n"
      "  -t, --threads N       threads per call (default: one per online core)\n"},
     {"synth",
-     "usage: slate synth --shape NAME|--dims K=V,... -o DIR [options]\n"
+     "usage: slate synth --shape NAME|--dims K=V,... [--like NAME] -o DIR [options]\n"
+     "       slate synth --shape NAME|--dims K=V,... [--like NAME] --dry-run\n"
      "  A Hugging Face folder (config.json + safetensors) with seeded random weights.\n"
      "\n"
      "options:\n"
-     "  -o DIR                the folder to write (required)\n"
+     "  -o DIR                the folder to write (required unless --dry-run)\n"
      "  --shape NAME          a real model's shape (listed below)\n"
      "  --dims K=V,...        a custom shape instead: hidden, layers, heads, ffn, vocab (required),\n"
-     "                        kv_heads (default: heads), ctx (default 2048), each once\n"
+     "                        kv_heads (default: heads), ctx (default 2048), head_dim (default\n"
+     "                        hidden / heads), window (sliding window; --like shapes with one),\n"
+     "                        each once\n"
+     "  --like NAME           with --dims: the custom shape has NAME's architecture (family,\n"
+     "                        tensor names and fusing, norms, rope, window pattern, soft-caps,\n"
+     "                        tie) with the --dims sizes, e.g. a 2-layer Gemma 2 for tests\n"
+     "  --dry-run             print the parameter count, tensors and bytes; write nothing\n"
      "  --seed S              weight seed (default 0); same seed, same bytes\n"
      "  --dtype f32|f16|bf16  tensor dtype (default bf16)\n"
      "  --shard-mib N         largest safetensors shard in MiB (default 4096)\n"
@@ -213,7 +220,15 @@ int cli_help(const char *cmd, FILE *f) {
     fputs(h->text, f);
     if (strcmp(cmd, "synth") == 0) { /* the shapes as the library knows them */
         fputs("\nshapes:", f);
-        for (int32_t i = 0; slate_synth_shape_name(i); i++) fprintf(f, " %s", slate_synth_shape_name(i));
+        int col = 7;
+        for (int32_t i = 0; slate_synth_shape_name(i); i++) {
+            const char *name = slate_synth_shape_name(i);
+            if (col + 1 + (int)strlen(name) > 96) {
+                fputs("\n       ", f);
+                col = 7;
+            }
+            col += fprintf(f, " %s", name);
+        }
         fputc('\n', f);
     }
     return 0;

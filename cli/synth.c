@@ -1,10 +1,12 @@
 /*
- * synth.c - `slate synth --shape NAME|--dims K=V,... -o DIR [--seed S] [--dtype f32|f16|bf16]`:
- * writes a Hugging Face folder with seeded random weights of a realistic shape (see
- * slate_synth in slate.h). --dims describes a custom Llama; it cannot be combined with --shape
- * (the folder would be labelled with a named shape it does not have). The dims are checked here
- * against slate_synth's limits, so a bad one is a usage error (exit 2) named before -o is
- * looked at.
+ * synth.c - `slate synth --shape NAME|--dims K=V,... [--like NAME] -o DIR [--seed S]
+ * [--dtype f32|f16|bf16]`: writes a Hugging Face folder with seeded random weights of a
+ * realistic shape (see slate_synth in slate.h). --dims describes a custom shape: a Llama, or
+ * with --like the architecture of a named shape (a tiny Gemma 2, say). It cannot be combined
+ * with --shape (the folder would be labelled with a named shape it does not have). The dims
+ * are checked here against slate_synth's limits, so a bad one is a usage error (exit 2) named
+ * before -o is looked at. --dry-run prints what would be written (parameters, tensors, bytes:
+ * slate_synth_describe) and writes nothing.
  */
 #include "cli.h"
 
@@ -29,6 +31,8 @@ static const struct dim_key {
     {"ffn", offsetof(slate_synth_params, ffn_dim), 1, 1 << 20, true},
     {"vocab", offsetof(slate_synth_params, n_vocab), 259, 1 << 22, true},
     {"ctx", offsetof(slate_synth_params, n_ctx), 1, 1 << 24, false},
+    {"head_dim", offsetof(slate_synth_params, head_dim), 2, 512, false},
+    {"window", offsetof(slate_synth_params, sliding_window), 1, 1 << 24, false},
 };
 #define N_KEYS (sizeof KEYS / sizeof KEYS[0])
 
@@ -64,7 +68,7 @@ static bool parse_dims(const char *s, slate_synth_params *p) {
         while (k < N_KEYS && strcmp(KEYS[k].key, tok) != 0) k++;
         if (k == N_KEYS) {
             fprintf(stderr, "slate synth: unknown --dims key '%s' (known: hidden, layers, heads, "
-                            "kv_heads, ffn, vocab, ctx)\n", tok);
+                            "kv_heads, ffn, vocab, ctx, head_dim, window)\n", tok);
             return false;
         }
         if (seen[k]) {
@@ -85,14 +89,20 @@ static bool parse_dims(const char *s, slate_synth_params *p) {
     for (size_t k = 0; k < N_KEYS; k++)
         if (KEYS[k].required && !seen[k]) {
             fprintf(stderr, "slate synth: --dims needs %s (hidden, layers, heads, ffn and vocab "
-                            "are required; kv_heads defaults to heads, ctx to 2048)\n",
+                            "are required; kv_heads defaults to heads, ctx to 2048, head_dim "
+                            "to hidden / heads)\n",
                     KEYS[k].key);
             return false;
         }
     int32_t kv = p->n_kv_heads ? p->n_kv_heads : p->n_heads;
-    if (p->dim % p->n_heads != 0 || (p->dim / p->n_heads) % 2 != 0 || p->dim / p->n_heads > 512) {
+    if (p->head_dim && p->head_dim % 2 != 0) {
+        fprintf(stderr, "slate synth: --dims head_dim %d must be even\n", p->head_dim);
+        return false;
+    }
+    if (!p->head_dim &&
+        (p->dim % p->n_heads != 0 || (p->dim / p->n_heads) % 2 != 0 || p->dim / p->n_heads > 512)) {
         fprintf(stderr, "slate synth: --dims hidden %d / heads %d must give an even head size of "
-                        "at most 512\n", p->dim, p->n_heads);
+                        "at most 512 (or give head_dim)\n", p->dim, p->n_heads);
         return false;
     }
     if (p->n_heads % kv != 0) {
@@ -103,10 +113,39 @@ static bool parse_dims(const char *s, slate_synth_params *p) {
     return true;
 }
 
+static const char *dtype_arg(slate_dtype d) {
+    return d == SLATE_DTYPE_F32 ? "f32" : d == SLATE_DTYPE_F16 ? "f16" : "bf16";
+}
+
+/* --dry-run: what slate_synth would write, on stdout, one "key value" line each. */
+static int describe(const slate_synth_params *p) {
+    slate_synth_info info;
+    slate_error err;
+    slate_status s = slate_synth_describe(p, &info, &err);
+    if (s) return cli_error("synth", s, &err);
+    if (p->like)
+        printf("shape       custom (like %s)\n", p->like);
+    else if (p->shape)
+        printf("shape       %s (%s)\n", p->shape, info.source);
+    else
+        printf("shape       custom\n");
+    printf("parameters  %lld (%.3f B)\n", (long long)info.n_params, (double)info.n_params / 1e9);
+    printf("tensors     %d in %d safetensors file%s\n", info.n_tensors, info.n_shards,
+           info.n_shards == 1 ? "" : "s");
+    printf("head_dim    %d\n", info.head_dim);
+    printf("bytes       %llu (%.2f GB of %s", (unsigned long long)info.weights_bytes,
+           (double)info.weights_bytes / 1e9, dtype_arg(p->dtype));
+    if (p->shape && info.published_dtype != p->dtype)
+        printf("; the published weights are %s", dtype_arg(info.published_dtype));
+    printf(")\n");
+    return 0;
+}
+
 int slate_cli_synth(int argc, char **argv) {
     slate_synth_params p = slate_synth_default_params();
     const char *out = NULL;
     const char *dims = NULL;
+    bool dry_run = false;
     p.progress = isatty(2);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -117,6 +156,9 @@ int slate_cli_synth(int argc, char **argv) {
             i++;
         } else if (strcmp(a, "--shape") == 0 && v) {
             p.shape = v;
+            i++;
+        } else if (strcmp(a, "--like") == 0 && v) {
+            p.like = v;
             i++;
         } else if (strcmp(a, "--dims") == 0 && v) {
             if (dims) {
@@ -151,19 +193,28 @@ int slate_cli_synth(int argc, char **argv) {
             i++;
         } else if (strcmp(a, "--progress") == 0) {
             p.progress = true;
+        } else if (strcmp(a, "--dry-run") == 0) {
+            dry_run = true;
         } else {
             return cli_bad_option("synth", a);
         }
     }
-    if (!out || (!p.shape && !dims)) return cli_usage("synth");
+    if (p.like && !dims) {
+        fprintf(stderr, "slate synth: --like %s needs --dims (it gives a custom shape that "
+                        "architecture; --shape %s is the named shape itself)\n", p.like, p.like);
+        return 2;
+    }
+    if ((!out && !dry_run) || (!p.shape && !dims)) return cli_usage("synth");
     /* The folder's config names the shape it was made from: a named shape with other dims would
      * carry a name it does not have. */
     if (p.shape && dims) {
         fprintf(stderr, "slate synth: --shape and --dims both given: give one (--dims describes a "
-                        "whole custom shape; a named shape's dims cannot be changed)\n");
+                        "whole custom shape; a named shape's dims cannot be changed; --like NAME "
+                        "--dims ... gives a custom shape of NAME's architecture)\n");
         return 2;
     }
     if (dims && !parse_dims(dims, &p)) return 2;
+    if (dry_run) return describe(&p);
     slate_error err;
     slate_status s = slate_synth(out, &p, &err);
     if (s) return cli_error("synth", s, &err);

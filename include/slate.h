@@ -240,21 +240,38 @@ void slate_output_discard(slate_output *out);
 
 /* A Hugging Face folder with seeded random weights of a realistic shape, for measuring speed and
  * memory without downloading a model. Named shapes copy the published configs (dims, heads,
- * vocabulary, tie, rope theta and scaling, qkv bias, context):
- *   "tinyllama-1.1b", "smollm2-135m", "llama-3.2-1b", "qwen2.5-0.5b".
- * Weights are normal-ish (sum of four uniforms) with std 0.02, norm weights ~1, so activations
- * and logits stay finite and spread out. The tokenizer is a synthetic byte-level BPE with
+ * head size, vocabulary, tie, rope theta and scaling, qkv bias, context, sliding windows,
+ * soft-caps) and the checkpoints' tensor names and shapes:
+ *   "tinyllama-1.1b", "smollm2-135m", "llama-3.2-1b", "qwen2.5-0.5b" (Llama / Qwen2),
+ *   "phi-3-mini-4k" (Phi3ForCausalLM, microsoft/Phi-3-mini-4k-instruct: fused
+ *     self_attn.qkv_proj and mlp.gate_up_proj, window 2047),
+ *   "gemma-2-2b" (Gemma2ForCausalLM, google/gemma-2-2b: head_dim 256, soft-caps 50 / 30,
+ *     window 4096 on the even layers, four norms per layer; published in f32),
+ *   "gemma-3-1b" (Gemma3ForCausalLM, google/gemma-3-1b-pt: head_dim 256, q/k norms, window
+ *     512 with sliding_window_pattern 6, local RoPE base 1e4),
+ *   "mistral-7b" (MistralForCausalLM, mistralai/Mistral-7B-v0.1: window 4096).
+ * Weights are normal-ish (sum of four uniforms) with std 0.02, norm weights ~1 (Gemma: the
+ * stored w of its (1 + w) norms, ~0), so activations and logits stay finite and spread out. The
+ * tokenizer is a synthetic byte-level BPE with
  * exactly n_vocab tokens: 256 byte symbols, merges (" " and a..z prefixes + one letter, in
  * breadth-first order) and three special tokens <|endoftext|>, <|im_start|>, <|im_end|> (the
  * last ids). It depends only on n_vocab, so two synthetic models of one vocabulary share it. */
 typedef struct slate_synth_params {
-    const char *shape;  /* a named shape, or NULL: a LlamaForCausalLM (untied, rope theta 1e4)
-                           from the dims below */
+    const char *shape;  /* a named shape, or NULL: a custom shape from the dims below */
+    const char *like;   /* with shape NULL: the custom shape takes this named shape's
+                           architecture (family, tensor layout, norms, rope, window pattern,
+                           soft-caps, tie; everything but the dims); NULL: a LlamaForCausalLM
+                           (untied, rope theta 1e4). Giving both shape and like is refused. */
     /* Dims; 0 keeps the shape's value. Without a shape, dim, n_layers, n_heads, ffn_dim and
      * n_vocab are required; n_kv_heads defaults to n_heads and n_ctx to 2048. head_dim is
-     * dim / n_heads (must divide, even, at most 512); n_vocab >= 259. */
+     * dim / n_heads (must divide, even, at most 512) unless given or kept: a named shape keeps
+     * its own (Gemma's 256) when neither dim nor n_heads is given. n_vocab >= 259. */
     int32_t dim, n_layers, n_heads, n_kv_heads, ffn_dim, n_vocab, n_ctx;
-    slate_dtype dtype;  /* F32, F16 or BF16 (default BF16, like the published checkpoints) */
+    int32_t head_dim;       /* 0: as above; else even, 2..512 */
+    int32_t sliding_window; /* 0: the shape's; else 1..2^24, for shapes that have a window only
+                               (mistral-7b, phi-3-mini-4k, gemma-2-2b, gemma-3-1b) */
+    slate_dtype dtype;  /* F32, F16 or BF16 (default BF16, as most published checkpoints;
+                           gemma-2-2b's is F32) */
     uint64_t seed;      /* same seed and params: the same bytes */
     size_t shard_bytes; /* largest weight file; 0: 4 GiB. Larger models are written as shards
                            model-0000i-of-0000n.safetensors + model.safetensors.index.json */
@@ -265,6 +282,23 @@ slate_synth_params slate_synth_default_params(void);
 
 /* Name of built-in shape `index` (0-based), or NULL past the last one. Static strings. */
 const char *slate_synth_shape_name(int32_t index);
+
+/* What slate_synth would write for params, without writing it. */
+typedef struct slate_synth_info {
+    int64_t n_params;        /* weights, in elements (embedding counted once when tied) */
+    uint64_t weights_bytes;  /* their bytes in params->dtype: the safetensors data */
+    int32_t n_tensors;
+    int32_t n_shards;        /* safetensors files */
+    int32_t head_dim;        /* the head size used */
+    const char *source;      /* the Hugging Face repository a named shape copies; NULL for a
+                                custom shape. Static string. */
+    slate_dtype published_dtype; /* a named shape's published weights' dtype (custom: BF16) */
+} slate_synth_info;
+
+/* Fills *info for params (NULL: the defaults, which name no shape and so fail) after the
+ * checks slate_synth makes on them. Returns OK, E_INVALID_ARG (as slate_synth), E_NOMEM. */
+slate_status slate_synth_describe(const slate_synth_params *params, slate_synth_info *info,
+                                  slate_error *err);
 
 /* Writes config.json, the safetensors weights (streamed: memory use does not grow with the
  * model), tokenizer.json and tokenizer_config.json into the new folder out_dir. Everything is

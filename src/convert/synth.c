@@ -53,26 +53,83 @@
 
 static const char *const SPECIALS[N_SPECIAL] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
 
+/* The families synth writes: each has its own tensor list and config keys. */
+typedef enum family { FAM_LLAMA, FAM_QWEN2, FAM_MISTRAL, FAM_PHI3, FAM_GEMMA2, FAM_GEMMA3 } family;
+
 typedef struct shape {
     const char *name, *arch, *model_type;
+    const char *source; /* the Hugging Face repository whose config.json the shape copies */
+    family fam;
     int32_t dim, n_layers, n_heads, n_kv_heads, ffn_dim, n_vocab, n_ctx;
+    int32_t head_dim;   /* 0: dim / n_heads */
+    bool head_dim_key;  /* the published config states head_dim (else written only when it is
+                           not dim / n_heads) */
     double rope_theta, norm_eps;
     bool tied, qkv_bias;
     /* Llama 3.1 "llama3" rope scaling when factor > 0 */
     double rope_factor, rope_low, rope_high;
     int32_t rope_orig_ctx;
+    int32_t window;         /* sliding window in positions (Mistral, Phi-3: every layer; Gemma 2:
+                               even layers; Gemma 3: all but every window_pattern-th); 0: none */
+    int32_t window_pattern; /* Gemma 3: layer i is global when (i + 1) % pattern == 0 */
+    double rope_local_theta; /* Gemma 3: RoPE base of the sliding layers */
+    double attn_cap, final_cap; /* Gemma 2's soft-caps */
+    slate_dtype published;  /* the dtype of the published weights (documentation: the default
+                               output dtype is BF16 for every shape) */
 } shape;
 
-/* From the published config.json files of each model. */
+/* From the published config.json files of each model (`source`). */
 static const shape SHAPES[] = {
-    {"tinyllama-1.1b", "LlamaForCausalLM", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0,
-     1e-5, false, false, 0, 0, 0, 0},
-    {"smollm2-135m", "LlamaForCausalLM", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0,
-     1e-5, true, false, 0, 0, 0, 0},
-    {"llama-3.2-1b", "LlamaForCausalLM", "llama", 2048, 16, 32, 8, 8192, 128256, 131072,
-     500000.0, 1e-5, true, false, 32.0, 1.0, 4.0, 8192},
-    {"qwen2.5-0.5b", "Qwen2ForCausalLM", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768,
-     1000000.0, 1e-6, true, true, 0, 0, 0, 0},
+    {.name = "tinyllama-1.1b", .arch = "LlamaForCausalLM", .model_type = "llama",
+     .source = "TinyLlama/TinyLlama-1.1B-Chat-v1.0", .fam = FAM_LLAMA, .dim = 2048,
+     .n_layers = 22, .n_heads = 32, .n_kv_heads = 4, .ffn_dim = 5632, .n_vocab = 32000,
+     .n_ctx = 2048, .head_dim_key = true, .rope_theta = 10000.0, .norm_eps = 1e-5,
+     .published = SLATE_DTYPE_BF16},
+    {.name = "smollm2-135m", .arch = "LlamaForCausalLM", .model_type = "llama",
+     .source = "HuggingFaceTB/SmolLM2-135M", .fam = FAM_LLAMA, .dim = 576, .n_layers = 30,
+     .n_heads = 9, .n_kv_heads = 3, .ffn_dim = 1536, .n_vocab = 49152, .n_ctx = 8192,
+     .head_dim_key = true, .rope_theta = 100000.0, .norm_eps = 1e-5, .tied = true,
+     .published = SLATE_DTYPE_BF16},
+    {.name = "llama-3.2-1b", .arch = "LlamaForCausalLM", .model_type = "llama",
+     .source = "meta-llama/Llama-3.2-1B", .fam = FAM_LLAMA, .dim = 2048, .n_layers = 16,
+     .n_heads = 32, .n_kv_heads = 8, .ffn_dim = 8192, .n_vocab = 128256, .n_ctx = 131072,
+     .head_dim_key = true, .rope_theta = 500000.0, .norm_eps = 1e-5, .tied = true,
+     .rope_factor = 32.0, .rope_low = 1.0, .rope_high = 4.0, .rope_orig_ctx = 8192,
+     .published = SLATE_DTYPE_BF16},
+    {.name = "qwen2.5-0.5b", .arch = "Qwen2ForCausalLM", .model_type = "qwen2",
+     .source = "Qwen/Qwen2.5-0.5B", .fam = FAM_QWEN2, .dim = 896, .n_layers = 24, .n_heads = 14,
+     .n_kv_heads = 2, .ffn_dim = 4864, .n_vocab = 151936, .n_ctx = 32768, .head_dim_key = true,
+     .rope_theta = 1000000.0, .norm_eps = 1e-6, .tied = true, .qkv_bias = true,
+     .published = SLATE_DTYPE_BF16},
+    /* Phi-3-mini-4k: fused self_attn.qkv_proj and mlp.gate_up_proj, no head_dim key (96),
+     * original_max_position_embeddings = max_position_embeddings, no rope scaling. */
+    {.name = "phi-3-mini-4k", .arch = "Phi3ForCausalLM", .model_type = "phi3",
+     .source = "microsoft/Phi-3-mini-4k-instruct", .fam = FAM_PHI3, .dim = 3072,
+     .n_layers = 32, .n_heads = 32, .n_kv_heads = 32, .ffn_dim = 8192, .n_vocab = 32064,
+     .n_ctx = 4096, .rope_theta = 10000.0, .norm_eps = 1e-5, .window = 2047,
+     .published = SLATE_DTYPE_BF16},
+    /* Gemma-2-2B: head_dim 256 (not hidden / heads), query_pre_attn_scalar = head_dim, soft-caps
+     * 50 / 30, window 4096 on the even layers, four norms per layer, tied; published in f32. */
+    {.name = "gemma-2-2b", .arch = "Gemma2ForCausalLM", .model_type = "gemma2",
+     .source = "google/gemma-2-2b", .fam = FAM_GEMMA2, .dim = 2304, .n_layers = 26,
+     .n_heads = 8, .n_kv_heads = 4, .ffn_dim = 9216, .n_vocab = 256000, .n_ctx = 8192,
+     .head_dim = 256, .head_dim_key = true, .rope_theta = 10000.0, .norm_eps = 1e-6,
+     .tied = true, .window = 4096, .attn_cap = 50.0, .final_cap = 30.0,
+     .published = SLATE_DTYPE_F32},
+    /* Gemma-3-1B (text only): head_dim 256, query_pre_attn_scalar = head_dim, q/k norms, window
+     * 512 on five layers of six (sliding_window_pattern 6), local RoPE base 1e4, global 1e6, no
+     * soft-caps, tied. */
+    {.name = "gemma-3-1b", .arch = "Gemma3ForCausalLM", .model_type = "gemma3_text",
+     .source = "google/gemma-3-1b-pt", .fam = FAM_GEMMA3, .dim = 1152, .n_layers = 26,
+     .n_heads = 4, .n_kv_heads = 1, .ffn_dim = 6912, .n_vocab = 262144, .n_ctx = 32768,
+     .head_dim = 256, .head_dim_key = true, .rope_theta = 1000000.0, .norm_eps = 1e-6,
+     .tied = true, .window = 512, .window_pattern = 6, .rope_local_theta = 10000.0,
+     .published = SLATE_DTYPE_BF16},
+    /* Mistral-7B v0.1: GQA 32/8, window 4096 on every layer, untied, no head_dim key. */
+    {.name = "mistral-7b", .arch = "MistralForCausalLM", .model_type = "mistral",
+     .source = "mistralai/Mistral-7B-v0.1", .fam = FAM_MISTRAL, .dim = 4096, .n_layers = 32,
+     .n_heads = 32, .n_kv_heads = 8, .ffn_dim = 14336, .n_vocab = 32000, .n_ctx = 32768,
+     .rope_theta = 10000.0, .norm_eps = 1e-5, .window = 4096, .published = SLATE_DTYPE_BF16},
 };
 #define N_SHAPES ((int32_t)(sizeof SHAPES / sizeof SHAPES[0]))
 
@@ -142,7 +199,9 @@ typedef struct tdesc {
 
 typedef struct plan {
     shape s;
+    const char *like; /* the named shape a custom one takes its architecture from, or NULL */
     int32_t head_dim;
+    float norm_base;  /* norm weights are norm_base + STD_NORM * noise */
     slate_dtype dtype;
     size_t esize;
     tdesc *t;
@@ -162,21 +221,35 @@ static void add_t(plan *p, const char *name, int64_t d0, int64_t d1, tkind kind)
     t->nbytes = (uint64_t)d0 * (uint64_t)(d1 ? d1 : 1) * p->esize;
 }
 
+/* Finds a named shape; E_INVALID_ARG listing the known ones if there is none. `what` names the
+ * parameter in the message ("shape", "like"). */
+static slate_status find_shape(const char *name, const char *what, const shape **out,
+                               slate_error *err) {
+    for (int32_t i = 0; i < N_SHAPES; i++)
+        if (strcmp(SHAPES[i].name, name) == 0) {
+            *out = &SHAPES[i];
+            return SLATE_OK;
+        }
+    char list[512] = "";
+    for (int32_t j = 0; j < N_SHAPES; j++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "",
+                 SHAPES[j].name);
+    return slate__fail(err, SLATE_E_INVALID_ARG, "unknown %s '%.64s' (known: %s)", what, name,
+                       list);
+}
+
 static slate_status make_plan(const slate_synth_params *sp, plan *p, slate_error *err) {
     memset(p, 0, sizeof *p);
     shape *s = &p->s;
+    const shape *named = NULL;
+    slate_status st;
+    if (sp->shape && sp->like)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "shape '%.64s' and like '%.64s' both given: "
+                           "like makes a custom shape of a named shape's architecture, shape "
+                           "takes the named shape itself", sp->shape, sp->like);
     if (sp->shape) {
-        int32_t i = 0;
-        while (i < N_SHAPES && strcmp(SHAPES[i].name, sp->shape) != 0) i++;
-        if (i == N_SHAPES) {
-            char list[256] = "";
-            for (int32_t j = 0; j < N_SHAPES; j++)
-                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "",
-                         SHAPES[j].name);
-            return slate__fail(err, SLATE_E_INVALID_ARG, "unknown shape '%.64s' (known: %s)",
-                               sp->shape, list);
-        }
-        *s = SHAPES[i];
+        if ((st = find_shape(sp->shape, "shape", &named, err))) return st;
+        *s = *named;
     } else {
         const struct { const char *key; int32_t v; } req[] = {
             {"dim (hidden)", sp->dim}, {"n_layers", sp->n_layers}, {"n_heads", sp->n_heads},
@@ -185,19 +258,47 @@ static slate_status make_plan(const slate_synth_params *sp, plan *p, slate_error
             if (req[i].v == 0)
                 return slate__fail(err, SLATE_E_INVALID_ARG, "custom shape: %s is required (no "
                                    "named shape given)", req[i].key);
-        *s = (shape){"custom", "LlamaForCausalLM", "llama", 0, 0, 0, 0, 0, 0, 2048, 10000.0,
-                     1e-5, false, false, 0, 0, 0, 0};
+        if (sp->like) {
+            if ((st = find_shape(sp->like, "like", &named, err))) return st;
+            *s = *named; /* the architecture; the dims are all replaced below */
+            p->like = named->name;
+        } else {
+            *s = (shape){.name = "custom", .arch = "LlamaForCausalLM", .model_type = "llama",
+                         .fam = FAM_LLAMA, .head_dim_key = true, .rope_theta = 10000.0,
+                         .norm_eps = 1e-5, .published = SLATE_DTYPE_BF16};
+        }
+        s->name = "custom";
+        s->source = NULL;
+        s->published = SLATE_DTYPE_BF16;
+        s->n_kv_heads = sp->n_heads;
+        s->n_ctx = 2048;
+        s->head_dim = 0;
     }
     if (sp->dim) s->dim = sp->dim;
     if (sp->n_layers) s->n_layers = sp->n_layers;
-    if (sp->n_heads) {
-        s->n_heads = sp->n_heads;
-        if (!sp->shape) s->n_kv_heads = sp->n_heads;
-    }
+    if (sp->n_heads) s->n_heads = sp->n_heads;
     if (sp->n_kv_heads) s->n_kv_heads = sp->n_kv_heads;
     if (sp->ffn_dim) s->ffn_dim = sp->ffn_dim;
     if (sp->n_vocab) s->n_vocab = sp->n_vocab;
     if (sp->n_ctx) s->n_ctx = sp->n_ctx;
+    /* A named shape's own head size stays only with its own dim and heads (Gemma's 256 is not
+     * hidden / heads); other dims give dim / n_heads unless head_dim is given. */
+    if (sp->head_dim < 0 || sp->head_dim == 1 || sp->head_dim > 512)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "head_dim is %d, expected 2..512 (or 0: "
+                           "dim / n_heads)", sp->head_dim);
+    if (sp->dim || sp->n_heads) s->head_dim = 0;
+    if (sp->head_dim) s->head_dim = sp->head_dim;
+    if (sp->sliding_window < 0 || sp->sliding_window > (1 << 24))
+        return slate__fail(err, SLATE_E_INVALID_ARG, "sliding_window is %d, expected 1..%d (or "
+                           "0: the shape's)", sp->sliding_window, 1 << 24);
+    if (sp->sliding_window) {
+        if (!s->window)
+            return slate__fail(err, SLATE_E_INVALID_ARG, "sliding_window %d: %s '%s' has no "
+                               "sliding window (mistral-7b, phi-3-mini-4k, gemma-2-2b and "
+                               "gemma-3-1b have one)", sp->sliding_window,
+                               sp->like ? "like" : "shape", p->like ? p->like : s->name);
+        s->window = sp->sliding_window;
+    }
     const struct { const char *key; int32_t v, lo, hi; } lim[] = {
         {"dim", s->dim, 2, 1 << 16},         {"n_layers", s->n_layers, 1, 1024},
         {"n_heads", s->n_heads, 1, 1024},    {"n_kv_heads", s->n_kv_heads, 1, 1024},
@@ -209,9 +310,18 @@ static slate_status make_plan(const slate_synth_params *sp, plan *p, slate_error
                                lim[i].key, lim[i].v, lim[i].lo, lim[i].hi,
                                strcmp(lim[i].key, "n_vocab") == 0
                                    ? " (256 byte tokens + 3 special tokens at least)" : "");
-    if (s->dim % s->n_heads != 0 || (s->dim / s->n_heads) % 2 != 0 || s->dim / s->n_heads > 512)
-        return slate__fail(err, SLATE_E_INVALID_ARG, "dim %d / n_heads %d must give an even "
-                           "head_dim of at most 512", s->dim, s->n_heads);
+    if (s->head_dim) {
+        if (s->head_dim % 2 != 0)
+            return slate__fail(err, SLATE_E_INVALID_ARG, "head_dim %d must be even (RoPE "
+                               "rotates pairs)", s->head_dim);
+        p->head_dim = s->head_dim;
+    } else {
+        if (s->dim % s->n_heads != 0 || (s->dim / s->n_heads) % 2 != 0 ||
+            s->dim / s->n_heads > 512)
+            return slate__fail(err, SLATE_E_INVALID_ARG, "dim %d / n_heads %d must give an even "
+                               "head_dim of at most 512", s->dim, s->n_heads);
+        p->head_dim = s->dim / s->n_heads;
+    }
     if (s->n_heads % s->n_kv_heads != 0)
         return slate__fail(err, SLATE_E_INVALID_ARG, "n_heads %d must be a multiple of "
                            "n_kv_heads %d", s->n_heads, s->n_kv_heads);
@@ -219,15 +329,19 @@ static slate_status make_plan(const slate_synth_params *sp, plan *p, slate_error
         sp->dtype != SLATE_DTYPE_BF16)
         return slate__fail(err, SLATE_E_INVALID_ARG, "dtype %s (%d): expected f32, f16 or bf16",
                            slate_dtype_name(sp->dtype), (int)sp->dtype);
-    p->head_dim = s->dim / s->n_heads;
     p->dtype = sp->dtype;
     p->esize = sp->dtype == SLATE_DTYPE_F32 ? 4 : 2;
-    int32_t n_max = 3 + 12 * s->n_layers;
+    bool gemma = s->fam == FAM_GEMMA2 || s->fam == FAM_GEMMA3;
+    /* Gemma's norms compute x / rms(x) * (1 + w) and its checkpoints store w ~ 0. */
+    p->norm_base = gemma ? 0.0f : 1.0f;
+    int32_t n_max = 3 + 16 * s->n_layers;
     p->t = slate__calloc((size_t)n_max, sizeof *p->t);
     if (!p->t) return slate__fail(err, SLATE_E_NOMEM, "out of memory for %d tensors", n_max);
-    int64_t D = s->dim, Q = (int64_t)s->n_heads * p->head_dim;
+    int64_t D = s->dim, Q = (int64_t)s->n_heads * p->head_dim, H = p->head_dim;
     int64_t KV = (int64_t)s->n_kv_heads * p->head_dim, F = s->ffn_dim;
     char name[96];
+    /* The names, shapes ([out][in] for matrices) and layouts of the published checkpoints:
+     * transformers' modeling_llama / _qwen2 / _mistral / _phi3 / _gemma2 / _gemma3 modules. */
     add_t(p, "model.embed_tokens.weight", s->n_vocab, D, T_MATRIX);
     for (int32_t l = 0; l < s->n_layers; l++) {
 #define L(suffix, d0, d1, kind)                                                  \
@@ -236,19 +350,36 @@ static slate_status make_plan(const slate_synth_params *sp, plan *p, slate_error
         add_t(p, name, d0, d1, kind);                                            \
     } while (0)
         L("input_layernorm.weight", D, 0, T_NORM);
-        L("self_attn.q_proj.weight", Q, D, T_MATRIX);
-        L("self_attn.k_proj.weight", KV, D, T_MATRIX);
-        L("self_attn.v_proj.weight", KV, D, T_MATRIX);
+        if (s->fam == FAM_PHI3) {
+            /* one matrix: q rows, then k, then v */
+            L("self_attn.qkv_proj.weight", Q + 2 * KV, D, T_MATRIX);
+        } else {
+            L("self_attn.q_proj.weight", Q, D, T_MATRIX);
+            L("self_attn.k_proj.weight", KV, D, T_MATRIX);
+            L("self_attn.v_proj.weight", KV, D, T_MATRIX);
+        }
         if (s->qkv_bias) {
             L("self_attn.q_proj.bias", Q, 0, T_BIAS);
             L("self_attn.k_proj.bias", KV, 0, T_BIAS);
             L("self_attn.v_proj.bias", KV, 0, T_BIAS);
         }
+        if (s->fam == FAM_GEMMA3) {
+            L("self_attn.q_norm.weight", H, 0, T_NORM);
+            L("self_attn.k_norm.weight", H, 0, T_NORM);
+        }
         L("self_attn.o_proj.weight", D, Q, T_MATRIX);
+        /* Gemma 2/3: the attention output's norm; elsewhere the feed-forward's input norm */
         L("post_attention_layernorm.weight", D, 0, T_NORM);
-        L("mlp.gate_proj.weight", F, D, T_MATRIX);
-        L("mlp.up_proj.weight", F, D, T_MATRIX);
+        if (gemma) L("pre_feedforward_layernorm.weight", D, 0, T_NORM);
+        if (s->fam == FAM_PHI3) {
+            /* one matrix: gate rows, then up */
+            L("mlp.gate_up_proj.weight", 2 * F, D, T_MATRIX);
+        } else {
+            L("mlp.gate_proj.weight", F, D, T_MATRIX);
+            L("mlp.up_proj.weight", F, D, T_MATRIX);
+        }
         L("mlp.down_proj.weight", D, F, T_MATRIX);
+        if (gemma) L("post_feedforward_layernorm.weight", D, 0, T_NORM);
 #undef L
     }
     add_t(p, "model.norm.weight", D, 0, T_NORM);
@@ -269,6 +400,28 @@ static slate_status make_plan(const slate_synth_params *sp, plan *p, slate_error
     }
     p->n_shards++;
     return SLATE_OK;
+}
+
+slate_status slate_synth_describe(const slate_synth_params *params, slate_synth_info *info,
+                                  slate_error *err) {
+    if (!info) return slate__fail(err, SLATE_E_INVALID_ARG, "info must not be NULL");
+    memset(info, 0, sizeof *info);
+    slate_synth_params dp = slate_synth_default_params();
+    if (!params) params = &dp;
+    plan p;
+    slate_status s = make_plan(params, &p, err);
+    if (!s) {
+        for (int32_t i = 0; i < p.n_t; i++)
+            info->n_params += p.t[i].dims[0] * (p.t[i].n_dims == 2 ? p.t[i].dims[1] : 1);
+        info->weights_bytes = p.total_bytes;
+        info->n_tensors = p.n_t;
+        info->n_shards = p.n_shards;
+        info->head_dim = p.head_dim;
+        info->source = p.s.source;
+        info->published_dtype = p.s.published;
+    }
+    slate__free(p.t);
+    return s;
 }
 
 /* ---- files ---------------------------------------------------------------------------------- */
@@ -420,6 +573,7 @@ static slate_status write_config(folder *fo, const plan *p) {
     out *o = folder_open(fo, "config.json", &st);
     if (!o) return st;
     const shape *s = &p->s;
+    bool gemma = s->fam == FAM_GEMMA2 || s->fam == FAM_GEMMA3;
     int32_t eot = s->n_vocab - N_SPECIAL;
     const char *torch_dtype = p->dtype == SLATE_DTYPE_F32   ? "float32"
                               : p->dtype == SLATE_DTYPE_F16 ? "float16"
@@ -428,24 +582,71 @@ static slate_status write_config(folder *fo, const plan *p) {
                s->model_type);
     out_printf(o, "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
                "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
-               "  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n  \"vocab_size\": %d,\n"
-               "  \"max_position_embeddings\": %d,\n",
-               s->dim, s->ffn_dim, s->n_layers, s->n_heads, s->n_kv_heads, p->head_dim,
-               s->n_vocab, s->n_ctx);
-    out_printf(o, "  \"rms_norm_eps\": %g,\n  \"rope_theta\": %.1f,\n  \"hidden_act\": \"silu\",\n"
-               "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\",\n"
+               "  \"num_key_value_heads\": %d,\n", s->dim, s->ffn_dim, s->n_layers, s->n_heads,
+               s->n_kv_heads);
+    /* Phi-3's and Mistral v0.1's configs have no head_dim (hidden / heads): written there only
+     * when the head size is another. */
+    if (s->head_dim_key || p->head_dim != s->dim / s->n_heads || s->dim % s->n_heads != 0)
+        out_printf(o, "  \"head_dim\": %d,\n", p->head_dim);
+    out_printf(o, "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n", s->n_vocab,
+               s->n_ctx);
+    out_printf(o, "  \"rms_norm_eps\": %g,\n  \"rope_theta\": %.1f,\n", s->norm_eps,
+               s->rope_theta);
+    /* Gemma: GeGLU with the tanh GELU, named by hidden_activation; its configs leave
+     * tie_word_embeddings out (GemmaConfig's default: true). */
+    if (gemma)
+        out_printf(o, "  \"hidden_act\": \"gelu_pytorch_tanh\",\n"
+                   "  \"hidden_activation\": \"gelu_pytorch_tanh\",\n");
+    else
+        out_printf(o, "  \"hidden_act\": \"silu\",\n  \"tie_word_embeddings\": %s,\n",
+                   s->tied ? "true" : "false");
+    out_printf(o, "  \"torch_dtype\": \"%s\",\n"
                "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"initializer_range\": %g,\n",
-               s->norm_eps, s->rope_theta, s->tied ? "true" : "false", torch_dtype, eot, eot,
-               (double)STD_WEIGHT);
-    if (s->qkv_bias)
+               torch_dtype, eot, eot, (double)STD_WEIGHT);
+    switch (s->fam) {
+    case FAM_QWEN2:
         out_printf(o, "  \"sliding_window\": %d,\n  \"use_sliding_window\": false,\n", s->n_ctx);
+        break;
+    case FAM_MISTRAL:
+        out_printf(o, "  \"sliding_window\": %d,\n", s->window);
+        break;
+    case FAM_PHI3:
+        out_printf(o, "  \"sliding_window\": %d,\n  \"original_max_position_embeddings\": %d,\n"
+                   "  \"rope_scaling\": null,\n  \"attention_bias\": false,\n"
+                   "  \"attention_dropout\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
+                   "  \"resid_pdrop\": 0.0,\n", s->window, s->n_ctx);
+        break;
+    case FAM_GEMMA2:
+    case FAM_GEMMA3:
+        /* query_pre_attn_scalar is the head size in both published configs (256) */
+        out_printf(o, "  \"query_pre_attn_scalar\": %d,\n  \"sliding_window\": %d,\n"
+                   "  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n"
+                   "  \"cache_implementation\": \"hybrid\",\n  \"pad_token_id\": %d,\n",
+                   p->head_dim, s->window, eot);
+        if (s->fam == FAM_GEMMA2)
+            out_printf(o, "  \"attn_logit_softcapping\": %.1f,\n"
+                       "  \"final_logit_softcapping\": %.1f,\n", s->attn_cap, s->final_cap);
+        else
+            out_printf(o, "  \"sliding_window_pattern\": %d,\n"
+                       "  \"rope_local_base_freq\": %.1f,\n  \"rope_scaling\": null,\n"
+                       "  \"attn_logit_softcapping\": null,\n"
+                       "  \"final_logit_softcapping\": null,\n",
+                       s->window_pattern, s->rope_local_theta);
+        break;
+    case FAM_LLAMA:
+        break;
+    }
     if (s->rope_factor > 0)
         out_printf(o, "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.1f, "
                    "\"low_freq_factor\": %.1f, \"high_freq_factor\": %.1f, "
                    "\"original_max_position_embeddings\": %d},\n",
                    s->rope_factor, s->rope_low, s->rope_high, s->rope_orig_ctx);
-    out_printf(o, "  \"slate_synth\": {\"shape\": \"%s\", \"note\": \"random weights\"}\n}\n",
-               s->name);
+    if (p->like)
+        out_printf(o, "  \"slate_synth\": {\"shape\": \"custom\", \"like\": \"%s\", "
+                   "\"note\": \"random weights\"}\n}\n", p->like);
+    else
+        out_printf(o, "  \"slate_synth\": {\"shape\": \"%s\", \"note\": \"random weights\"}\n}\n",
+                   s->name);
     return out_done(o);
 }
 
@@ -600,7 +801,7 @@ static slate_status write_tensor_data(out *o, const plan *p, const tdesc *t, uin
         size_t k = (size_t)(n - at < CHUNK ? n - at : CHUNK);
         for (size_t i = 0; i < k; i++) {
             float z = normalish(&r);
-            f[i] = t->kind == T_NORM ? 1.0f + STD_NORM * z : STD_WEIGHT * z;
+            f[i] = t->kind == T_NORM ? p->norm_base + STD_NORM * z : STD_WEIGHT * z;
         }
         if (p->dtype == SLATE_DTYPE_F32) {
             out_write(o, f, k * 4);

@@ -1,8 +1,10 @@
 /* test_synth.c - slate_synth: a tiny custom shape converts, opens and gives finite, spread-out
  * logits; the tokenizer has exactly the configured vocabulary and loads; the same seed gives the
  * same bytes; shards give the same model as one file; named shapes keep their architecture
- * (tie, qkv bias, rope scaling) under dim overrides; bad parameters are refused naming the
- * culprit; a failed synth leaves no folder behind. */
+ * (tie, qkv bias, rope scaling, fused tensors, Gemma's norms, windows) under dim overrides;
+ * slate_synth_describe counts the published shapes' parameters; `like` makes a custom shape of
+ * a named architecture; bad parameters are refused naming the culprit; a failed synth leaves no
+ * folder behind. (The layouts against the NumPy reference: tests/e2e/test_synth_shapes.sh.) */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
@@ -214,6 +216,10 @@ static void named_shapes_keep_their_architecture_under_dim_overrides(void **unus
         {"llama-3.2-1b", "\"rope_type\": \"llama3\", \"factor\": 32.0"},
         {"tinyllama-1.1b", "\"tie_word_embeddings\": false"},
         {"smollm2-135m", "\"tie_word_embeddings\": true"},
+        {"phi-3-mini-4k", "\"Phi3ForCausalLM\""},
+        {"gemma-2-2b", "\"final_logit_softcapping\": 30.0"},
+        {"gemma-3-1b", "\"sliding_window_pattern\": 6"},
+        {"mistral-7b", "\"sliding_window\": 4096"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         slate_synth_params p = slate_synth_default_params();
@@ -238,9 +244,112 @@ static void named_shapes_keep_their_architecture_under_dim_overrides(void **unus
         for (int i = 0; i < 6 * 400; i++) assert_true(isfinite(l[i]));
         free(l);
     }
-    /* Qwen2 carries q/k/v biases. */
+    /* Qwen2 carries q/k/v biases; Phi-3 fuses q/k/v and gate/up; Gemma 2 and 3 have four norms
+     * per layer, Gemma 3 q/k norms too. */
     assert_true(file_contains(in_dir(tu_tmp("qwen2.5-0.5b"), "model.safetensors"),
                               "model.layers.0.self_attn.q_proj.bias"));
+    static const struct { const char *shape, *tensor; bool present; } layout[] = {
+        {"phi-3-mini-4k", "\"model.layers.0.self_attn.qkv_proj.weight\"", true},
+        {"phi-3-mini-4k", "\"model.layers.0.mlp.gate_up_proj.weight\"", true},
+        {"phi-3-mini-4k", "\"model.layers.0.self_attn.q_proj.weight\"", false},
+        {"gemma-2-2b", "\"model.layers.0.post_feedforward_layernorm.weight\"", true},
+        {"gemma-2-2b", "\"model.layers.0.self_attn.q_norm.weight\"", false},
+        {"gemma-2-2b", "\"lm_head.weight\"", false},
+        {"gemma-3-1b", "\"model.layers.0.self_attn.k_norm.weight\"", true},
+        {"gemma-3-1b", "\"model.layers.0.pre_feedforward_layernorm.weight\"", true},
+        {"mistral-7b", "\"lm_head.weight\"", true},
+    };
+    for (size_t k = 0; k < sizeof layout / sizeof layout[0]; k++)
+        if (file_contains(in_dir(tu_tmp(layout[k].shape), "model.safetensors"),
+                          layout[k].tensor) != layout[k].present)
+            fail_msg("%s: %s should%s be written", layout[k].shape, layout[k].tensor,
+                     layout[k].present ? "" : " not");
+}
+
+/* The full-size shapes' parameter counts, from their configs: embedding (+ head when untied)
+ * + layers x (attention + feed-forward + norms) + final norm, e.g. Mistral-7B: 2 x 32000 x 4096
+ * + 32 x (2 x 4096 x 4096 + 2 x 1024 x 4096 + 3 x 14336 x 4096 + 2 x 4096) + 4096
+ * = 7241732096 (the model card's 7.24B); Phi-3-mini 3.82B, Gemma-2-2B 2.61B, Gemma-3-1B 1.00B. */
+static void describe_counts_the_published_shapes_without_writing(void **unused) {
+    (void)unused;
+    static const struct {
+        const char *shape;
+        int64_t n_params;
+        int32_t n_tensors, head_dim;
+        slate_dtype published;
+    } cases[] = {
+        {"phi-3-mini-4k", 3821079552, 195, 96, SLATE_DTYPE_BF16},
+        {"gemma-2-2b", 2614341888, 288, 256, SLATE_DTYPE_F32},
+        {"gemma-3-1b", 999885952, 340, 256, SLATE_DTYPE_BF16},
+        {"mistral-7b", 7241732096, 291, 128, SLATE_DTYPE_BF16},
+        {"llama-3.2-1b", 1235814400, 146, 64, SLATE_DTYPE_BF16},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        slate_synth_params p = slate_synth_default_params();
+        p.shape = cases[k].shape;
+        slate_synth_info info;
+        slate_error e;
+        if (slate_synth_describe(&p, &info, &e)) fail_msg("%s: %s", cases[k].shape, e.message);
+        if (info.n_params != cases[k].n_params)
+            fail_msg("%s: %lld parameters, expected %lld", cases[k].shape,
+                     (long long)info.n_params, (long long)cases[k].n_params);
+        assert_int_equal(info.n_tensors, cases[k].n_tensors);
+        assert_int_equal(info.head_dim, cases[k].head_dim);
+        assert_int_equal(info.published_dtype, cases[k].published);
+        assert_true(info.weights_bytes == (uint64_t)info.n_params * 2);
+        assert_non_null(info.source);
+    }
+    /* A named shape keeps its own head size only with its own dim and heads. */
+    slate_synth_params p = slate_synth_default_params();
+    p.shape = "gemma-2-2b";
+    p.n_layers = 2;
+    slate_synth_info info;
+    assert_int_equal(slate_synth_describe(&p, &info, NULL), SLATE_OK);
+    assert_int_equal(info.head_dim, 256);
+    p.dim = 64;
+    p.n_heads = 4;
+    p.n_kv_heads = 2;
+    assert_int_equal(slate_synth_describe(&p, &info, NULL), SLATE_OK);
+    assert_int_equal(info.head_dim, 16);
+    p.head_dim = 32;
+    assert_int_equal(slate_synth_describe(&p, &info, NULL), SLATE_OK);
+    assert_int_equal(info.head_dim, 32);
+    /* like: a custom shape (required dims, no source) of the named shape's layout */
+    p = tiny();
+    p.like = "phi-3-mini-4k";
+    assert_int_equal(slate_synth_describe(&p, &info, NULL), SLATE_OK);
+    assert_null(info.source);
+    assert_int_equal(info.n_tensors, 3 + 6 * 2); /* embedding, norm, head; 6 per layer */
+    slate_error e;
+    assert_int_equal(slate_synth_describe(&p, NULL, &e), SLATE_E_INVALID_ARG);
+    assert_non_null(strstr(e.message, "info"));
+}
+
+static void like_gives_a_custom_shape_of_the_named_architecture(void **unused) {
+    (void)unused;
+    const char *dir = tu_tmp("like_gemma3");
+    slate_synth_params p = tiny();
+    p.like = "gemma-3-1b";
+    p.head_dim = 32;
+    p.sliding_window = 3;
+    synth_ok(dir, &p);
+    static const char *const needles[] = {
+        "\"Gemma3ForCausalLM\"", "\"head_dim\": 32", "\"sliding_window\": 3",
+        "\"query_pre_attn_scalar\": 32", "\"max_position_embeddings\": 128",
+        "\"shape\": \"custom\", \"like\": \"gemma-3-1b\""};
+    for (size_t k = 0; k < sizeof needles / sizeof needles[0]; k++)
+        if (!file_contains(in_dir(dir, "config.json"), needles[k]))
+            fail_msg("config.json lacks %s", needles[k]);
+    /* q: 4 heads x 32 = 128 rows of 64 */
+    assert_true(file_contains(in_dir(dir, "model.safetensors"),
+                              "\"model.layers.1.self_attn.q_proj.weight\":{\"dtype\":\"BF16\","
+                              "\"shape\":[128,64]"));
+    const char *pkg = tu_tmp("like_gemma3.slate");
+    convert_ok(dir, pkg);
+    float *l = malloc(6 * 300 * sizeof *l);
+    logits_of(pkg, l, 300);
+    for (int i = 0; i < 6 * 300; i++) assert_true(isfinite(l[i]));
+    free(l);
 }
 
 static void expect_refusal(const slate_synth_params *p, const char *dir, slate_status want,
@@ -283,6 +392,33 @@ static void bad_parameters_are_refused_naming_the_culprit(void **unused) {
     expect_refusal(&p, tu_tmpdir(), SLATE_E_INVALID_ARG, "already exists");
     expect_refusal(&p, NULL, SLATE_E_INVALID_ARG, "out_dir");
     expect_refusal(&p, "", SLATE_E_INVALID_ARG, "out_dir");
+    p = tiny();
+    p.shape = "gemma-2-2b";
+    p.like = "gemma-3-1b";
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "shape 'gemma-2-2b' and like 'gemma-3-1b' both");
+    p = tiny();
+    p.like = "gemma-4";
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "unknown like 'gemma-4' (known: tinyllama-1.1b");
+    p = tiny();
+    p.like = "mistral-7b";
+    p.n_layers = 0;
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "n_layers is required");
+    p = tiny();
+    p.sliding_window = 8;
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "sliding_window 8: shape 'custom' has no sliding");
+    p = tiny();
+    p.like = "llama-3.2-1b";
+    p.sliding_window = 8;
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "like 'llama-3.2-1b' has no sliding window");
+    p = tiny();
+    p.like = "mistral-7b";
+    p.sliding_window = -1;
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "sliding_window is -1, expected 1..");
+    p = tiny();
+    p.head_dim = 33;
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "head_dim 33 must be even");
+    p.head_dim = 514;
+    expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "head_dim is 514, expected 2..512");
 }
 
 static void failed_synth_leaves_no_folder_and_a_stale_tmp_is_replaced(void **unused) {
@@ -380,7 +516,11 @@ static void shape_names_are_listed_in_order(void **unused) {
     assert_string_equal(slate_synth_shape_name(1), "smollm2-135m");
     assert_string_equal(slate_synth_shape_name(2), "llama-3.2-1b");
     assert_string_equal(slate_synth_shape_name(3), "qwen2.5-0.5b");
-    assert_null(slate_synth_shape_name(4));
+    assert_string_equal(slate_synth_shape_name(4), "phi-3-mini-4k");
+    assert_string_equal(slate_synth_shape_name(5), "gemma-2-2b");
+    assert_string_equal(slate_synth_shape_name(6), "gemma-3-1b");
+    assert_string_equal(slate_synth_shape_name(7), "mistral-7b");
+    assert_null(slate_synth_shape_name(8));
     assert_null(slate_synth_shape_name(-1));
 }
 
@@ -391,6 +531,8 @@ int main(void) {
         cmocka_unit_test(same_seed_gives_same_bytes_and_another_seed_differs),
         cmocka_unit_test(shards_give_the_same_logits_as_one_file),
         cmocka_unit_test(named_shapes_keep_their_architecture_under_dim_overrides),
+        cmocka_unit_test(describe_counts_the_published_shapes_without_writing),
+        cmocka_unit_test(like_gives_a_custom_shape_of_the_named_architecture),
         cmocka_unit_test(bad_parameters_are_refused_naming_the_culprit),
         cmocka_unit_test(failed_synth_leaves_no_folder_and_a_stale_tmp_is_replaced),
         cmocka_unit_test(temps_of_a_killed_run_are_removed_by_the_next),
