@@ -4,12 +4,20 @@
  * benchmarks can measure a 1B-parameter model on a machine that cannot download one.
  *
  * Key ideas:
+ *   - Shapes: each named shape copies one published config.json (SHAPES, with its source) and
+ *     its family fixes the checkpoint's tensor layout, as transformers' modeling code names and
+ *     shapes them: Llama / Mistral (q/k/v/o, gate/up/down, two norms), Qwen2 (+ q/k/v biases),
+ *     Phi-3 (fused self_attn.qkv_proj = q | k | v rows and mlp.gate_up_proj = gate | up rows),
+ *     Gemma 2 (four norms per layer: input, post-attention, pre- and post-feed-forward) and
+ *     Gemma 3 (Gemma 2's + q/k norms over head_dim). `like` gives a custom shape one of these
+ *     architectures with other dims (tests make tiny ones); its config says "custom".
  *   - Streaming: each tensor is generated in chunks of CHUNK elements and written at once, so
  *     memory use is a few MiB whatever the model size. Each tensor has its own random stream,
  *     seeded from (seed, name), so the bytes do not depend on shard boundaries or order.
  *   - Values: "normal-ish" = the sum of four 16-bit uniforms, centred and scaled to std 1
  *     (Irwin-Hall, n = 4: within 1 % of a normal's quantiles up to 3 sigma, and bounded), times
- *     STD_WEIGHT = 0.02 (transformers' initializer_range). With norm weights ~1 every matmul
+ *     STD_WEIGHT = 0.02 (transformers' initializer_range). Norm weights are 1 + 0.02 * that
+ *     (Gemma: 0.02 * that, the stored w of its x / rms(x) * (1 + w)). With norms ~1 every matmul
  *     output has std ~0.02 * sqrt(n_in) ~ 0.5..1.5, the residual stream grows like a random
  *     walk over the layers and the logits have std ~1: finite and not degenerate.
  *   - The tokenizer is byte-level BPE (GPT-2 byte-to-unicode map, ByteLevel pre-tokenizer) with
