@@ -26,7 +26,7 @@ uint64_t kc_rand(uint64_t *s) { return slate_test_rand(s); }
 float kc_randf(uint64_t *s) { return slate_test_randf(s); }
 
 /* Zeroed (calloc), so no buffer is ever read uninitialized, and GCC -O3 sees none passed to the
- * kernels as const (it warned in kc_rms_norm and kc_swiglu). */
+ * kernels as const (it warned in kc_rms_norm and kc_glu). */
 static void *xmalloc(size_t n) {
     void *p = calloc(n ? n : 1, 1);
     if (!p) {
@@ -525,61 +525,39 @@ bool kc_rms_norm(const slate__kernels *k, const slate__kernels *ref, int64_t n, 
     return verdict(what, detail, problem, cap);
 }
 
-/* ---- swiglu ------------------------------------------------------------------------------ */
+/* ---- swiglu, geglu ----------------------------------------------------------------------- */
 
-/* silu(a) * b. Tolerance 1e-6 relative per element (mag = |a b| + 1e-30): the variants' exp
- * polynomial is within ~2 ulp of expf and a division and a product follow, so a few u
- * (6e-8). Inputs span [-100, 100] so exp's clamping at both ends is exercised; y aliasing a is
- * allowed (the in-place case). */
-#define SWIGLU_TOL 1e-6
+/* The gated units y = act(a) * b of the feed-forward: silu (SwiGLU) or gelu_tanh (GeGLU).
+ * Tolerance 1e-6 relative per element (mag = |a b| + 1e-30), for both:
+ *   swiglu: the variants' exp polynomial is within ~2 ulp of expf and a division and a
+ *     product follow, so a few u (6e-8).
+ *   geglu: ref evaluates 0.5 a (1 + tanhf(u)), the variants a / (1 + e^-2u) (the same
+ *     function) with the exp polynomial of swiglu; both are within a few u of the exact value
+ *     times |a| (where 1 + tanh(u) cancels, for a well below 0, ref's error is ~|a| u absolute,
+ *     still a few u of |a b|).
+ * Inputs span [-100, 100] so exp's clamping at both ends is exercised; for geglu every 7th a
+ * is 1e13 in size, whose cube overflows to +-inf (the saturated tanh). y aliases a (in place). */
+#define GLU_TOL 1e-6
 
-bool kc_swiglu(const slate__kernels *k, const slate__kernels *ref, int64_t n, uint64_t *rng,
-               char *problem, size_t cap) {
-    float *a = xmalloc((size_t)n * sizeof(float)), *b = xmalloc((size_t)n * sizeof(float));
-    outputs o = outputs_alloc(n);
-    fill_rand(a, n, rng);
-    fill_rand(b, n, rng);
-    for (int64_t i = 0; i < n; i++) a[i] *= i % 5 == 0 ? 100.0f : 8.0f;
-    memcpy(o.got, a, (size_t)n * sizeof(float));
-    k->swiglu(o.got, o.got, b, n); /* in place */
-    ref->swiglu(o.want, a, b, n);
-
-    char what[100], detail[300] = "";
-    snprintf(what, sizeof what, "%s swiglu n=%lld", k->name, (long long)n);
-    for (int64_t i = 0; i < n; i++) o.mag[i] = fabs((double)a[i] * b[i]) + 1e-30;
-    outputs_check(&o, "n", SWIGLU_TOL, detail, sizeof detail);
-    free(a);
-    free(b);
-    outputs_free(&o);
-    return verdict(what, detail, problem, cap);
-}
-
-/* ---- geglu ------------------------------------------------------------------------------- */
-
-/* gelu_tanh(a) * b. Tolerance 1e-6 relative to |a b| + 1e-30 per element: ref evaluates
- * 0.5 a (1 + tanhf(u)), the variants a / (1 + e^-2u) (the same function) with the exp
- * polynomial of swiglu; both are within a few u of the exact value times |a| (where 1 + tanh(u)
- * cancels, for a well below 0, ref's error is ~|a| u absolute, still a few u of |a b|). Inputs
- * span [-100, 100], and every 7th a is 1e13 in size, whose cube overflows to +-inf, so the
- * clamping at both ends and the saturated tanh are exercised; y aliases a (in place). */
-#define GEGLU_TOL 1e-6
-
-bool kc_geglu(const slate__kernels *k, const slate__kernels *ref, int64_t n, uint64_t *rng,
-              char *problem, size_t cap) {
+bool kc_glu(const slate__kernels *k, const slate__kernels *ref, kc_glu_kind kind, int64_t n,
+            uint64_t *rng, char *problem, size_t cap) {
+    const bool ge = kind == KC_GLU_GEGLU;
+    void (*const fk)(float *, const float *, const float *, int64_t) = ge ? k->geglu : k->swiglu;
+    void (*const fr)(float *, const float *, const float *, int64_t) = ge ? ref->geglu : ref->swiglu;
     float *a = xmalloc((size_t)n * sizeof(float)), *b = xmalloc((size_t)n * sizeof(float));
     outputs o = outputs_alloc(n);
     fill_rand(a, n, rng);
     fill_rand(b, n, rng);
     for (int64_t i = 0; i < n; i++)
-        a[i] *= i % 7 == 3 ? 1e13f : i % 5 == 0 ? 100.0f : 8.0f;
+        a[i] *= ge && i % 7 == 3 ? 1e13f : i % 5 == 0 ? 100.0f : 8.0f;
     memcpy(o.got, a, (size_t)n * sizeof(float));
-    k->geglu(o.got, o.got, b, n); /* in place */
-    ref->geglu(o.want, a, b, n);
+    fk(o.got, o.got, b, n); /* in place */
+    fr(o.want, a, b, n);
 
     char what[100], detail[300] = "";
-    snprintf(what, sizeof what, "%s geglu n=%lld", k->name, (long long)n);
+    snprintf(what, sizeof what, "%s %s n=%lld", k->name, ge ? "geglu" : "swiglu", (long long)n);
     for (int64_t i = 0; i < n; i++) o.mag[i] = fabs((double)a[i] * b[i]) + 1e-30;
-    outputs_check(&o, "n", GEGLU_TOL, detail, sizeof detail);
+    outputs_check(&o, "n", GLU_TOL, detail, sizeof detail);
     free(a);
     free(b);
     outputs_free(&o);

@@ -100,15 +100,14 @@ bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtyp
 bool kc_rms_norm(const slate__kernels *k, const slate__kernels *ref, int64_t n, float eps,
                  uint64_t *rng, char *problem, size_t cap);
 
-/* swiglu of n elements in place (y == a) against ref out of place, inputs in [-100, 100] (exp
- * clamps at both ends); nothing written past n. */
-bool kc_swiglu(const slate__kernels *k, const slate__kernels *ref, int64_t n, uint64_t *rng,
-               char *problem, size_t cap);
+/* The gated units of the feed-forward, y = act(a) * b: swiglu (silu) or geglu (gelu_tanh). */
+typedef enum kc_glu_kind { KC_GLU_SWIGLU, KC_GLU_GEGLU } kc_glu_kind;
 
-/* geglu (gelu_tanh(a) * b) of n elements in place against ref out of place, inputs in
- * [-100, 100] plus some of size 1e13 (a^3 overflows); nothing written past n. */
-bool kc_geglu(const slate__kernels *k, const slate__kernels *ref, int64_t n, uint64_t *rng,
-              char *problem, size_t cap);
+/* The kind's kernel on n elements in place (y == a) against ref out of place, inputs in
+ * [-100, 100] (exp clamps at both ends), for geglu plus some of size 1e13 (a^3 overflows);
+ * nothing written past n. */
+bool kc_glu(const slate__kernels *k, const slate__kernels *ref, kc_glu_kind kind, int64_t n,
+            uint64_t *rng, char *problem, size_t cap);
 
 /* rope of n_heads heads of head_dim hd, the first rope_dim rotated (even, <= hd, <=
  * SLATE__MAX_HEAD_DIM), in the half (NeoX) or interleaved pair layout, in place or not, at

@@ -187,7 +187,7 @@ static void check_swiglus(const slate__kernels *k, const slate__kernels *ref) {
     char problem[512];
     static const int64_t ns[] = {1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 257, 5632};
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
-        report(kc_swiglu(k, ref, ns[c], &rng, problem, sizeof problem), problem);
+        report(kc_glu(k, ref, KC_GLU_SWIGLU, ns[c], &rng, problem, sizeof problem), problem);
 }
 
 static void check_geglus(const slate__kernels *k, const slate__kernels *ref) {
@@ -195,7 +195,7 @@ static void check_geglus(const slate__kernels *k, const slate__kernels *ref) {
     char problem[512];
     static const int64_t ns[] = {1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 257, 6912};
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
-        report(kc_geglu(k, ref, ns[c], &rng, problem, sizeof problem), problem);
+        report(kc_glu(k, ref, KC_GLU_GEGLU, ns[c], &rng, problem, sizeof problem), problem);
 }
 
 static void check_ropes(const slate__kernels *k, const slate__kernels *ref) {

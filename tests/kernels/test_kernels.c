@@ -209,7 +209,7 @@ static void swiglu_matches_ref(void **st) {
     char problem[512];
     static const int64_t ns[] = {1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 257, 5632};
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
-        require(kc_swiglu(k, ref, ns[c], &rng, problem, sizeof problem), problem);
+        require(kc_glu(k, ref, KC_GLU_SWIGLU, ns[c], &rng, problem, sizeof problem), problem);
 }
 
 static void geglu_matches_ref(void **st) {
@@ -218,7 +218,7 @@ static void geglu_matches_ref(void **st) {
     char problem[512];
     static const int64_t ns[] = {1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 257, 6912};
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
-        require(kc_geglu(k, ref, ns[c], &rng, problem, sizeof problem), problem);
+        require(kc_glu(k, ref, KC_GLU_GEGLU, ns[c], &rng, problem, sizeof problem), problem);
 }
 
 /* Both pair layouts, partial rotation (rope_dim < head_dim: the rest copied), in place and out
