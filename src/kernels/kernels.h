@@ -93,6 +93,9 @@ typedef struct slate__kernels {
     /* y[0..n) = gelu_tanh(a) * b (the GeGLU gate, Gemma), with PyTorch's tanh approximation
      * gelu_tanh(a) = 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))); y may be a or b. */
     void (*geglu)(float *y, const float *a, const float *b, int64_t n);
+    /* y[0..n) = cap * tanh(x / cap) (Gemma 2's final logit cap; cap > 0); y may be x. With
+     * cap 1 it is tanh itself, which is how the tests check the variants' vector tanh. */
+    void (*softcap)(float *y, const float *x, int64_t n, float cap);
     /* Rotary embedding of one token's n_heads heads (head h at x + h * head_dim): pair i <
      * rope_dim / 2 of each head, (u, v) = (x[i], x[i + rope_dim / 2]) when half (NeoX) or
      * (x[2i], x[2i + 1]) otherwise, becomes (u c[i] - v s[i], u s[i] + v c[i]); dims from

@@ -564,6 +564,128 @@ bool kc_glu(const slate__kernels *k, const slate__kernels *ref, kc_glu_kind kind
     return verdict(what, detail, problem, cap);
 }
 
+/* ---- softcap ---------------------------------------------------------------------------- */
+
+/* cap * tanh(x / cap). Tolerance 1e-6 relative per element, plus cap * 2^-148 absolute: the
+ * variants' vector tanh is within 2 ulp of tanhf (x86/avx512.c's tanh16), they divide by cap
+ * as a product with 1 / cap (1.5 ulp more in the argument, which tanh does not enlarge: x
+ * tanh'(x) / tanh(x) <= 1) and the final product rounds once: ~4 ulp, 5e-7 relative. Below
+ * FLT_MIN x / cap keeps only the absolute precision of subnormals (2^-149), hence the
+ * absolute term. A tanh coefficient off in its third digit errs by ~1e-5 relative. NaN must
+ * stay NaN, +-inf and large |x| must give +-cap. */
+#define SOFTCAP_TOL 1e-6
+
+bool kc_softcap(const slate__kernels *k, const slate__kernels *ref, int64_t n, float cap,
+                uint64_t *rng, char *problem, size_t pcap) {
+    /* every 11th input a special value; the rest |x| / cap from 0.01 (tanh's polynomial) past
+     * 0.625 (its exp branch) to 30 (saturated) */
+    static const float specials[] = {0.0f, -0.0f, 1e-45f, -3e-39f, 1.1754942e-38f, INFINITY,
+                                     -INFINITY, NAN, 3e38f, -1e30f, 5e-8f};
+    static const float spans[] = {0.01f, 0.7f, 2.0f, 30.0f};
+    enum { N_SPECIALS = sizeof specials / sizeof *specials };
+    float *x = xmalloc((size_t)n * sizeof(float));
+    outputs o = outputs_alloc(n);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = i % 11 == 10 ? specials[(i / 11) % N_SPECIALS]
+                            : kc_randf(rng) * cap * spans[i % 4];
+    memcpy(o.got, x, (size_t)n * sizeof(float));
+    k->softcap(o.got, o.got, n, cap); /* in place */
+    ref->softcap(o.want, x, n, cap);
+
+    char what[100], detail[300] = "";
+    snprintf(what, sizeof what, "%s softcap n=%lld cap=%g", k->name, (long long)n, (double)cap);
+    if (o.got[n] != SENTINEL) snprintf(detail, sizeof detail, "wrote past n");
+    for (int64_t i = 0; i < n && !detail[0]; i++) {
+        double got = o.got[i], want = o.want[i], d = fabs(got - want);
+        if (isnan(want) ? !isnan(got) : !(d <= SOFTCAP_TOL * fabs(want) + cap * 0x1p-148))
+            snprintf(detail, sizeof detail, "element %lld: x %.9g: got %.9g, want %.9g",
+                     (long long)i, x[i], got, want);
+    }
+    free(x);
+    outputs_free(&o);
+    return verdict(what, detail, problem, pcap);
+}
+
+/* ---- tanh -------------------------------------------------------------------------------- */
+
+/* The error of a float result y against the exact value w, in units of the last place of w
+ * (the spacing of floats at |w|; subnormal spacing below FLT_MIN). */
+static double ulps(float y, double w) {
+    int e;
+    frexp(fabs(w), &e);
+    return fabs((double)y - w) / ldexp(1.0, e - 24 < -149 ? -149 : e - 24);
+}
+
+/* Bounds: 2 ulp, 1e-7 absolute, 2e-7 relative, above x86/avx512.c's tanh16's 1.4 ulp, 8.1e-8
+ * and 1.5e-7 over all 2^32 floats, and far below what a polynomial coefficient off in its
+ * third digit causes (~1e-4 near 0.6). */
+#define TANH_ULP 2.0
+#define TANH_ABS 1e-7
+#define TANH_REL 2e-7
+
+bool kc_tanh(const slate__kernels *k, char *problem, size_t cap) {
+    enum { CHUNK = 4096 };
+    float *x = xmalloc(CHUNK * sizeof(float)), *y = xmalloc(CHUNK * sizeof(float));
+    char what[60], detail[300] = "";
+    snprintf(what, sizeof what, "%s tanh (softcap with cap 1)", k->name);
+    double max_ulp = 0.0, max_abs = 0.0, max_rel = 0.0;
+    float at_ulp = 0.0f;
+    /* {first, last, step} over bit patterns: all exponents of both signs; every float of
+     * [0.6, 0.65]; every 64th of [8.9, 10.2] */
+    static const uint64_t sweeps[3][3] = {
+        {0, 0xffffffffull, 4099}, {0x3f19999a, 0x3f266666, 1}, {0x410e6666, 0x41233333, 64}};
+    for (int sw = 0; sw < 3 && !detail[0]; sw++) {
+        uint64_t b = sweeps[sw][0];
+        while (b <= sweeps[sw][1] && !detail[0]) {
+            int n = 0;
+            for (; n < CHUNK && b <= sweeps[sw][1]; n++, b += sweeps[sw][2]) {
+                uint32_t u = (uint32_t)b;
+                memcpy(&x[n], &u, 4);
+            }
+            k->softcap(y, x, n, 1.0f);
+            for (int i = 0; i < n && !detail[0]; i++) {
+                float xi = x[i], yi = y[i];
+                if (isnan(xi)) {
+                    if (!isnan(yi)) snprintf(detail, sizeof detail, "tanh(NaN) = %.9g", yi);
+                    continue;
+                }
+                if (fabsf(xi) >= 10.0f && yi != copysignf(1.0f, xi))
+                    snprintf(detail, sizeof detail, "tanh(%a) = %a, want %g exactly", xi, yi,
+                             copysignf(1.0f, xi));
+                else if (fabsf(xi) < 0x1p-13f && memcmp(&xi, &yi, 4) != 0)
+                    snprintf(detail, sizeof detail, "tanh(%a) = %a, want x itself", xi, yi);
+                double w = tanh((double)xi), d = fabs((double)yi - w), u = ulps(yi, w);
+                if (u > max_ulp) {
+                    max_ulp = u;
+                    at_ulp = xi;
+                }
+                if (d > max_abs) max_abs = d;
+                if (w != 0.0 && d / fabs(w) > max_rel) max_rel = d / fabs(w);
+            }
+        }
+    }
+    if (!detail[0] && !(max_ulp <= TANH_ULP && max_abs <= TANH_ABS && max_rel <= TANH_REL))
+        snprintf(detail, sizeof detail, "max %.3g ulp (at x = %a), %.3g absolute, %.3g relative;"
+                 " bounds %g ulp, %g, %g", max_ulp, (double)at_ulp, max_abs, max_rel, TANH_ULP,
+                 TANH_ABS, TANH_REL);
+    /* the special values by name, so none depends on the sweeps' steps */
+    static const float sp[] = {0.0f, -0.0f, 0x1p-149f, -0x1p-149f, 0x1.fffffcp-127f, -0x1p-126f,
+                               0x1p-14f, 10.0f, -10.0f, 3.4e38f, -3.4e38f, INFINITY, -INFINITY,
+                               NAN, -NAN};
+    const int nsp = (int)(sizeof sp / sizeof *sp);
+    memcpy(x, sp, sizeof sp);
+    k->softcap(y, x, nsp, 1.0f);
+    for (int i = 0; i < nsp && !detail[0]; i++) {
+        bool ok = isnan(sp[i])            ? isnan(y[i])
+                  : fabsf(sp[i]) >= 10.0f ? y[i] == copysignf(1.0f, sp[i])
+                                          : memcmp(&y[i], &sp[i], 4) == 0;
+        if (!ok) snprintf(detail, sizeof detail, "tanh(%a) = %a", (double)sp[i], (double)y[i]);
+    }
+    free(x);
+    free(y);
+    return verdict(what, detail, problem, cap);
+}
+
 /* ---- rope -------------------------------------------------------------------------------- */
 
 const int64_t kc_rope_dims[KC_N_ROPE_DIMS][2] = {

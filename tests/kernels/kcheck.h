@@ -109,6 +109,20 @@ typedef enum kc_glu_kind { KC_GLU_SWIGLU, KC_GLU_GEGLU } kc_glu_kind;
 bool kc_glu(const slate__kernels *k, const slate__kernels *ref, kc_glu_kind kind, int64_t n,
             uint64_t *rng, char *problem, size_t cap);
 
+/* softcap (cap * tanh(x / cap)) of n elements in place against ref out of place: |x| / cap
+ * from 0 to 30 (both branches of a vector tanh, and saturation), every 11th x a special value
+ * (+-0, subnormals, +-inf, NaN, +-huge); nothing written past n. */
+bool kc_softcap(const slate__kernels *k, const slate__kernels *ref, int64_t n, float cap,
+                uint64_t *rng, char *problem, size_t pcap);
+
+/* The table's tanh, as softcap with cap 1 (x / 1 and 1 * t are exact), against tanh in double
+ * on every 4099th float bit pattern (1.05M: every exponent of both signs), every float of
+ * [0.6, 0.65] (where a Cephes-style tanh switches from its polynomial to exp) and every 64th
+ * of [8.9, 10.2] (where it reaches 1): within 2 ulp, 1e-7 absolute and 2e-7 relative; exactly
+ * +-1 for |x| >= 10 and +-inf, x itself for |x| < 2^-13 (+-0 with its sign, subnormals), NaN
+ * for NaN. Uses no random data. */
+bool kc_tanh(const slate__kernels *k, char *problem, size_t cap);
+
 /* rope of n_heads heads of head_dim hd, the first rope_dim rotated (even, <= hd, <=
  * SLATE__MAX_HEAD_DIM), in the half (NeoX) or interleaved pair layout, in place or not, at
  * random angles, with cos and sin multiplied by mscale (the rope op's attribute, LongRoPE's

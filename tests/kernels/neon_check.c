@@ -7,9 +7,11 @@
  * last x units, 37 rows, rows of 4096+ inputs, several output blocks); to_f32 (every f16 / bf16
  * bit pattern at several tail lengths), rms_norm, attention (F32 and F16 caches, head_dim 1 to
  * 128, GQA groups of 1 to 9 heads, empty ranges, strides wider than head_dim, masks with -inf
- * and NaN, every score masked), swiglu, geglu and rope (the neon table takes ref's so far;
- * checked so a NEON version is covered the day it comes). This file picks the shapes; each case
- * and its tolerance are in kcheck.c, shared with test_kernels.c (and test_quant_kernels.c).
+ * and NaN, every score masked, with and without Gemma 2's score cap), the vector tanh (as
+ * softcap with cap 1, over every kind of float), softcap, swiglu, geglu and rope (the neon
+ * table takes ref's last three so far; checked so a NEON version is covered the day it
+ * comes). This file picks the shapes; each case and its tolerance are in kcheck.c, shared
+ * with test_kernels.c (and test_quant_kernels.c).
  *
  * A standalone program (plain C11, no cmocka), so it can be cross-compiled with only the
  * kernel sources and run under user-mode emulation: scripts/check_neon.sh builds it with
@@ -198,6 +200,18 @@ static void check_geglus(const slate__kernels *k, const slate__kernels *ref) {
         report(kc_glu(k, ref, KC_GLU_GEGLU, ns[c], &rng, problem, sizeof problem), problem);
 }
 
+/* ---- tanh, softcap ------------------------------------------------------------------------ */
+
+static void check_softcaps(const slate__kernels *k, const slate__kernels *ref) {
+    uint64_t rng = g_seed ^ 0x736f6674ull;
+    char problem[512];
+    report(kc_tanh(k, problem, sizeof problem), problem);
+    static const int64_t ns[] = {1, 2, 3, 4, 5, 7, 8, 9, 17, 100, 257, 256000};
+    static const float caps[] = {0.5f, 1.0f, 30.0f, 50.0f};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
+        report(kc_softcap(k, ref, ns[c], caps[c % 4], &rng, problem, sizeof problem), problem);
+}
+
 static void check_ropes(const slate__kernels *k, const slate__kernels *ref) {
     uint64_t rng = g_seed ^ 0x726f7065ull;
     char problem[512];
@@ -233,6 +247,7 @@ int main(int argc, char **argv) {
         check_attentions(k, ref);
         check_swiglus(k, ref);
         check_geglus(k, ref);
+        check_softcaps(k, ref);
         check_ropes(k, ref);
     }
     printf("%d passed, %d failed\n", g_passed, g_failed);

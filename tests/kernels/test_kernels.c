@@ -2,7 +2,8 @@
  * "neon") against the scalar reference ("ref", kernels/ref/ref.c) on random data and random
  * shapes: sizes of 1, odd sizes, tails of every length, sizes past the variants' cache blocks,
  * sub-ranges of outputs that do not start at 0, with and without bias, masks with -inf, F32 and
- * F16 caches. A table the CPU lacks is skipped. This file picks the shapes; each case and its
+ * F16 caches; and each table's vector tanh (softcap with cap 1) on a sweep over every kind of
+ * float. A table the CPU lacks is skipped. This file picks the shapes; each case and its
  * tolerance are in kcheck.c, shared with neon_check.c. The seed is printed once (tu_seed);
  * SLATE_TEST_SEED=<n> repeats a run. */
 #include "testutil.h"
@@ -164,8 +165,12 @@ static void ref_attention_caps_scores_before_the_mask(void **st) {
 /* Gemma 2's score cap (cap * tanh(s / cap) after the scale, before the mask) on every variant:
  * odd head dims and ranges, masks with -inf and NaN, every score masked, GQA groups across a
  * pass. Caps of 0.5 and 2 with scales up to 8 / sqrt(hd) (scores of a few units) so the cap
- * bends most scores. Tolerance: kcheck's ATTN_TOL, as uncapped: tanh has slope <= 1, so it
- * does not enlarge the variants' dot-product rounding, and the variants call the same tanhf. */
+ * bends most scores, through both branches of the variants' vector tanh (|s| / cap below and
+ * above 0.625) and into saturation. Tolerance: kcheck's ATTN_TOL, as uncapped: tanh has slope
+ * <= 1, so it does not enlarge the variants' dot-product rounding, and their tanh is within
+ * 8.1e-8 absolute of tanh (tanh_is_within_its_bounds_over_every_kind_of_float), so a score
+ * moves by at most cap * 1.6e-7 more and a softmax weight by twice that relative: 6e-7 at cap
+ * 2, fifty times below ATTN_TOL. */
 static void attention_with_softcap_matches_ref(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x63617073ull;
@@ -188,6 +193,27 @@ static void attention_with_softcap_matches_ref(void **st) {
                                          sizeof problem),
                             problem);
                 }
+}
+
+/* ---- tanh, softcap ------------------------------------------------------------------------ */
+
+/* The variants' vector tanh over every kind of float: bounds and sweeps in kcheck.h. */
+static void tanh_is_within_its_bounds_over_every_kind_of_float(void **st) {
+    const slate__kernels *k = table_or_skip(st);
+    char problem[512];
+    require(kc_tanh(k, problem, sizeof problem), problem);
+}
+
+/* The softcap op (Gemma 2's final logit cap) against ref: sizes with every tail of 4, 8 and 16
+ * lanes, a vocabulary-sized row, caps 0.5, 1, Gemma 2's 30 and 50. Tolerance in kcheck.c. */
+static void softcap_matches_ref(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x736f6674ull;
+    char problem[512];
+    static const int64_t ns[] = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 100, 257, 256000};
+    static const float caps[] = {0.5f, 1.0f, 30.0f, 50.0f};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
+        require(kc_softcap(k, ref, ns[c], caps[c % 4], &rng, problem, sizeof problem), problem);
 }
 
 /* ---- rms_norm, swiglu, geglu, rope ----------------------------------------------------------- */
@@ -257,6 +283,8 @@ int main(void) {
         FOR_TABLES(attention_with_every_score_masked_is_zero),
         cmocka_unit_test(ref_attention_caps_scores_before_the_mask),
         FOR_TABLES(attention_with_softcap_matches_ref),
+        FOR_TABLES(tanh_is_within_its_bounds_over_every_kind_of_float),
+        FOR_TABLES(softcap_matches_ref),
         FOR_TABLES(rms_norm_matches_ref),
         FOR_TABLES(swiglu_matches_ref),
         FOR_TABLES(geglu_matches_ref),

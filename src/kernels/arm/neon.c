@@ -20,6 +20,8 @@
  *       counts use narrower tiles. Nothing is read outside the arrays.
  *   to_f32 for F16 / BF16 rows (exact, 8 per step, padded tail).
  *   rms_norm: 4-wide sums of squares in two accumulators, then (x * r) * w as ref.
+ *   softcap (cap * tanh(x / cap)) with a vectorized tanh (tanh4, below), which the capped
+ *     attention uses too.
  *   attention over F32 / F16 caches: scores for blocks of 4 cache positions (4 dot products,
  *     one pairwise-add transpose), then one online-softmax update per block with a vectorized
  *     exp (Cephes polynomial, ~2 ulp); the v rows with nonzero weight are accumulated over
@@ -225,6 +227,27 @@ INLINE float32x4_t exp4(float32x4_t x) {
     return vmulq_f32(p, vreinterpretq_f32_s32(e));
 }
 
+/* tanh(x) for any x (Cephes tanhf's method, as tanh16 in x86/avx512.c, whose error bounds and
+ * special values it shares), on |x| with x's sign put back at the end (so -0 stays -0): below
+ * 0.625 an odd polynomial, |x| + |x|^3 P(x^2); above 1 - 2 / (e^2|x| + 1) with exp4, |x|
+ * clamped to 10, where it rounds to exactly 1. NaN fails the >= test and takes the
+ * polynomial, so it stays NaN. */
+INLINE float32x4_t tanh4(float32x4_t x) {
+    const float32x4_t ax = vabsq_f32(x), z = vmulq_f32(x, x);
+    float32x4_t p = vdupq_n_f32(-5.70498872745e-3f);
+    p = vfmaq_f32(vdupq_n_f32(2.06390887954e-2f), p, z);
+    p = vfmaq_f32(vdupq_n_f32(-5.37397155531e-2f), p, z);
+    p = vfmaq_f32(vdupq_n_f32(1.33314422036e-1f), p, z);
+    p = vfmaq_f32(vdupq_n_f32(-3.33332819422e-1f), p, z);
+    const float32x4_t small = vfmaq_f32(ax, vmulq_f32(p, z), ax);
+    const float32x4_t a = vminq_f32(ax, vdupq_n_f32(10.0f));
+    const float32x4_t e = exp4(vaddq_f32(a, a));
+    const float32x4_t big = vsubq_f32(
+        vdupq_n_f32(1.0f), vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, vdupq_n_f32(1.0f))));
+    const float32x4_t r = vbslq_f32(vcgeq_f32(ax, vdupq_n_f32(0.625f)), big, small);
+    return vbslq_f32(vdupq_n_u32(0x80000000u), x, r); /* copysign(r, x) */
+}
+
 /* [q . row[0], ..., q . row[3]] for 4 cache rows of dtype dt. */
 INLINE float32x4_t dot4(slate_dtype dt, const float *q, const void *const row[4], int64_t hd) {
     float32x4_t a[4];
@@ -260,8 +283,8 @@ INLINE void attn_block(slate_dtype dt, head_acc *h, const float *q, const void *
                        float softcap, const float *mask) {
     float s[4];
     vst1q_f32(s, vmulq_n_f32(dot4(dt, q, kr, hd), scale));
-    if (softcap > 0.0f) /* scale, cap, then mask, as ref (scalar tanhf, as ref) */
-        for (int t = 0; t < 4; t++) s[t] = softcap * tanhf(s[t] / softcap);
+    if (softcap > 0.0f) /* scale, cap, then mask, as ref (tanh4: 2 ulp of tanhf) */
+        vst1q_f32(s, vmulq_n_f32(tanh4(vmulq_n_f32(vld1q_f32(s), 1.0f / softcap)), softcap));
     for (int t = 0; t < 4; t++) {
         if (t >= n)
             s[t] = -INFINITY;
@@ -365,6 +388,22 @@ static void attention(float *out, const float *q, const void *k, const void *v, 
                                                                 n_heads, scale, softcap, mask);
 }
 
+/* ---- softcap ----------------------------------------------------------------------------- */
+
+/* cap * tanh(x / cap) with tanh4; x / cap as x * (1 / cap) (one more rounding of the argument,
+ * which tanh does not enlarge). The last n % 4 through a zero-padded copy. */
+static void softcap(float *y, const float *x, int64_t n, float cap) {
+    const float ic = 1.0f / cap;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(tanh4(vmulq_n_f32(vld1q_f32(x + i), ic)), cap));
+    if (i < n) {
+        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        memcpy(t, x + i, (size_t)(n - i) * sizeof(float));
+        vst1q_f32(t, vmulq_n_f32(tanh4(vmulq_n_f32(vld1q_f32(t), ic)), cap));
+        memcpy(y + i, t, (size_t)(n - i) * sizeof(float));
+    }
+}
+
 /* ---- rms_norm ---------------------------------------------------------------------------- */
 
 static void rms_norm(float *y, const float *x, const float *w, int64_t n, float eps) {
@@ -400,4 +439,5 @@ void slate__neon_fill(slate__kernels *k) {
     k->to_f32[SLATE_DTYPE_BF16] = to_f32_bf16;
     k->attention = attention;
     k->rms_norm = rms_norm;
+    k->softcap = softcap;
 }

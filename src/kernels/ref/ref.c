@@ -177,6 +177,10 @@ static void geglu(float *y, const float *a, const float *b, int64_t n) {
     }
 }
 
+static void softcap(float *y, const float *x, int64_t n, float cap) {
+    for (int64_t i = 0; i < n; i++) y[i] = cap * tanhf(x[i] / cap);
+}
+
 static void rope(float *y, const float *x, const float *c, const float *s, int64_t n_heads,
                  int64_t head_dim, int64_t rope_dim, bool half) {
     int64_t nh = rope_dim / 2;
@@ -207,6 +211,7 @@ void slate__ref_fill(slate__kernels *k) {
     k->rms_norm = rms_norm;
     k->swiglu = swiglu;
     k->geglu = geglu;
+    k->softcap = softcap;
     k->rope = rope;
     slate__ref_quant_fill(k); /* row_to_f32 of every weight dtype, matmul of the quantized ones */
 }

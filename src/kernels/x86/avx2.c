@@ -23,6 +23,8 @@
  * For ranges too long for L2 the next block's rows are prefetched. Positions whose score is
  * -inf or NaN are skipped exactly as in ref; all -inf gives out = 0. An int8 cache
  * (attention_i8) runs the same kernel, each row dequantized (scale * q) as it is converted.
+ * Gemma 2's score cap runs on each head's 8 scores at once with a vectorized tanh (tanh8),
+ * which the softcap kernel (the final logit cap) uses too.
  * Compressed weights: PAL dequantized to f32 on the fly (see below); Q8_0, Q4 and Q8_C matmuls
  * are integer, in x86/avx2_q.c.
  * rms_norm, to_f32: straightforward 8-wide loops; f16 conversion is exact (vcvtph2ps).
@@ -246,6 +248,30 @@ INLINE __m256 exp8(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+/* tanh(x) for any x (Cephes tanhf's method), on |x| with x's sign put back at the end (so -0
+ * stays -0): below 0.625 an odd polynomial, |x| + |x|^3 P(x^2); above 1 - 2 / (e^2|x| + 1)
+ * with exp8, |x| clamped to 10, where it rounds to exactly 1. Error bounds and special values
+ * as tanh16 in avx512.c (the same operations): NaN fails the >= test and takes the
+ * polynomial, so it stays NaN. */
+INLINE __m256 tanh8(__m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 ax = _mm256_andnot_ps(sign, x);
+    const __m256 z = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(-5.70498872745e-3f);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.06390887954e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-5.37397155531e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(1.33314422036e-1f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422e-1f));
+    const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), ax, ax);
+    const __m256 a = _mm256_min_ps(ax, _mm256_set1_ps(10.0f));
+    const __m256 e = exp8(_mm256_add_ps(a, a));
+    const __m256 big = _mm256_sub_ps(
+        _mm256_set1_ps(1.0f), _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+    const __m256 r =
+        _mm256_blendv_ps(small, big, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_GE_OQ));
+    return _mm256_or_ps(r, _mm256_and_ps(x, sign)); /* r >= 0 (or NaN): copysign(r, x) */
+}
+
 /* [hsum(a[0]), ..., hsum(a[7])] */
 INLINE __m256 hsum8x8(const __m256 a[8]) {
     __m256 h0 = _mm256_hadd_ps(a[0], a[1]), h1 = _mm256_hadd_ps(a[2], a[3]);
@@ -422,8 +448,10 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                 float s[BJ] __attribute__((aligned(32)));
                 _mm256_store_ps(s, _mm256_mul_ps(dot8(SLATE_DTYPE_F32, q + (h0 + h) * hd, kr, hd),
                                                  _mm256_set1_ps(scale)));
-                if (softcap > 0.0f) /* scale, cap, then mask, as ref (scalar tanhf, as ref) */
-                    for (int t = 0; t < BJ; t++) s[t] = softcap * tanhf(s[t] / softcap);
+                if (softcap > 0.0f) { /* scale, cap, then mask, as ref (tanh8: 2 ulp of tanhf) */
+                    __m256 t = _mm256_mul_ps(_mm256_load_ps(s), _mm256_set1_ps(1.0f / softcap));
+                    _mm256_store_ps(s, _mm256_mul_ps(_mm256_set1_ps(softcap), tanh8(t)));
+                }
                 for (int t = 0; t < BJ; t++) {
                     if (t >= n)
                         s[t] = -INFINITY;
@@ -728,7 +756,7 @@ static void row_to_f32_q(float *dst, const slate__wmat *w, int64_t o) {
         dst[i] = w->scales[o] * (float)(int8_t)row[i];
 }
 
-/* ---- swiglu, rope ------------------------------------------------------------------------ */
+/* ---- swiglu, geglu, softcap, rope -------------------------------------------------------- */
 
 /* silu(a) * b; exp8 clamps its input, so silu(a) -> 0 or a at the extremes. Tails go through
  * a zero-padded copy. */
@@ -763,6 +791,17 @@ static void geglu(float *y, const float *a, const float *b, int64_t n) {
         __m256 t = _mm256_mul_ps(m2beta, _mm256_fmadd_ps(kappa, cube, av));
         __m256 g = _mm256_div_ps(av, _mm256_add_ps(one, exp8(t)));
         _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(g, bv));
+    }
+}
+
+/* cap * tanh(x / cap) with tanh8; x / cap as x * (1 / cap) (one more rounding of the
+ * argument, which tanh does not enlarge: its slope is at most 1 and x tanh'(x) / tanh(x) <= 1). */
+static void softcap(float *y, const float *x, int64_t n, float cap) {
+    const __m256 c = _mm256_set1_ps(cap), ic = _mm256_set1_ps(1.0f / cap);
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256i m = tail_mask(n - i >= 8 ? 8 : n - i);
+        __m256 xv = _mm256_maskload_ps(x + i, m);
+        _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(c, tanh8(_mm256_mul_ps(xv, ic))));
     }
 }
 
@@ -817,5 +856,6 @@ void slate__avx2_fill(slate__kernels *k) {
     k->rms_norm = rms_norm;
     k->swiglu = swiglu;
     k->geglu = geglu;
+    k->softcap = softcap;
     k->rope = rope;
 }

@@ -25,7 +25,9 @@
  *   of 8, per-head row dots with hadd reductions, prefetches bunched per block), one thread,
  *   22 layers x 4 kv heads x 8 heads x head_dim 64, f16: 34 -> 25 ns per position and kv head
  *   with the cache in L3, and 38-40 -> 25 ns from DRAM (bunched prefetches of 16 rows: 50 ns;
- *   none: 67 ns); the transposed f16 path then 22.6 -> 19.5 ns (see attention_any).
+ *   none: 67 ns); the transposed f16 path then 22.6 -> 19.5 ns (see attention_any). Gemma 2's
+ *   score cap runs on each head's 16 scores at once with a vectorized tanh (tanh16), which the
+ *   softcap kernel (the final logit cap) uses too.
  * Masked loads never touch memory past the arrays, so nothing is read outside them.
  */
 #include "kernels/kernels.h"
@@ -236,6 +238,34 @@ INLINE __m512 exp16(__m512 x) {
     __m512i e =
         _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+/* tanh(x) for any x (Cephes tanhf's method; the same as tanh8 in avx2.c and tanh4 in
+ * arm/neon.c), on |x| with x's sign put back at the end (tanh is odd; so -0 stays -0): below
+ * 0.625 an odd polynomial, |x| + |x|^3 P(x^2); above 1 - 2 / (e^2|x| + 1) with exp16, |x|
+ * clamped to 10, where it rounds to exactly 1. Over all 2^32 floats (an exhaustive sweep, not
+ * committed): at most 1.36 ulp from tanh (8.1e-8 absolute, 1.5e-7 relative) and 2 ulp from
+ * glibc's tanhf (1.2e-7, 2.2e-7). |x| >= 10 and +-inf give +-1 exactly, |x| < 2^-13 (+-0,
+ * subnormals) gives x, NaN gives NaN (it fails the >= test, so it takes the polynomial).
+ * tests/kernels/kcheck.c (kc_tanh) checks all of this on a sweep of every kind of float. */
+INLINE __m512 tanh16(__m512 x) {
+    const __m512 ax = _mm512_abs_ps(x);
+    const __m512 z = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_set1_ps(-5.70498872745e-3f);
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(2.06390887954e-2f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-5.37397155531e-2f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(1.33314422036e-1f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-3.33332819422e-1f));
+    const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), ax, ax);
+    const __m512 a = _mm512_min_ps(ax, _mm512_set1_ps(10.0f));
+    const __m512 e = exp16(_mm512_add_ps(a, a));
+    const __m512 big = _mm512_sub_ps(
+        _mm512_set1_ps(1.0f), _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+    const __m512 r =
+        _mm512_mask_mov_ps(small, _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_GE_OQ), big);
+    /* r | (x & sign): r >= 0 (or NaN), so this is copysign(r, x) */
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+        _mm512_castps_si512(r), _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN), 0xf8));
 }
 
 /* Lane l of hsum16's result is the sum of the lanes of a[HS_MAP[l]]; the map is its own
@@ -497,12 +527,9 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             }
             for (int h = 0; h < nh; h++) {
                 __m512 s = _mm512_mul_ps(sc[h], _mm512_set1_ps(scale));
-                if (softcap > 0.0f) { /* scale, cap, then mask, as ref (scalar tanhf, as ref) */
-                    float t16[16] __attribute__((aligned(64)));
-                    _mm512_store_ps(t16, s);
-                    for (int t = 0; t < 16; t++) t16[t] = softcap * tanhf(t16[t] / softcap);
-                    s = _mm512_load_ps(t16);
-                }
+                if (softcap > 0.0f) /* scale, cap, then mask, as ref (tanh16: 2 ulp of tanhf) */
+                    s = _mm512_mul_ps(_mm512_set1_ps(softcap),
+                                      tanh16(_mm512_mul_ps(s, _mm512_set1_ps(1.0f / softcap))));
                 s = _mm512_add_ps(s, mk);
                 /* Ordered compare: false for -inf and NaN (the scores ref skips) and dead lanes. */
                 __mmask16 valid = _mm512_mask_cmp_ps_mask(live, s, _mm512_set1_ps(-INFINITY), _CMP_GT_OQ);
@@ -624,7 +651,7 @@ static void rms_norm(float *y, const float *x, const float *w, int64_t n, float 
     }
 }
 
-/* ---- swiglu, rope ------------------------------------------------------------------------ */
+/* ---- swiglu, geglu, softcap, rope -------------------------------------------------------- */
 
 /* e^x for any x: exp16 clamps to [-87.3, 88.4], so silu(a) -> 0 or a at the extremes. */
 static void swiglu(float *y, const float *a, const float *b, int64_t n) {
@@ -649,6 +676,17 @@ static void geglu(float *y, const float *a, const float *b, int64_t n) {
         __m512 t = _mm512_mul_ps(m2beta, _mm512_fmadd_ps(kappa, cube, av));
         __m512 g = _mm512_div_ps(av, _mm512_add_ps(one, exp16(t)));
         _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(g, bv));
+    }
+}
+
+/* cap * tanh(x / cap) with tanh16; x / cap as x * (1 / cap) (one more rounding of the
+ * argument, which tanh does not enlarge: its slope is at most 1 and x tanh'(x) / tanh(x) <= 1). */
+static void softcap(float *y, const float *x, int64_t n, float cap) {
+    const __m512 c = _mm512_set1_ps(cap), ic = _mm512_set1_ps(1.0f / cap);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : tail16(n - i);
+        __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(c, tanh16(_mm512_mul_ps(xv, ic))));
     }
 }
 
@@ -700,5 +738,6 @@ void slate__avx512_fill(slate__kernels *k) {
     k->rms_norm = rms_norm;
     k->swiglu = swiglu;
     k->geglu = geglu;
+    k->softcap = softcap;
     k->rope = rope;
 }
