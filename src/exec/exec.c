@@ -491,10 +491,10 @@ void slate__exec_run(slate_state *st) {
             for (int64_t i = 0; i < n; i++) y[i] = a[i] * op->scale;
             break;
         }
-        case SLATE__OP_SOFTCAP: { /* one logits row per decode step: scalar is enough */
+        case SLATE__OP_SOFTCAP: { /* the logits: a vocabulary-sized row per output row */
             const float *a = act(st, op->in[0]);
             float *y = act(st, op->out);
-            for (int64_t i = 0; i < n; i++) y[i] = op->softcap * tanhf(a[i] / op->softcap);
+            k->softcap(y, a, n, op->softcap);
             break;
         }
         case SLATE__OP_LAST_ROWS: {
