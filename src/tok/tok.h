@@ -21,7 +21,9 @@
  * SPM adds its dummy-prefix space to each stretch of text that starts the input or follows an
  * added token (llama.cpp's behaviour), except for a tokenizer.json with a Metaspace
  * pre-tokenizer, which follows HF: no prefix on a stretch that already starts with a space, and
- * with prepend_scheme "first" none after an added token.
+ * with prepend_scheme "first" none after an added token. A file with both a Metaspace
+ * pre-tokenizer and a Prepend normalizer follows the Prepend rules (the normalizer's mark comes
+ * first, and Metaspace never doubles it).
  *
  * Files: tok.c (create, tables, getters), encode.c, spm.c, bpe.c, pretok.c (PCRE2 split),
  * normalize.c (NFC), decode.c, detok.c, serialize.c (STOK blob), open.c (format detection),

@@ -493,8 +493,10 @@ static slate_status read_normalizer(const cJSON *nm, pipeline *p, slate_error *e
  * leaves it, which for SentencePiece-style files is the normalizer of a Llama 2 style file
  * (Prepend and Replace ' ' -> U+2581, or Replace alone) or of a Metaspace file (none, NFC or
  * Replace). Two cases would need more than that and are refused where they would change ids:
- * a Metaspace pre-tokenizer together with a Prepend normalizer (the token's spelling would gain
- * a mark that slate__tok_normalize leaves to the pre-tokenizer), and a normalizer without
+ * a Metaspace pre-tokenizer together with a Prepend normalizer (the normalized text carries the
+ * Prepend mark, but HF's Metaspace then also marks each piece that a normalized token leaves
+ * behind it, which encode.c does not model; without normalized tokens the pair is supported:
+ * the Prepend rules decide), and a normalizer without
  * Replace when the token contains a space or U+2581 or strips white space (slate__tok_normalize
  * always turns spaces into U+2581 for SPM, which HF's normalizer then would not). */
 static slate_status check_normalized(const hf *h, const pipeline *p, slate__tok_kind kind,
@@ -744,9 +746,13 @@ slate_status slate__tok_load_hf_mem(const char *data, size_t len, const char *co
         spec.byte_fallback = byte_fallback;
         spec.add_space_prefix = p.prepend_space;
         /* Metaspace (unlike the Prepend normalizer) adds no mark to text that starts with one,
-         * and with prepend_scheme "first" none to text after an added token. */
-        spec.prefix_unless_spaced = p.metaspace;
-        spec.prefix_first_only = p.metaspace && p.prepend_first;
+         * and with prepend_scheme "first" none to text after an added token. With a Prepend
+         * normalizer as well, the normalizer runs first (on every stretch between added
+         * tokens, HF normalizers/prepend.rs) and Metaspace then finds the mark already there
+         * (pre_tokenizers/metaspace.rs adds one only to text that does not start with it): the
+         * Prepend rules alone decide, whatever the prepend_scheme. */
+        spec.prefix_unless_spaced = p.metaspace && !p.prepend_normalizer;
+        spec.prefix_first_only = p.metaspace && !p.prepend_normalizer && p.prepend_first;
         spec.fuse_unk = cJSON_IsTrue(fuse_unk);
         if ((st = read_decoder(cJSON_GetObjectItemCaseSensitive(h.root, "decoder"),
                                &spec.decode_strip, err)) != SLATE_OK)

@@ -136,6 +136,41 @@ static void normalized_added_tokens_with_metaspace(void **st) {
     slate_tokenizer_free(tok);
 }
 
+/* A Metaspace pre-tokenizer together with a Prepend normalizer (HF normalizers/prepend.rs,
+ * pre_tokenizers/metaspace.rs): the normalizer runs first, on each stretch between added tokens,
+ * and puts its mark in front of any non-empty stretch; Metaspace then turns the spaces into
+ * marks and adds none of its own, since the text already starts with one. So the Prepend rules
+ * decide, whatever the prepend_scheme: " Hi" is "\u2581\u2581Hi", and the stretch after an added
+ * token is marked even with "first". */
+static void metaspace_with_a_prepend_normalizer_follows_the_normalizer(void **st) {
+    (void)st;
+    static const char *const schemes[] = {"first", "always", "never"};
+    for (size_t i = 0; i < 3; i++) {
+        char json[2048];
+        snprintf(json, sizeof json,
+                 "{\"added_tokens\": [{\"id\": 16, \"content\": \"<x>\", \"special\": true,"
+                 " \"normalized\": false}],"
+                 " \"normalizer\": {\"type\": \"Prepend\", \"prepend\": \"" SP "\"},"
+                 " \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"" SP "\","
+                 " \"prepend_scheme\": \"%s\", \"split\": false},"
+                 " \"model\": {\"type\": \"BPE\", \"byte_fallback\": true,"
+                 " \"unk_token\": \"<unk>\", " SPM_VOCAB "}}",
+                 schemes[i]);
+        slate_tokenizer *tok = load(json);
+        const uint32_t ps = SLATE_ENCODE_PARSE_SPECIAL;
+        for (int trip = 0; trip < 2; trip++) {
+            slate_tokenizer *t = trip ? round_trip(tok) : tok;
+            EXPECT_IDS(t, "Hi", 0, 7);             /* "\u2581Hi" */
+            EXPECT_IDS(t, " Hi", 0, 3, 7);         /* "\u2581\u2581Hi": the mark and the space */
+            EXPECT_IDS(t, SP "Hi", 0, 3, 7);       /* a literal mark is no space either */
+            EXPECT_IDS(t, "<x>Hi", ps, 16, 7);     /* <x> "\u2581Hi" */
+            EXPECT_IDS(t, "Hi<x> Hi", ps, 7, 16, 3, 7);
+            if (trip) slate_tokenizer_free(t);
+        }
+        slate_tokenizer_free(tok);
+    }
+}
+
 /* Byte-level BPE with an NFC normalizer (as Qwen's files have), and no normalizer at all. The
  * GPT-2 alphabet spells the bytes of U+00E9 (C3 A9) as U+00C3 U+00A9. */
 static void normalized_added_tokens_in_byte_level_files(void **st) {
@@ -585,6 +620,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(normalized_added_tokens_match_the_normalized_text),
         cmocka_unit_test(normalized_added_tokens_with_metaspace),
+        cmocka_unit_test(metaspace_with_a_prepend_normalizer_follows_the_normalizer),
         cmocka_unit_test(normalized_added_tokens_in_byte_level_files),
         cmocka_unit_test(unsupported_normalized_tokens_are_refused),
         cmocka_unit_test(normalized_encode_fails_cleanly_at_every_allocation),
