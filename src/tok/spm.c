@@ -7,8 +7,8 @@
  * sequence is one, and so is each byte that does not start one (invalid input never fails). Then,
  * repeatedly, the adjacent pair whose concatenation is a vocabulary token with the highest score
  * is merged; ties go to the leftmost pair. A character that is no token becomes its <0xXX> byte
- * tokens (byte fallback), else the unknown token (a run of them one unknown token with
- * fuse_unk, HF's BPE model.fuse_unk).
+ * tokens (byte fallback) when the vocabulary has them all, else the unknown token (a run of them
+ * one unknown token with fuse_unk, HF's BPE model.fuse_unk); emit_unknown says how exactly.
  *
  * llama2.c rescans all pairs after each merge (quadratic). Here candidate pairs sit in a binary
  * max-heap keyed by (score, position) as in llama.cpp: a popped pair is stale when either side
@@ -90,25 +90,33 @@ static void try_pair(const slate_tokenizer *tok, const char *s, const sym *v, in
     heap_push(h, (cand){tok->scores[id], v[l].start, l, r, len, id});
 }
 
-/* A character that is no token: its <0xXX> byte tokens (byte fallback), else the unknown token
- * (one per character, as HF's BPE and sentencepiece do). With fuse_unk (HF model.fuse_unk) an
- * unknown token right after another one from the characters before it is not emitted again:
- * *prev_unk says whether the last id this text produced was such an unknown token. */
-static void emit_bytes(const slate_tokenizer *tok, const char *s, uint32_t len, bool *prev_unk,
-                       slate__tok_out *out) {
-    for (uint32_t i = 0; i < len; i++) {
-        int32_t b = tok->byte_fallback ? tok->byte_id[(uint8_t)s[i]] : -1;
-        if (b >= 0) {
-            slate__tok_emit(out, b);
-            *prev_unk = false;
-        } else if (tok->unk_id >= 0) {
-            if (!(tok->fuse_unk && *prev_unk)) slate__tok_emit(out, tok->unk_id);
-            *prev_unk = true;
-            /* Without byte fallback a whole unknown character is one <unk>. */
-            if (!tok->byte_fallback) return;
+/* A character that is no token, as HF tokenizers' BPE treats it (models/bpe/model.rs
+ * merge_word): with byte fallback, its <0xXX> byte tokens if the vocabulary has all of them;
+ * otherwise one unknown token for the whole character (none at all without an unknown token:
+ * the character is dropped). An unknown token is not emitted at once but kept pending, as HF
+ * does: the next character that is a token emits it first; the next unknown character emits it
+ * and becomes pending itself, or with fuse_unk (HF model.fuse_unk) joins it; the end of the
+ * stretch emits it (flush_unk). A byte-fallback character leaves it pending, so in HF, and here,
+ * its byte tokens come out before the pending unknown token of the characters before it (this
+ * only happens in a vocabulary that lacks some byte tokens). */
+static void emit_unknown(const slate_tokenizer *tok, const char *s, uint32_t len, bool *pending,
+                         slate__tok_out *out) {
+    if (tok->byte_fallback) {
+        uint32_t i = 0;
+        while (i < len && tok->byte_id[(uint8_t)s[i]] >= 0) i++;
+        if (i == len) {
+            for (i = 0; i < len; i++) slate__tok_emit(out, tok->byte_id[(uint8_t)s[i]]);
+            return;
         }
-        /* No byte token and no <unk>: the byte is dropped (documented in tok.h). */
     }
+    if (tok->unk_id < 0) return;
+    if (*pending && !tok->fuse_unk) slate__tok_emit(out, tok->unk_id);
+    *pending = true;
+}
+
+static void flush_unk(const slate_tokenizer *tok, bool *pending, slate__tok_out *out) {
+    if (*pending) slate__tok_emit(out, tok->unk_id);
+    *pending = false;
 }
 
 static slate_status spm_encode(const slate_tokenizer *tok, const char *text, size_t len,
@@ -185,15 +193,16 @@ static slate_status spm_encode(const slate_tokenizer *tok, const char *text, siz
         try_pair(tok, s, v, l->prev, &h);
         try_pair(tok, s, v, c.left, &h);
     }
-    bool prev_unk = false;
+    bool pending = false; /* an unknown token not yet emitted (emit_unknown) */
     for (int32_t i = 0; i >= 0 && n_sym > 0; i = v[i].next) {
         if (v[i].id >= 0) {
+            flush_unk(tok, &pending, out);
             slate__tok_emit(out, v[i].id);
-            prev_unk = false;
         } else {
-            emit_bytes(tok, s + v[i].start, v[i].len, &prev_unk, out);
+            emit_unknown(tok, s + v[i].start, v[i].len, &pending, out);
         }
     }
+    flush_unk(tok, &pending, out);
     slate__free(s);
     slate__free(v);
     slate__free(h.v);

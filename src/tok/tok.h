@@ -31,8 +31,9 @@
  *
  * Known limits (behaviour, not bugs):
  *  - A byte that the vocabulary cannot spell (no <0xXX> / GPT-2 byte token, no <unk>) is dropped
- *    when encoding, as llama.cpp does; Falcon's vocabulary lacks 28 byte values, so arbitrary
- *    bytes do not round-trip there. Every other shipped vocabulary spells all 256 bytes.
+ *    when encoding, as llama.cpp does (SPM drops the whole character, as HF's BPE does);
+ *    Falcon's vocabulary lacks 28 byte values, so arbitrary bytes do not round-trip there.
+ *    Every other shipped vocabulary spells all 256 bytes.
  *  - With a U+2581 vocabulary, a literal U+2581 in the input reads as a space (sentencepiece
  *    and llama.cpp do the same), so it decodes to ' '.
  *  - NFC (Qwen) changes non-NFC input, so decode(encode(x)) == x only for NFC text.
@@ -49,8 +50,10 @@
  *    their text as it is (HF's decoder would also turn a U+2581 in them into a space), byte
  *    tokens always to their byte, and invalid UTF-8 comes out as it is (HF: U+FFFD).
  *  - With byte_fallback, a character whose <0xXX> tokens are not all in the vocabulary gives
- *    the byte tokens there are and an <unk> for each missing byte; HF's BPE gives one <unk> for
- *    the whole character (no shipped vocabulary lacks a byte token).
+ *    one <unk> for the whole character, as HF's BPE does (models/bpe/model.rs merge_word; no
+ *    shipped vocabulary lacks a byte token, and llama.cpp would fail on one). HF's order is
+ *    kept too: that <unk> stays pending while the characters after it take byte fallback, so
+ *    their byte tokens come out before it (spm.c emit_unknown).
  *  - lstrip / rstrip consume Unicode White_Space (HF's Rust \s); llama.cpp strips only ASCII
  *    isspace(), so after a Phi-3 GGUF marker a non-ASCII space (e.g. U+00A0) is consumed here
  *    and kept by llama.cpp.

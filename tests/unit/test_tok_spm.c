@@ -677,6 +677,77 @@ static void fuse_unk_gives_one_unk_per_run_of_unknown_characters(void **st) {
     assert_non_null(strstr(err.message, "fuse_unk"));
 }
 
+/* Byte fallback with a vocabulary that lacks some <0xXX> tokens, as HF tokenizers' BPE does it
+ * (models/bpe/model.rs merge_word): a character that is no token takes its byte tokens only when
+ * all of them are there, else one <unk> for the whole character, fused with the unknown
+ * characters around it by fuse_unk. HF keeps that <unk> pending until a known character or the
+ * end of the word, and a byte-fallback character does not end the wait: its byte tokens come
+ * out first. Without an unk_token the character is dropped. Vocabulary: <0xC3> <0xA9> <0xE2>
+ * <0x82> only, so U+00E9 (C3 A9) has its bytes, U+00E8 (C3 A8) and U+20AC (E2 82 AC) do not. Ids
+ * by hand from that code; the text is "\u2581" + input (Prepend, Replace). */
+static slate_tokenizer *partial_bytes_json(const char *model_extra) {
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true}],"
+             " \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\","
+             " \"prepend\": \"\xE2\x96\x81\"}, {\"type\": \"Replace\", \"pattern\": {\"String\":"
+             " \" \"}, \"content\": \"\xE2\x96\x81\"}]}, \"pre_tokenizer\": null,"
+             " \"model\": {\"type\": \"BPE\", \"byte_fallback\": true, %s"
+             " \"vocab\": {\"<unk>\": 0, \"\xE2\x96\x81\": 1, \"a\": 2, \"\xE2\x96\x81" "a\": 3,"
+             " \"<0xC3>\": 4, \"<0xA9>\": 5, \"<0xE2>\": 6, \"<0x82>\": 7},"
+             " \"merges\": [\"\xE2\x96\x81 a\"]}}",
+             model_extra);
+    slate_tokenizer *tok = NULL;
+    slate_error err;
+    slate_status s = slate__tok_load_hf_mem(json, strlen(json), NULL, 0, &tok, &err);
+    if (s != SLATE_OK) fprintf(stderr, "%s\n", err.message);
+    assert_int_equal(s, SLATE_OK);
+    return tok;
+}
+
+#define E_ACUTE "\xC3\xA9" /* bytes C3 A9: both byte tokens there */
+#define E_GRAVE "\xC3\xA8" /* C3 A8: no <0xA8> */
+#define EURO "\xE2\x82\xAC" /* E2 82 AC: no <0xAC> */
+
+static void byte_fallback_with_missing_byte_tokens_gives_one_unk_per_character(void **st) {
+    (void)st;
+    for (int fuse = 0; fuse < 2; fuse++) {
+        slate_tokenizer *tok =
+            partial_bytes_json(fuse ? "\"unk_token\": \"<unk>\", \"fuse_unk\": true,"
+                                    : "\"unk_token\": \"<unk>\", \"fuse_unk\": false,");
+        for (int trip = 0; trip < 2; trip++) {
+            slate_tokenizer *t = tok;
+            if (trip) {
+                slate__buf b = {0};
+                slate__tok_serialize(tok, &b);
+                t = NULL;
+                assert_int_equal(slate__tok_deserialize(b.data, b.len, &t, NULL), SLATE_OK);
+                slate__buf_free(&b);
+            }
+            expect_ids(t, E_ACUTE "a", (const int32_t[]){1, 4, 5, 2}, 4);
+            expect_ids(t, E_GRAVE, (const int32_t[]){1, 0}, 2); /* not 1 4 0 */
+            expect_ids(t, EURO, (const int32_t[]){1, 0}, 2);    /* not 6 7 0 */
+            expect_ids(t, E_GRAVE "a", (const int32_t[]){1, 0, 2}, 3);
+            /* The pending <unk> waits over a byte-fallback character. */
+            expect_ids(t, E_GRAVE E_ACUTE, (const int32_t[]){1, 4, 5, 0}, 4);
+            if (fuse) {
+                expect_ids(t, E_GRAVE EURO, (const int32_t[]){1, 0}, 2);
+                expect_ids(t, E_GRAVE E_ACUTE EURO "a", (const int32_t[]){1, 4, 5, 0, 2}, 5);
+            } else {
+                expect_ids(t, E_GRAVE EURO, (const int32_t[]){1, 0, 0}, 3);
+                expect_ids(t, E_GRAVE E_ACUTE EURO "a", (const int32_t[]){1, 4, 5, 0, 0, 2}, 6);
+            }
+            if (trip) slate_tokenizer_free(t);
+        }
+        slate_tokenizer_free(tok);
+    }
+    /* No unk_token: the character is dropped whole (no lone <0xC3>). */
+    slate_tokenizer *tok = partial_bytes_json("");
+    expect_ids(tok, E_GRAVE "a", (const int32_t[]){1, 2}, 2);
+    expect_ids(tok, "a" E_GRAVE, (const int32_t[]){3}, 1);
+    slate_tokenizer_free(tok);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tok512_encodes_like_llama2c_run_c),
@@ -696,6 +767,7 @@ int main(void) {
         cmocka_unit_test(metaspace_without_split_false_is_refused),
         cmocka_unit_test(spm_tokenizer_json_applies_its_nfc_normalizer),
         cmocka_unit_test(fuse_unk_gives_one_unk_per_run_of_unknown_characters),
+        cmocka_unit_test(byte_fallback_with_missing_byte_tokens_gives_one_unk_per_character),
     };
     return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }
