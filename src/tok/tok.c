@@ -605,6 +605,7 @@ slate_status slate__tok_create(const slate__tok_spec *spec, slate_tokenizer **ou
     if ((st = copy_tokens(t, spec, err)) != SLATE_OK) goto fail;
     if ((st = build_vocab_map(t, err)) != SLATE_OK) goto fail;
     build_byte_ids(t);
+    t->spm_words_apart = slate__tok_spm_words_apart(t);
     if ((st = build_pieces(t, err)) != SLATE_OK) goto fail;
     if ((st = build_merges(t, spec, err)) != SLATE_OK) goto fail;
     if ((st = build_specials(t, err)) != SLATE_OK) goto fail;

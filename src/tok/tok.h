@@ -246,6 +246,8 @@ struct slate_tokenizer {
     bool prefix_unless_spaced, prefix_first_only; /* see slate__tok_spec */
     bool fuse_unk;                                /* see slate__tok_spec */
     uint8_t decode_strip;                         /* slate__tok_dstrip */
+    bool spm_words_apart; /* derived: no merge can cross the start of a word, so SPM encodes
+                             word by word (slate__tok_spm_words_apart) */
     uint8_t *attrs; /* [n_tokens] SLATE__TOK_ATTR_* bits, or NULL when no token has any */
 
     char *text;          /* token texts as given by the spec, back to back */
@@ -332,6 +334,14 @@ static inline void slate__tok_emit(slate__tok_out *o, int32_t id) {
 slate_status slate__tok_spm_encode(const slate_tokenizer *tok, const char *text, size_t len,
                                    bool add_prefix, bool nfc_done, slate__tok_out *out,
                                    slate_error *err);
+/* Whether SPM may merge word by word: no token that takes part in merges has the word mark
+ * (U+2581, or ' ' with space_is_plain) after a character that is not a mark. Then no merge ever
+ * joins a character to a mark that follows it, so cutting the text before each run of marks
+ * that follows another character changes no id (the pairs of one word are never a pair of
+ * another, and within a word the merges come in the same order as in the whole text). True for
+ * every shipped SentencePiece vocabulary; false for kinds other than SPM. Needs the token texts
+ * and types. */
+bool slate__tok_spm_words_apart(const slate_tokenizer *tok);
 slate_status slate__tok_bpe_encode(const slate_tokenizer *tok, const char *text, size_t len,
                                    bool nfc_done, slate__tok_out *out, slate_error *err);
 /* Pre-tokenizer: compiles the spec's regexes into tok (pretok.c), frees them. */

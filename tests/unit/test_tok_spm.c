@@ -748,6 +748,70 @@ static void byte_fallback_with_missing_byte_tokens_gives_one_unk_per_character(v
     slate_tokenizer_free(tok);
 }
 
+/* spm.c merges word by word only where that cannot change an id (slate__tok_spm_words_apart):
+ * every shipped SentencePiece vocabulary qualifies, and on them the word-by-word ids equal the
+ * whole-text ids (the old way, forced by clearing the flag on a private copy) for llama.cpp's
+ * test texts and random mixes of their pieces with runs of spaces. */
+static void words_are_merged_apart_with_the_same_ids(void **st) {
+    (void)st;
+    static const char *const files[] = {
+        "stories260K/tok512.bin", "llama2c-vocab/tokenizer.bin",
+        "tokenizers/gguf-vocab/ggml-vocab-llama-spm.gguf", "tokenizers/gguf-vocab/ggml-vocab-phi-3.gguf"};
+    static const char *const bits[] = {"Hello", " ", "  ", "   world", "\n", "\xE2\x96\x81",
+                                       "\xF0\x9F\xA6\x99", "\xE1\x80\xA1", " \xC3\xA9t\xC3\xA9",
+                                       "\xFF", "1234", "\t", "(", " a"};
+    int seen = 0;
+    uint64_t seed = tu_seed();
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        slate_tokenizer *tok = tu_tok_load(files[f]);
+        if (!tok) continue;
+        seen++;
+        assert_true(tok->spm_words_apart);
+        static int32_t ids[2][4096];
+        for (int round = 0; round < 200; round++) {
+            char text[1024];
+            size_t len = 0;
+            while (len < 900) {
+                const char *b = bits[tu_rand(&seed) % (sizeof bits / sizeof bits[0])];
+                memcpy(text + len, b, strlen(b));
+                len += strlen(b);
+            }
+            size_t n[2];
+            for (int v = 0; v < 2; v++) {
+                tok->spm_words_apart = v == 1;
+                assert_int_equal(slate_tokenizer_encode(tok, text, len, 0, ids[v], 4096, &n[v],
+                                                        NULL),
+                                 SLATE_OK);
+            }
+            tok->spm_words_apart = true;
+            if (n[0] != n[1] || memcmp(ids[0], ids[1], n[0] * sizeof(int32_t)) != 0)
+                fail_msg("%s: word-by-word ids differ on \"%.*s\"", files[f], (int)len, text);
+        }
+        slate_tokenizer_free(tok);
+    }
+    if (!seen) skip();
+}
+
+/* A token with the mark after another character ("a\u2581") makes merges cross a word start, so
+ * the text is merged whole: "a a" is "\u2581a\u2581a", and "a\u2581" (rank 0) goes before
+ * "\u2581a" (rank 1): 1 4 2, where words merged apart would give 5 5. */
+static void a_mark_inside_a_token_keeps_the_text_whole(void **st) {
+    (void)st;
+    static const char json[] =
+        "{\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\","
+        " \"prepend\": \"\xE2\x96\x81\"}, {\"type\": \"Replace\", \"pattern\": {\"String\":"
+        " \" \"}, \"content\": \"\xE2\x96\x81\"}]}, \"pre_tokenizer\": null,"
+        " \"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {\"<unk>\": 0,"
+        " \"\xE2\x96\x81\": 1, \"a\": 2, \"b\": 3, \"a\xE2\x96\x81\": 4, \"\xE2\x96\x81" "a\": 5},"
+        " \"merges\": [\"a \xE2\x96\x81\", \"\xE2\x96\x81 a\"]}}";
+    slate_tokenizer *tok = NULL;
+    assert_int_equal(slate__tok_load_hf_mem(json, strlen(json), NULL, 0, &tok, NULL), SLATE_OK);
+    assert_false(tok->spm_words_apart);
+    expect_ids(tok, "a a", (const int32_t[]){1, 4, 2}, 3);
+    expect_ids(tok, "a", (const int32_t[]){5}, 1);
+    slate_tokenizer_free(tok);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tok512_encodes_like_llama2c_run_c),
@@ -768,6 +832,8 @@ int main(void) {
         cmocka_unit_test(spm_tokenizer_json_applies_its_nfc_normalizer),
         cmocka_unit_test(fuse_unk_gives_one_unk_per_run_of_unknown_characters),
         cmocka_unit_test(byte_fallback_with_missing_byte_tokens_gives_one_unk_per_character),
+        cmocka_unit_test(words_are_merged_apart_with_the_same_ids),
+        cmocka_unit_test(a_mark_inside_a_token_keeps_the_text_whole),
     };
     return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }
