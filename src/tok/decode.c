@@ -4,8 +4,10 @@
  *
  * The bytes of every token were computed at creation (tok.c, build_pieces): SPM pieces have
  * U+2581 turned back into ' ' and <0xXX> into the byte; BPE pieces are mapped from the GPT-2
- * alphabet back to bytes; added tokens are their text. Control and unknown tokens give their text
- * only when `special` is set, else nothing (llama.cpp token_to_piece does the same).
+ * alphabet back to bytes; added tokens are their text, or, under an HF decoder that turns U+2581
+ * into spaces in every token (decode_added_marks), that text (their normalized spelling if they
+ * are normalized) with its marks as spaces. Control and unknown tokens give their text only when
+ * `special` is set, else nothing (llama.cpp token_to_piece; HF's skip_special_tokens).
  *
  * decode() drops the SentencePiece dummy-prefix mark from the first token that produces any
  * bytes (so with BOS in front it still goes, and decode(encode(x)) == x for any x without added
@@ -33,7 +35,32 @@ size_t slate__tok_first_piece(const slate_tokenizer *tok, int32_t id, const char
                               size_t len, char *out) {
     size_t skip = 0; /* bytes dropped from the front */
     bool all = false; /* drop every space (METASPACE) */
-    bool normal = tok->types[id] == SLATE__TOKT_NORMAL;
+    uint8_t type = tok->types[id];
+    bool normal = type == SLATE__TOKT_NORMAL;
+    bool added = type == SLATE__TOKT_CONTROL || type == SLATE__TOKT_UNKNOWN ||
+                 type == SLATE__TOKT_USER_DEFINED;
+    if (added && tok->decode_added_marks && len > 0 &&
+        tok->decode_strip == SLATE__TOK_DSTRIP_METASPACE) {
+        /* HF's Metaspace decoder drops the marks of the string the first token gives it. A
+         * normalized token's spelling has every space as a mark; another's is its text, whose
+         * literal spaces stay. */
+        if (tok->attrs && (tok->attrs[id] & SLATE__TOK_ATTR_NORMALIZED)) {
+            normal = true;
+        } else {
+            size_t n_text, n = 0;
+            const char *text = slate__tok_text(tok, id, &n_text);
+            for (size_t i = 0; i < n_text;) {
+                if (i + 3 <= n_text && memcmp(text + i, "\xE2\x96\x81", 3) == 0) {
+                    i += 3;
+                    continue;
+                }
+                if (out) out[n] = text[i];
+                n++;
+                i++;
+            }
+            return n;
+        }
+    }
     if (tok->kind == SLATE__TOK_SPM && len > 0) {
         switch ((slate__tok_dstrip)tok->decode_strip) {
         case SLATE__TOK_DSTRIP_SPM:

@@ -13,9 +13,10 @@
  *              has_attrs (the attribute table below follows), bit 9 fuse_unk (HF BPE
  *              model.fuse_unk: a run of unknown characters gives one unk_id), bits 10-11
  *              decode_strip (how decode drops the dummy-prefix mark, slate__tok_dstrip in
- *              tok.h: 0 sentencepiece, 1 none, 2 HF Strip decoder, 3 HF Metaspace decoder);
- *              other bits must be 0; bits 1-3, 6-7 and 9-11 are SPM only and bit 5 BPE
- *              only
+ *              tok.h: 0 sentencepiece, 1 none, 2 HF Strip decoder, 3 HF Metaspace decoder),
+ *              bit 12 decode_added_marks (an HF decoder that makes U+2581 a space in added
+ *              tokens too; not with bit 3); other bits must be 0; bits 1-3, 6-7 and 9-12 are
+ *              SPM only and bit 5 BPE only
  *   16  i32    bos_id   \
  *   20  i32    eos_id    |
  *   24  i32    unk_id    |  -1 = none, else 0 .. n_tokens-1
@@ -50,7 +51,7 @@
  * additions follow the same rule: the normalized bit (2) of a token's attributes is refused by
  * builds that only know lstrip / rstrip ("attributes 0x4"), and fuse_unk (flag bit 9) by builds
  * that predate it ("unknown flag bits 0x200"); so are decode_strip modes other than 0 (bits
- * 10-11).
+ * 10-11) and decode_added_marks (bit 12, "unknown flag bits 0x1000").
  *
  * Derived, not stored: the end-of-generation set (eos, eot, and added tokens spelled
  * "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "<|eom_id|>", "<|end|>",
@@ -79,7 +80,8 @@
 #define FLAG_FUSE_UNK (1u << 9)
 #define FLAG_DSTRIP_SHIFT 10
 #define FLAG_DSTRIP (3u << FLAG_DSTRIP_SHIFT)
-#define FLAG_ALL 0xFFFu
+#define FLAG_ADDED_MARKS (1u << 12)
+#define FLAG_ALL 0x1FFFu
 
 void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
     if (!tok || !b) return;
@@ -94,7 +96,8 @@ void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
                      (tok->prefix_unless_spaced ? FLAG_PREFIX_UNLESS_SPACED : 0) |
                      (tok->prefix_first_only ? FLAG_PREFIX_FIRST_ONLY : 0) |
                      (tok->attrs ? FLAG_HAS_ATTRS : 0) | (tok->fuse_unk ? FLAG_FUSE_UNK : 0) |
-                     (uint32_t)tok->decode_strip << FLAG_DSTRIP_SHIFT;
+                     (uint32_t)tok->decode_strip << FLAG_DSTRIP_SHIFT |
+                     (tok->decode_added_marks ? FLAG_ADDED_MARKS : 0);
     slate__buf_u32(b, flags);
     slate__buf_i32(b, tok->bos_id);
     slate__buf_i32(b, tok->eos_id);
@@ -210,7 +213,7 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
                            ? FLAG_IGNORE_MERGES
                            : FLAG_ADD_SPACE_PREFIX | FLAG_BYTE_FALLBACK | FLAG_SPACE_IS_PLAIN |
                                  FLAG_PREFIX_UNLESS_SPACED | FLAG_PREFIX_FIRST_ONLY | FLAG_FUSE_UNK |
-                                 FLAG_DSTRIP;
+                                 FLAG_DSTRIP | FLAG_ADDED_MARKS;
     if (flags & foreign)
         return slate__fail_at(err, SLATE_E_FORMAT, 12,
                               "tokenizer blob: flag bits 0x%x do not apply to %s tokenizers",
@@ -222,6 +225,11 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
         return slate__fail_at(err, SLATE_E_FORMAT, 12,
                               "tokenizer blob: flag bits 0x%x need bit 1 (add_space_prefix)",
                               flags & (FLAG_PREFIX_UNLESS_SPACED | FLAG_PREFIX_FIRST_ONLY));
+    /* Added tokens' marks are U+2581: a vocabulary that spells spaces plainly has none. */
+    if ((flags & FLAG_ADDED_MARKS) && (flags & FLAG_SPACE_IS_PLAIN))
+        return slate__fail_at(err, SLATE_E_FORMAT, 12,
+                              "tokenizer blob: flag bit 12 (decode_added_marks) with bit 3 "
+                              "(space_is_plain)");
     if (n_tokens < 1 || n_tokens > SLATE__TOK_MAX_TOKENS)
         return slate__fail_at(err, SLATE_E_FORMAT, 36,
                               "tokenizer blob: n_tokens %u, expected 1..%d", n_tokens,
@@ -373,6 +381,7 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
         .attrs = attrs,
         .fuse_unk = (flags & FLAG_FUSE_UNK) != 0,
         .decode_strip = (uint8_t)((flags & FLAG_DSTRIP) >> FLAG_DSTRIP_SHIFT),
+        .decode_added_marks = (flags & FLAG_ADDED_MARKS) != 0,
     };
     st = slate__tok_create(&spec, out, err);
 done:

@@ -246,6 +246,25 @@ static void build_byte_ids(slate_tokenizer *t) {
     }
 }
 
+/* s[0..len) with each U+2581 made a space, into out (room for len bytes); returns the count. */
+static size_t unmark(const char *s, size_t len, char *out) {
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        if (i + 3 <= len && memcmp(s + i, "\xE2\x96\x81", 3) == 0) {
+            out[n++] = ' ';
+            i += 3;
+        } else {
+            out[n++] = s[i++];
+        }
+    }
+    return n;
+}
+
+/* Whether token id decodes from its normalized spelling (slate__tok_spec.decode_added_marks). */
+static bool decodes_normalized(const slate_tokenizer *t, int32_t id) {
+    return t->decode_added_marks && t->attrs && (t->attrs[id] & SLATE__TOK_ATTR_NORMALIZED);
+}
+
 /* Decoded bytes of token id into out (room for 4 * len bytes is always enough); returns count. */
 static size_t decode_token(const slate_tokenizer *t, int32_t id, char *out) {
     const char *s = t->text + t->text_off[id];
@@ -254,6 +273,7 @@ static size_t decode_token(const slate_tokenizer *t, int32_t id, char *out) {
     if (type == SLATE__TOKT_UNUSED) return 0;
     if (type == SLATE__TOKT_CONTROL || type == SLATE__TOKT_UNKNOWN ||
         type == SLATE__TOKT_USER_DEFINED) {
+        if (t->decode_added_marks) return unmark(s, len, out);
         memcpy(out, s, len);
         return len;
     }
@@ -300,9 +320,22 @@ static size_t decode_token(const slate_tokenizer *t, int32_t id, char *out) {
 
 static slate_status build_pieces(slate_tokenizer *t, slate_error *err) {
     /* A decoded token is never longer than its text (characters shrink to bytes, U+2581 to a
-     * space), so the text size bounds the pool. */
+     * space), so the text size bounds the pool, plus the normalized spellings that some added
+     * tokens decode from (NFC may lengthen them, Prepend adds a mark). */
     size_t cap = t->text_off[t->n_tokens];
-    t->piece = slate__malloc(cap);
+    for (int32_t i = 0; i < t->n_tokens; i++) {
+        if (!decodes_normalized(t, i)) continue;
+        char *norm;
+        size_t norm_len;
+        slate_status st = slate__tok_normalize(t, t->text + t->text_off[i], tok_len(t, i),
+                                               slate__tok_norm_prepends(t), &norm, &norm_len, err);
+        if (st != SLATE_OK) return st;
+        slate__free(norm);
+        cap += norm_len;
+    }
+    if (cap > UINT32_MAX)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "decoded tokens need %zu bytes", cap);
+    t->piece = slate__malloc(cap ? cap : 1);
     t->piece_off = slate__malloc(((size_t)t->n_tokens + 1) * sizeof *t->piece_off);
     if (!t->piece || !t->piece_off)
         return slate__fail(err, SLATE_E_NOMEM, "out of memory for decoded tokens (%zu bytes)", cap);
@@ -310,7 +343,19 @@ static slate_status build_pieces(slate_tokenizer *t, slate_error *err) {
     t->max_piece_len = 0;
     for (int32_t i = 0; i < t->n_tokens; i++) {
         t->piece_off[i] = off;
-        size_t n = decode_token(t, i, t->piece + off);
+        size_t n;
+        if (decodes_normalized(t, i)) {
+            char *norm;
+            size_t norm_len;
+            slate_status st = slate__tok_normalize(t, t->text + t->text_off[i], tok_len(t, i),
+                                                   slate__tok_norm_prepends(t), &norm, &norm_len,
+                                                   err);
+            if (st != SLATE_OK) return st;
+            n = unmark(norm, norm_len, t->piece + off);
+            slate__free(norm);
+        } else {
+            n = decode_token(t, i, t->piece + off);
+        }
         off += (uint32_t)n;
         if (n > t->max_piece_len) t->max_piece_len = (uint32_t)n;
     }
@@ -601,6 +646,7 @@ slate_status slate__tok_create(const slate__tok_spec *spec, slate_tokenizer **ou
     t->prefix_first_only = t->add_space_prefix && spec->prefix_first_only;
     t->fuse_unk = spm && spec->fuse_unk;
     t->decode_strip = spm ? spec->decode_strip : (uint8_t)SLATE__TOK_DSTRIP_SPM;
+    t->decode_added_marks = spm && !t->space_is_plain && spec->decode_added_marks;
 
     if ((st = copy_tokens(t, spec, err)) != SLATE_OK) goto fail;
     if ((st = build_vocab_map(t, err)) != SLATE_OK) goto fail;

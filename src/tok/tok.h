@@ -45,10 +45,13 @@
  *    spans cut a stretch of text, each side is normalized on its own (encode.c). decode does
  *    no clean_up_tokenization_spaces, and does not restore white space that lstrip / rstrip
  *    consumed.
- *  - Of a tokenizer.json decoder, decode follows only how it drops the dummy-prefix mark
- *    (slate__tok_dstrip: Strip after Fuse, Metaspace, or neither); added tokens decode to
- *    their text as it is (HF's decoder would also turn a U+2581 in them into a space), byte
- *    tokens always to their byte, and invalid UTF-8 comes out as it is (HF: U+FFFD).
+ *  - Of a tokenizer.json decoder, decode follows how it drops the dummy-prefix mark
+ *    (slate__tok_dstrip: Strip after Fuse, Metaspace, or neither) and whether it turns U+2581
+ *    into spaces in added tokens as in the others (decode_added_marks: Replace or Metaspace;
+ *    a normalized: true added token decodes from its normalized spelling as in HF tokenizers
+ *    0.23, where earlier versions used its text: with a Prepend normalizer "</s>" then shows as
+ *    " </s>"); NORMAL tokens always have U+2581 as a space, byte tokens always decode to their
+ *    byte, and invalid UTF-8 comes out as it is (HF: U+FFFD).
  *  - With byte_fallback, a character whose <0xXX> tokens are not all in the vocabulary gives
  *    one <unk> for the whole character, as HF's BPE does (models/bpe/model.rs merge_word; no
  *    shipped vocabulary lacks a byte token, and llama.cpp would fail on one). HF's order is
@@ -124,6 +127,13 @@ typedef struct slate__tok_spec {
     bool fuse_unk;
     /* Addition: SPM, how decode drops the dummy-prefix mark (slate__tok_dstrip). */
     uint8_t decode_strip;
+    /* Addition: SPM, an HF decoder that turns U+2581 into ' ' in every token's string (Replace
+     * or Metaspace): added tokens (USER_DEFINED, CONTROL, UNKNOWN) decode with their U+2581 as
+     * spaces too, from their normalized spelling when they have SLATE__TOK_ATTR_NORMALIZED (HF
+     * tokenizers >= 0.23, AddedVocabulary::simple_id_to_token), and under DSTRIP_METASPACE a
+     * first added token loses its marks (literal spaces stay). false: added tokens decode to
+     * their text as it is (sentencepiece / llama.cpp / GGUF). */
+    bool decode_added_marks;
 } slate__tok_spec;
 
 /* How decode drops the SentencePiece dummy-prefix mark again (SPM only; the first token is the
@@ -134,8 +144,9 @@ typedef struct slate__tok_spec {
  *  - NONE: nothing (an HF decoder without Strip, Metaspace with prepend_scheme "never");
  *  - LEADING: one ' ' at the start of the output, whichever token gave it (a byte token <0x20>
  *    too): HF's Sequence [Replace, ByteFallback, Fuse, Strip(' ', 1, 0)] of Llama 2 files;
- *  - METASPACE: every U+2581 of the first token, if it is a NORMAL token (HF's Metaspace
- *    decoder, decoders/metaspace.rs: "\u2581\u2581Hello" first gives "Hello"). */
+ *  - METASPACE: every U+2581 of the first token, if it is a NORMAL token, or an added token
+ *    with decode_added_marks (HF's Metaspace decoder, decoders/metaspace.rs:
+ *    "\u2581\u2581Hello" first gives "Hello"). */
 typedef enum slate__tok_dstrip {
     SLATE__TOK_DSTRIP_SPM = 0,
     SLATE__TOK_DSTRIP_NONE = 1,
@@ -246,6 +257,7 @@ struct slate_tokenizer {
     bool prefix_unless_spaced, prefix_first_only; /* see slate__tok_spec */
     bool fuse_unk;                                /* see slate__tok_spec */
     uint8_t decode_strip;                         /* slate__tok_dstrip */
+    bool decode_added_marks;                      /* see slate__tok_spec */
     bool spm_words_apart; /* derived: no merge can cross the start of a word, so SPM encodes
                              word by word (slate__tok_spm_words_apart) */
     uint8_t *attrs; /* [n_tokens] SLATE__TOK_ATTR_* bits, or NULL when no token has any */

@@ -20,7 +20,7 @@
  * with the same text).
  *
  * The decoder matters to SentencePiece-style files only, for how decode drops the dummy-prefix
- * mark (read_decoder). Added tokens: "special" true makes a CONTROL token, else USER_DEFINED; lstrip / rstrip /
+ * mark and whether added tokens' U+2581 decode to spaces (read_decoder). Added tokens: "special" true makes a CONTROL token, else USER_DEFINED; lstrip / rstrip /
  * normalized become SLATE__TOK_ATTR_* (applied when matching, encode.c); single_word: true is
  * refused (added_token_attrs says why), and so is normalized: true where our normalizer model
  * would not reproduce HF's (check_normalized).
@@ -549,11 +549,29 @@ static slate_status metaspace_decoder(const cJSON *d, uint8_t *mode, slate_error
  * either strips nothing. A Strip we would have to guess at (another character, a right side,
  * more than one, or per token before Fuse) is refused. A missing decoder, or one of another
  * type, keeps sentencepiece's rule. */
-static slate_status read_decoder(const cJSON *dec, uint8_t *mode, slate_error *err) {
+/* Whether decoder d turns U+2581 into ' ' in the token strings it is given: a Metaspace decoder,
+ * or Replace(U+2581 -> ' '). HF's decoder gets every token's string, added tokens' too
+ * (tokenizer/mod.rs decode). */
+static bool replaces_marks(const cJSON *d) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(d, "type");
+    if (!cJSON_IsString(t)) return false;
+    if (strcmp(t->valuestring, "Metaspace") == 0) return true;
+    if (strcmp(t->valuestring, "Replace") != 0) return false;
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d,
+                                                        "pattern"), "String");
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(d, "content");
+    return cJSON_IsString(pat) && strcmp(pat->valuestring, "\xE2\x96\x81") == 0 &&
+           cJSON_IsString(content) && strcmp(content->valuestring, " ") == 0;
+}
+
+static slate_status read_decoder(const cJSON *dec, uint8_t *mode, bool *added_marks,
+                                 slate_error *err) {
     *mode = SLATE__TOK_DSTRIP_SPM;
+    *added_marks = false;
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(dec, "type");
     if (!cJSON_IsObject(dec) || !cJSON_IsString(type)) return SLATE_OK;
     const char *ty = type->valuestring;
+    *added_marks = replaces_marks(dec);
     if (strcmp(ty, "Metaspace") == 0) return metaspace_decoder(dec, mode, err);
     if (strcmp(ty, "Replace") == 0 || strcmp(ty, "ByteFallback") == 0 ||
         strcmp(ty, "Fuse") == 0) {
@@ -571,6 +589,7 @@ static slate_status read_decoder(const cJSON *dec, uint8_t *mode, slate_error *e
     cJSON_ArrayForEach(e, list) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "type");
         if (!cJSON_IsString(t)) continue;
+        if (replaces_marks(e)) *added_marks = true;
         if (strcmp(t->valuestring, "Fuse") == 0) {
             fused = true;
         } else if (strcmp(t->valuestring, "Metaspace") == 0) {
@@ -755,7 +774,7 @@ slate_status slate__tok_load_hf_mem(const char *data, size_t len, const char *co
         spec.prefix_first_only = p.metaspace && !p.prepend_normalizer && p.prepend_first;
         spec.fuse_unk = cJSON_IsTrue(fuse_unk);
         if ((st = read_decoder(cJSON_GetObjectItemCaseSensitive(h.root, "decoder"),
-                               &spec.decode_strip, err)) != SLATE_OK)
+                               &spec.decode_strip, &spec.decode_added_marks, err)) != SLATE_OK)
             goto done;
     } else {
         spec.n_merges = h.n_merges;

@@ -417,6 +417,75 @@ static void metaspace_decoder_drops_every_mark_of_the_first_token(void **st) {
     }
 }
 
+/* Added tokens go through the decoder like any other token (HF tokenizers, tokenizer/mod.rs
+ * decode: the decoder gets every token's string, special ones unless skipped), so a Replace or
+ * Metaspace decoder makes their U+2581 spaces too, and Strip / Metaspace's first-token rule apply
+ * to them. The string of a normalized: true token is its normalized spelling (tokenizers 0.23,
+ * AddedVocabulary::simple_id_to_token): "a b" is "\u2581a\u2581b" under Prepend + Replace and
+ * "a\u2581b" under Replace alone. Ids: 4 "Hello", 5 "\u2581Hello", 6 "\u2581<x>" (user-defined),
+ * 7 "<y>\u2581" (control), 8 "a b" (user-defined, normalized), 9 "c d" (user-defined, not
+ * normalized: its space is no mark). */
+static slate_tokenizer *added_json(const char *decoder, const char *pre_tokenizer,
+                                   const char *normalizer) {
+    char json[4096];
+    snprintf(json, sizeof json,
+             "{\"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true},"
+             " {\"id\": 1, \"content\": \"<s>\", \"special\": true},"
+             " {\"id\": 6, \"content\": \"" SP "<x>\", \"special\": false, \"normalized\": false},"
+             " {\"id\": 7, \"content\": \"<y>" SP "\", \"special\": true, \"normalized\": false},"
+             " {\"id\": 8, \"content\": \"a b\", \"special\": false, \"normalized\": true},"
+             " {\"id\": 9, \"content\": \"c d\", \"special\": false, \"normalized\": false}],"
+             " \"normalizer\": %s, \"pre_tokenizer\": %s, \"decoder\": %s,"
+             " \"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"unk_token\": \"<unk>\","
+             " \"vocab\": {\"<unk>\": 0, \"<s>\": 1, \"</s>\": 2, \"" SP "\": 3, \"Hello\": 4,"
+             " \"" SP "Hello\": 5, \"" SP "<x>\": 6, \"<y>" SP "\": 7, \"a b\": 8, \"c d\": 9},"
+             " \"merges\": []}}",
+             normalizer, pre_tokenizer, decoder);
+    return load(json);
+}
+
+static void added_tokens_go_through_the_decoder(void **st) {
+    (void)st;
+    static const char llama2_dec[] =
+        "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\":"
+        " \"" SP "\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"},"
+        " {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}]}";
+    slate_tokenizer *tok = added_json(llama2_dec, "null", k_prepend_replace);
+    for (int trip = 0; trip < 2; trip++) {
+        slate_tokenizer *t = trip ? round_trip(tok) : tok;
+        TEXT(t, "Hello <x>", NULL, 4, 6);        /* "Hello" " <x>" */
+        TEXT(t, "<x>", NULL, 6);                 /* " <x>": Strip takes its space */
+        TEXT(t, "Hello", "<y> Hello", 7, 4);     /* shown: "<y> " "Hello" */
+        TEXT(t, "Hello a b", NULL, 4, 8);        /* "\u2581a\u2581b": " a b" */
+        TEXT(t, "a b", NULL, 8);                 /* " a b" stripped */
+        TEXT(t, "Helloc d", NULL, 4, 9);         /* "c d" as it is */
+        if (trip) slate_tokenizer_free(t);
+    }
+    slate_tokenizer_free(tok);
+    /* A Metaspace decoder: the first token loses its marks, an added one too, but not the
+     * literal space of "c d". */
+    tok = added_json(k_metaspace_first, k_metaspace_first,
+                     "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"" SP
+                     "\"}");
+    for (int trip = 0; trip < 2; trip++) {
+        slate_tokenizer *t = trip ? round_trip(tok) : tok;
+        TEXT(t, "<x>", NULL, 6);                 /* "\u2581<x>" first: "<x>" */
+        TEXT(t, "Hello <x>", NULL, 5, 6);
+        TEXT(t, "<x>", "<s> <x>", 1, 6);         /* <s> shown is the first token */
+        TEXT(t, "c d", NULL, 9);
+        TEXT(t, "ab", NULL, 8);                  /* "a\u2581b" first: its mark goes */
+        TEXT(t, "Helloa b", NULL, 5, 8);
+        TEXT(t, "Hello", "<y> Hello", 7, 5);
+        if (trip) slate_tokenizer_free(t);
+    }
+    slate_tokenizer_free(tok);
+    /* No decoder: sentencepiece's and llama.cpp's rule, added tokens decode as they are. */
+    tok = added_json("null", "null", k_prepend_replace);
+    TEXT(tok, "Hello" SP "<x>", NULL, 4, 6);
+    TEXT(tok, "Helloa b", NULL, 4, 8);
+    slate_tokenizer_free(tok);
+}
+
 /* The shape of Gemma's tokenizer.json (Gemma 1, 2 and 3): SentencePiece-style BPE with
  * byte_fallback, the normalizer Replace(' ' -> U+2581) alone (no Prepend: no dummy prefix),
  * pre_tokenizer null, the decoder Replace(U+2581 -> ' '), ByteFallback, Fuse (no Strip), and
@@ -627,6 +696,7 @@ int main(void) {
         cmocka_unit_test(shipped_files_have_no_normalized_tokens),
         cmocka_unit_test(strip_decoder_strips_one_space_from_the_output),
         cmocka_unit_test(metaspace_decoder_drops_every_mark_of_the_first_token),
+        cmocka_unit_test(added_tokens_go_through_the_decoder),
         cmocka_unit_test(unsupported_strip_decoders_are_refused),
         cmocka_unit_test(gemma_shaped_tokenizer_json_encodes_and_decodes_as_hf),
         cmocka_unit_test(o200k_split_regex_in_a_sequence_with_byte_level),
