@@ -20,8 +20,10 @@
  * no token has a mark right after another character (slate__tok_spm_words_apart: true for every
  * shipped vocabulary), no merge crosses the start of a word (a run of marks and the characters
  * up to the next mark), so each word is merged on its own with the same result: the heap stays
- * small (cache-resident) instead of holding the whole text: 15-25x faster on a few MiB (figures
- * and command in README "Tokenizers"; bench/tok_speed.c checks that the ids stay the same).
+ * small (cache-resident) instead of holding the whole text: 15-25x faster on a few MiB. A word
+ * merged once in a call is not merged again (word_cache), which makes text with repeated words
+ * several times faster still (figures and command in README "Tokenizers"; bench/tok_speed.c
+ * checks that the ids stay the same).
  */
 #include "tok/tok.h"
 
@@ -187,10 +189,65 @@ static size_t word_end(const slate_tokenizer *tok, const char *s, size_t from, s
     return n;
 }
 
+/* The ids of words already merged in this call, as HF's BPE keeps a word cache: text repeats
+ * its words, and a hit costs a hash and a compare where merging costs a vocabulary lookup per
+ * character and per candidate pair. Only words of at most CACHE_WORD_BYTES whose symbols are
+ * all tokens are kept (their ids then depend on the word alone, not on a pending unknown token);
+ * once the table or the id pool is full, no more words are added. */
+#define CACHE_WORD_BYTES 64
+#define CACHE_MAX_WORDS (1u << 16)
+#define CACHE_IDS_PER_WORD 16 /* the id pool: ids of the average cached word (Llama 2: ~2) */
+typedef struct cache_entry {
+    uint32_t start, len; /* the word: s[start .. start + len) of its first occurrence */
+    uint32_t ids_off, n_ids;
+} cache_entry;
+typedef struct word_cache {
+    uint32_t *slots; /* [mask + 1]: entry index + 1, 0 empty (open addressing, linear probing) */
+    uint32_t mask;
+    cache_entry *e;  /* [max_e] */
+    uint32_t n_e, max_e;
+    int32_t *ids;    /* [max_ids] */
+    uint32_t n_ids, max_ids;
+} word_cache;
+
+static uint32_t *cache_slot(const word_cache *c, const char *s, size_t from, size_t to) {
+    uint32_t i = slate__tok_hash_bytes(s + from, to - from) & c->mask;
+    for (;; i = (i + 1) & c->mask) {
+        uint32_t k = c->slots[i];
+        if (k == 0) return &c->slots[i];
+        const cache_entry *e = &c->e[k - 1];
+        if (e->len == to - from && memcmp(s + e->start, s + from, to - from) == 0)
+            return &c->slots[i];
+    }
+}
+
+static void cache_put(word_cache *c, const char *s, size_t from, size_t to, const sym *v,
+                      int32_t n_sym) {
+    if (to - from > CACHE_WORD_BYTES || c->n_e == c->max_e || c->n_ids + (uint32_t)n_sym > c->max_ids)
+        return;
+    uint32_t *slot = cache_slot(c, s, from, to);
+    if (*slot) return;
+    cache_entry *e = &c->e[c->n_e];
+    *e = (cache_entry){(uint32_t)from, (uint32_t)(to - from), c->n_ids, 0};
+    for (int32_t i = 0; i >= 0 && n_sym > 0; i = v[i].next) c->ids[c->n_ids + e->n_ids++] = v[i].id;
+    c->n_ids += e->n_ids;
+    *slot = ++c->n_e;
+}
+
 /* Merges the characters of the word s[from..to) as the top of the file says and emits the ids;
- * v and h have room for the word (its characters, three candidates per character). */
+ * v and h have room for the word (its characters, three candidates per character). wc: the
+ * call's word cache, or NULL. */
 static void encode_word(const slate_tokenizer *tok, const char *s, size_t from, size_t to, sym *v,
-                        heap *h, bool *pending, slate__tok_out *out) {
+                        heap *h, word_cache *wc, bool *pending, slate__tok_out *out) {
+    if (wc && to - from <= CACHE_WORD_BYTES) {
+        uint32_t k = *cache_slot(wc, s, from, to);
+        if (k) {
+            const cache_entry *e = &wc->e[k - 1];
+            if (e->n_ids) flush_unk(tok, pending, out);
+            for (uint32_t i = 0; i < e->n_ids; i++) slate__tok_emit(out, wc->ids[e->ids_off + i]);
+            return;
+        }
+    }
     int32_t n_sym = 0;
     for (size_t i = from; i < to;) {
         size_t cl = slate__tok_utf8_len((const uint8_t *)s + i, to - i);
@@ -217,14 +274,17 @@ static void encode_word(const slate_tokenizer *tok, const char *s, size_t from, 
         try_pair(tok, s, v, l->prev, h);
         try_pair(tok, s, v, c.left, h);
     }
+    bool known = true; /* every symbol is a token: the ids depend on the word alone */
     for (int32_t i = 0; i >= 0 && n_sym > 0; i = v[i].next) {
         if (v[i].id >= 0) {
             flush_unk(tok, pending, out);
             slate__tok_emit(out, v[i].id);
         } else {
+            known = false;
             emit_unknown(tok, s + v[i].start, v[i].len, pending, out);
         }
     }
+    if (wc && known) cache_put(wc, s, from, to, v, n_sym);
 }
 
 static slate_status spm_encode(const slate_tokenizer *tok, const char *text, size_t len,
@@ -248,8 +308,8 @@ static slate_status spm_encode(const slate_tokenizer *tok, const char *text, siz
         }
     }
     /* Room for the longest word: no more characters than it has bytes, nor than the input. */
-    size_t n_max = 0;
-    for (size_t from = 0; from < n;) {
+    size_t n_max = 0, n_words = 0;
+    for (size_t from = 0; from < n; n_words++) {
         size_t to = word_end(tok, s, from, n);
         if (to - from > n_max) n_max = to - from;
         from = to;
@@ -257,21 +317,40 @@ static slate_status spm_encode(const slate_tokenizer *tok, const char *text, siz
     if (n_max > n_in) n_max = n_in;
     sym *v = slate__malloc(n_max * sizeof *v);
     heap h = {slate__malloc(n_max * 3 * sizeof *h.v), 0}; /* n_max * 3 <= esc_cap */
-    if (!v || !h.v) {
+    /* A word cache pays off from a few dozen words on; sized for the words there are. */
+    word_cache cache = {0}, *wc = NULL;
+    if (n_words >= 32) {
+        cache.max_e = n_words < CACHE_MAX_WORDS ? (uint32_t)n_words : CACHE_MAX_WORDS;
+        cache.max_ids = cache.max_e * CACHE_IDS_PER_WORD;
+        uint32_t n_slots = 64;
+        while (n_slots < 2 * cache.max_e) n_slots <<= 1;
+        cache.mask = n_slots - 1;
+        cache.slots = slate__calloc(n_slots, sizeof *cache.slots);
+        cache.e = slate__malloc(cache.max_e * sizeof *cache.e);
+        cache.ids = slate__malloc(cache.max_ids * sizeof *cache.ids);
+        wc = &cache;
+    }
+    if (!v || !h.v || (wc && (!cache.slots || !cache.e || !cache.ids))) {
         slate__free(s);
         slate__free(v);
         slate__free(h.v);
+        slate__free(cache.slots);
+        slate__free(cache.e);
+        slate__free(cache.ids);
         return slate__fail(err, SLATE_E_NOMEM, "out of memory encoding %zu bytes", len);
     }
     bool pending = false; /* an unknown token not yet emitted (emit_unknown) */
     for (size_t from = 0; from < n;) {
         size_t to = word_end(tok, s, from, n);
-        encode_word(tok, s, from, to, v, &h, &pending, out);
+        encode_word(tok, s, from, to, v, &h, wc, &pending, out);
         from = to;
     }
     flush_unk(tok, &pending, out);
     slate__free(s);
     slate__free(v);
     slate__free(h.v);
+    slate__free(cache.slots);
+    slate__free(cache.e);
+    slate__free(cache.ids);
     return SLATE_OK;
 }
