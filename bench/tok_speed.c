@@ -1,10 +1,11 @@
 /* tok_speed.c - encode speed of a tokenizer, A/B in one process: SentencePiece-style BPE merged
- * over the whole text at once ("whole", the old way) and word by word ("words", spm.c when
- * slate__tok_spm_words_apart holds), on the same text, with the ids compared (they must be
- * equal; the program exits 1 otherwise).
+ * over the whole text at once ("whole", the old way) and word by word with the call's word cache
+ * ("words", spm.c when slate__tok_spm_words_apart holds), on the same text, with the ids
+ * compared (they must be equal; the program exits 1 otherwise).
  *
- * The text is llama.cpp's tokenizer test strings (../shared/models/tokenizers/vectors/*.inp,
- * separators removed) repeated up to [MiB] (default 4) and encoded as one call, without
+ * The text is a file: llama.cpp's tokenizer test strings (../shared/models/tokenizers/vectors/
+ * X.inp, separator lines removed) or plain text (bench/eval_text.txt), repeated up to [MiB]
+ * (default 4) and encoded as one call, without
  * special-token parsing. Variants run interleaved, [rounds] rounds (default 3), best time of
  * each (the shared machine's load moves single runs). MB/s = text bytes / time (1 MB = 1e6 B).
  * Not part of the build:
@@ -49,7 +50,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s TOKENIZER TEXTS.inp [MiB] [rounds]\n", argv[0]);
         return 2;
     }
-    size_t mib = argc > 3 ? (size_t)atoi(argv[3]) : 4, rounds = argc > 4 ? (size_t)atoi(argv[4]) : 3;
+    size_t mib = argc > 3 ? (size_t)atoi(argv[3]) : 4;
+    size_t rounds = argc > 4 ? (size_t)atoi(argv[4]) : 3;
     bool only_words = argc > 5 && strcmp(argv[5], "words") == 0;
     slate_tokenizer *tok = NULL;
     slate_error err;

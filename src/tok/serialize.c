@@ -212,8 +212,8 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
     uint32_t foreign = kind == SLATE__TOK_SPM
                            ? FLAG_IGNORE_MERGES
                            : FLAG_ADD_SPACE_PREFIX | FLAG_BYTE_FALLBACK | FLAG_SPACE_IS_PLAIN |
-                                 FLAG_PREFIX_UNLESS_SPACED | FLAG_PREFIX_FIRST_ONLY | FLAG_FUSE_UNK |
-                                 FLAG_DSTRIP | FLAG_ADDED_MARKS;
+                                 FLAG_PREFIX_UNLESS_SPACED | FLAG_PREFIX_FIRST_ONLY |
+                                 FLAG_FUSE_UNK | FLAG_DSTRIP | FLAG_ADDED_MARKS;
     if (flags & foreign)
         return slate__fail_at(err, SLATE_E_FORMAT, 12,
                               "tokenizer blob: flag bits 0x%x do not apply to %s tokenizers",

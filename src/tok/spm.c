@@ -223,7 +223,8 @@ static uint32_t *cache_slot(const word_cache *c, const char *s, size_t from, siz
 
 static void cache_put(word_cache *c, const char *s, size_t from, size_t to, const sym *v,
                       int32_t n_sym) {
-    if (to - from > CACHE_WORD_BYTES || c->n_e == c->max_e || c->n_ids + (uint32_t)n_sym > c->max_ids)
+    if (to - from > CACHE_WORD_BYTES || c->n_e == c->max_e ||
+        c->n_ids + (uint32_t)n_sym > c->max_ids)
         return;
     uint32_t *slot = cache_slot(c, s, from, to);
     if (*slot) return;

@@ -20,7 +20,8 @@
  * with the same text).
  *
  * The decoder matters to SentencePiece-style files only, for how decode drops the dummy-prefix
- * mark and whether added tokens' U+2581 decode to spaces (read_decoder). Added tokens: "special" true makes a CONTROL token, else USER_DEFINED; lstrip / rstrip /
+ * mark and whether added tokens' U+2581 decode to spaces (read_decoder). Added tokens:
+ * "special" true makes a CONTROL token, else USER_DEFINED; lstrip / rstrip /
  * normalized become SLATE__TOK_ATTR_* (applied when matching, encode.c); single_word: true is
  * refused (added_token_attrs says why), and so is normalized: true where our normalizer model
  * would not reproduce HF's (check_normalized).

@@ -756,7 +756,8 @@ static void words_are_merged_apart_with_the_same_ids(void **st) {
     (void)st;
     static const char *const files[] = {
         "stories260K/tok512.bin", "llama2c-vocab/tokenizer.bin",
-        "tokenizers/gguf-vocab/ggml-vocab-llama-spm.gguf", "tokenizers/gguf-vocab/ggml-vocab-phi-3.gguf"};
+        "tokenizers/gguf-vocab/ggml-vocab-llama-spm.gguf",
+        "tokenizers/gguf-vocab/ggml-vocab-phi-3.gguf"};
     static const char *const bits[] = {"Hello", " ", "  ", "   world", "\n", "\xE2\x96\x81",
                                        "\xF0\x9F\xA6\x99", "\xE1\x80\xA1", " \xC3\xA9t\xC3\xA9",
                                        "\xFF", "1234", "\t", "(", " a"};
