@@ -13,10 +13,10 @@
  * Variants run interleaved, [rounds] rounds (default 5), best time of each: the VM's other
  * load moves single numbers by +-20 % and more. Random indices and tables (speed does not
  * depend on the values); the new result is compared with the old one (relative RMS difference
- * printed: ~5e-3 is the int8 rounding of x, a wrong kernel gives ~1). Not part of the build:
- *   cc -O2 -Iinclude -Isrc bench/pal_matvec.c build-pal/libslate.a -lcjson -lpcre2-8 \
- *      -lunistring -lm -lpthread -o /tmp/pal_matvec && /tmp/pal_matvec [rounds]
+ * printed: ~5e-3 is the int8 rounding of x, a wrong kernel gives ~1). Built with the project (not
+ * installed, not run by the tests): build/bench_pal_matvec [rounds]
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "convert/convert.h"
 #include "core/core.h"
 #include "kernels/kernels.h"

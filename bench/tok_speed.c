@@ -8,13 +8,12 @@
  * (default 4) and encoded as one call, without
  * special-token parsing. Variants run interleaved, [rounds] rounds (default 3), best time of
  * each (the shared machine's load moves single runs). MB/s = text bytes / time (1 MB = 1e6 B).
- * Not part of the build:
- *   cc -O2 -Iinclude -Isrc bench/tok_speed.c build/libslate.a -lcjson -lpcre2-8 -lunistring \
- *      -lm -lpthread -o /tmp/tok_speed
- *   /tmp/tok_speed ../shared/models/llama2c-vocab/tokenizer.bin \
+ * Built with the project (not installed, not run by the tests):
+ *   build/bench_tok_speed ../shared/models/llama2c-vocab/tokenizer.bin \
  *      ../shared/models/tokenizers/vectors/ggml-vocab-llama-spm.gguf.inp [MiB] [rounds] [words]
  * A fifth argument "words" runs only the word-by-word variant (for a profiler).
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "tok/tok.h"
 
 #include <stdio.h>
