@@ -257,7 +257,9 @@ void slate_output_discard(slate_output *out);
  * breadth-first order) and three special tokens <|endoftext|>, <|im_start|>, <|im_end|> (the
  * last ids). It depends only on n_vocab, so two synthetic models of one vocabulary share it. */
 typedef struct slate_synth_params {
-    const char *shape;  /* a named shape, or NULL: a custom shape from the dims below */
+    const char *shape;  /* a named shape, or NULL: a custom shape from the dims below. A
+                           named shape given other dims is written as a custom shape like it
+                           (config.json says "custom", as with `like`) */
     const char *like;   /* with shape NULL: the custom shape takes this named shape's
                            architecture (family, tensor layout, norms, rope, window pattern,
                            soft-caps, tie; everything but the dims); NULL: a LlamaForCausalLM

@@ -307,6 +307,19 @@ static slate_status make_plan(const slate_synth_params *sp, plan *p, slate_error
                                sp->like ? "like" : "shape", p->like ? p->like : s->name);
         s->window = sp->sliding_window;
     }
+    /* A named shape given other dims is no longer that shape: its config says "custom", like
+     * the named one (what the CLI's --like writes), so a folder never claims a shape it does not
+     * have. The CLI refuses --shape with --dims; this is the API's way. */
+    if (sp->shape && (s->dim != named->dim || s->n_layers != named->n_layers ||
+                      s->n_heads != named->n_heads || s->n_kv_heads != named->n_kv_heads ||
+                      s->ffn_dim != named->ffn_dim || s->n_vocab != named->n_vocab ||
+                      s->n_ctx != named->n_ctx || s->head_dim != named->head_dim ||
+                      s->window != named->window)) {
+        p->like = named->name;
+        s->name = "custom";
+        s->source = NULL;
+        s->published = SLATE_DTYPE_BF16;
+    }
     const struct { const char *key; int32_t v, lo, hi; } lim[] = {
         {"dim", s->dim, 2, 1 << 16},         {"n_layers", s->n_layers, 1, 1024},
         {"n_heads", s->n_heads, 1, 1024},    {"n_kv_heads", s->n_kv_heads, 1, 1024},

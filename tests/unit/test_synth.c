@@ -235,6 +235,11 @@ static void named_shapes_keep_their_architecture_under_dim_overrides(void **unus
         synth_ok(dir, &p);
         if (!file_contains(in_dir(dir, "config.json"), cases[k].needle))
             fail_msg("%s: config.json lacks %s", cases[k].shape, cases[k].needle);
+        /* other dims: the folder says it is a custom shape like the named one, not that one */
+        char like[128];
+        snprintf(like, sizeof like, "\"shape\": \"custom\", \"like\": \"%s\"", cases[k].shape);
+        if (!file_contains(in_dir(dir, "config.json"), like))
+            fail_msg("%s with other dims: config.json lacks %s", cases[k].shape, like);
         assert_true(file_contains(in_dir(dir, "config.json"), "\"max_position_embeddings\": 256"));
         char pkg[1024];
         snprintf(pkg, sizeof pkg, "%s.slate", dir);
