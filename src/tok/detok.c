@@ -69,37 +69,10 @@ void slate_detok_free(slate_detok *d) {
 /* How the bytes at s[0..n) begin: returns the length of a complete valid character (> 0), 0 if
  * they are a valid but incomplete prefix of one, or -k for an invalid subpart of k bytes. */
 static int classify(const uint8_t *s, size_t n) {
-    size_t full = slate__tok_utf8_len(s, n);
-    if (full > 0) return (int)full;
-    uint8_t c = s[0];
-    size_t need;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        need = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else {
-        return -1; /* not a lead byte */
-    }
-    /* Count how many of the following bytes continue it correctly. */
-    size_t ok = 1;
-    while (ok < need && ok < n) {
-        uint8_t b = s[ok];
-        bool good = ok == 1 ? (b >= lo && b <= hi) : (b & 0xC0) == 0x80;
-        if (!good) break;
-        ok++;
-    }
-    if (ok == n && ok < need) return 0; /* ran out of bytes: wait for more */
+    size_t ok, need = slate__tok_utf8_lead(s, n, &ok);
+    if (need == 0) return -1;           /* not a lead byte */
+    if (ok == need) return (int)need;   /* complete */
+    if (ok == n) return 0;              /* ran out of bytes: wait for more */
     return -(int)ok;                    /* broken after `ok` bytes */
 }
 

@@ -301,6 +301,9 @@ int32_t slate__tok_merge_rank(const slate_tokenizer *tok, int32_t left, int32_t 
                               int32_t *result);
 /* Length of the valid UTF-8 sequence starting at s[0..n), or 0 if s[0] does not start one. */
 size_t slate__tok_utf8_len(const uint8_t *s, size_t n);
+/* The length the character led by s[0] needs (1..4; 0: s[0] leads none), and in *ok how many
+ * of s[0..n) form a valid start of it (the maximal subpart: ok == the length when complete). */
+size_t slate__tok_utf8_lead(const uint8_t *s, size_t n, size_t *ok);
 /* GPT-2 byte-to-unicode alphabet: the code point standing for byte b, and back (-1: none). */
 uint32_t slate__tok_gpt2_byte_to_cp(uint8_t b);
 int32_t slate__tok_gpt2_cp_to_byte(uint32_t cp);

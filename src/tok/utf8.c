@@ -10,13 +10,15 @@
  */
 #include "tok/tok.h"
 
-size_t slate__tok_utf8_len(const uint8_t *s, size_t n) {
+size_t slate__tok_utf8_lead(const uint8_t *s, size_t n, size_t *ok) {
+    *ok = 0;
     if (n == 0) return 0;
     uint8_t c = s[0];
-    if (c < 0x80) return 1;
     size_t need;
     uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF) {
+    if (c < 0x80) {
+        need = 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
         need = 2;
     } else if (c >= 0xE0 && c <= 0xEF) {
         need = 3;
@@ -33,11 +35,15 @@ size_t slate__tok_utf8_len(const uint8_t *s, size_t n) {
     } else {
         return 0;
     }
-    if (n < need) return 0;
-    if (s[1] < lo || s[1] > hi) return 0;
-    for (size_t i = 2; i < need; i++)
-        if ((s[i] & 0xC0) != 0x80) return 0;
+    size_t k = 1;
+    while (k < need && k < n && (k == 1 ? s[1] >= lo && s[1] <= hi : (s[k] & 0xC0) == 0x80)) k++;
+    *ok = k;
     return need;
+}
+
+size_t slate__tok_utf8_len(const uint8_t *s, size_t n) {
+    size_t ok, need = slate__tok_utf8_lead(s, n, &ok);
+    return need && ok == need ? need : 0;
 }
 
 /* The 68 bytes that do not stand for themselves are 0x00..0x20 (33), 0x7F..0xA0 (34) and 0xAD,
