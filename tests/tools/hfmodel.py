@@ -542,10 +542,12 @@ def random_tensors(cfg, seed):
 _TORCH_DTYPE = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
 
-def make_model(variant, out_dir, seed=0, dtype="F32", shards=1, merges_format="str"):
+def make_model(variant, out_dir, seed=0, dtype="F32", shards=1, merges_format="str",
+               overrides=None):
     if variant not in VARIANTS:
         raise ValueError("unknown variant %r (have: %s)" % (variant, ", ".join(VARIANTS)))
     cfg = VARIANTS[variant]()
+    cfg.update(overrides or {})
     cfg["torch_dtype"] = _TORCH_DTYPE[dtype]
     os.makedirs(out_dir, exist_ok=True)
     gemma = cfg["model_type"] in GEMMA_TYPES
@@ -842,6 +844,9 @@ def main(argv=None):
     m.add_argument("--shards", type=int, default=1)
     m.add_argument("--merges", default="str", choices=["str", "pairs"],
                    help='tokenizer.json merges as "a b" strings (default) or ["a","b"] pairs')
+    m.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                   help="override a config.json key of the variant before the weights are "
+                        "drawn (e.g. max_position_embeddings=1024); repeatable")
     f = sub.add_parser("forward", help="reference logits for a token sequence")
     f.add_argument("model_dir")
     f.add_argument("--tokens", required=True, help="comma-separated ids, position 0 first")
@@ -857,7 +862,13 @@ def main(argv=None):
             print(k)
         return 0
     if a.cmd == "make":
-        cfg = make_model(a.variant, a.out, a.seed, a.dtype, a.shards, a.merges)
+        over = {}
+        for kv in a.set:
+            if "=" not in kv:
+                ap.error("--set wants KEY=JSON, not %r" % kv)
+            k, v = kv.split("=", 1)
+            over[k] = json.loads(v)
+        cfg = make_model(a.variant, a.out, a.seed, a.dtype, a.shards, a.merges, over)
         print("%s: %s, %d layers, vocab %d, %s" % (a.out, cfg["architectures"][0],
                                                    cfg["num_hidden_layers"], cfg["vocab_size"],
                                                    a.dtype))
