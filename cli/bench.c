@@ -919,6 +919,9 @@ static int run_modes(bench *b) {
     sp.kv_dtype_set = b->kv_set;
     sp.kv_dtype = b->kv;
     sp.n_ctx = b->mode_ctx ? b->mode_ctx : total > 2048 ? total : 2048;
+    /* kv-io exports every row after each step: sliding-window caches keep them all (the modes
+     * share the state, so all of them do, and run alike). */
+    sp.kv_keep_all = (b->modes & MODE_KVIO) != 0;
     if (sp.n_ctx > b->info.n_ctx) sp.n_ctx = b->mode_ctx ? sp.n_ctx : b->info.n_ctx;
     if (sp.n_ctx < total || sp.n_ctx > b->info.n_ctx) {
         fprintf(stderr, "slate bench: --ctx %d must be in %d..%d (prompt + decoded + 1 .. the "

@@ -177,7 +177,14 @@ int slate_cli_plan(int argc, char **argv) {
                p.kv_formula_bytes_per_token == p.kv_bytes_per_token ? "agrees" : "DIFFERS");
     else
         printf(" (the package declares no n_kv_heads/head_dim to check against)\n");
-    printf("  KV per state     %12s  at context %d\n", human(p.kv_bytes, b1, sizeof b1), p.n_ctx);
+    if (p.kv_bytes != p.kv_reserved_bytes)
+        printf("  KV per state     %12s  at context %d: resident bound, sliding-window caches "
+               "keep about window + %d rollback positions (reserved %s; SLATE_KV_KEEP_ALL=1 "
+               "keeps every row)\n", human(p.kv_bytes, b1, sizeof b1), p.n_ctx,
+               p.kv_rollback_tokens, human(p.kv_reserved_bytes, b2, sizeof b2));
+    else
+        printf("  KV per state     %12s  at context %d\n", human(p.kv_bytes, b1, sizeof b1),
+               p.n_ctx);
     printf("  scratch/state    %12s  activations + logits for %d query rows\n",
            human(p.scratch_bytes, b1, sizeof b1), p.max_query);
     printf("  per state        %12s\n", human(p.state_bytes, b1, sizeof b1));

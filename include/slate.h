@@ -80,6 +80,7 @@ extern "C" {
     X(E_BUDGET, 6, "memory budget exceeded")                                                     \
     X(E_SHAPE, 7, "shape out of the allowed range")                                              \
     X(E_CONTEXT_FULL, 8, "context is full")                                                      \
+    X(E_RELEASED, 13, "cache positions released by a sliding window")                          \
     X(E_BUFFER_TOO_SMALL, 9, "buffer too small")                                                 \
     X(E_BUSY, 10, "object is busy")                                                              \
     X(E_CANCELLED, 11, "cancelled")                                                              \
@@ -410,6 +411,10 @@ typedef struct slate_model_params {
     int32_t pressure_watch_ms;   /* > 0: a watcher thread polls Linux memory pressure (PSI
                                     /proc/pressure/memory, cgroup memory.events) every this
                                     many ms and calls slate_model_pressure; 0 (default): off */
+    bool kv_keep_all;            /* true: no state of this model releases the cache rows its
+                                    sliding-window layers no longer need (see
+                                    slate_state_params.kv_keep_all); the environment variable
+                                    SLATE_KV_KEEP_ALL=1 at open does the same */
 } slate_model_params;
 
 slate_model_params slate_model_default_params(void);
@@ -469,6 +474,19 @@ typedef struct slate_state_params {
      * forgetting the flag cannot silently give the default. */
     bool kv_dtype_set;
     slate_dtype kv_dtype;
+    /* Sliding windows. A cache read only by attention with a window w (Mistral, Phi-3, Gemma
+     * 2/3's local layers) needs, for a query at position L, only keys L-w+1..L. After each
+     * predict the state hands back (madvise) the whole pages of such a cache that hold only
+     * positions below length - w - kv_rollback_tokens + 1, so its memory stays about w +
+     * kv_rollback_tokens positions however long the conversation (slate_plan.kv_bytes gives the
+     * bound). Results do not change. What does: slate_state_truncate can go back at most
+     * about kv_rollback_tokens positions (further: SLATE_E_RELEASED), and
+     * slate_state_read_tensor refuses a cache with released rows (slate_tensor_info says which
+     * positions are held). State files keep working (they store the first position held). */
+    int32_t kv_rollback_tokens; /* positions truncate must be able to go back; 0: the package's
+                                   max_query; 1..package context */
+    bool kv_keep_all;           /* true: keep every position (no release), e.g. to export every
+                                   row with read_tensor; also forced by the model's kv_keep_all */
 } slate_state_params;
 
 slate_state_params slate_state_default_params(void);
@@ -520,8 +538,13 @@ int32_t slate_state_n_ctx(const slate_state *state);  /* capacity in positions *
 slate_status slate_state_reset(slate_state *state);
 
 /* Shortens the state to `length` positions, keeping the cache prefix. length must be
- * 0..current length. Returns OK, E_INVALID_ARG, E_BUSY, E_CANCELLED (memory pressure reset the state), E_IO / E_FORMAT (a spilled state could not be read back;
- * it was reset). */
+ * 0..current length. With sliding-window caches whose old rows were released (see
+ * slate_state_params.kv_rollback_tokens), a length p > 0 must leave every such cache holding
+ * the positions p - window + 1 .. p - 1 the next query reads; a shorter length is refused with
+ * E_RELEASED naming the cache, its window and the shortest length allowed (the state is
+ * unchanged: reset it and prefill again; truncating to 0 always works). Returns OK,
+ * E_INVALID_ARG, E_RELEASED, E_BUSY, E_CANCELLED (memory pressure reset the state), E_IO /
+ * E_FORMAT (a spilled state could not be read back; it was reset). */
 slate_status slate_state_truncate(slate_state *state, int32_t length, slate_error *err);
 
 typedef struct slate_tensor_info {
@@ -530,6 +553,11 @@ typedef struct slate_tensor_info {
     int32_t n_dims;
     int64_t dims[4];      /* outermost first: states are [n_ctx][width] */
     size_t row_bytes;     /* bytes of one position */
+    int32_t window;       /* > 0: read only by sliding-window attention of this window (the
+                             largest, when several read it); 0: by full attention or none */
+    int32_t first_position; /* positions [first_position, length) are held; rows before were
+                               released by the window (0 unless window > 0 and the state
+                               releases; see slate_state_params.kv_rollback_tokens) */
 } slate_tensor_info;
 
 /* Number of state tensors (the KV caches) and their descriptions. */
@@ -541,7 +569,10 @@ slate_status slate_state_tensor_info(const slate_state *state, int32_t index,
  * cache dtype, as rows of row_bytes (every kv head's piece of a position side by side, whatever
  * the in-memory layout); *len_out = bytes written (or needed, with E_BUFFER_TOO_SMALL). Like
  * every call that touches the cache it takes the state (E_BUSY while another call runs) and
- * reads a spilled state back first. Returns OK, E_INVALID_ARG, E_BUFFER_TOO_SMALL, E_BUSY,
+ * reads a spilled state back first. A sliding-window cache whose first rows were released
+ * (slate_tensor_info.first_position > 0) is refused with E_RELEASED rather than exported with
+ * rows it no longer holds: create the state with kv_keep_all to export every row. Returns OK,
+ * E_INVALID_ARG, E_BUFFER_TOO_SMALL, E_RELEASED, E_BUSY,
  * E_CANCELLED (memory pressure reset the state), E_IO / E_FORMAT (a spilled state could not be read back;
  * it was reset). */
 slate_status slate_state_read_tensor(const slate_state *state, int32_t index, void *buf,
@@ -555,7 +586,7 @@ slate_status slate_state_write_tensor(slate_state *state, int32_t index, const v
                                       size_t len, int32_t n_positions, slate_error *err);
 
 /* Declares that the first `length` positions of every state tensor hold valid cache rows
- * (after slate_state_write_tensor). Returns OK, E_INVALID_ARG (length > n_ctx), E_BUSY, E_IO /
+ * (after slate_state_write_tensor; so every tensor's first_position becomes 0). Returns OK, E_INVALID_ARG (length > n_ctx), E_BUSY, E_IO /
  * E_FORMAT (a spilled state could not be read back; it was reset). */
 slate_status slate_state_set_length(slate_state *state, int32_t length, slate_error *err);
 
@@ -973,7 +1004,13 @@ slate_status slate_session_load(slate_session *session, const char *path, slate_
  *   KV per token  = sum over state tensors of row bytes (for a llama-family program:
  *                   2 x n_layers x n_kv_heads x head_dim x bytes per element; I8 adds a 4-byte
  *                   scale per kv head and pads each head's values to 4 bytes)
- *   KV per state  = sum over state tensors of round_up(n_ctx x row bytes, page size)
+ *   KV reserved   = sum over state tensors of round_up(n_ctx x row bytes, page size)
+ *   KV per state  = KV reserved, except that a cache read only by sliding-window attention
+ *                   (window w) whose rows are released (slate_state_params.kv_rollback_tokens)
+ *                   counts its resident bound instead: per kv head, the pages that can hold
+ *                   w + rollback + release step + max_query - 2 rows (the step: rows filling 4
+ *                   pages of one head, released at once to amortize madvise), at most its
+ *                   reservation
  *   scratch       = activations for max_query rows, rounded up to a page
  *   total         = weights + n_states x (KV per state + scratch)
  *
@@ -987,6 +1024,9 @@ typedef struct slate_plan_params {
     size_t budget_bytes;  /* 0: no budget (fits is true, n_ctx_fit = package context) */
     bool use_mmap;        /* slate_plan_file: plan for mapped weights (slate_model_plan uses how
                              the model was opened) */
+    int32_t kv_rollback_tokens; /* as in slate_state_params (0: max_query) */
+    bool kv_keep_all;     /* as in slate_state_params: plan sliding-window caches whole
+                             (slate_model_plan also when the model was opened with it) */
 } slate_plan_params;
 
 slate_plan_params slate_plan_default_params(void);
@@ -1006,7 +1046,11 @@ typedef struct slate_plan {
     size_t kv_bytes_per_token;     /* from the program's state tensors, in kv_dtype */
     size_t kv_formula_bytes_per_token; /* 2 x n_layers x n_kv_heads x head_dim x element bytes
                                           (+ I8 scales); 0 when hparams are missing */
-    size_t kv_bytes;               /* one state at n_ctx, as reserved (page-rounded) */
+    size_t kv_bytes;               /* one state at n_ctx: what the budget counts, the reservation
+                                      with sliding-window caches at their resident bound (see
+                                      above); equals kv_reserved_bytes without windows */
+    size_t kv_reserved_bytes;      /* one state at n_ctx, as reserved (page-rounded) */
+    int32_t kv_rollback_tokens;    /* the rollback reach planned (0 when nothing is released) */
     size_t scratch_bytes;          /* one state */
     size_t state_bytes;            /* kv_bytes + scratch_bytes */
     size_t total_bytes;            /* weights_bytes + n_states x state_bytes */
@@ -1057,9 +1101,10 @@ slate_status slate_device_this_machine(slate_device *out, slate_error *err);
 /* Persistence                                                                                */
 /* ------------------------------------------------------------------------------------------ */
 
-/* A state file holds one conversation: positions [0, length) of every state tensor (in the
- * state's cache dtype), the last logits, and the caller's extra data (the token ledger, the
- * sampler's RNG, an opaque blob). It is versioned, CRC-checked and bound to its model by the
+/* A state file holds one conversation: positions [first_position, length) of every state
+ * tensor (in the state's cache dtype; first_position is 0 except for a sliding-window cache
+ * that released rows, slate_tensor_info; a state loaded from it holds the same rows), the last
+ * logits, and the caller's extra data (the token ledger, the sampler's RNG, an opaque blob). It is versioned, CRC-checked and bound to its model by the
  * model's fingerprint (slate_model_info.fingerprint); the bytes are in docs/format.md. A state
  * restored from it continues exactly (bit-identical logits) like the uninterrupted one. */
 

@@ -211,6 +211,10 @@ slate_status srv_backend_generate(srv_backend *b, srv_slot *slot, const srv_requ
     if (keep >= n) keep = n - 1;
     if (keep > slate_state_length(st)) keep = slate_state_length(st);
     slate_status s = slate_state_truncate(st, keep, err);
+    if (s == SLATE_E_RELEASED) { /* a sliding window released rows the prefix needs: re-prefill */
+        keep = 0;
+        s = slate_state_reset(st);
+    }
     if (s) return s;
     slot->n_ledger = keep;
     usage->reused_tokens = keep;
@@ -250,8 +254,12 @@ slate_status srv_backend_generate(srv_backend *b, srv_slot *slot, const srv_requ
                                 : 0.0;
         usage->finish = res.finish;
     } else {
-        /* The state may hold part of the prompt: keep the ledger honest. */
-        slate_state_truncate(st, keep, NULL);
+        /* The state may hold part of the prompt: keep the ledger honest (empty it when a sliding
+         * window released rows the prefix would need). */
+        if (slate_state_truncate(st, keep, NULL) != SLATE_OK) {
+            slate_state_reset(st);
+            keep = 0;
+        }
         slot->n_ledger = keep;
     }
     atomic_store(&slot->kv_bytes, (size_t)slate_state_length(st) * b->kv_per_token);

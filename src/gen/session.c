@@ -464,6 +464,13 @@ again:
     for (int32_t c = 0; c < s->n_calls && s->call_end[c] <= lcp; c++) keep = s->call_end[c];
     if (keep < s->n_ids) {
         slate_status st = slate_state_truncate(s->state, keep, err);
+        if (st == SLATE_E_RELEASED) {
+            /* A sliding-window cache no longer holds the rows a query at `keep` would read
+             * (the edit reaches back further than the state's rollback reach): prefill the
+             * whole prompt instead. */
+            st = slate_state_reset(s->state);
+            keep = 0;
+        }
         if (st == SLATE_E_CANCELLED && first_call) {
             first_call = false;
             goto again;

@@ -60,6 +60,7 @@ static void model_destroy(slate_model *m) {
     pthread_mutex_destroy(&m->states_mu);
     slate__free(m->state_slot);
     slate__free(m->state_group);
+    slate__free(m->state_window);
     slate__free(m->spill_dir);
     slate__program_free(&m->prog);
     slate_tokenizer_free(m->tok);
@@ -96,6 +97,7 @@ static slate_status open_pkg(slate__pkg *pkg, const char *path, const slate_mode
     slate__plan_read_hparams(pkg->json, &m->hp);
     if ((s = slate__plan_bind_states(m, err))) goto fail;
     m->weights_mapped = params->use_mmap && !pkg->mem;
+    m->kv_keep_all = params->kv_keep_all || slate__kv_keep_all_env();
     m->on_pressure = params->on_pressure;
     m->pressure_user = params->pressure_user;
     if (params->spill_dir && !(m->spill_dir = slate__strdup(params->spill_dir))) {
@@ -137,9 +139,10 @@ static slate_status open_pkg(slate__pkg *pkg, const char *path, const slate_mode
      * anything big is allocated (the planner's arithmetic, as slate_model_plan reports it). */
     slate_plan_params pp = slate_plan_default_params();
     pp.budget_bytes = params->mem_budget_bytes;
+    pp.kv_keep_all = m->kv_keep_all;
     slate_plan plan;
-    if ((s = slate__plan(&m->prog, &m->hp, m->state_group, m->weights_mapped, &pp, 0, &plan,
-                         err)))
+    if ((s = slate__plan(&m->prog, &m->hp, m->state_group, m->state_window, m->weights_mapped, &pp,
+                         0, &plan, err)))
         goto fail;
     if (!plan.fits) {
         s = slate__plan_budget_fail(&plan, "model", 0, 0, err);

@@ -40,6 +40,10 @@ struct slate_model {
     int32_t *state_slot;         /* [n_tensors]: index into prog.states of a STATE tensor, or -1 */
     int32_t *state_group;        /* [n_states]: elements per int8 scale (the head_dim of the
                                     attention reading the cache), 0 when no attention reads it */
+    int32_t *state_window;       /* [n_states]: the largest window of the attention ops reading
+                                    it when every one has a window > 0, else 0 (rows behind the
+                                    window may be released: src/state/kvmem.c) */
+    bool kv_keep_all;            /* slate_model_params.kv_keep_all or SLATE_KV_KEEP_ALL=1 */
     slate__hparams hp;           /* for the plan's KV formula */
     char *spill_dir;             /* NULL: no spilling */
     slate_pressure_fn on_pressure;
@@ -80,6 +84,11 @@ struct slate_state {
     size_t *kv_off;              /* page-aligned byte offset of each tensor's block in kv */
     int32_t *kv_heads;           /* regions (kv heads) a tensor's block is split into */
     size_t *kv_head_span;        /* bytes from one head's region to the next: n_ctx x head bytes */
+    int32_t *kv_first;           /* first position whose rows every head still holds: rows
+                                    before it were released behind a sliding window (0 for a
+                                    tensor without a window, or when nothing was released) */
+    bool kv_release;             /* windowed caches release rows behind the window */
+    int32_t kv_rollback;         /* positions a truncate must be able to go back (R) */
     size_t scratch_bytes;        /* mapped scratch (page-rounded) */
     size_t plan_bytes;           /* counted against the model's budget while alive */
     /* Memory pressure (src/state/pressure.c). Fields below are touched only by whoever holds
@@ -142,13 +151,16 @@ void slate__kv_put_rows(slate_state *st, int32_t i, int32_t r0, int32_t n, const
 size_t slate__kv_row_bytes(slate_dtype dtype, int64_t width, int32_t group);
 /* The system page size (mapping and plan granularity). */
 size_t slate__page_size(void);
+/* SLATE_KV_KEEP_ALL is set to something other than "" or "0": sliding-window caches are kept
+ * whole (read at model open and by slate_plan_file). */
+bool slate__kv_keep_all_env(void);
 
 /* The plan (src/plan/planner.c): one function for slate_model_plan, slate_plan_file, open's
  * and state creation's budget checks. group: model->state_group (NULL: I8 unsupported).
  * extra_bytes: memory already committed besides the weights (live states), added to the total
  * before comparing with the budget. */
 slate_status slate__plan(const slate__program *prog, const slate__hparams *hp,
-                         const int32_t *group, bool weights_mapped,
+                         const int32_t *group, const int32_t *window, bool weights_mapped,
                          const slate_plan_params *params, size_t extra_bytes, slate_plan *plan,
                          slate_error *err);
 /* Reads n_layers, n_kv_heads, head_dim from META's hparams (0 when missing). */
@@ -161,7 +173,7 @@ slate_status slate__plan_budget_fail(const slate_plan *plan, const char *what, s
  * none). Tests feed it strings. */
 slate_status slate__device_from_text(const char *meminfo, const char *cgroup_limit,
                                      slate_device *out, slate_error *err);
-/* Per-state cache group sizes and the tensor->state slot map (model open). */
+/* Per-state cache group sizes and windows and the tensor->state slot map (model open). */
 slate_status slate__plan_bind_states(slate_model *m, slate_error *err);
 
 /* Cache arena (src/state/kvmem.c): reserves and maps the state's cache and scratch. */
@@ -173,6 +185,35 @@ void slate__kv_free(slate_state *st);
 size_t slate__kv_trim(slate_state *st, int32_t n_keep);
 /* Resident bytes of the cache and scratch (mincore). */
 void slate__kv_resident(const slate_state *st, size_t *kv, size_t *scratch);
+
+/* Sliding-window release (src/state/kvmem.c). The positions below which windowed cache i may
+ * be released at the state's length: length - window - rollback + 1, clamped at 0 (0 when the
+ * tensor has no window or the state keeps everything). */
+int32_t slate__kv_window_cut(const slate_state *st, int32_t i);
+/* Rows of one release step: those filling SLATE__KV_RELEASE_PAGES pages of one head region
+ * (head_bytes bytes per row), at least 1. */
+#define SLATE__KV_RELEASE_PAGES 4
+int32_t slate__kv_release_step(size_t head_bytes, size_t page);
+/* The byte range [*a, *b) of whole pages to hand back in one head region that starts at byte
+ * `region` (any alignment) when its rows [0, first) were released already and [first, cut)
+ * go now: pages wholly inside the region and before row `cut`, from the first page not yet
+ * released. *a >= *b when there is nothing to release. */
+void slate__kv_release_range(size_t region, size_t head_bytes, size_t page, int32_t first,
+                             int32_t cut, size_t *a, size_t *b);
+/* After the length grew (predict) or the content was replaced (load): releases the rows of
+ * each windowed cache below slate__kv_window_cut, once at least a release step of rows became
+ * releasable (force: any whole page, as at load and under memory pressure), and raises
+ * kv_first accordingly. Returns the bytes handed back (resident before, when force). */
+size_t slate__kv_release_window(slate_state *st, bool force);
+/* Tensor i holds only rows from `first` on (a state file's): the pages below go back and
+ * kv_first[i] = first. */
+void slate__kv_drop_below(slate_state *st, int32_t i, int32_t first);
+/* Every tensor's first held position back to 0: the state is empty (reset, truncate to 0,
+ * pressure reset) or the caller declared every row (set_length). */
+void slate__kv_first_clear(slate_state *st);
+/* The resident bound of windowed cache rows (per kv head, in rows) that the planner counts:
+ * window + rollback + step + max_query - 2. */
+int64_t slate__kv_window_rows(int32_t window, int32_t rollback, int32_t step, int32_t max_query);
 
 /* Model fingerprint (src/state/persist.c): FNV-1a 64 over META, the tokenizer blob and the
  * first and last 256 bytes of every weight tensor. */

@@ -8,8 +8,11 @@
  * Also here: the device table (budgets of typical devices, with the share we leave to the OS),
  * and "this machine" (MemAvailable vs the cgroup limit, the smaller wins).
  *
- * Invariant: for every (context, dtype), plan.kv_bytes equals the reservation a state of that
- * shape makes (tests/unit/test_planner.c checks it against slate_state_get_memory).
+ * Invariant: for every (context, dtype), plan.kv_reserved_bytes equals the reservation a state
+ * of that shape makes (tests/unit/test_planner.c checks it against slate_state_get_memory), and
+ * plan.kv_bytes is that, except that each cache read only by sliding-window attention counts
+ * the bound of what its state keeps resident (slate__kv_window_rows rows per kv head, in pages;
+ * tests/unit/test_window.c checks resident memory against it) unless the plan keeps all rows.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "plan/model.h"
@@ -22,6 +25,11 @@
 #include <unistd.h>
 
 #define MAX_PLAN_STATES 4096
+
+bool slate__kv_keep_all_env(void) {
+    const char *e = getenv("SLATE_KV_KEEP_ALL");
+    return e && *e && strcmp(e, "0") != 0;
+}
 
 size_t slate__page_size(void) {
     long p = sysconf(_SC_PAGESIZE);
@@ -83,18 +91,39 @@ static void find_groups(const slate__program *p, const int32_t *slot, int32_t *g
     for (int32_t i = 0; i < p->n_states; i++) group[i] = group[uf_root(parent, i)];
 }
 
+/* Per state tensor: the window its rows may be released behind: the largest window of the
+ * attention ops reading it when every one of them has one (a query at L reads keys from
+ * L - window + 1), else 0 (a full attention reads every row; a cache nobody attends to is
+ * kept as it is). */
+static void find_windows(const slate__program *p, const int32_t *slot, int32_t *window) {
+    for (int32_t i = 0; i < p->n_states; i++) window[i] = 0;
+    for (int32_t oi = 0; oi < p->n_ops; oi++) {
+        const slate__op *op = &p->ops[oi];
+        if (op->kind != SLATE__OP_ATTENTION) continue;
+        for (int k = 1; k <= 2; k++) {
+            int32_t i = slot[op->in[k]];
+            if (op->window <= 0) window[i] = -1; /* read whole: never released */
+            else if (window[i] >= 0 && op->window > window[i]) window[i] = op->window;
+        }
+    }
+    for (int32_t i = 0; i < p->n_states; i++)
+        if (window[i] < 0) window[i] = 0;
+}
+
 slate_status slate__plan_bind_states(slate_model *m, slate_error *err) {
     const slate__program *p = &m->prog;
     m->state_slot = slate__malloc((size_t)(p->n_tensors ? p->n_tensors : 1) * sizeof(int32_t));
     m->state_group = slate__malloc((size_t)(p->n_states ? p->n_states : 1) * sizeof(int32_t));
+    m->state_window = slate__malloc((size_t)(p->n_states ? p->n_states : 1) * sizeof(int32_t));
     int32_t *parent = slate__malloc((size_t)(p->n_states ? p->n_states : 1) * sizeof(int32_t));
-    if (!m->state_slot || !m->state_group || !parent) {
+    if (!m->state_slot || !m->state_group || !m->state_window || !parent) {
         slate__free(parent);
         return slate__fail(err, SLATE_E_NOMEM, "out of memory");
     }
     for (int32_t i = 0; i < p->n_tensors; i++) m->state_slot[i] = -1;
     for (int32_t i = 0; i < p->n_states; i++) m->state_slot[p->states[i]] = i;
     find_groups(p, m->state_slot, m->state_group, parent);
+    find_windows(p, m->state_slot, m->state_window);
     slate__free(parent);
     return SLATE_OK;
 }
@@ -128,17 +157,34 @@ static size_t kv_per_token(const slate__program *p, const int32_t *group, bool s
 }
 
 /* Bytes a state reserves for its cache at context n_ctx: each tensor's block rounded up to a
- * page (blocks are page-aligned so pressure can release each one's tail). Saturates. */
-static size_t kv_reserved(const slate__program *p, const int32_t *group, bool set,
-                          slate_dtype dt, int32_t n_ctx) {
+ * page (blocks are page-aligned so pressure can release each one's tail). Saturates.
+ * window (NULL: none) with rollback > 0: a windowed tensor counts instead what it keeps
+ * resident at most (src/state/kvmem.c): per kv head region, the pages that can hold
+ * slate__kv_window_rows rows at any alignment (+1), plus the page it may share with the
+ * previous head's region (+1), which its release never hands back; at most its block. */
+static size_t kv_reserved(const slate__program *p, const int32_t *group, const int32_t *window,
+                          int32_t rollback, bool set, slate_dtype dt, int32_t n_ctx) {
     size_t page = slate__page_size(), sum = 0;
     for (int32_t i = 0; i < p->n_states; i++) {
-        size_t row = slate__kv_row_bytes(state_dtype(p, i, set, dt),
-                                         p->tensors[p->states[i]].width, group ? group[i] : 0);
+        const slate__tensor *t = &p->tensors[p->states[i]];
+        int32_t g = group ? group[i] : 0;
+        size_t row = slate__kv_row_bytes(state_dtype(p, i, set, dt), t->width, g);
         size_t block;
-        if (!slate__mul_size(row, (size_t)n_ctx, &block) || block > SIZE_MAX - page ||
-            !slate__add_size(sum, slate__align_up(block, page), &sum))
+        if (!slate__mul_size(row, (size_t)n_ctx, &block) || block > SIZE_MAX - page)
             return SIZE_MAX;
+        block = slate__align_up(block, page);
+        if (window && window[i] > 0 && rollback > 0 && row > 0) {
+            /* The head split of src/state/kvmem.c slate__kv_create. */
+            size_t heads = g > 0 && t->width % g == 0 ? (size_t)(t->width / g) : 1;
+            size_t hb = row / heads;
+            int64_t rows = slate__kv_window_rows(window[i], rollback,
+                                                 slate__kv_release_step(hb, page), p->max_query);
+            if (rows < n_ctx) {
+                size_t bound = heads * (((size_t)rows * hb + page - 1) / page + 2) * page;
+                if (bound < block) block = bound;
+            }
+        }
+        if (!slate__add_size(sum, block, &sum)) return SIZE_MAX;
     }
     return sum;
 }
@@ -152,6 +198,8 @@ static size_t sat_mul(size_t a, size_t b) {
 typedef struct fit_ctx {
     const slate__program *p;
     const int32_t *group;
+    const int32_t *window; /* NULL: every cache planned whole */
+    int32_t rollback;
     bool set;
     slate_dtype dt;
     size_t base;    /* weights + extra */
@@ -160,7 +208,8 @@ typedef struct fit_ctx {
 } fit_ctx;
 
 static size_t total_at(const fit_ctx *f, int32_t n_ctx) {
-    size_t state = sat_add(kv_reserved(f->p, f->group, f->set, f->dt, n_ctx), f->scratch);
+    size_t state = sat_add(kv_reserved(f->p, f->group, f->window, f->rollback, f->set, f->dt,
+                                       n_ctx), f->scratch);
     return sat_add(f->base, sat_mul(f->n_states, state));
 }
 
@@ -178,13 +227,17 @@ static int32_t largest_fit(const fit_ctx *f, size_t budget) {
 }
 
 slate_status slate__plan(const slate__program *p, const slate__hparams *hp, const int32_t *group,
-                         bool mapped, const slate_plan_params *params, size_t extra_bytes,
-                         slate_plan *plan, slate_error *err) {
+                         const int32_t *window, bool mapped, const slate_plan_params *params,
+                         size_t extra_bytes, slate_plan *plan, slate_error *err) {
     slate_plan_params dp = slate_plan_default_params();
     if (!params) params = &dp;
     if (params->n_ctx < 0 || params->n_ctx > p->n_ctx)
         return slate__fail(err, SLATE_E_INVALID_ARG, "n_ctx %d outside 0..%d (the package's "
                            "context)", params->n_ctx, p->n_ctx);
+    if (params->kv_rollback_tokens < 0 || params->kv_rollback_tokens > p->n_ctx)
+        return slate__fail(err, SLATE_E_INVALID_ARG, "kv_rollback_tokens %d outside 0..%d (the "
+                           "package's context; 0: its max_query %d)", params->kv_rollback_tokens,
+                           p->n_ctx, p->max_query);
     if (params->n_states < 0 || params->n_states > MAX_PLAN_STATES)
         return slate__fail(err, SLATE_E_INVALID_ARG, "n_states %d outside 0..%d",
                            params->n_states, MAX_PLAN_STATES);
@@ -230,7 +283,17 @@ slate_status slate__plan(const slate__program *p, const slate__hparams *hp, cons
         plan->kv_formula_bytes_per_token =
             2 * (size_t)plan->n_layers * (size_t)plan->n_kv_heads *
             slate__kv_row_bytes(plan->kv_dtype, plan->head_dim, plan->head_dim);
-    plan->kv_bytes = kv_reserved(p, group, params->kv_dtype_set, params->kv_dtype, plan->n_ctx);
+    /* Sliding-window caches count their resident bound unless the plan keeps every row. */
+    int32_t rollback = params->kv_rollback_tokens ? params->kv_rollback_tokens : p->max_query;
+    bool windowed = false;
+    for (int32_t i = 0; window && !params->kv_keep_all && i < p->n_states; i++)
+        windowed = windowed || window[i] > 0;
+    if (!windowed) window = NULL;
+    plan->kv_rollback_tokens = window ? rollback : 0;
+    plan->kv_reserved_bytes = kv_reserved(p, group, NULL, 0, params->kv_dtype_set,
+                                          params->kv_dtype, plan->n_ctx);
+    plan->kv_bytes = kv_reserved(p, group, window, rollback, params->kv_dtype_set,
+                                 params->kv_dtype, plan->n_ctx);
     plan->scratch_bytes = slate__align_up(p->scratch_bytes ? p->scratch_bytes : 1,
                                           slate__page_size());
     plan->state_bytes = sat_add(plan->kv_bytes, plan->scratch_bytes);
@@ -239,7 +302,7 @@ slate_status slate__plan(const slate__program *p, const slate__hparams *hp, cons
     plan->budget_bytes = params->budget_bytes;
     plan->fits = !params->budget_bytes ||
                  sat_add(plan->total_bytes, extra_bytes) <= params->budget_bytes;
-    fit_ctx f = {p, group, params->kv_dtype_set, params->kv_dtype,
+    fit_ctx f = {p, group, window, rollback, params->kv_dtype_set, params->kv_dtype,
                  sat_add(p->weights_bytes, extra_bytes), plan->scratch_bytes,
                  (size_t)plan->n_states};
     plan->n_ctx_fit = largest_fit(&f, params->budget_bytes);
@@ -283,8 +346,10 @@ slate_status slate_model_plan(const slate_model *m, const slate_plan_params *par
                               slate_plan *plan, slate_error *err) {
     if (!m || !plan)
         return slate__fail(err, SLATE_E_INVALID_ARG, "model and plan must not be NULL");
-    return slate__plan(&m->prog, &m->hp, m->state_group, m->weights_mapped, params, 0, plan,
-                       err);
+    slate_plan_params q = params ? *params : slate_plan_default_params();
+    q.kv_keep_all = q.kv_keep_all || m->kv_keep_all;
+    return slate__plan(&m->prog, &m->hp, m->state_group, m->state_window, m->weights_mapped, &q, 0,
+                       plan, err);
 }
 
 static int32_t hp_int(const cJSON *hp, const char *key) {
@@ -317,14 +382,20 @@ slate_status slate_plan_file(const char *path, const slate_plan_params *params, 
     slate__plan_read_hparams(pkg.json, &hp);
     size_t ns = (size_t)(prog.n_states ? prog.n_states : 1);
     int32_t *group = slate__malloc(ns * sizeof *group), *parent = slate__malloc(ns * sizeof *parent);
+    int32_t *window = slate__malloc(ns * sizeof *window);
     int32_t *slot = slate__malloc((size_t)(prog.n_tensors ? prog.n_tensors : 1) * sizeof *slot);
-    if (!group || !parent || !slot) {
+    if (!group || !parent || !window || !slot) {
         s = slate__fail(err, SLATE_E_NOMEM, "out of memory");
     } else {
         for (int32_t i = 0; i < prog.n_states; i++) slot[prog.states[i]] = i;
         find_groups(&prog, slot, group, parent);
-        s = slate__plan(&prog, &hp, group, params && params->use_mmap, params, 0, plan, err);
+        find_windows(&prog, slot, window);
+        /* As slate_model_open will: SLATE_KV_KEEP_ALL plans every cache whole. */
+        slate_plan_params q = params ? *params : slate_plan_default_params();
+        q.kv_keep_all = q.kv_keep_all || slate__kv_keep_all_env();
+        s = slate__plan(&prog, &hp, group, window, q.use_mmap, &q, 0, plan, err);
     }
+    slate__free(window);
     slate__free(group);
     slate__free(parent);
     slate__free(slot);

@@ -19,6 +19,18 @@
  * position's row is scattered over the regions by kv_write and gathered back by the state file
  * and slate_state_read_tensor (slate__kv_get_rows / slate__kv_put_rows).
  *
+ * Sliding windows: a cache read only by attention with window w (model->state_window) needs,
+ * for a query at position L, the rows L-w+1..L. After each predict the rows below
+ * cut = length - w - R + 1 (R: the state's rollback reach, so a truncate may still go back R
+ * positions) are no longer needed by any call the state accepts; once a release step of them
+ * (rows filling SLATE__KV_RELEASE_PAGES pages of a head region: one madvise per head per step,
+ * not per token) has accumulated, the whole pages of each head region below the cut go back
+ * with MADV_DONTNEED and kv_first[i] becomes the cut. Invariant: rows [kv_first[i], length) of
+ * every tensor are intact; nothing reads a row below kv_first (attention starts at L-w+1 >=
+ * cut, truncate refuses to go where it would, the state file and read_tensor skip or refuse
+ * them). Memory per windowed tensor is then bounded by slate__kv_window_rows rows per head
+ * (the planner counts it), not by the context.
+ *
  * Sizes come from the planner's arithmetic (slate__kv_row_bytes, blocks rounded up to a page):
  * plan.kv_bytes equals what is reserved here. Mappings are not counted by the heap allocator;
  * slate_state_get_memory reports them (reserved and resident, via mincore).
@@ -46,7 +58,7 @@ slate_status slate__kv_create(slate_state *st, const slate_state_params *params,
     /* One heap block holds the three per-tensor arrays. It is also the allocation a
      * fault-injection test fails first, before any mapping exists. */
     size_t n1 = (size_t)(n ? n : 1);
-    size_t arrays = n1 * (3 * sizeof(size_t) + sizeof(slate_dtype) + sizeof(int32_t));
+    size_t arrays = n1 * (3 * sizeof(size_t) + sizeof(slate_dtype) + 2 * sizeof(int32_t));
     uint8_t *blk = slate__malloc(arrays);
     if (!blk) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
     st->kv_row_bytes = (size_t *)blk;
@@ -54,6 +66,7 @@ slate_status slate__kv_create(slate_state *st, const slate_state_params *params,
     st->kv_head_span = st->kv_off + n1;
     st->kv_dtype = (slate_dtype *)(st->kv_head_span + n1);
     st->kv_heads = (int32_t *)(st->kv_dtype + n1);
+    st->kv_first = st->kv_heads + n1;
     size_t total = 0;
     for (int32_t i = 0; i < n; i++) {
         const slate__tensor *t = &p->tensors[p->states[i]];
@@ -69,6 +82,7 @@ slate_status slate__kv_create(slate_state *st, const slate_state_params *params,
         st->kv_dtype[i] = dt;
         st->kv_row_bytes[i] = row;
         st->kv_heads[i] = g > 0 && t->width % g == 0 ? (int32_t)(t->width / g) : 1;
+        st->kv_first[i] = 0;
         st->kv_head_span[i] = (size_t)st->n_ctx * (row / (size_t)st->kv_heads[i]);
         st->kv_off[i] = total;
         total += slate__align_up(block, page);
@@ -95,6 +109,7 @@ void slate__kv_free(slate_state *st) {
     st->kv_row_bytes = st->kv_off = st->kv_head_span = NULL;
     st->kv_dtype = NULL;
     st->kv_heads = NULL;
+    st->kv_first = NULL;
 }
 
 void slate__kv_get_rows(const slate_state *st, int32_t i, int32_t r0, int32_t n, uint8_t *dst) {
@@ -166,4 +181,78 @@ size_t slate__kv_trim(slate_state *st, int32_t n_keep) {
 void slate__kv_resident(const slate_state *st, size_t *kv, size_t *scratch) {
     *kv = st->kv ? resident(st->kv, st->kv_bytes) : 0;
     *scratch = st->scratch ? resident(st->scratch, st->scratch_bytes) : 0;
+}
+
+/* ---- sliding-window release ---------------------------------------------------------------- */
+
+int32_t slate__kv_window_cut(const slate_state *st, int32_t i) {
+    int32_t w = st->model->state_window[i];
+    if (!st->kv_release || w <= 0) return 0;
+    int64_t cut = (int64_t)st->length - w - st->kv_rollback + 1;
+    return cut > 0 ? (int32_t)cut : 0;
+}
+
+int32_t slate__kv_release_step(size_t head_bytes, size_t page) {
+    if (head_bytes == 0) return 1;
+    size_t rows = (SLATE__KV_RELEASE_PAGES * page + head_bytes - 1) / head_bytes;
+    return rows > 0 && rows < INT32_MAX ? (int32_t)rows : rows ? INT32_MAX : 1;
+}
+
+int64_t slate__kv_window_rows(int32_t window, int32_t rollback, int32_t step, int32_t max_query) {
+    /* After a predict, fewer than `step` rows lie between kv_first and the cut (else they would
+     * have gone): length - kv_first <= window + rollback + step - 2. The next call writes up to
+     * max_query more before its own release. */
+    return (int64_t)window + rollback + step + max_query - 2;
+}
+
+void slate__kv_release_range(size_t region, size_t head_bytes, size_t page, int32_t first,
+                             int32_t cut, size_t *a, size_t *b) {
+    /* Pages before the region's first whole page may hold the previous region's rows; the page
+     * holding row `cut` (or the end of row cut-1) still holds kept rows unless the cut falls on
+     * a page boundary. Pages below row `first` went at an earlier release, except the one it
+     * fell in, which starts this range. */
+    size_t lo = slate__align_up(region, page);
+    size_t from = (region + (size_t)first * head_bytes) / page * page;
+    *a = from > lo ? from : lo;
+    *b = (region + (size_t)cut * head_bytes) / page * page;
+}
+
+/* Hands back the whole pages of tensor i's head regions below row `cut` (those below row
+ * `from` went before) and makes cut its first held position. count: return the resident bytes
+ * released (a mincore pass), else 0. */
+static size_t release_rows(slate_state *st, int32_t i, int32_t from, int32_t cut, bool count) {
+    size_t page = slate__page_size(), hb = slate__kv_head_bytes(st, i), freed = 0;
+    for (int32_t g = 0; st->kv && g < st->kv_heads[i]; g++) {
+        size_t a, b;
+        slate__kv_release_range(st->kv_off[i] + (size_t)g * st->kv_head_span[i], hb, page, from,
+                                cut, &a, &b);
+        if (b <= a) continue;
+        if (count) freed += resident(st->kv + a, b - a);
+        madvise(st->kv + a, b - a, MADV_DONTNEED);
+    }
+    st->kv_first[i] = cut;
+    return freed;
+}
+
+size_t slate__kv_release_window(slate_state *st, bool force) {
+    const slate__program *p = &st->model->prog;
+    if (!st->kv_release || !st->kv) return 0;
+    size_t page = slate__page_size(), freed = 0;
+    for (int32_t i = 0; i < p->n_states; i++) {
+        int32_t cut = slate__kv_window_cut(st, i), first = st->kv_first[i];
+        if (cut <= first) continue;
+        if (!force && cut - first < slate__kv_release_step(slate__kv_head_bytes(st, i), page))
+            continue;
+        freed += release_rows(st, i, first, cut, force);
+    }
+    return freed;
+}
+
+void slate__kv_drop_below(slate_state *st, int32_t i, int32_t first) {
+    if (first > 0) release_rows(st, i, 0, first, false);
+    else st->kv_first[i] = 0;
+}
+
+void slate__kv_first_clear(slate_state *st) {
+    for (int32_t i = 0; st->kv_first && i < st->model->prog.n_states; i++) st->kv_first[i] = 0;
 }

@@ -6,7 +6,7 @@
  *
  * Layout (little-endian; docs/format.md "State file" says the same):
  *   0   8  magic "SLATESTA"
- *   8   4  u32 version (1)
+ *   8   4  u32 version (2; version 1 files are still read)
  *   12  4  u32 header bytes (64)
  *   16  8  u64 model fingerprint
  *   24  8  u64 file size
@@ -18,11 +18,16 @@
  *   52  4  u32 flags: bit 0 has_rng; others 0
  *   56  4  u32 CRC-32 of bytes 64..file size
  *   60  4  u32 CRC-32 of bytes 0..59
- *   64     n_tensors x {u32 dtype, u32 0, u64 row bytes}
+ *   64     n_tensors x {u32 dtype, u32 first (v2: first position held; v1: 0), u64 row bytes}
  *          4 x u64 rng (zeros without has_rng), u64 user_len
  *          n_tokens x i32 ledger, user_len bytes
  *          n_logit_rows x n_vocab f32 logits
- *          per tensor: length x row bytes of cache rows
+ *          per tensor: (length - first) x row bytes: cache rows first..length-1
+ *
+ * Version 2 added `first`: a sliding-window cache whose rows behind the window were released
+ * (src/state/kvmem.c) stores only the rows it holds, so a long Mistral or Gemma conversation
+ * saves (and spills) what it keeps, and a restored state releases the same rows. Version 1 is
+ * the same bytes with first = 0.
  *
  * Reading validates everything (magic, version, header CRC, size, fingerprint, every count and
  * dtype against the state, payload CRC) before the state is touched, so a refused file leaves
@@ -38,7 +43,7 @@
 #include <string.h>
 
 #define MAGIC SLATE__STATE_MAGIC
-#define VERSION 1u
+#define VERSION 2u
 #define HDR 64u
 #define MAX_LEDGER (1 << 24)
 #define MAX_USER ((size_t)64 << 20)
@@ -135,7 +140,7 @@ static void payload(const slate_state *st, const slate_state_extra *x, emit_fn f
     for (int32_t i = 0; i < p->n_states; i++) {
         uint8_t e[16];
         le32(e, (uint32_t)st->kv_dtype[i]);
-        le32(e + 4, 0);
+        le32(e + 4, (uint32_t)st->kv_first[i]);
         le64(e + 8, st->kv_row_bytes[i]);
         fn(ctx, e, 16);
     }
@@ -157,7 +162,7 @@ static void payload(const slate_state *st, const slate_state_extra *x, emit_fn f
     /* Rows as the program sees them ([length][row bytes] per tensor), whatever the in-memory
      * layout (head-major, src/state/kvmem.c): one piece per head and position. */
     for (int32_t i = 0; i < p->n_states; i++)
-        for (int32_t r = 0; r < st->length; r++)
+        for (int32_t r = st->kv_first[i]; r < st->length; r++)
             for (int32_t g = 0; g < st->kv_heads[i]; g++)
                 fn(ctx, slate__kv_at(st, i, g, r), slate__kv_head_bytes(st, i));
 }
@@ -167,7 +172,8 @@ static size_t payload_size(const slate_state *st, const slate_state_extra *x) {
     size_t n = (size_t)p->n_states * 16 + 40;
     if (x) n += (size_t)x->n_tokens * 4 + x->user_len;
     n += (size_t)st->n_logit_rows * (size_t)p->n_vocab * sizeof(float);
-    for (int32_t i = 0; i < p->n_states; i++) n += (size_t)st->length * st->kv_row_bytes[i];
+    for (int32_t i = 0; i < p->n_states; i++)
+        n += (size_t)(st->length - st->kv_first[i]) * st->kv_row_bytes[i];
     return n;
 }
 
@@ -274,7 +280,9 @@ slate_status slate__state_load_locked(slate_state *st, const uint8_t *d, size_t 
     if (length > st->n_ctx)
         return slate__fail(err, SLATE_E_CONTEXT_FULL, "%s holds %d positions; this state's "
                            "context is %d", what, length, st->n_ctx);
-    /* Tensor table: same dtypes and row sizes as this state. */
+    /* Tensor table: same dtypes and row sizes as this state; first positions that leave the
+     * next query its window (a released row is never needed back). */
+#define FIRST(i) ((int32_t)rd32(d + HDR + (size_t)(i) * 16 + 4)) /* checked below */
     size_t need = HDR + (size_t)n_tensors * 16 + 40;
     if (need > len)
         return slate__fail_at(err, SLATE_E_FORMAT, len, "%s: truncated in the tensor table", what);
@@ -288,11 +296,19 @@ slate_status slate__state_load_locked(slate_state *st, const uint8_t *d, size_t 
                                p->tensors[p->states[i]].name, slate_dtype_name((slate_dtype)dt),
                                slate_dtype_name(st->kv_dtype[i]),
                                slate_dtype_name((slate_dtype)dt));
-        if (rb != st->kv_row_bytes[i] || rd32(e + 4) != 0)
+        if (rb != st->kv_row_bytes[i] || (version < 2 && rd32(e + 4) != 0))
             return slate__fail_at(err, SLATE_E_FORMAT, HDR + (uint64_t)i * 16, "%s: cache '%s' "
                                   "rows of %" PRIu64 " bytes, reserved field %u; expected %zu "
                                   "and 0", what, p->tensors[p->states[i]].name, rb, rd32(e + 4),
                                   st->kv_row_bytes[i]);
+        uint32_t f = rd32(e + 4);
+        int32_t w = m->state_window[i];
+        if (f != 0 && (w <= 0 || (int64_t)f > (int64_t)length - w + 1))
+            return slate__fail_at(err, SLATE_E_FORMAT, HDR + (uint64_t)i * 16 + 4, "%s: cache "
+                                  "'%s' holds positions from %u of %d, but %s", what,
+                                  p->tensors[p->states[i]].name, f, length,
+                                  w <= 0 ? "it has no sliding window (every row is needed)"
+                                         : "the next query's window needs earlier ones");
     }
     const uint8_t *misc = d + HDR + (size_t)n_tensors * 16;
     uint64_t user_len = rd64(misc + 32);
@@ -301,7 +317,8 @@ slate_status slate__state_load_locked(slate_state *st, const uint8_t *d, size_t 
                               "%" PRIu64 " bytes (at most %zu)", what, user_len, MAX_USER);
     size_t total = need + (size_t)n_tokens * 4 + (size_t)user_len +
                    (size_t)n_rows * (size_t)p->n_vocab * sizeof(float);
-    for (int32_t i = 0; i < n_tensors; i++) total += (size_t)length * st->kv_row_bytes[i];
+    for (int32_t i = 0; i < n_tensors; i++)
+        total += (size_t)(length - FIRST(i)) * st->kv_row_bytes[i];
     if (total != len)
         return slate__fail_at(err, SLATE_E_FORMAT, total < len ? total : len, "%s: the counts "
                               "say %zu bytes, the file has %zu", what, total, len);
@@ -325,15 +342,20 @@ slate_status slate__state_load_locked(slate_state *st, const uint8_t *d, size_t 
     }
     /* Everything checked: replace the state's content. */
     for (int32_t i = 0; i < n_tensors; i++) {
-        slate__kv_put_rows(st, i, 0, length, rows);
-        rows += (size_t)length * st->kv_row_bytes[i];
+        slate__kv_put_rows(st, i, FIRST(i), length - FIRST(i), rows);
+        rows += (size_t)(length - FIRST(i)) * st->kv_row_bytes[i];
+        slate__kv_drop_below(st, i, FIRST(i)); /* what the state held before is not ours */
     }
     if (n_rows)
         memcpy(st->scratch + p->tensors[p->logits].offset, logits,
                (size_t)n_rows * (size_t)p->n_vocab * sizeof(float));
     st->length = length;
     st->n_logit_rows = n_rows;
+    /* A file from a state with a longer reach holds more rows than this one keeps: the next
+     * release step drops them, as it would have here. */
+    slate__kv_release_window(st, false);
     return SLATE_OK;
+#undef FIRST
 }
 
 /* ---- public ------------------------------------------------------------------------------ */

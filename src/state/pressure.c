@@ -58,7 +58,8 @@ slate_status slate__state_register(slate_state *st, const slate_plan_params *pp,
         slate_plan_params q = *pp;
         q.budget_bytes = m->mem_budget_bytes;
         slate_plan plan;
-        s = slate__plan(&m->prog, &m->hp, m->state_group, m->weights_mapped, &q, m->states_bytes,
+        s = slate__plan(&m->prog, &m->hp, m->state_group, m->state_window, m->weights_mapped, &q,
+                        m->states_bytes,
                         &plan, err);
         if (!s && !plan.fits)
             s = slate__plan_budget_fail(&plan, "state", m->states_bytes, n_live, err);
@@ -123,6 +124,7 @@ static int32_t do_reset(slate_state *st, slate_pressure_level lvl, size_t *freed
     int32_t n = st->length;
     size_t freed = slate__kv_trim(st, 0);
     st->length = 0;
+    slate__kv_first_clear(st);
     st->n_logit_rows = 0;
     if (freed_out) *freed_out = freed;
     emit(st->model, SLATE_PRESSURE_RESET, lvl, st, n, freed, NULL, "reset a conversation: %d "
@@ -252,6 +254,7 @@ slate_status slate_model_pressure(slate_model *m, slate_pressure_level level,
             continue;
         }
         size_t freed = slate__kv_trim(st, st->spilled ? 0 : st->length);
+        if (!st->spilled) freed += slate__kv_release_window(st, true); /* any whole page */
         if (freed) {
             r.n_trimmed++;
             r.bytes_released += freed;

@@ -4,8 +4,9 @@
  * The cache is written in place at the state's length. Calls on one state are serialized by
  * an atomic word (slate__state_acquire): a call that finds another call running returns
  * SLATE_E_BUSY instead of racing.
- * Invariant: rows [0, length) of every state tensor hold the keys/values of the tokens fed so
- * far; a failed predict leaves length unchanged.
+ * Invariant: rows [kv_first[i], length) of every state tensor hold the keys/values of the
+ * tokens fed so far (kv_first is 0 except for sliding-window caches whose old rows were
+ * released, kvmem.c); a failed predict leaves length unchanged.
  * Issue 4: the cache lives in lazily committed mappings in the state's cache dtype
  * (kvmem.c); the state is on its model's list for memory pressure, and every call that touches
  * the cache passes through slate__state_enter (report a pressure reset, read a spilled state
@@ -42,14 +43,20 @@ slate_status slate_state_create(slate_model *m, const slate_state_params *params
     pp.n_ctx = params->n_ctx;
     pp.kv_dtype_set = params->kv_dtype_set;
     pp.kv_dtype = params->kv_dtype;
+    pp.kv_rollback_tokens = params->kv_rollback_tokens;
+    pp.kv_keep_all = params->kv_keep_all || m->kv_keep_all;
     slate_plan plan;
-    slate_status s = slate__plan(p, &m->hp, m->state_group, m->weights_mapped, &pp, 0, &plan, err);
+    slate_status s = slate__plan(p, &m->hp, m->state_group, m->state_window, m->weights_mapped, &pp,
+                                 0, &plan, err);
     if (s) return s;
     slate_state *st = slate__calloc(1, sizeof *st);
     if (!st) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
     st->model = m;
     st->n_ctx = plan.n_ctx;
     st->plan_bytes = plan.state_bytes;
+    /* The plan says whether any cache is windowed and released, and with which reach. */
+    st->kv_release = plan.kv_rollback_tokens > 0;
+    st->kv_rollback = plan.kv_rollback_tokens;
     /* Held until the state is complete, so memory pressure skips it meanwhile. */
     atomic_init(&st->busy, SLATE__IN_CALL);
     atomic_init(&st->reset_req, false);
@@ -117,6 +124,7 @@ slate_status slate__state_predict_held(slate_state *st, const int32_t *tokens, i
     slate__exec_run(st);
     st->length += n_tokens;
     st->n_logit_rows = st->n_out;
+    slate__kv_release_window(st, false); /* rows now behind every window (and the reach) */
     return slate__state_leave(st, s, err);
 }
 
@@ -145,6 +153,7 @@ slate_status slate_state_reset(slate_state *st) {
     if (!acquire(st)) return SLATE_E_BUSY;
     slate__state_forget(st); /* acknowledges a pressure reset; a spill file is no longer needed */
     st->length = 0;
+    slate__kv_first_clear(st);
     st->n_logit_rows = 0;
     release(st);
     return SLATE_OK;
@@ -157,9 +166,24 @@ slate_status slate_state_truncate(slate_state *st, int32_t length, slate_error *
     if (!s && (length < 0 || length > st->length))
         s = slate__fail(err, SLATE_E_INVALID_ARG, "truncate to %d: must be in 0..%d (the current "
                         "length)", length, (int32_t)st->length);
-    else if (!s && length != st->length) {
+    /* The next query, at position `length`, reads keys from length - window + 1: each of them
+     * must still be held (a length of 0 reads none). */
+    for (int32_t i = 0; !s && length > 0 && i < st->model->prog.n_states; i++) {
+        int32_t w = st->model->state_window[i], first = st->kv_first[i];
+        if (first > 0 && (int64_t)length - w + 1 < first)
+            s = slate__fail(err, SLATE_E_RELEASED, "truncate to %d: cache '%s' (sliding window "
+                            "%d) released positions 0..%d, and a query at %d reads keys from %d; "
+                            "the shortest length allowed now is %d (rollback reach %d; reset "
+                            "and prefill again, or create the state with a larger "
+                            "kv_rollback_tokens)", length,
+                            st->model->prog.tensors[st->model->prog.states[i]].name, w,
+                            first - 1, length, length - w + 1 > 0 ? length - w + 1 : 0,
+                            first + w - 1, st->kv_rollback);
+    }
+    if (!s && length != st->length) {
         st->length = length;
         st->n_logit_rows = 0; /* the logits belonged to a position that is gone */
+        if (length == 0) slate__kv_first_clear(st);
     }
     release(st);
     return s;
@@ -174,6 +198,7 @@ slate_status slate_state_set_length(slate_state *st, int32_t length, slate_error
     else if (!s) {
         st->length = length;
         st->n_logit_rows = 0;
+        slate__kv_first_clear(st); /* the caller declares every row up to length written */
     }
     release(st);
     return s;
@@ -195,6 +220,8 @@ slate_status slate_state_tensor_info(const slate_state *st, int32_t index,
     info->dims[0] = st->n_ctx;
     info->dims[1] = t->width;
     info->row_bytes = st->kv_row_bytes[index];
+    info->window = st->model->state_window[index];
+    info->first_position = st->kv_first[index];
     return SLATE_OK;
 }
 
@@ -211,7 +238,14 @@ slate_status slate_state_read_tensor(const slate_state *st, int32_t index, void 
     slate_status s = slate__state_enter(ms, true, err);
     size_t need = info.row_bytes * (size_t)st->length;
     *len_out = need;
-    if (!s && cap < need)
+    /* After the enter: a spilled state read back has its first position from the file. */
+    if (!s && st->kv_first[index] > 0)
+        s = slate__fail(err, SLATE_E_RELEASED, "state tensor '%s': positions 0..%d were released "
+                        "(sliding window %d, rollback reach %d); only %d..%d are held (create "
+                        "the state with kv_keep_all to export every row)", info.name,
+                        st->kv_first[index] - 1, info.window, st->kv_rollback,
+                        st->kv_first[index], (int32_t)st->length - 1);
+    else if (!s && cap < need)
         s = slate__fail(err, SLATE_E_BUFFER_TOO_SMALL, "state tensor '%s' needs %zu bytes, "
                         "buffer has %zu", info.name, need, cap);
     if (!s && need) slate__kv_get_rows(st, index, 0, st->length, buf);

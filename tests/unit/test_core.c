@@ -19,6 +19,8 @@ static void status_strings_come_from_one_table(void **st) {
     assert_string_equal(slate_status_name(SLATE_E_FORMAT), "SLATE_E_FORMAT");
     assert_string_equal(slate_status_str((slate_status)999), "unknown status");
     assert_int_equal(SLATE_E_INTERNAL, 12);
+    assert_int_equal(SLATE_E_RELEASED, 13);
+    assert_string_equal(slate_status_name(SLATE_E_RELEASED), "SLATE_E_RELEASED");
 }
 
 static void fail_fills_error_with_offset(void **st) {

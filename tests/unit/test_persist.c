@@ -281,13 +281,31 @@ static void a_future_version_is_unsupported(void **stp) {
     fx *f = *stp;
     size_t len;
     uint8_t *b = saved_bytes(f->m, 4, &len);
-    put_u32(b + 8, 2);
+    put_u32(b + 8, 3);
     fix_header_crc(b);
     slate_state *st = new_state(f->m, -1, 0);
     slate_error e;
     assert_int_equal(slate_state_load_mem(st, b, len, NULL, &e), SLATE_E_UNSUPPORTED);
-    assert_non_null(strstr(e.message, "version 2 is newer"));
+    assert_non_null(strstr(e.message, "version 3 is newer"));
     assert_int_equal(slate_state_length(st), 0);
+    slate_state_free(st);
+    free(b);
+}
+
+/* Version 2 added each tensor's first held position (sliding windows) in the field version 1
+ * kept 0: a version 1 file (the same bytes with every first position 0) still loads. */
+static void a_version_1_file_still_loads(void **stp) {
+    fx *f = *stp;
+    size_t len;
+    uint8_t *b = saved_bytes(f->m, 4, &len);
+    assert_int_equal(b[8], 2);
+    put_u32(b + 8, 1);
+    fix_header_crc(b);
+    slate_state *st = new_state(f->m, -1, 0);
+    slate_error e;
+    slate_status s = slate_state_load_mem(st, b, len, NULL, &e);
+    if (s) fail_msg("load: %s", e.message);
+    assert_int_equal(slate_state_length(st), 4);
     slate_state_free(st);
     free(b);
 }
@@ -433,6 +451,7 @@ int main(void) {
         cmocka_unit_test(truncated_files_are_refused),
         cmocka_unit_test(corrupted_files_are_refused_by_checksum),
         cmocka_unit_test(a_future_version_is_unsupported),
+        cmocka_unit_test(a_version_1_file_still_loads),
         cmocka_unit_test(a_file_from_another_model_names_both_fingerprints),
         cmocka_unit_test(dtype_context_and_buffer_mismatches_are_refused),
         cmocka_unit_test(save_is_atomic),
