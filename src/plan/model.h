@@ -84,9 +84,11 @@ struct slate_state {
     size_t *kv_off;              /* page-aligned byte offset of each tensor's block in kv */
     int32_t *kv_heads;           /* regions (kv heads) a tensor's block is split into */
     size_t *kv_head_span;        /* bytes from one head's region to the next: n_ctx x head bytes */
-    int32_t *kv_first;           /* first position whose rows every head still holds: rows
+    _Atomic int32_t *kv_first;   /* first position whose rows every head still holds: rows
                                     before it were released behind a sliding window (0 for a
-                                    tensor without a window, or when nothing was released) */
+                                    tensor without a window, or when nothing was released).
+                                    Written by whoever holds busy; atomic because
+                                    slate_state_tensor_info reads it without taking the state */
     bool kv_release;             /* windowed caches release rows behind the window */
     int32_t kv_rollback;         /* positions a truncate must be able to go back (R) */
     size_t scratch_bytes;        /* mapped scratch (page-rounded) */

@@ -43,6 +43,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+static_assert(sizeof(_Atomic int32_t) == sizeof(int32_t) &&
+                  _Alignof(_Atomic int32_t) <= _Alignof(int32_t),
+              "kv_first shares the per-tensor block with the int32 arrays");
+
 static void *map_lazy(size_t bytes) {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -66,7 +70,8 @@ slate_status slate__kv_create(slate_state *st, const slate_state_params *params,
     st->kv_head_span = st->kv_off + n1;
     st->kv_dtype = (slate_dtype *)(st->kv_head_span + n1);
     st->kv_heads = (int32_t *)(st->kv_dtype + n1);
-    st->kv_first = st->kv_heads + n1;
+    /* Same size and alignment as int32_t (the static_assert at the top). */
+    st->kv_first = (_Atomic int32_t *)(st->kv_heads + n1);
     size_t total = 0;
     for (int32_t i = 0; i < n; i++) {
         const slate__tensor *t = &p->tensors[p->states[i]];
