@@ -5,14 +5,45 @@
 # 128-byte rows, a release step of 128 rows), is fed a 500-id prompt and decodes greedily: the
 # logits of every step are bit-identical to those of the same run with SLATE_KV_KEEP_ALL=1 and
 # match the NumPy reference, while the state's resident KV (--mem-stats) is smaller; `slate plan`
-# counts the sliding layers at their resident bound unless SLATE_KV_KEEP_ALL is set.
+# counts the sliding layers at their resident bound unless SLATE_KV_KEEP_ALL is set. A server
+# whose slot holds a long completion answers a second one that shares only an early prefix
+# (beyond the rollback reach, so the slot cannot truncate to it) by prefilling again: the same
+# text as a server keeping every row, which reuses the prefix.
 source "$(dirname "$0")/lib.sh"
 d="$WORK/g3"
 $PY "$TOOLS/hfmodel.py" make --variant gemma3 --out "$d" --seed 5 \
   --set max_position_embeddings=1024 >/dev/null
 if ! "$SLATE" convert "$d" -o "$d.slate" --kv-dtype fp32 --max-query 4 2>"$d.err"; then
   bad "convert failed: $(cat "$d.err")"
-  finish
+  
+# ---- server: a prefix edit beyond the reach ----
+if command -v curl >/dev/null; then
+  long=$($PY -c 'print(" ".join("word%d" % (i % 37) for i in range(150)))')
+  p1=$($PY -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": 1, "temperature": 0}))' "$long")
+  p2=$($PY -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1][:120] + " and then", "max_tokens": 6, "temperature": 0, "ignore_eos": True}))' "$long")
+  serve() { # serve OUT [env...]: two completions on one slot; the second one's body to OUT
+    local port pid
+    port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    env "${@:2}" "$SLATE" serve "$d.slate" --port "$port" --slots 1 -t 1 2>"$1.log" &
+    pid=$!
+    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
+    curl -s -o "$1.first" -H "Content-Type: application/json" --data-binary "$p1" \
+      "http://127.0.0.1:$port/v1/completions" || true
+    curl -s -o "$1" -w '%{http_code}' -H "Content-Type: application/json" --data-binary "$p2" \
+      "http://127.0.0.1:$port/v1/completions" >"$1.status" || true
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  }
+  serve "$WORK/srv-on"
+  serve "$WORK/srv-off" SLATE_KV_KEEP_ALL=1
+  text() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$1"; }
+  check "server: an edit beyond the reach is answered (200)" test "$(cat "$WORK/srv-on.status")" = 200
+  check "server: with the same text as a server keeping every row" \
+    test "$(text "$WORK/srv-on" 2>&1)" = "$(text "$WORK/srv-off" 2>&1)"
+else
+  echo "skipping the server part: curl missing"
+fi
+finish
 fi
 prompt=$($PY -c 'print(",".join(str(3 + (i * 37) % 250) for i in range(500)))')
 "$SLATE" run "$d.slate" --ids "$prompt" -n 60 --temp 0 --dump-logits "$WORK/on.f32" \
@@ -49,4 +80,32 @@ check "plan counts the sliding caches at their resident bound" \
 SLATE_KV_KEEP_ALL=1 "$SLATE" plan "$d.slate" >"$WORK/plan-all.txt" 2>&1 || true
 check "plan with SLATE_KV_KEEP_ALL=1 counts every row" \
   bash -c "! grep -q 'resident bound' '$WORK/plan-all.txt' && grep -q 'KV per state' '$WORK/plan-all.txt'"
+
+# ---- server: a prefix edit beyond the reach ----
+if command -v curl >/dev/null; then
+  long=$($PY -c 'print(" ".join("word%d" % (i % 37) for i in range(150)))')
+  p1=$($PY -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": 1, "temperature": 0}))' "$long")
+  p2=$($PY -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1][:120] + " and then", "max_tokens": 6, "temperature": 0, "ignore_eos": True}))' "$long")
+  serve() { # serve OUT [env...]: two completions on one slot; the second one's body to OUT
+    local port pid
+    port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    env "${@:2}" "$SLATE" serve "$d.slate" --port "$port" --slots 1 -t 1 2>"$1.log" &
+    pid=$!
+    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
+    curl -s -o "$1.first" -H "Content-Type: application/json" --data-binary "$p1" \
+      "http://127.0.0.1:$port/v1/completions" || true
+    curl -s -o "$1" -w '%{http_code}' -H "Content-Type: application/json" --data-binary "$p2" \
+      "http://127.0.0.1:$port/v1/completions" >"$1.status" || true
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  }
+  serve "$WORK/srv-on"
+  serve "$WORK/srv-off" SLATE_KV_KEEP_ALL=1
+  text() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$1"; }
+  check "server: an edit beyond the reach is answered (200)" test "$(cat "$WORK/srv-on.status")" = 200
+  check "server: with the same text as a server keeping every row" \
+    test "$(text "$WORK/srv-on" 2>&1)" = "$(text "$WORK/srv-off" 2>&1)"
+else
+  echo "skipping the server part: curl missing"
+fi
 finish
