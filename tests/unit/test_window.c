@@ -25,7 +25,7 @@ typedef struct fx {
     slate_model *m;      /* every layer windowed */
     slate_model *full;   /* the same shapes without a window */
     slate_model *wide;   /* window 32: a logit sees 62 positions back (the session test) */
-    const char *path;
+    char path[512];      /* of m's package (tu_tmp's buffers rotate) */
 } fx;
 
 static tm_opts opts(int32_t window) {
@@ -55,7 +55,9 @@ static slate_model *open_pkg(const char *name, const tm_opts *o, const slate_mod
 static int setup(void **stp) {
     fx *f = calloc(1, sizeof *f);
     tm_opts o = opts(W);
-    f->m = open_pkg("window.slate", &o, NULL, &f->path);
+    const char *path;
+    f->m = open_pkg("window.slate", &o, NULL, &path);
+    snprintf(f->path, sizeof f->path, "%s", path);
     o = opts(0);
     f->full = open_pkg("full.slate", &o, NULL, NULL);
     o = opts(32);
@@ -213,6 +215,28 @@ static void plan_counts_windowed_caches_at_their_bound(void **stp) {
     slate_error e;
     assert_int_equal(slate_model_plan(f->m, &pp, &p, &e), SLATE_E_INVALID_ARG);
     assert_non_null(strstr(e.message, "kv_rollback_tokens"));
+}
+
+/* A window wider than the context never leaves a row behind: nothing is released and the plan
+ * counts the reservation. */
+static void a_window_wider_than_the_context_releases_nothing(void **stp) {
+    (void)stp;
+    tm_opts o = opts(2 * CTX);
+    slate_model *m = open_pkg("wider.slate", &o, NULL, NULL);
+    slate_plan_params pp = slate_plan_default_params();
+    slate_plan p;
+    assert_int_equal(slate_model_plan(m, &pp, &p, NULL), SLATE_OK);
+    assert_int_equal(p.kv_bytes, p.kv_reserved_bytes);
+    slate_state *a = mk(m, false, 0), *b = mk(m, true, 0);
+    run_both(a, b, TM_VOCAB, CTX);
+    slate_tensor_info ia;
+    assert_int_equal(slate_state_tensor_info(a, 0, &ia), SLATE_OK);
+    assert_int_equal(ia.window, 2 * CTX);
+    assert_int_equal(ia.first_position, 0);
+    assert_int_equal(slate_state_truncate(a, 1, NULL), SLATE_OK);
+    slate_state_free(a);
+    slate_state_free(b);
+    assert_int_equal(slate_model_close(m), SLATE_OK);
 }
 
 /* ---- release ------------------------------------------------------------------------------- */
@@ -502,6 +526,7 @@ int main(void) {
         cmocka_unit_test(release_ranges_cover_exactly_the_whole_pages_below_the_cut),
         cmocka_unit_test(release_step_and_bound_arithmetic),
         cmocka_unit_test(plan_counts_windowed_caches_at_their_bound),
+        cmocka_unit_test(a_window_wider_than_the_context_releases_nothing),
         cmocka_unit_test(release_changes_no_logit_and_keeps_memory_bounded),
         cmocka_unit_test(a_model_opened_with_keep_all_releases_nothing),
         cmocka_unit_test(a_cache_read_by_full_attention_is_never_released),
