@@ -1008,9 +1008,10 @@ slate_status slate_session_load(slate_session *session, const char *path, slate_
  *   KV per state  = KV reserved, except that a cache read only by sliding-window attention
  *                   (window w) whose rows are released (slate_state_params.kv_rollback_tokens)
  *                   counts its resident bound instead: per kv head, the pages that can hold
- *                   w + rollback + release step + max_query - 2 rows (the step: rows filling 4
- *                   pages of one head, released at once to amortize madvise), at most its
- *                   reservation
+ *                   w + rollback + release step + max_query - 2 rows at any alignment, plus
+ *                   one (a page shared with the previous head's rows is never released); the
+ *                   step is the rows filling 4 pages of one head, released at once to amortize
+ *                   madvise; at most the tensor's reservation
  *   scratch       = activations for max_query rows, rounded up to a page
  *   total         = weights + n_states x (KV per state + scratch)
  *
