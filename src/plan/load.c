@@ -269,6 +269,11 @@ slate_status slate_model_describe(const slate_model *m, char *buf, size_t cap, s
         by_dtype[0], by_dtype[1], by_dtype[2]);
     put(&o, "  KV per token      %12zu bytes\n", p->kv_bytes_per_token);
     put(&o, "  KV at context %-5d%11zu bytes\n", p->n_ctx, p->kv_bytes_per_token * (size_t)p->n_ctx);
+    slate_plan wp;
+    if (slate_model_plan(m, NULL, &wp, NULL) == SLATE_OK && wp.kv_bytes != wp.kv_reserved_bytes)
+        put(&o, "  KV resident bound %12zu bytes (sliding-window caches keep about window + %d "
+            "positions; %zu reserved)\n", wp.kv_bytes, wp.kv_rollback_tokens,
+            wp.kv_reserved_bytes);
     put(&o, "  scratch           %12zu bytes (activations for %d query rows)\n", p->scratch_bytes,
         p->max_query);
     put(&o, "  total, one state  %12zu bytes\n",

@@ -77,6 +77,8 @@ check "resident KV with release ($on MiB) is below keeping every row ($off MiB) 
 "$SLATE" plan "$d.slate" >"$WORK/plan.txt" 2>&1 || true
 check "plan counts the sliding caches at their resident bound" \
   grep -q "resident bound, sliding-window caches keep about window + 4 rollback" "$WORK/plan.txt"
+check "info's memory plan shows the resident bound" \
+  bash -c "'$SLATE' info '$d.slate' | grep -q 'KV resident bound .* window + 4 positions'"
 SLATE_KV_KEEP_ALL=1 "$SLATE" plan "$d.slate" >"$WORK/plan-all.txt" 2>&1 || true
 check "plan with SLATE_KV_KEEP_ALL=1 counts every row" \
   bash -c "! grep -q 'resident bound' '$WORK/plan-all.txt' && grep -q 'KV per state' '$WORK/plan-all.txt'"
