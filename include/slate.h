@@ -946,7 +946,8 @@ typedef struct slate_session_stats {
     int32_t n_turns;              /* replies generated since create or reset */
     int32_t n_ledger_tokens;      /* ids the state holds (its length) */
     int32_t n_ctx;                /* the state's context */
-    size_t kv_bytes_used;         /* cache bytes of those positions (all state tensors) */
+    size_t kv_bytes_used;         /* cache bytes of those positions (all state tensors; rows a
+                                     sliding window released do not count) */
     int32_t n_reuse_hits;         /* turns that reused at least one cached token */
     int64_t n_tokens_reused;      /* summed over turns */
     int64_t n_tokens_prefilled;   /* prompt tokens computed, summed over turns */

@@ -18,7 +18,6 @@ struct srv_backend {
     const slate_tokenizer *tok;
     srv_config cfg;
     int32_t n_ctx;
-    size_t kv_per_token;
     const char *template_name;
     char chat_problem[sizeof ((slate_error *)0)->message]; /* why chat cannot work, "" if it can */
 };
@@ -82,7 +81,6 @@ slate_status srv_backend_open(const srv_config *cfg, srv_backend **out, slate_er
         goto fail;
     }
     b->n_ctx = cfg->n_ctx ? cfg->n_ctx : info.n_ctx;
-    b->kv_per_token = info.kv_bytes_per_token;
     b->template_name = cfg->template_name;
     if ((s = probe_template(b, err))) goto fail;
     *out = b;
@@ -199,6 +197,19 @@ static bool relay_piece(void *user, const char *text, size_t len) {
     return r->on_piece(r->user, text, len) && !atomic_load(r->cancel);
 }
 
+/* Cache bytes holding tokens: every tensor's rows from its first held position (a sliding
+ * window releases the rows behind it) to the length. */
+static size_t kv_bytes_held(const slate_state *st) {
+    int32_t len = slate_state_length(st);
+    size_t used = 0;
+    for (int32_t i = 0; i < slate_state_n_tensors(st); i++) {
+        slate_tensor_info ti;
+        if (slate_state_tensor_info(st, i, &ti) == SLATE_OK && ti.first_position < len)
+            used += ti.row_bytes * (size_t)(len - ti.first_position);
+    }
+    return used;
+}
+
 slate_status srv_backend_generate(srv_backend *b, srv_slot *slot, const srv_request *req,
                                   const int32_t *ids, int32_t n,
                                   bool (*on_piece)(void *user, const char *text, size_t len),
@@ -262,7 +273,7 @@ slate_status srv_backend_generate(srv_backend *b, srv_slot *slot, const srv_requ
         }
         slot->n_ledger = keep;
     }
-    atomic_store(&slot->kv_bytes, (size_t)slate_state_length(st) * b->kv_per_token);
+    atomic_store(&slot->kv_bytes, kv_bytes_held(st));
     free(gen);
     return s;
 }

@@ -1045,12 +1045,15 @@ slate_status slate_session_get_stats(const slate_session *s, slate_session_stats
     int32_t len = slate_state_length(s->state);
     out->n_ledger_tokens = s->n_ids < len ? s->n_ids : len;
     out->n_ctx = s->n_ctx;
-    size_t row = 0;
+    /* Rows a sliding window released (before first_position) hold nothing. */
+    size_t used = 0;
     for (int32_t i = 0; i < slate_state_n_tensors(s->state); i++) {
         slate_tensor_info ti;
-        if (slate_state_tensor_info(s->state, i, &ti) == SLATE_OK) row += ti.row_bytes;
+        if (slate_state_tensor_info(s->state, i, &ti) == SLATE_OK &&
+            ti.first_position < out->n_ledger_tokens)
+            used += ti.row_bytes * (size_t)(out->n_ledger_tokens - ti.first_position);
     }
-    out->kv_bytes_used = row * (size_t)out->n_ledger_tokens;
+    out->kv_bytes_used = used;
     release_ro(s);
     return SLATE_OK;
 }

@@ -29,6 +29,7 @@ if command -v curl >/dev/null; then
     for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
     curl -s -o "$1.first" -H "Content-Type: application/json" --data-binary "$p1" \
       "http://127.0.0.1:$port/v1/completions" || true
+    curl -s "http://127.0.0.1:$port/metrics" | sed -n 's/^slate_kv_bytes_used //p' >"$1.kv" || true
     curl -s -o "$1" -w '%{http_code}' -H "Content-Type: application/json" --data-binary "$p2" \
       "http://127.0.0.1:$port/v1/completions" >"$1.status" || true
     kill "$pid" 2>/dev/null || true
@@ -38,6 +39,8 @@ if command -v curl >/dev/null; then
   serve "$WORK/srv-off" SLATE_KV_KEEP_ALL=1
   text() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$1"; }
   check "server: an edit beyond the reach is answered (200)" test "$(cat "$WORK/srv-on.status")" = 200
+  check "server: /metrics counts the KV rows held ($(cat "$WORK/srv-on.kv") vs $(cat "$WORK/srv-off.kv") bytes)" \
+    test "$(cat "$WORK/srv-on.kv")" -lt "$(cat "$WORK/srv-off.kv")"
   check "server: with the same text as a server keeping every row" \
     test "$(text "$WORK/srv-on" 2>&1)" = "$(text "$WORK/srv-off" 2>&1)"
 else
@@ -96,6 +99,7 @@ if command -v curl >/dev/null; then
     for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
     curl -s -o "$1.first" -H "Content-Type: application/json" --data-binary "$p1" \
       "http://127.0.0.1:$port/v1/completions" || true
+    curl -s "http://127.0.0.1:$port/metrics" | sed -n 's/^slate_kv_bytes_used //p' >"$1.kv" || true
     curl -s -o "$1" -w '%{http_code}' -H "Content-Type: application/json" --data-binary "$p2" \
       "http://127.0.0.1:$port/v1/completions" >"$1.status" || true
     kill "$pid" 2>/dev/null || true
@@ -105,6 +109,8 @@ if command -v curl >/dev/null; then
   serve "$WORK/srv-off" SLATE_KV_KEEP_ALL=1
   text() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$1"; }
   check "server: an edit beyond the reach is answered (200)" test "$(cat "$WORK/srv-on.status")" = 200
+  check "server: /metrics counts the KV rows held ($(cat "$WORK/srv-on.kv") vs $(cat "$WORK/srv-off.kv") bytes)" \
+    test "$(cat "$WORK/srv-on.kv")" -lt "$(cat "$WORK/srv-off.kv")"
   check "server: with the same text as a server keeping every row" \
     test "$(text "$WORK/srv-on" 2>&1)" = "$(text "$WORK/srv-off" 2>&1)"
 else

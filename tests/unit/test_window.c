@@ -506,6 +506,11 @@ static void a_session_edit_beyond_the_reach_prefills_again(void **stp) {
     slate_tensor_info ti;
     assert_int_equal(slate_state_tensor_info(slate_session_state(s), 0, &ti), SLATE_OK);
     assert_true(ti.first_position > (int32_t)strlen(common) + 20);
+    /* The statistics count the rows held, not the released ones. */
+    slate_session_stats ss;
+    assert_int_equal(slate_session_get_stats(s, &ss), SLATE_OK);
+    int32_t held = ss.n_ledger_tokens - ti.first_position;
+    assert_int_equal(ss.kv_bytes_used, 4 * (size_t)held * ti.row_bytes);
     /* Replace the question: pop the reply and the question, ask the other one. */
     assert_int_equal(slate_session_pop_message(s, NULL), SLATE_OK);
     assert_int_equal(slate_session_pop_message(s, NULL), SLATE_OK);
