@@ -832,6 +832,11 @@ typedef struct slate_session_params {
     void *summarize_user;
     int32_t n_summary_max;     /* tokens of a model-written summary, 1..n_ctx-1; 0 (default):
                                   min(128, n_ctx / 4) */
+    /* Sliding-window caches (slate_state_params): how far back the next turn can reuse the
+     * cache; a turn whose prompt departs from the cached one further back than that (an edit
+     * of an early message, a rolled-off turn) prefills the whole prompt again. */
+    int32_t kv_rollback_tokens; /* 0: the package's max_query */
+    bool kv_keep_all;           /* keep every position (reuse always possible; more memory) */
 } slate_session_params;
 
 slate_session_params slate_session_default_params(void);

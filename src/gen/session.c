@@ -192,6 +192,8 @@ slate_status slate_session_create(slate_model *model, const slate_session_params
                            (int)p->context_policy);
     slate_state_params stp = slate_state_default_params();
     stp.n_ctx = p->n_ctx;
+    stp.kv_rollback_tokens = p->kv_rollback_tokens;
+    stp.kv_keep_all = p->kv_keep_all;
     slate_state *st = NULL;
     slate_status s = slate_state_create(model, &stp, &st, err);
     if (s) return s;

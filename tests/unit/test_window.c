@@ -526,6 +526,39 @@ static void a_session_edit_beyond_the_reach_prefills_again(void **stp) {
     slate_session_free(fresh);
 }
 
+/* A session that keeps every row reuses the common prefix where the default one cannot, and
+ * replies the same. */
+static void a_session_keeping_every_row_reuses_the_prefix(void **stp) {
+    fx *f = *stp;
+    slate_session_params p = slate_session_default_params();
+    p.template_name = "chatml";
+    p.kv_keep_all = true;
+    slate_session *s = NULL, *d = chat(f->wide);
+    assert_int_equal(slate_session_create(f->wide, &p, &s, NULL), SLATE_OK);
+    char first[4096], r[4096], want[4096];
+    const char *q1 = "A question that goes on and on about the sea and the sky and the rivers, "
+                     "then asks which one is bluest, and why, and since when, and for whom?";
+    const char *q2 = "A question that goes on and on about the sea and the sky.";
+    slate_session *both[2] = {s, d};
+    for (int k = 0; k < 2; k++) {
+        say(both[k], SLATE_ROLE_USER, q1);
+        reply(both[k], first, 24);
+        assert_int_equal(slate_session_pop_message(both[k], NULL), SLATE_OK);
+        assert_int_equal(slate_session_pop_message(both[k], NULL), SLATE_OK);
+        say(both[k], SLATE_ROLE_USER, q2);
+        reply(both[k], k ? want : r, 1);
+    }
+    slate_session_stats ss, sd;
+    assert_int_equal(slate_session_get_stats(s, &ss), SLATE_OK);
+    assert_int_equal(slate_session_get_stats(d, &sd), SLATE_OK);
+    assert_true(ss.n_tokens_reused > 0);
+    assert_int_equal(sd.n_tokens_reused, 0);
+    assert_string_equal(r, want);
+    same_logits(slate_session_state(s), slate_session_state(d), TM_VOCAB, "keep-all session");
+    slate_session_free(s);
+    slate_session_free(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(release_ranges_cover_exactly_the_whole_pages_below_the_cut),
@@ -541,6 +574,7 @@ int main(void) {
         cmocka_unit_test(save_and_load_of_a_released_state_continue_identically),
         cmocka_unit_test(a_spilled_released_state_is_read_back_and_continues),
         cmocka_unit_test(a_session_edit_beyond_the_reach_prefills_again),
+        cmocka_unit_test(a_session_keeping_every_row_reuses_the_prefix),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
