@@ -457,5 +457,5 @@ int main(void) {
         cmocka_unit_test(save_is_atomic),
         cmocka_unit_test(sampler_rng_pair_checks_its_input),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return TU_RUN_TESTS_NO_LEAK(tests, setup, teardown);
 }

@@ -576,5 +576,5 @@ int main(void) {
         cmocka_unit_test(a_session_edit_beyond_the_reach_prefills_again),
         cmocka_unit_test(a_session_keeping_every_row_reuses_the_prefix),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return TU_RUN_TESTS_NO_LEAK(tests, setup, teardown);
 }
