@@ -183,11 +183,27 @@ slate_status slate__quantize_tensor(const slate__qspec *spec, void *dst, slate__
                                     slate_error *err);
 
 /* ---- palettization (palettize.c) ------------------------------------------------------------
- * k-means of one group: x[0..n) (n >= 1) -> lut[1 << bits] sorted f16 centroids and idx[0..n)
- * the nearest centroid of each value. sorted [n], s1 and s2 [n + 1] are scratch. False when a
- * centroid does not fit f16. Deterministic: a function of x alone. */
-bool slate__palettize_group(const float *x, int64_t n, int32_t bits, uint16_t *lut,
-                            uint8_t *idx, float *sorted, double *s1, double *s2);
+ * Scratch of one thread for groups of up to n values, up to bits bits and up to bins_max bins
+ * in the exact start: the sorted values and their prefix sums, and the dynamic programme
+ * (memory ~ 20 n + (2^bits * 4 + 24) bins_max bytes). Returns OK, E_INVALID_ARG (n < 1, bits
+ * outside 1..8, bins_max outside 2..SLATE__PAL_BINS_MAX), E_NOMEM. */
+#define SLATE__PAL_BINS_MAX 65536
+typedef struct slate__pal_work slate__pal_work;
+slate_status slate__pal_work_create(int64_t n, int32_t bits, int32_t bins_max,
+                                    slate__pal_work **out, slate_error *err);
+void slate__pal_work_free(slate__pal_work *w); /* NULL: nothing */
+/* The bins of the exact start the converter uses at bits bits (the measurements behind the
+ * choice are in palettize.c). */
+int32_t slate__pal_bins(int32_t bits);
+/* k-means of one group: x[0..n) (1 <= n <= the work's n, bits <= the work's bits) ->
+ * lut[1 << bits] sorted f16 centroids and idx[0..n) the nearest centroid of each value; the
+ * start is the exact optimum over n_bins bins of the sorted values (2 <= n_bins <= the work's
+ * bins_max; every distinct value is a bin when there are at most n_bins: then the start is the
+ * exact k-means optimum), refined by Lloyd. Tests pass fewer bins than slate__pal_bins to
+ * exercise the binned case on small groups. False when a centroid does not fit f16.
+ * Deterministic: a function of x, bits and n_bins. */
+bool slate__palettize_group(const float *x, int64_t n, int32_t bits, int32_t n_bins,
+                            uint16_t *lut, uint8_t *idx, slate__pal_work *w);
 /* Packs idx[0..n) (each < 2^bits) into one PAL row: LSB-first, ceil(n * bits / 8) bytes. */
 void slate__pal_pack_row(const uint8_t *idx, int64_t n, int32_t bits, uint8_t *row);
 /* The PAL tensor of spec (dtype PAL, block = slate__pal_layout(bits, group)) into dst
