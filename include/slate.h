@@ -184,7 +184,9 @@ typedef struct slate_convert_params {
                                          format) */
     int32_t n_threads;                /* quantization threads; 0: one per online core */
     /* PAL (dtype or keep rule): k-means palettization, k = 2^pal_bits centroids per group of
-     * pal_group output rows (1-D k-means on the group's weights, exact Lloyd iterations). */
+     * pal_group output rows (1-D k-means on the group's weights: started from the optimum
+     * computed exactly over a binned summary of the sorted values, refined by Lloyd; within
+     * ~1% of the least squared error; deterministic). */
     int32_t pal_bits;                 /* 2, 3, 4, 6 or 8; 0: 4 */
     int32_t pal_group;                /* output rows per table, 1..4096; 0: 16 */
 } slate_convert_params;
