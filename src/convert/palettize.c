@@ -275,7 +275,7 @@ static void dp_start(const slate__pal_work *w, int64_t n, int k, int64_t n_disti
     }
     double *prev = w->dp_a, *cur = w->dp_b;
     const int64_t stride = (int64_t)n_bins + 2; /* m <= n_bins + 1 */
-    dp_layer d = {w->bin_n, w->bin_s1, w->bin_s2, NULL, prev, w->dp_from};
+    dp_layer d = {w->bin_n, w->bin_s1, w->bin_s2, NULL, NULL, NULL}; /* layer 1: no prev */
     for (int64_t i = 1; i <= m; i++) prev[i] = bins_sse(&d, 0, i);
     for (int j = 2; j <= kk; j++) {
         /* j clusters over the first i bins: j <= i, and k - j bins must remain after them */
@@ -309,7 +309,7 @@ static void dp_start(const slate__pal_work *w, int64_t n, int k, int64_t n_disti
  * values ~5 ms as before (the sort dominates); 2048 bins took ~0.5 ms more for no measurable
  * gain. At 8 bits the programme dominates: 4-14 ms against 2-3.5 (9216) and 18-25 against 6-15
  * (32768); 2048 bins there ended within 1.03x. The programme over every distinct value would
- * take 15-400 ms per group of 32768. */
+ * take 15-400 ms per group of 32768. Whole-model conversion times: docs/design.md. */
 int32_t slate__pal_bins(int32_t bits) {
     int32_t b = 16 << bits;
     return b > 1024 ? b : 1024;
