@@ -417,6 +417,11 @@ typedef struct slate_model_params {
                                     sliding-window layers no longer need (see
                                     slate_state_params.kv_keep_all); the environment variable
                                     SLATE_KV_KEEP_ALL=1 at open does the same */
+    int32_t kv_rollback_tokens;  /* the rollback reach (slate_state_params.kv_rollback_tokens)
+                                    of every state whose own params leave it 0, and the one
+                                    slate_model_plan and slate_model_describe plan with when
+                                    theirs leave it 0; 0 (default): the package's max_query;
+                                    else 1..package context (outside: E_INVALID_ARG at open) */
 } slate_model_params;
 
 slate_model_params slate_model_default_params(void);
@@ -485,8 +490,9 @@ typedef struct slate_state_params {
      * about kv_rollback_tokens positions (further: SLATE_E_RELEASED), and
      * slate_state_read_tensor refuses a cache with released rows (slate_tensor_info says which
      * positions are held). State files keep working (they store the first position held). */
-    int32_t kv_rollback_tokens; /* positions truncate must be able to go back; 0: the package's
-                                   max_query; 1..package context */
+    int32_t kv_rollback_tokens; /* positions truncate must be able to go back; 0: the model's
+                                   (slate_model_params.kv_rollback_tokens, by default the
+                                   package's max_query); 1..package context */
     bool kv_keep_all;           /* true: keep every position (no release), e.g. to export every
                                    row with read_tensor; also forced by the model's kv_keep_all */
 } slate_state_params;
@@ -837,7 +843,7 @@ typedef struct slate_session_params {
     /* Sliding-window caches (slate_state_params): how far back the next turn can reuse the
      * cache; a turn whose prompt departs from the cached one further back than that (an edit
      * of an early message, a rolled-off turn) prefills the whole prompt again. */
-    int32_t kv_rollback_tokens; /* 0: the package's max_query */
+    int32_t kv_rollback_tokens; /* 0: the model's (slate_model_params; default max_query) */
     bool kv_keep_all;           /* keep every position (reuse always possible; more memory) */
 } slate_session_params;
 
@@ -1033,7 +1039,8 @@ typedef struct slate_plan_params {
     size_t budget_bytes;  /* 0: no budget (fits is true, n_ctx_fit = package context) */
     bool use_mmap;        /* slate_plan_file: plan for mapped weights (slate_model_plan uses how
                              the model was opened) */
-    int32_t kv_rollback_tokens; /* as in slate_state_params (0: max_query) */
+    int32_t kv_rollback_tokens; /* as in slate_state_params (0: max_query; slate_model_plan:
+                                   the model's kv_rollback_tokens) */
     bool kv_keep_all;     /* as in slate_state_params: plan sliding-window caches whole
                              (slate_model_plan also when the model was opened with it) */
 } slate_plan_params;

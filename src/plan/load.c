@@ -98,6 +98,7 @@ static slate_status open_pkg(slate__pkg *pkg, const char *path, const slate_mode
     if ((s = slate__plan_bind_states(m, err))) goto fail;
     m->weights_mapped = params->use_mmap && !pkg->mem;
     m->kv_keep_all = params->kv_keep_all || slate__kv_keep_all_env();
+    m->kv_rollback_tokens = params->kv_rollback_tokens; /* the plan below checks its range */
     m->on_pressure = params->on_pressure;
     m->pressure_user = params->pressure_user;
     if (params->spill_dir && !(m->spill_dir = slate__strdup(params->spill_dir))) {
@@ -140,6 +141,7 @@ static slate_status open_pkg(slate__pkg *pkg, const char *path, const slate_mode
     slate_plan_params pp = slate_plan_default_params();
     pp.budget_bytes = params->mem_budget_bytes;
     pp.kv_keep_all = m->kv_keep_all;
+    pp.kv_rollback_tokens = m->kv_rollback_tokens;
     slate_plan plan;
     if ((s = slate__plan(&m->prog, &m->hp, m->state_group, m->state_window, m->weights_mapped, &pp,
                          0, &plan, err)))

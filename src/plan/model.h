@@ -44,6 +44,7 @@ struct slate_model {
                                     it when every one has a window > 0, else 0 (rows behind the
                                     window may be released: src/state/kvmem.c) */
     bool kv_keep_all;            /* slate_model_params.kv_keep_all or SLATE_KV_KEEP_ALL=1 */
+    int32_t kv_rollback_tokens;  /* slate_model_params.kv_rollback_tokens (0: max_query) */
     slate__hparams hp;           /* for the plan's KV formula */
     char *spill_dir;             /* NULL: no spilling */
     slate_pressure_fn on_pressure;

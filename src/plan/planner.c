@@ -348,6 +348,7 @@ slate_status slate_model_plan(const slate_model *m, const slate_plan_params *par
         return slate__fail(err, SLATE_E_INVALID_ARG, "model and plan must not be NULL");
     slate_plan_params q = params ? *params : slate_plan_default_params();
     q.kv_keep_all = q.kv_keep_all || m->kv_keep_all;
+    if (!q.kv_rollback_tokens) q.kv_rollback_tokens = m->kv_rollback_tokens;
     return slate__plan(&m->prog, &m->hp, m->state_group, m->state_window, m->weights_mapped, &q, 0,
                        plan, err);
 }

@@ -43,7 +43,8 @@ slate_status slate_state_create(slate_model *m, const slate_state_params *params
     pp.n_ctx = params->n_ctx;
     pp.kv_dtype_set = params->kv_dtype_set;
     pp.kv_dtype = params->kv_dtype;
-    pp.kv_rollback_tokens = params->kv_rollback_tokens;
+    pp.kv_rollback_tokens = params->kv_rollback_tokens ? params->kv_rollback_tokens
+                                                       : m->kv_rollback_tokens;
     pp.kv_keep_all = params->kv_keep_all || m->kv_keep_all;
     slate_plan plan;
     slate_status s = slate__plan(p, &m->hp, m->state_group, m->state_window, m->weights_mapped, &pp,

@@ -347,6 +347,44 @@ static void a_larger_rollback_reach_keeps_more(void **stp) {
     slate_state_free(b);
 }
 
+/* slate_model_params.kv_rollback_tokens is the reach of states that leave theirs 0 and of
+ * slate_model_plan; a state's own value still wins; out of range is refused at open. */
+static void a_model_rollback_reach_is_the_default_of_its_states_and_plan(void **stp) {
+    fx *f = *stp;
+    slate_model_params mp = slate_model_default_params();
+    mp.kv_rollback_tokens = 200;
+    slate_model *m = NULL;
+    assert_int_equal(slate_model_open(f->path, &mp, &m, NULL), SLATE_OK);
+    slate_plan_params pp = slate_plan_default_params();
+    slate_plan p, dflt;
+    assert_int_equal(slate_model_plan(m, &pp, &p, NULL), SLATE_OK);
+    assert_int_equal(slate_model_plan(f->m, &pp, &dflt, NULL), SLATE_OK);
+    assert_int_equal(p.kv_rollback_tokens, 200);
+    assert_true(p.kv_bytes > dflt.kv_bytes);
+    pp.kv_rollback_tokens = MQ; /* the caller's own reach wins */
+    assert_int_equal(slate_model_plan(m, &pp, &p, NULL), SLATE_OK);
+    assert_int_equal(p.kv_rollback_tokens, MQ);
+    /* A state of m goes back 200 positions as a state asking for 200 does. */
+    slate_state *a = mk(m, false, 0), *b = mk(f->m, true, 0), *c = mk(m, false, MQ);
+    run_both(a, b, TM_VOCAB, 500);
+    assert_int_equal(slate_state_truncate(a, 300, NULL), SLATE_OK);
+    assert_int_equal(slate_state_truncate(b, 300, NULL), SLATE_OK);
+    run_both(a, b, TM_VOCAB, 330);
+    slate_state_free(b);
+    b = mk(f->m, true, 0);
+    run_both(c, b, TM_VOCAB, 500);
+    assert_int_equal(slate_state_truncate(c, 300, NULL), SLATE_E_RELEASED);
+    slate_state_free(a);
+    slate_state_free(b);
+    slate_state_free(c);
+    assert_int_equal(slate_model_close(m), SLATE_OK);
+    mp.kv_rollback_tokens = CTX + 1;
+    slate_error e;
+    assert_int_equal(slate_model_open(f->path, &mp, &m, &e), SLATE_E_INVALID_ARG);
+    assert_null(m);
+    assert_non_null(strstr(e.message, "kv_rollback_tokens"));
+}
+
 static void read_tensor_refuses_released_rows(void **stp) {
     fx *f = *stp;
     slate_state *a = mk(f->m, false, 0), *b = mk(f->m, true, 0);
@@ -570,6 +608,7 @@ int main(void) {
         cmocka_unit_test(a_cache_read_by_full_attention_is_never_released),
         cmocka_unit_test(truncate_within_reach_matches_and_beyond_reach_is_refused),
         cmocka_unit_test(a_larger_rollback_reach_keeps_more),
+        cmocka_unit_test(a_model_rollback_reach_is_the_default_of_its_states_and_plan),
         cmocka_unit_test(read_tensor_refuses_released_rows),
         cmocka_unit_test(save_and_load_of_a_released_state_continue_identically),
         cmocka_unit_test(a_spilled_released_state_is_read_back_and_continues),
