@@ -463,8 +463,12 @@ slate_status slate_model_get_info(const slate_model *model, slate_model_info *in
 const slate_tokenizer *slate_model_tokenizer(const slate_model *model);
 
 /* Writes a human-readable summary of the program (ops, tensors, states, memory plan) into
- * buf[0..cap) as NUL-terminated text; *len_out is the length without the NUL, or with
- * E_BUFFER_TOO_SMALL the size needed with it (allocate *len_out bytes and call again). */
+ * buf[0..cap). The memory plan is slate_model_plan's with default params (one state at the
+ * package's context, the model's kv_keep_all and kv_rollback_tokens): the KV reservation, the
+ * resident bound that counts instead when sliding-window caches release rows, and the total
+ * a budget counts (slate_plan.total_bytes). The text is NUL-terminated; *len_out is the length
+ * without the NUL, or with E_BUFFER_TOO_SMALL the size needed with it (allocate *len_out bytes
+ * and call again). */
 slate_status slate_model_describe(const slate_model *model, char *buf, size_t cap,
                                   size_t *len_out);
 

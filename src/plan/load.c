@@ -266,20 +266,30 @@ slate_status slate_model_describe(const slate_model *m, char *buf, size_t cap, s
     for (int32_t i = 0; i < p->n_tensors; i++)
         if (p->tensors[i].kind == SLATE__T_WEIGHT && p->tensors[i].dtype <= SLATE_DTYPE_BF16)
             by_dtype[p->tensors[i].dtype] += p->tensors[i].nbytes;
-    put(&o, "memory plan:\n");
-    put(&o, "  weights           %12zu bytes (f32 %zu, f16 %zu, bf16 %zu)\n", p->weights_bytes,
-        by_dtype[0], by_dtype[1], by_dtype[2]);
-    put(&o, "  KV per token      %12zu bytes\n", p->kv_bytes_per_token);
-    put(&o, "  KV at context %-5d%11zu bytes\n", p->n_ctx, p->kv_bytes_per_token * (size_t)p->n_ctx);
+    /* The figures of slate_model_plan (one state at the package's context, with the model's
+     * keep-all and rollback reach), so the total is what a budget counts and `slate plan`
+     * shows: the KV line that counts is the resident bound when sliding-window caches release
+     * rows, else the reservation. */
     slate_plan wp;
-    if (slate_model_plan(m, NULL, &wp, NULL) == SLATE_OK && wp.kv_bytes != wp.kv_reserved_bytes)
-        put(&o, "  KV resident bound %12zu bytes (sliding-window caches keep about window + %d "
-            "positions; %zu reserved)\n", wp.kv_bytes, wp.kv_rollback_tokens,
-            wp.kv_reserved_bytes);
-    put(&o, "  scratch           %12zu bytes (activations for %d query rows)\n", p->scratch_bytes,
-        p->max_query);
-    put(&o, "  total, one state  %12zu bytes\n",
-        p->weights_bytes + p->kv_bytes_per_token * (size_t)p->n_ctx + p->scratch_bytes);
+    slate_error pe;
+    if (slate_model_plan(m, NULL, &wp, &pe) != SLATE_OK) {
+        put(&o, "memory plan: unavailable (%s)\n", pe.message);
+    } else {
+        bool bound = wp.kv_bytes != wp.kv_reserved_bytes;
+        put(&o, "memory plan (one state at context %d, as slate plan counts it):\n", wp.n_ctx);
+        put(&o, "  weights           %12zu bytes (f32 %zu, f16 %zu, bf16 %zu)\n",
+            wp.weights_bytes, by_dtype[0], by_dtype[1], by_dtype[2]);
+        put(&o, "  KV per token      %12zu bytes\n", wp.kv_bytes_per_token);
+        put(&o, "  KV reserved       %12zu bytes (address space for %d positions, page-rounded)%s\n",
+            wp.kv_reserved_bytes, wp.n_ctx, bound ? "" : "; counted");
+        if (bound)
+            put(&o, "  KV resident bound %12zu bytes (counted: sliding-window caches keep about "
+                "window + %d positions)\n", wp.kv_bytes, wp.kv_rollback_tokens);
+        put(&o, "  scratch           %12zu bytes (activations for %d query rows, page-rounded)\n",
+            wp.scratch_bytes, wp.max_query);
+        put(&o, "  total, one state  %12zu bytes (weights + %s + scratch)\n", wp.total_bytes,
+            bound ? "KV resident bound" : "KV reserved");
+    }
     if (buf && o.len < cap) {
         *len_out = o.len;
         return SLATE_OK;

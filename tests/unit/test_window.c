@@ -385,6 +385,26 @@ static void a_model_rollback_reach_is_the_default_of_its_states_and_plan(void **
     assert_non_null(strstr(e.message, "kv_rollback_tokens"));
 }
 
+/* slate_model_describe's memory plan is slate_model_plan's: the reservation labelled as such,
+ * the resident bound beside it, and a total that adds the bound (what a budget counts). */
+static void describe_totals_what_the_plan_counts(void **stp) {
+    fx *f = *stp;
+    slate_plan p;
+    assert_int_equal(slate_model_plan(f->m, NULL, &p, NULL), SLATE_OK);
+    assert_true(p.kv_bytes < p.kv_reserved_bytes);
+    char buf[4096], want[128];
+    size_t len = 0;
+    assert_int_equal(slate_model_describe(f->m, buf, sizeof buf, &len), SLATE_OK);
+    snprintf(want, sizeof want, "  KV reserved       %12zu bytes (address space", p.kv_reserved_bytes);
+    if (!strstr(buf, want)) fail_msg("no '%s' in:\n%s", want, buf);
+    snprintf(want, sizeof want, "  KV resident bound %12zu bytes (counted", p.kv_bytes);
+    if (!strstr(buf, want)) fail_msg("no '%s' in:\n%s", want, buf);
+    snprintf(want, sizeof want, "  total, one state  %12zu bytes (weights + KV resident bound",
+             p.total_bytes);
+    if (!strstr(buf, want)) fail_msg("no '%s' in:\n%s", want, buf);
+    assert_int_equal(p.total_bytes, p.weights_bytes + p.kv_bytes + p.scratch_bytes);
+}
+
 static void read_tensor_refuses_released_rows(void **stp) {
     fx *f = *stp;
     slate_state *a = mk(f->m, false, 0), *b = mk(f->m, true, 0);
@@ -609,6 +629,7 @@ int main(void) {
         cmocka_unit_test(truncate_within_reach_matches_and_beyond_reach_is_refused),
         cmocka_unit_test(a_larger_rollback_reach_keeps_more),
         cmocka_unit_test(a_model_rollback_reach_is_the_default_of_its_states_and_plan),
+        cmocka_unit_test(describe_totals_what_the_plan_counts),
         cmocka_unit_test(read_tensor_refuses_released_rows),
         cmocka_unit_test(save_and_load_of_a_released_state_continue_identically),
         cmocka_unit_test(a_spilled_released_state_is_read_back_and_continues),
