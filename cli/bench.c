@@ -38,7 +38,9 @@
  * only arrive through the import), state (in place). The state's context (--ctx) is the
  * fixed cache shape: default min(package context, max(2048, prompt + n + 1)). kv-io's
  * tokens must equal those of state mode: if not, the command says where and exits 1.
- * recompute runs the prefill kernels, so where its tokens part from state's the output says
+ * --kv-rollback N and --kv-keep-all set the states' sliding-window release (as slate run's);
+ * kv-io keeps every row whatever is given (it exports them all), so --kv-rollback is refused
+ * with it. recompute runs the prefill kernels, so where its tokens part from state's the output says
  * where (and whether at a near-tie), without failing. The CLI uses only slate.h.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -100,6 +102,8 @@ typedef struct bench {
                               default 512 is cut to what the context leaves) */
     int32_t mode_ctx;  /* --ctx: the modes' state context (0: min(package, max(2048, needed))) */
     bool kvio_live;    /* --kv-io live: import only the live rows (default: all n_ctx rows) */
+    int32_t kv_rollback; /* --kv-rollback: the states' reach (0: the package's max_query) */
+    bool kv_keep_all;    /* --kv-keep-all: the states keep every sliding-window cache row */
     bool kv_set;       /* --kv-dtype given: every state's cache dtype is kv */
     slate_dtype kv;
     size_t bw_bytes;
@@ -604,6 +608,12 @@ static int run_default(bench *b) {
         b->m = NULL;
         return 2;
     }
+    if (!cli_kv_options_ok("bench", b->kv_rollback, b->kv_keep_all, b->info.n_ctx,
+                           "the package's context")) {
+        slate_model_close(b->m);
+        b->m = NULL;
+        return 2;
+    }
     slate_model_close(b->m);
     b->m = NULL;
     t0 = now_ms();
@@ -621,6 +631,8 @@ static int run_default(bench *b) {
     sp.kv_dtype_set = b->kv_set;
     sp.kv_dtype = b->kv;
     sp.n_ctx = need < b->info.n_ctx ? need : b->info.n_ctx;
+    sp.kv_rollback_tokens = b->kv_rollback;
+    sp.kv_keep_all = b->kv_keep_all;
     b->ids_cap = sp.n_ctx;
     b->ids = malloc((size_t)b->ids_cap * sizeof *b->ids);
     double bytes_tok = 0, ttft = 0, bw = 0;
@@ -906,6 +918,11 @@ static int run_modes(bench *b) {
     b->what = "open";
     if ((s = slate_model_open(b->path, &b->mp, &b->m, &b->err))) return cli_error("bench", s, &b->err);
     slate_model_get_info(b->m, &b->info);
+    if (!cli_kv_options_ok("bench", b->kv_rollback, b->kv_keep_all, b->info.n_ctx,
+                           "the package's context")) {
+        rc = 2;
+        goto out;
+    }
     int32_t n_tok = slate_tokenizer_n_vocab(slate_model_tokenizer(b->m));
     b->n_ids = n_tok > 0 && n_tok < b->info.n_vocab ? n_tok : b->info.n_vocab;
     int32_t total = b->n_prompt + b->n_decode + 1;
@@ -920,8 +937,9 @@ static int run_modes(bench *b) {
     sp.kv_dtype = b->kv;
     sp.n_ctx = b->mode_ctx ? b->mode_ctx : total > 2048 ? total : 2048;
     /* kv-io exports every row after each step: sliding-window caches keep them all (the modes
-     * share the state, so all of them do, and run alike). */
-    sp.kv_keep_all = (b->modes & MODE_KVIO) != 0;
+     * share the state, so all of them do, and run alike); --kv-rollback is refused with it. */
+    sp.kv_keep_all = (b->modes & MODE_KVIO) != 0 || b->kv_keep_all;
+    sp.kv_rollback_tokens = b->kv_rollback;
     if (sp.n_ctx > b->info.n_ctx) sp.n_ctx = b->mode_ctx ? sp.n_ctx : b->info.n_ctx;
     if (sp.n_ctx < total || sp.n_ctx > b->info.n_ctx) {
         fprintf(stderr, "slate bench: --ctx %d must be in %d..%d (prompt + decoded + 1 .. the "
@@ -1127,6 +1145,11 @@ int slate_cli_bench(int argc, char **argv) {
             b.kv = v[1] == '8' || v[0] == 'i' ? SLATE_DTYPE_I8
                    : strstr(v, "16")          ? SLATE_DTYPE_F16
                                               : SLATE_DTYPE_F32;
+        } else if (strcmp(a, "--kv-rollback") == 0) {
+            if (!cli_kv_rollback_parse("bench", v, &b.kv_rollback)) return 2;
+            i++;
+        } else if (strcmp(a, "--kv-keep-all") == 0) {
+            b.kv_keep_all = true;
         } else if (strcmp(a, "--bw-mib") == 0) {
             NEED(cli_parse_int(v, 1, 1 << 20, &n), "an integer in 1..1048576");
             b.bw_bytes = (size_t)n << 20;
@@ -1179,6 +1202,11 @@ int slate_cli_bench(int argc, char **argv) {
     if (!b.modes && mode_opt) {
         fprintf(stderr, "slate bench: %s goes with --mode (the default run does not use it)\n",
                 mode_opt);
+        return 2;
+    }
+    if (b.kv_rollback && (b.modes & MODE_KVIO)) {
+        fprintf(stderr, "slate bench: --kv-rollback does not go with --mode kv-io (or all): kv-io "
+                        "exports every row, so its state keeps them all (--kv-keep-all)\n");
         return 2;
     }
     if (kvio_given && !(b.modes & MODE_KVIO)) {

@@ -197,6 +197,11 @@ int slate_cli_chat(int argc, char **argv) {
         } else if (strcmp(a, "--context") == 0) {
             NEED(cli_parse_int(v, 1, 1 << 24, &n), "an integer >= 1 (at most the package's)");
             sp.n_ctx = (int32_t)n;
+        } else if (strcmp(a, "--kv-rollback") == 0) {
+            if (!cli_kv_rollback_parse("chat", v, &sp.kv_rollback_tokens)) return 2;
+            i++;
+        } else if (strcmp(a, "--kv-keep-all") == 0) {
+            sp.kv_keep_all = true;
         } else if (strcmp(a, "--reserve") == 0) {
             NEED(cli_parse_int(v, 0, 1 << 24, &n), "an integer >= 0 (below the context)");
             sp.n_reserve = (int32_t)n;
@@ -219,6 +224,15 @@ int slate_cli_chat(int argc, char **argv) {
     int rc = 0, turns = 0;
     slate_status st = slate_model_open(model_path, &mp, &m, &err);
     if (st) return cli_error("chat", st, &err);
+    slate_model_info info;
+    slate_model_get_info(m, &info);
+    /* A --context beyond the package's is refused by slate_session_create below. */
+    if (!cli_kv_options_ok("chat", sp.kv_rollback_tokens, sp.kv_keep_all,
+                           sp.n_ctx && sp.n_ctx <= info.n_ctx ? sp.n_ctx : info.n_ctx,
+                           sp.n_ctx ? "the --context" : "the package's context")) {
+        rc = 2;
+        goto out;
+    }
     if ((st = slate_session_create(m, &sp, &s, &err))) {
         rc = cli_error("chat", st, &err);
         goto out;

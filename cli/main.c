@@ -29,6 +29,33 @@ bool cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
     return true;
 }
 
+bool cli_kv_rollback_parse(const char *cmd, const char *v, int32_t *out) {
+    long long n;
+    if (!cli_parse_int(v, 1, 1 << 24, &n)) {
+        fprintf(stderr, "slate %s: --kv-rollback must be an integer in 1..the context (positions "
+                        "a sliding-window cache keeps behind its window), not '%s'\n", cmd,
+                v ? v : "");
+        return false;
+    }
+    *out = (int32_t)n;
+    return true;
+}
+
+bool cli_kv_options_ok(const char *cmd, int32_t n, bool keep_all, int32_t n_ctx,
+                       const char *ctx_what) {
+    if (n && keep_all) {
+        fprintf(stderr, "slate %s: --kv-rollback and --kv-keep-all exclude each other "
+                        "(--kv-keep-all keeps every row, so there is no reach to set)\n", cmd);
+        return false;
+    }
+    if (n > n_ctx) {
+        fprintf(stderr, "slate %s: --kv-rollback must be in 1..%d (%s), not %d\n", cmd, n_ctx,
+                ctx_what, n);
+        return false;
+    }
+    return true;
+}
+
 bool cli_parse_float(const char *s, double lo, double hi, double *out) {
     if (!s || !*s) return false;
     char *end;

@@ -1,6 +1,6 @@
 /*
  * plan.c - `slate plan MODEL [--context N] [--kv-dtype fp16|fp32|int8] [--states K]
- * [--device NAME | --budget BYTES] [--mmap]`: the memory plan of a package (read without its
+ * [--device NAME | --budget BYTES] [--mmap] [--kv-rollback N | --kv-keep-all]`: the memory plan of a package (read without its
  * weights) against a device's budget (default: this machine), the largest context that fits,
  * and which cache or weight dtype would fit more. `slate plan --devices` lists the table.
  */
@@ -127,6 +127,11 @@ int slate_cli_plan(int argc, char **argv) {
             i++;
         } else if (strcmp(a, "--mmap") == 0) {
             pp.use_mmap = true;
+        } else if (strcmp(a, "--kv-rollback") == 0) {
+            if (!cli_kv_rollback_parse("plan", v, &pp.kv_rollback_tokens)) return 2;
+            i++;
+        } else if (strcmp(a, "--kv-keep-all") == 0) {
+            pp.kv_keep_all = true;
         } else if (a[0] != '-' && !path) {
             path = a;
         } else {
@@ -148,9 +153,13 @@ int slate_cli_plan(int argc, char **argv) {
         pp.budget_bytes = dev.budget_bytes;
     }
     slate_plan p;
-    if (pp.n_ctx) { /* --context against the package's: a usage error, not a failed plan */
+    memset(&p, 0, sizeof p);
+    if (pp.n_ctx || pp.kv_rollback_tokens) {
+        /* --context against the package's, --kv-rollback against the context: usage errors,
+         * not a failed plan */
         slate_plan_params p0 = pp;
         p0.n_ctx = 0;
+        p0.kv_rollback_tokens = 0;
         if ((s = slate_plan_file(path, &p0, &p, &err))) return cli_error("plan", s, &err);
         if (pp.n_ctx > p.n_ctx_max) {
             fprintf(stderr, "slate plan: --context must be in 1..%d (the package's context), not "
@@ -158,6 +167,10 @@ int slate_cli_plan(int argc, char **argv) {
             return 2;
         }
     }
+    if (!cli_kv_options_ok("plan", pp.kv_rollback_tokens, pp.kv_keep_all,
+                           pp.n_ctx ? pp.n_ctx : p.n_ctx_max,
+                           pp.n_ctx ? "the --context" : "the package's context"))
+        return 2;
     if ((s = slate_plan_file(path, &pp, &p, &err))) return cli_error("plan", s, &err);
     char b1[32], b2[32], b3[32];
     printf("%s: context %d (package maximum %d), max query %d, %d state(s), cache %s\n", path,
@@ -179,8 +192,8 @@ int slate_cli_plan(int argc, char **argv) {
         printf(" (the package declares no n_kv_heads/head_dim to check against)\n");
     if (p.kv_bytes != p.kv_reserved_bytes)
         printf("  KV per state     %12s  at context %d: resident bound, sliding-window caches "
-               "keep about window + %d rollback positions (reserved %s; SLATE_KV_KEEP_ALL=1 "
-               "keeps every row)\n", human(p.kv_bytes, b1, sizeof b1), p.n_ctx,
+               "keep about window + %d rollback positions (reserved %s; --kv-keep-all or "
+               "SLATE_KV_KEEP_ALL=1 keeps every row)\n", human(p.kv_bytes, b1, sizeof b1), p.n_ctx,
                p.kv_rollback_tokens, human(p.kv_reserved_bytes, b2, sizeof b2));
     else
         printf("  KV per state     %12s  at context %d\n", human(p.kv_bytes, b1, sizeof b1),

@@ -10,7 +10,11 @@
  * prompt prefix skips that prefill. FILE is replaced only when it is missing or a slate state
  * file (by its magic; one that cannot be used is noted and replaced); anything else (a package,
  * a text file, a directory) is noted and left untouched; a failed save is a note too (the
- * cache only saves time). With the cache the prompt is fed before slate_generate, so the
+ * cache only saves time). On a model with sliding-window attention the saved state holds only
+ * the rows its rollback reach keeps (--kv-rollback N, default the package's max query;
+ * --kv-keep-all: every row): a prompt that departs from the cached one further back than that
+ * cannot reuse any prefix (see prompt_cache), and the note says which --kv-rollback, given to
+ * the runs that save and load the cache, would have allowed it. With the cache the prompt is fed before slate_generate, so the
  * repetition penalties see only generated tokens (they are off by default).
  * --mem-stats prints the process RSS and the state's reserved/resident memory on stderr.
  * The dump file is opened before any work (an unwritable path fails at once) and, when it is a
@@ -228,7 +232,36 @@ static slate_status prompt_cache(slate_state *st, const char *file, const int32_
                      "positions", xo.n_tokens, slate_state_length(st));
         }
         free(ledger);
-        if (s != SLATE_OK) {
+        if (s == SLATE_E_RELEASED) {
+            /* The cached state's sliding-window caches no longer hold the rows a query at
+             * `reuse` reads. Nothing shorter can be kept either: a kept prefix must end at or
+             * before `reuse` (later positions hold the old prompt's tokens), and every length
+             * below the earliest one the cache can resume from (first held + window - 1, which
+             * is above `reuse`) reads released rows too. So the whole prompt is prefilled. What
+             * helps is a larger reach in the run that saves the state and in the one that loads
+             * it (slate_state_load drops the rows beyond the loading state's reach). */
+            int32_t resume = 0;
+            for (int32_t i = 0; i < slate_state_n_tensors(st); i++) {
+                slate_tensor_info ti;
+                if (slate_state_tensor_info(st, i, &ti) == SLATE_OK && ti.first_position > 0 &&
+                    ti.first_position + ti.window - 1 > resume)
+                    resume = ti.first_position + ti.window - 1;
+            }
+            int32_t back = slate_state_length(st) - reuse;
+            fprintf(stderr, "slate run: prompt cache '%s' not used: reusing its first %d tokens "
+                            "(of %d cached) means going back %d positions, but it was saved "
+                            "without the sliding-window rows that needs (it can resume from "
+                            "position %d at the earliest, and no shorter prefix can be reused "
+                            "either), so the whole prompt is prefilled (%s: %s). To reuse a "
+                            "prompt that departs up to %d tokens before the end of the cached "
+                            "one, give --kv-rollback %d (or more) or --kv-keep-all to every run "
+                            "that uses this cache: a state keeps, saves and loads only the rows "
+                            "its own reach covers\n",
+                    file, reuse, slate_state_length(st), back, resume, slate_status_name(s),
+                    le.message, back, back);
+            slate_state_reset(st);
+            reuse = 0;
+        } else if (s != SLATE_OK) {
             fprintf(stderr, "slate run: prompt cache '%s' not used (%s: %s); prefilling the "
                             "whole prompt\n", file, slate_status_name(s), le.message);
             slate_state_reset(st);
@@ -381,6 +414,11 @@ int slate_cli_run(int argc, char **argv) {
             sp.kv_dtype = v[1] == '8' || v[0] == 'i' ? SLATE_DTYPE_I8
                           : strstr(v, "16")          ? SLATE_DTYPE_F16
                                                      : SLATE_DTYPE_F32;
+        } else if (strcmp(a, "--kv-rollback") == 0) {
+            if (!cli_kv_rollback_parse("run", v, &sp.kv_rollback_tokens)) return 2;
+            i++;
+        } else if (strcmp(a, "--kv-keep-all") == 0) {
+            sp.kv_keep_all = true;
         } else if (strcmp(a, "--mem-stats") == 0) {
             want_mem = true;
         } else if (a[0] != '-' && !model_path) {
@@ -412,6 +450,15 @@ int slate_cli_run(int argc, char **argv) {
         dump_abort(&df);
         return cli_error("run", s, &err);
     }
+    slate_model_info info;
+    slate_model_get_info(m, &info);
+    /* A --context beyond the package's is refused by slate_state_create below. */
+    if (!cli_kv_options_ok("run", sp.kv_rollback_tokens, sp.kv_keep_all,
+                           sp.n_ctx && sp.n_ctx <= info.n_ctx ? sp.n_ctx : info.n_ctx,
+                           sp.n_ctx ? "the --context" : "the package's context")) {
+        rc = 2;
+        goto out;
+    }
     const slate_tokenizer *tok = slate_model_tokenizer(m);
     size_t n_ids = 0, plen = prompt ? strlen(prompt) : 0;
     if (ids_arg) {
@@ -436,8 +483,6 @@ int slate_cli_run(int argc, char **argv) {
     if (want_mem) mem_stats("model open", NULL);
     if ((s = slate_state_create(m, &sp, &st, &err))) goto fail;
     if (want_mem) mem_stats("state created", st);
-    slate_model_info info;
-    slate_model_get_info(m, &info);
     double t_cache = 0;
     int32_t n_fed = (int32_t)n_ids, reused = 0;
     if (cache_file) {

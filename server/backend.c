@@ -81,6 +81,17 @@ slate_status srv_backend_open(const srv_config *cfg, srv_backend **out, slate_er
         goto fail;
     }
     b->n_ctx = cfg->n_ctx ? cfg->n_ctx : info.n_ctx;
+    if (cfg->kv_rollback_tokens && cfg->kv_keep_all) {
+        s = fail(err, SLATE_E_INVALID_ARG, "--kv-rollback and --kv-keep-all exclude each other "
+                 "(--kv-keep-all keeps every row, so there is no reach to set)");
+        goto fail;
+    }
+    if (cfg->kv_rollback_tokens > b->n_ctx) {
+        s = fail(err, SLATE_E_INVALID_ARG, "--kv-rollback %d is outside 1..%d (%s)",
+                 cfg->kv_rollback_tokens, b->n_ctx, cfg->n_ctx ? "the --ctx" : "the package's "
+                 "context");
+        goto fail;
+    }
     b->template_name = cfg->template_name;
     if ((s = probe_template(b, err))) goto fail;
     *out = b;
@@ -106,6 +117,8 @@ int32_t srv_backend_n_ctx(const srv_backend *b) { return b->n_ctx; }
 slate_status srv_backend_slot_init(srv_backend *b, srv_slot *slot, slate_error *err) {
     slate_state_params sp = slate_state_default_params();
     sp.n_ctx = b->n_ctx;
+    sp.kv_rollback_tokens = b->cfg.kv_rollback_tokens;
+    sp.kv_keep_all = b->cfg.kv_keep_all;
     slate_state *st = NULL;
     slate_status s = slate_state_create(b->model, &sp, &st, err);
     if (s) return s;

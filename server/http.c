@@ -228,6 +228,11 @@ int srv_main(int argc, char **argv) {
         else if (strcmp(a, "--queue") == 0) ok = parse_int(v, 0, 100000, &n) && ((c->queue_max = (int)n), true);
         else if (strcmp(a, "--api-key") == 0 && v && *v) c->api_key = v;
         else if (strcmp(a, "--ctx") == 0) ok = parse_int(v, 1, 1 << 24, &n) && (c->n_ctx = (int32_t)n);
+        else if (strcmp(a, "--kv-rollback") == 0) ok = parse_int(v, 1, 1 << 24, &n) && (c->kv_rollback_tokens = (int32_t)n);
+        else if (strcmp(a, "--kv-keep-all") == 0) {
+            c->kv_keep_all = true;
+            continue; /* takes no value */
+        }
         else if (strcmp(a, "--max-tokens") == 0) ok = parse_int(v, 1, 1 << 24, &n) && (c->max_tokens_limit = (int32_t)n);
         else if (strcmp(a, "--max-body") == 0) ok = parse_int(v, 1024, 1 << 30, &n) && (c->max_body_bytes = (size_t)n);
         else if (strcmp(a, "--queue-timeout") == 0) ok = parse_int(v, 0, 86400, &n) && ((c->queue_timeout_s = (double)n), true);

@@ -28,6 +28,9 @@ typedef struct srv_config {
     double queue_timeout_s;   /* longest wait in the queue before 503 (default 60) */
     const char *api_key;      /* NULL: no authentication */
     int32_t n_ctx;            /* per-slot context (0: the package's) */
+    int32_t kv_rollback_tokens; /* --kv-rollback: each slot's reach (slate_state_params; 0: the
+                                   package's max_query); 1..n_ctx, checked at open */
+    bool kv_keep_all;         /* --kv-keep-all: slots keep every sliding-window cache row */
     int32_t max_tokens_limit; /* largest max_tokens accepted (default: the context) */
     size_t max_body_bytes;    /* default 1 MiB */
     int32_t n_threads;        /* per slot (0: default) */

@@ -9,44 +9,18 @@
 # whose slot holds a long completion answers a second one that shares only an early prefix
 # (beyond the rollback reach, so the slot cannot truncate to it) by prefilling again: the same
 # text as a server keeping every row, which reuses the prefix.
+# The command line: --kv-keep-all (run, serve, plan, info) does what SLATE_KV_KEEP_ALL=1 does;
+# --kv-rollback N changes the bound `slate info` and `slate plan` count as slate.h's formula says
+# and lets `run --prompt-cache` reuse a prefix that departs N tokens back, which the default
+# reach cannot (the note names the N); info's total is weights + the KV that counts + scratch;
+# out-of-range values exit 2 in every command.
 source "$(dirname "$0")/lib.sh"
 d="$WORK/g3"
 $PY "$TOOLS/hfmodel.py" make --variant gemma3 --out "$d" --seed 5 \
   --set max_position_embeddings=1024 >/dev/null
 if ! "$SLATE" convert "$d" -o "$d.slate" --kv-dtype fp32 --max-query 4 2>"$d.err"; then
   bad "convert failed: $(cat "$d.err")"
-  
-# ---- server: a prefix edit beyond the reach ----
-if command -v curl >/dev/null; then
-  long=$($PY -c 'print(" ".join("word%d" % (i % 37) for i in range(150)))')
-  p1=$($PY -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": 1, "temperature": 0}))' "$long")
-  p2=$($PY -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1][:120] + " and then", "max_tokens": 6, "temperature": 0, "ignore_eos": True}))' "$long")
-  serve() { # serve OUT [env...]: two completions on one slot; the second one's body to OUT
-    local port pid
-    port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    env "${@:2}" "$SLATE" serve "$d.slate" --port "$port" --slots 1 -t 1 2>"$1.log" &
-    pid=$!
-    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
-    curl -s -o "$1.first" -H "Content-Type: application/json" --data-binary "$p1" \
-      "http://127.0.0.1:$port/v1/completions" || true
-    curl -s "http://127.0.0.1:$port/metrics" | sed -n 's/^slate_kv_bytes_used //p' >"$1.kv" || true
-    curl -s -o "$1" -w '%{http_code}' -H "Content-Type: application/json" --data-binary "$p2" \
-      "http://127.0.0.1:$port/v1/completions" >"$1.status" || true
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  }
-  serve "$WORK/srv-on"
-  serve "$WORK/srv-off" SLATE_KV_KEEP_ALL=1
-  text() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$1"; }
-  check "server: an edit beyond the reach is answered (200)" test "$(cat "$WORK/srv-on.status")" = 200
-  check "server: /metrics counts the KV rows held ($(cat "$WORK/srv-on.kv") vs $(cat "$WORK/srv-off.kv") bytes)" \
-    test "$(cat "$WORK/srv-on.kv")" -lt "$(cat "$WORK/srv-off.kv")"
-  check "server: with the same text as a server keeping every row" \
-    test "$(text "$WORK/srv-on" 2>&1)" = "$(text "$WORK/srv-off" 2>&1)"
-else
-  echo "skipping the server part: curl missing"
-fi
-finish
+  finish
 fi
 prompt=$($PY -c 'print(",".join(str(3 + (i * 37) % 250) for i in range(500)))')
 "$SLATE" run "$d.slate" --ids "$prompt" -n 60 --temp 0 --dump-logits "$WORK/on.f32" \
@@ -86,15 +60,123 @@ SLATE_KV_KEEP_ALL=1 "$SLATE" plan "$d.slate" >"$WORK/plan-all.txt" 2>&1 || true
 check "plan with SLATE_KV_KEEP_ALL=1 counts every row" \
   bash -c "! grep -q 'resident bound' '$WORK/plan-all.txt' && grep -q 'KV per state' '$WORK/plan-all.txt'"
 
+# ---- --kv-rollback / --kv-keep-all on the command line ----
+# `slate info` prints the plan in bytes: its total is weights + the KV figure that counts +
+# scratch, as in `slate plan`; with --kv-rollback N the sliding caches (K and V of layers 0 and
+# 2: half of the 8 tensors) count, per kv head, ceil((6 + N + 128 + 4 - 2) x 128 / 4096) + 2
+# pages (slate.h, slate_plan_params: window 6, release step 128 rows, max_query 4, 128-byte
+# rows), the global ones their reservation.
+info_num() { sed -n "s/^  $2 *\([0-9]*\) bytes.*/\1/p" "$1"; }
+"$SLATE" info "$d.slate" >"$WORK/info.txt" 2>&1 || bad "info: $(cat "$WORK/info.txt")"
+"$SLATE" info "$d.slate" --kv-rollback 300 >"$WORK/info300.txt" 2>&1 ||
+  bad "info --kv-rollback 300: $(cat "$WORK/info300.txt")"
+"$SLATE" info "$d.slate" --kv-keep-all >"$WORK/info-all.txt" 2>&1 ||
+  bad "info --kv-keep-all: $(cat "$WORK/info-all.txt")"
+sums() { # sums FILE KVLABEL: total == weights + KV + scratch
+  local w k s t
+  w=$(info_num "$1" weights) k=$(info_num "$1" "$2") s=$(info_num "$1" scratch)
+  t=$(info_num "$1" "total, one state")
+  [ -n "$w" ] && [ -n "$k" ] && [ -n "$s" ] && [ "$t" = $((w + k + s)) ]
+}
+check "info: total, one state = weights + KV resident bound + scratch" sums "$WORK/info.txt" "KV resident bound"
+check "info: the reservation is labelled as such beside it" grep -q "^  KV reserved .*address space" "$WORK/info.txt"
+check "info --kv-keep-all: no bound; total = weights + KV reserved + scratch" \
+  bash -c "! grep -q 'resident bound' '$WORK/info-all.txt' && grep -q 'KV reserved.*; counted' '$WORK/info-all.txt'"
+check "info --kv-keep-all: total = weights + KV reserved + scratch" sums "$WORK/info-all.txt" "KV reserved"
+check "info --kv-rollback 300: the resident bound follows slate.h's formula" \
+  $PY - "$(info_num "$WORK/info300.txt" "KV reserved")" "$(info_num "$WORK/info300.txt" "KV resident bound")" \
+  "$(info_num "$WORK/info.txt" "KV resident bound")" <<'PYEOF'
+import sys
+reserved, bound, default = (int(x) for x in sys.argv[1:4])
+per_tensor = reserved // 8            # 8 caches of 1024 rows, all of one width
+heads = per_tensor // (1024 * 128)    # head_dim 32, f32: 128-byte rows
+pages = -(-(6 + 300 + 128 + 4 - 2) * 128 // 4096) + 2
+want = 4 * per_tensor + 4 * heads * min(pages * 4096, 1024 * 128)
+print("kv heads %d: bound %d, formula %d, default reach %d" % (heads, bound, want, default))
+sys.exit(0 if bound == want and bound > default else 1)
+PYEOF
+check "info --kv-rollback 300: total = weights + that bound + scratch" sums "$WORK/info300.txt" "KV resident bound"
+"$SLATE" plan "$d.slate" --kv-rollback 300 >"$WORK/plan300.txt" 2>&1 || true
+check "plan --kv-rollback 300 plans that reach" \
+  grep -q "resident bound, sliding-window caches keep about window + 300 rollback" "$WORK/plan300.txt"
+"$SLATE" plan "$d.slate" --kv-keep-all >"$WORK/plan-flag.txt" 2>&1 || true
+reserved=$(sed -n 's/.*(reserved \([0-9.]* [KMG]*i*B\);.*/\1/p' "$WORK/plan.txt")
+check "plan --kv-keep-all counts the whole reservation ($reserved)" \
+  grep -qE "^  KV per state +$reserved  at context 1024$" "$WORK/plan-flag.txt"
+# run: --kv-keep-all holds as many rows as SLATE_KV_KEEP_ALL=1, with the same logits.
+"$SLATE" run "$d.slate" --ids "$prompt" -n 60 --temp 0 --kv-keep-all --dump-logits "$WORK/flag.f32" \
+  --mem-stats >"$WORK/flag.out" 2>"$WORK/flag.err" || bad "run --kv-keep-all: $(cat "$WORK/flag.err")"
+check "run --kv-keep-all: resident KV ($(res "$WORK/flag.err") MiB) as with SLATE_KV_KEEP_ALL=1 ($off MiB)" \
+  test "$(res "$WORK/flag.err")" = "$off"
+check "run --kv-keep-all: the same logits" cmp -s "$WORK/flag.f32" "$WORK/off.f32"
+# run --prompt-cache: a prompt departing 200 tokens before the end of the cached 500 reuses
+# nothing with the default reach (4: rows up to 384 or so are gone, a 128-row step at a time),
+# and the note names --kv-rollback 200; with --kv-rollback 200 or --kv-keep-all given to both
+# runs (the one that saves, the one that loads) the 300-token prefix is reused.
+edited="$($PY -c 'print(",".join(str(3 + (i * 37) % 250) for i in range(300)))'),7,8,9"
+pc() { # pc NAME [flags of both runs]: save the 500-id prompt, then run the edited one
+  rm -f "$WORK/$1.state"
+  "$SLATE" run "$d.slate" --ids "$prompt" -n 1 --temp 0 --prompt-cache "$WORK/$1.state" "${@:2}" \
+    >/dev/null 2>"$WORK/$1.save.err" || bad "prompt cache save ($1): $(cat "$WORK/$1.save.err")"
+  "$SLATE" run "$d.slate" --ids "$edited" -n 1 --temp 0 --prompt-cache "$WORK/$1.state" "${@:2}" \
+    >/dev/null 2>"$WORK/$1.err" || bad "prompt cache reuse ($1): $(cat "$WORK/$1.err")"
+}
+pc pc-default
+check "prompt cache beyond the reach: nothing reused" grep -q "reused 0 of 303 prompt tokens" "$WORK/pc-default.err"
+check "and the note says why and suggests --kv-rollback 200 or --kv-keep-all" \
+  grep -q "not used: reusing its first 300 tokens (of 500 cached) means going back 200 positions.*--kv-rollback 200 (or more) or --kv-keep-all to every run" "$WORK/pc-default.err"
+pc pc-rollback --kv-rollback 200
+check "prompt cache with --kv-rollback 200: the 300-token prefix is reused" \
+  grep -q "reused 300 of 303 prompt tokens" "$WORK/pc-rollback.err"
+pc pc-all --kv-keep-all
+check "prompt cache with --kv-keep-all: the 300-token prefix is reused" \
+  grep -q "reused 300 of 303 prompt tokens" "$WORK/pc-all.err"
+# Bad values: exit 2 with the range, as other usage errors.
+usage_err() { # usage_err DESCRIPTION PATTERN command...
+  local d=$1 pat=$2 rc=0; shift 2
+  "$@" >/dev/null 2>"$WORK/usage.err" || rc=$?
+  if [ "$rc" -eq 2 ] && grep -q -- "$pat" "$WORK/usage.err"; then ok "$d"
+  else bad "$d: exit $rc: $(cat "$WORK/usage.err")"; fi
+}
+usage_err "run --kv-rollback 0 is refused" "--kv-rollback must be an integer in 1..the context" \
+  "$SLATE" run "$d.slate" --ids 1,2 --kv-rollback 0
+usage_err "run --kv-rollback x is refused" "--kv-rollback must be an integer" \
+  "$SLATE" run "$d.slate" --ids 1,2 --kv-rollback x
+usage_err "run --kv-rollback beyond the context is refused" "--kv-rollback must be in 1..1024 (the package's context), not 1025" \
+  "$SLATE" run "$d.slate" --ids 1,2 --kv-rollback 1025
+usage_err "run --kv-rollback beyond --context is refused" "--kv-rollback must be in 1..64 (the --context), not 65" \
+  "$SLATE" run "$d.slate" --ids 1,2 --context 64 --kv-rollback 65
+usage_err "run --kv-rollback with --kv-keep-all is refused" "exclude each other" \
+  "$SLATE" run "$d.slate" --ids 1,2 --kv-rollback 8 --kv-keep-all
+usage_err "chat --kv-rollback beyond the context is refused" "--kv-rollback must be in 1..1024" \
+  "$SLATE" chat "$d.slate" --kv-rollback 5000
+usage_err "plan --kv-rollback beyond the context is refused" "--kv-rollback must be in 1..1024" \
+  "$SLATE" plan "$d.slate" --kv-rollback 1025
+usage_err "plan --kv-rollback beyond --context is refused" "--kv-rollback must be in 1..100 (the --context)" \
+  "$SLATE" plan "$d.slate" --context 100 --kv-rollback 101
+usage_err "info --kv-rollback beyond the context is refused" "--kv-rollback must be in 1..1024" \
+  "$SLATE" info "$d.slate" --kv-rollback 1025
+usage_err "info --kv-rollback -3 is refused" "--kv-rollback must be an integer" \
+  "$SLATE" info "$d.slate" --kv-rollback -3
+usage_err "bench --kv-rollback beyond the context is refused" "--kv-rollback must be in 1..1024" \
+  "$SLATE" bench "$d.slate" --mode state --prompt 8 -n 2 --kv-rollback 1025
+usage_err "bench --mode kv-io --kv-rollback is refused (kv-io keeps every row)" "kv-io exports every row" \
+  "$SLATE" bench "$d.slate" --mode kv-io --prompt 8 -n 2 --kv-rollback 8
+usage_err "serve --kv-rollback beyond the context is refused" "--kv-rollback 2000 is outside 1..1024" \
+  "$SLATE" serve "$d.slate" --port 1 --kv-rollback 2000
+usage_err "serve --kv-rollback 0 is refused" "bad value for --kv-rollback" \
+  "$SLATE" serve "$d.slate" --port 1 --kv-rollback 0
+
 # ---- server: a prefix edit beyond the reach ----
 if command -v curl >/dev/null; then
   long=$($PY -c 'print(" ".join("word%d" % (i % 37) for i in range(150)))')
   p1=$($PY -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": 1, "temperature": 0}))' "$long")
   p2=$($PY -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1][:120] + " and then", "max_tokens": 6, "temperature": 0, "ignore_eos": True}))' "$long")
-  serve() { # serve OUT [env...]: two completions on one slot; the second one's body to OUT
-    local port pid
+  serve() { # serve OUT [VAR=VALUE or option...]: two completions on one slot; the second one's body to OUT
+    local port pid envs=() opts=()
+    for a in "${@:2}"; do if [[ $a == *=* ]]; then envs+=("$a"); else opts+=("$a"); fi; done
     port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    env "${@:2}" "$SLATE" serve "$d.slate" --port "$port" --slots 1 -t 1 2>"$1.log" &
+    env "${envs[@]}" "$SLATE" serve "$d.slate" --port "$port" --slots 1 -t 1 "${opts[@]}" 2>"$1.log" &
     pid=$!
     for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
     curl -s -o "$1.first" -H "Content-Type: application/json" --data-binary "$p1" \
@@ -107,12 +189,17 @@ if command -v curl >/dev/null; then
   }
   serve "$WORK/srv-on"
   serve "$WORK/srv-off" SLATE_KV_KEEP_ALL=1
+  serve "$WORK/srv-flag" --kv-keep-all
   text() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$1"; }
   check "server: an edit beyond the reach is answered (200)" test "$(cat "$WORK/srv-on.status")" = 200
   check "server: /metrics counts the KV rows held ($(cat "$WORK/srv-on.kv") vs $(cat "$WORK/srv-off.kv") bytes)" \
     test "$(cat "$WORK/srv-on.kv")" -lt "$(cat "$WORK/srv-off.kv")"
   check "server: with the same text as a server keeping every row" \
     test "$(text "$WORK/srv-on" 2>&1)" = "$(text "$WORK/srv-off" 2>&1)"
+  check "server --kv-keep-all: holds every row, as with SLATE_KV_KEEP_ALL=1 ($(cat "$WORK/srv-flag.kv") bytes)" \
+    test "$(cat "$WORK/srv-flag.kv")" = "$(cat "$WORK/srv-off.kv")"
+  check "server --kv-keep-all: the same text" \
+    test "$(text "$WORK/srv-flag" 2>&1)" = "$(text "$WORK/srv-off" 2>&1)"
 else
   echo "skipping the server part: curl missing"
 fi
