@@ -109,6 +109,14 @@ check "plan --kv-keep-all counts the whole reservation ($reserved)" \
 check "run --kv-keep-all: resident KV ($(res "$WORK/flag.err") MiB) as with SLATE_KV_KEEP_ALL=1 ($off MiB)" \
   test "$(res "$WORK/flag.err")" = "$off"
 check "run --kv-keep-all: the same logits" cmp -s "$WORK/flag.f32" "$WORK/off.f32"
+# --kv-rollback 300: the sliding caches keep about 300 more rows than the default reach (4), so
+# the resident KV lies strictly between the two runs above, with the same logits.
+"$SLATE" run "$d.slate" --ids "$prompt" -n 60 --temp 0 --kv-rollback 300 --dump-logits "$WORK/r300.f32" \
+  --mem-stats >"$WORK/r300.out" 2>"$WORK/r300.err" || bad "run --kv-rollback 300: $(cat "$WORK/r300.err")"
+r300=$(res "$WORK/r300.err")
+check "run --kv-rollback 300: resident KV ($r300 MiB) between the default reach ($on) and every row ($off)" \
+  $PY -c "import sys; sys.exit(0 if $on < ${r300:-0} < $off else 1)"
+check "run --kv-rollback 300: the same logits" cmp -s "$WORK/r300.f32" "$WORK/off.f32"
 # run --prompt-cache: a prompt departing 200 tokens before the end of the cached 500 reuses
 # nothing with the default reach (4: rows up to 384 or so are gone, a 128-row step at a time),
 # and the note names --kv-rollback 200; with --kv-rollback 200 or --kv-keep-all given to both
