@@ -15,15 +15,17 @@
  *              decode_strip (how decode drops the dummy-prefix mark, slate__tok_dstrip in
  *              tok.h: 0 sentencepiece, 1 none, 2 HF Strip decoder, 3 HF Metaspace decoder),
  *              bit 12 decode_added_marks (an HF decoder that makes U+2581 a space in added
- *              tokens too; not with bit 3); other bits must be 0; bits 1-3, 6-7 and 9-12 are
- *              SPM only and bit 5 BPE only
+ *              tokens too; not with bit 3), bit 13 merge_ranks (SPM merges only the pairs
+ *              that the merges list, lowest rank first: HF tokenizer.json; without it SPM
+ *              merges by score and has no merges); other bits must be 0; bits 1-3, 6-7 and
+ *              9-13 are SPM only and bit 5 BPE only
  *   16  i32    bos_id   \
  *   20  i32    eos_id    |
  *   24  i32    unk_id    |  -1 = none, else 0 .. n_tokens-1
  *   28  i32    pad_id    |
  *   32  i32    eot_id   /
  *   36  u32    n_tokens   1 .. 4194304
- *   40  u32    n_merges   0 .. 8388608 (always 0 for SPM)
+ *   40  u32    n_merges   0 .. 8388608 (0 for SPM without flag bit 13)
  *   44  u32    n_pre      pre-tokenizer regexes: 0 for SPM, 1 .. 16 for BPE
  *   48  tokens, n_tokens records, in id order:
  *         f32  score (SPM merge priority; not NaN)
@@ -32,7 +34,8 @@
  *         u8   text[len]: as the vocabulary spells it (SPM: U+2581 for space unless
  *              space_is_plain; BPE: GPT-2 byte-to-unicode alphabet; added tokens: plain text)
  *       merges, n_merges records, in rank order (first = merged first):
- *         u32  left id, u32 right id  (text(left) + text(right) must be a token)
+ *         u32  left id, u32 right id  (text(left) + text(right) must be a token; a pair
+ *              listed again keeps its first rank for BPE, takes the later one for SPM as HF)
  *       pre-tokenizer regexes, n_pre records, applied in order:
  *         u32  len (1 .. 65536)
  *         u8   pattern[len]: PCRE2 syntax, UTF-8, no NUL
@@ -51,7 +54,9 @@
  * additions follow the same rule: the normalized bit (2) of a token's attributes is refused by
  * builds that only know lstrip / rstrip ("attributes 0x4"), and fuse_unk (flag bit 9) by builds
  * that predate it ("unknown flag bits 0x200"); so are decode_strip modes other than 0 (bits
- * 10-11) and decode_added_marks (bit 12, "unknown flag bits 0x1000").
+ * 10-11) and decode_added_marks (bit 12, "unknown flag bits 0x1000"), and merge_ranks (bit 13,
+ * "unknown flag bits 0x2000"): an SPM tokenizer with ranks cannot be read as one that merges
+ * by score, which would give other ids.
  *
  * Derived, not stored: the end-of-generation set (eos, eot, and added tokens spelled
  * "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "<|eom_id|>", "<|end|>",
@@ -81,7 +86,8 @@
 #define FLAG_DSTRIP_SHIFT 10
 #define FLAG_DSTRIP (3u << FLAG_DSTRIP_SHIFT)
 #define FLAG_ADDED_MARKS (1u << 12)
-#define FLAG_ALL 0x1FFFu
+#define FLAG_MERGE_RANKS (1u << 13)
+#define FLAG_ALL 0x3FFFu
 
 void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
     if (!tok || !b) return;
@@ -97,7 +103,8 @@ void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
                      (tok->prefix_first_only ? FLAG_PREFIX_FIRST_ONLY : 0) |
                      (tok->attrs ? FLAG_HAS_ATTRS : 0) | (tok->fuse_unk ? FLAG_FUSE_UNK : 0) |
                      (uint32_t)tok->decode_strip << FLAG_DSTRIP_SHIFT |
-                     (tok->decode_added_marks ? FLAG_ADDED_MARKS : 0);
+                     (tok->decode_added_marks ? FLAG_ADDED_MARKS : 0) |
+                     (tok->merge_ranks ? FLAG_MERGE_RANKS : 0);
     slate__buf_u32(b, flags);
     slate__buf_i32(b, tok->bos_id);
     slate__buf_i32(b, tok->eos_id);
@@ -213,7 +220,8 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
                            ? FLAG_IGNORE_MERGES
                            : FLAG_ADD_SPACE_PREFIX | FLAG_BYTE_FALLBACK | FLAG_SPACE_IS_PLAIN |
                                  FLAG_PREFIX_UNLESS_SPACED | FLAG_PREFIX_FIRST_ONLY |
-                                 FLAG_FUSE_UNK | FLAG_DSTRIP | FLAG_ADDED_MARKS;
+                                 FLAG_FUSE_UNK | FLAG_DSTRIP | FLAG_ADDED_MARKS |
+                                 FLAG_MERGE_RANKS;
     if (flags & foreign)
         return slate__fail_at(err, SLATE_E_FORMAT, 12,
                               "tokenizer blob: flag bits 0x%x do not apply to %s tokenizers",
@@ -241,9 +249,12 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
                                   "tokenizer blob: %s %d, expected -1..%u", id_names[i],
                                   (int)ids[i], n_tokens - 1);
     bool spm = kind == SLATE__TOK_SPM;
-    if (n_merges > SLATE__TOK_MAX_MERGES || (spm && n_merges != 0))
+    bool ranks = (flags & FLAG_MERGE_RANKS) != 0;
+    if (n_merges > SLATE__TOK_MAX_MERGES || (spm && !ranks && n_merges != 0))
         return slate__fail_at(err, SLATE_E_FORMAT, 40, "tokenizer blob: n_merges %u, expected %s",
-                              n_merges, spm ? "0 for SPM" : "0..8388608");
+                              n_merges,
+                              spm && !ranks ? "0 for SPM without flag bit 13 (merge_ranks)"
+                                            : "0..8388608");
     if (spm ? n_pre != 0 : (n_pre < 1 || n_pre > SLATE__TOK_MAX_PRE))
         return slate__fail_at(err, SLATE_E_FORMAT, 44, "tokenizer blob: n_pre %u, expected %s",
                               n_pre, spm ? "0 for SPM" : "1..16 for BPE");
@@ -382,6 +393,7 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
         .fuse_unk = (flags & FLAG_FUSE_UNK) != 0,
         .decode_strip = (uint8_t)((flags & FLAG_DSTRIP) >> FLAG_DSTRIP_SHIFT),
         .decode_added_marks = (flags & FLAG_ADDED_MARKS) != 0,
+        .merge_ranks = ranks,
     };
     st = slate__tok_create(&spec, out, err);
 done:

@@ -10,6 +10,12 @@
  * tokens (byte fallback) when the vocabulary has them all, else the unknown token (a run of them
  * one unknown token with fuse_unk, HF's BPE model.fuse_unk); emit_unknown says how exactly.
  *
+ * With merge_ranks (HF tokenizer.json, whose BPE model merges by its merges list: models/bpe/
+ * word.rs merge_all) a pair merges only when the merges list it, the lowest rank first, ties to
+ * the leftmost pair; the pair is looked up by the ids of its two symbols (a character that is
+ * no token takes part in no merge), and -rank serves as the score (ranks < 2^23 are exact in a
+ * float). A pair listed twice has the rank of its last entry (tok.c merge_insert).
+ *
  * llama2.c rescans all pairs after each merge (quadratic). Here candidate pairs sit in a binary
  * max-heap keyed by (score, position) as in llama.cpp: a popped pair is stale when either side
  * has changed length since it was pushed (symbols only grow, and the left one keeps its index),
@@ -95,6 +101,11 @@ static void try_pair(const slate_tokenizer *tok, const char *s, const sym *v, in
     int32_t r = v[l].next;
     if (r < 0) return;
     uint32_t len = v[l].len + v[r].len;
+    if (tok->merge_ranks) {
+        int32_t id, rank = slate__tok_merge_rank(tok, v[l].id, v[r].id, &id);
+        if (rank >= 0) heap_push(h, (cand){-(float)rank, v[l].start, l, r, len, id});
+        return;
+    }
     int32_t id = slate__tok_lookup(tok, s + v[l].start, len);
     if (id < 0 || !mergeable(tok, id)) return;
     heap_push(h, (cand){tok->scores[id], v[l].start, l, r, len, id});
@@ -156,18 +167,30 @@ static const char *mark_of(const slate_tokenizer *tok, size_t *len) {
     return tok->space_is_plain ? " " : "\xE2\x96\x81";
 }
 
+/* Whether token id has the word mark after a character that is not a mark. */
+static bool mark_inside(const slate_tokenizer *tok, int32_t id, const char *mark, size_t ml) {
+    const char *t = tok->text + tok->text_off[id];
+    size_t len = tok->text_off[id + 1] - tok->text_off[id];
+    for (size_t k = 1; k + ml <= len; k++)
+        if (memcmp(t + k, mark, ml) == 0 && (k < ml || memcmp(t + k - ml, mark, ml) != 0))
+            return true;
+    return false;
+}
+
 bool slate__tok_spm_words_apart(const slate_tokenizer *tok) {
     if (tok->kind != SLATE__TOK_SPM) return false;
     size_t ml;
     const char *mark = mark_of(tok, &ml);
-    for (int32_t id = 0; id < tok->n_tokens; id++) {
-        if (!mergeable(tok, id)) continue;
-        const char *t = tok->text + tok->text_off[id];
-        size_t len = tok->text_off[id + 1] - tok->text_off[id];
-        for (size_t k = 1; k + ml <= len; k++)
-            if (memcmp(t + k, mark, ml) == 0 && (k < ml || memcmp(t + k - ml, mark, ml) != 0))
-                return false;
+    if (tok->merge_ranks) { /* the tokens that merges make are the ones that count */
+        for (int32_t r = 0; r < tok->n_merges; r++) {
+            int32_t id;
+            slate__tok_merge_rank(tok, tok->merges[2 * r], tok->merges[2 * r + 1], &id);
+            if (mark_inside(tok, id, mark, ml)) return false;
+        }
+        return true;
     }
+    for (int32_t id = 0; id < tok->n_tokens; id++)
+        if (mergeable(tok, id) && mark_inside(tok, id, mark, ml)) return false;
     return true;
 }
 

@@ -363,8 +363,10 @@ static slate_status build_pieces(slate_tokenizer *t, slate_error *err) {
     return SLATE_OK;
 }
 
+/* A pair listed again keeps its first rank (llama.cpp's bpe_ranks.emplace), or with later_wins
+ * takes the later one (HF tokenizers collects the merges into a map, so the last entry counts). */
 static bool merge_insert(slate_tokenizer *t, int32_t left, int32_t right, int32_t rank,
-                         int32_t result) {
+                         int32_t result, bool later_wins) {
     uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
     uint32_t i = hash_pair(key) & t->merge_mask;
     for (;;) {
@@ -375,13 +377,16 @@ static bool merge_insert(slate_tokenizer *t, int32_t left, int32_t right, int32_
             s->result = result;
             return true;
         }
-        if (s->key == key) return false; /* a later duplicate keeps the earlier rank */
+        if (s->key == key) {
+            if (later_wins) s->rank = rank;
+            return false;
+        }
         i = (i + 1) & t->merge_mask;
     }
 }
 
 static slate_status build_merges(slate_tokenizer *t, const slate__tok_spec *s, slate_error *err) {
-    if (t->kind != SLATE__TOK_BPE || s->n_merges == 0) return SLATE_OK;
+    if ((t->kind != SLATE__TOK_BPE && !t->merge_ranks) || s->n_merges == 0) return SLATE_OK;
     int32_t n = s->n_merges;
     uint32_t n_slots = pow2_at_least((uint64_t)n * 2);
     t->merges = slate__malloc((size_t)n * 2 * sizeof *t->merges);
@@ -443,7 +448,7 @@ static slate_status build_merges(slate_tokenizer *t, const slate__tok_spec *s, s
         }
         t->merges[2 * r] = left;
         t->merges[2 * r + 1] = right;
-        merge_insert(t, left, right, r, result);
+        merge_insert(t, left, right, r, result, t->merge_ranks);
     }
     slate__free(cat);
     return st;
@@ -647,13 +652,14 @@ slate_status slate__tok_create(const slate__tok_spec *spec, slate_tokenizer **ou
     t->fuse_unk = spm && spec->fuse_unk;
     t->decode_strip = spm ? spec->decode_strip : (uint8_t)SLATE__TOK_DSTRIP_SPM;
     t->decode_added_marks = spm && !t->space_is_plain && spec->decode_added_marks;
+    t->merge_ranks = spm && spec->merge_ranks;
 
     if ((st = copy_tokens(t, spec, err)) != SLATE_OK) goto fail;
     if ((st = build_vocab_map(t, err)) != SLATE_OK) goto fail;
     build_byte_ids(t);
-    t->spm_words_apart = slate__tok_spm_words_apart(t);
     if ((st = build_pieces(t, err)) != SLATE_OK) goto fail;
     if ((st = build_merges(t, spec, err)) != SLATE_OK) goto fail;
+    t->spm_words_apart = slate__tok_spm_words_apart(t); /* needs the merges under merge_ranks */
     if ((st = build_specials(t, err)) != SLATE_OK) goto fail;
     build_eog(t);
     if (!spm) {

@@ -8,7 +8,9 @@
  *    exists in the vocabulary with the highest score; characters not in the vocabulary fall back
  *    to <0xXX> byte tokens (byte_fallback) or UNK. Used by llama2.c tokenizer .bin, GGUF
  *    tokenizer.ggml.model = "llama", and HF tokenizer.json with model.type "BPE" +
- *    byte_fallback + a Metaspace/Replace pre-tokenizer/normalizer (Llama 2, TinyLlama, Mistral).
+ *    byte_fallback + a Metaspace/Replace pre-tokenizer/normalizer (Llama 2, TinyLlama, Mistral,
+ *    Gemma); those merge as HF's BPE does (merge_ranks): only the pairs the file's merges list,
+ *    lowest rank first.
  *  - BPE: byte-level BPE (GPT-2 / Llama 3 / Qwen): text is split by the pre-tokenizer regex
  *    (PCRE2 with Unicode properties), each chunk's bytes are mapped to the GPT-2 byte-to-unicode
  *    alphabet, then merged by merge rank. Used by GGUF tokenizer.ggml.model = "gpt2" and HF
@@ -60,8 +62,15 @@
  *  - lstrip / rstrip consume Unicode White_Space (HF's Rust \s); llama.cpp strips only ASCII
  *    isspace(), so after a Phi-3 GGUF marker a non-ASCII space (e.g. U+00A0) is consumed here
  *    and kept by llama.cpp.
- *  - SPM ignores spec merges (it merges by score); tokenizer.json SPM scores are derived from
- *    merge ranks in tok_hf.c.
+ *  - SPM without merge_ranks (llama2.c, GGUF "llama") merges by score, as sentencepiece and
+ *    llama.cpp do, and has no merges. A tokenizer.json SPM file merges by its merges list as HF
+ *    does (merge_ranks: a vocabulary token that no merge makes is never produced by merging, a
+ *    pair listed twice counts at its last rank); its scores, derived from the ranks (tok_hf.c),
+ *    only inform slate__tok_score. On files converted from sentencepiece both ways give the same
+ *    ids. Under merge_ranks two HF details are not modelled, and no known file has them: HF's
+ *    byte-fallback <0xXX> and <unk> symbols could take part in a merge that lists them (here a
+ *    character that is no token merges with nothing), and model.ignore_merges is not read
+ *    for SPM files (HF would then emit a piece that is itself a token without merging it).
  */
 #ifndef SLATE_TOK_H
 #define SLATE_TOK_H
@@ -95,7 +104,8 @@ typedef struct slate__tok_spec {
     const uint32_t *token_lens;  /* [n_tokens] byte lengths, or NULL: tokens are NUL-terminated */
     const float *scores;         /* [n_tokens] or NULL (SPM needs scores; BPE ignores them) */
     const uint8_t *types;        /* [n_tokens] slate__tok_type, or NULL: all NORMAL */
-    int32_t n_merges;            /* BPE: merges in rank order, "left right" (one space) */
+    int32_t n_merges;            /* BPE, SPM with merge_ranks: merges in rank order, "left
+                                    right" (one space); ignored by other SPM */
     const char *const *merges;
     /* BPE pre-tokenizer: one or more regexes applied in sequence (each splits the pieces of the
      * previous one, "Isolated" behaviour: matches and the gaps between them both become pieces).
@@ -134,6 +144,12 @@ typedef struct slate__tok_spec {
      * first added token loses its marks (literal spaces stay). false: added tokens decode to
      * their text as it is (sentencepiece / llama.cpp / GGUF). */
     bool decode_added_marks;
+    /* Addition: SPM, HF tokenizers' BPE model (models/bpe/word.rs merge_all): merge only the
+     * pairs listed in the merges (merges / merge_ids, n_merges may be 0), lowest rank first,
+     * ties to the leftmost pair, instead of any pair that makes a token, best score first
+     * (sentencepiece / llama.cpp / llama2.c). A pair listed twice takes the rank of its last
+     * entry, as HF's merge map does (BPE keeps the first, as llama.cpp). */
+    bool merge_ranks;
 } slate__tok_spec;
 
 /* How decode drops the SentencePiece dummy-prefix mark again (SPM only; the first token is the
@@ -258,6 +274,7 @@ struct slate_tokenizer {
     bool fuse_unk;                                /* see slate__tok_spec */
     uint8_t decode_strip;                         /* slate__tok_dstrip */
     bool decode_added_marks;                      /* see slate__tok_spec */
+    bool merge_ranks;                             /* see slate__tok_spec */
     bool spm_words_apart; /* derived: no merge can cross the start of a word, so SPM encodes
                              word by word (slate__tok_spm_words_apart) */
     uint8_t *attrs; /* [n_tokens] SLATE__TOK_ATTR_* bits, or NULL when no token has any */
@@ -277,8 +294,9 @@ struct slate_tokenizer {
     int32_t byte_id[256];       /* SPM: id of "<0xXX>"; BPE: id of the byte's GPT-2 char; -1 */
 
     int32_t n_merges;
-    int32_t *merges;                   /* [n_merges][2] left, right (BPE; rank order) */
-    slate__tok_merge_slot *merge_slots; /* BPE merge hash */
+    int32_t *merges;                   /* [n_merges][2] left, right (BPE, SPM with merge_ranks;
+                                          rank order) */
+    slate__tok_merge_slot *merge_slots; /* merge hash (as merges) */
     uint32_t merge_mask;
 
     /* Added tokens matched as whole strings before the model (USER_DEFINED always; CONTROL and
@@ -349,13 +367,14 @@ static inline void slate__tok_emit(slate__tok_out *o, int32_t id) {
 slate_status slate__tok_spm_encode(const slate_tokenizer *tok, const char *text, size_t len,
                                    bool add_prefix, bool nfc_done, slate__tok_out *out,
                                    slate_error *err);
-/* Whether SPM may merge word by word: no token that takes part in merges has the word mark
+/* Whether SPM may merge word by word: no token that a merge can make (with merge_ranks: the
+ * result of a listed merge; else any token that takes part in merges) has the word mark
  * (U+2581, or ' ' with space_is_plain) after a character that is not a mark. Then no merge ever
  * joins a character to a mark that follows it, so cutting the text before each run of marks
  * that follows another character changes no id (the pairs of one word are never a pair of
  * another, and within a word the merges come in the same order as in the whole text). True for
  * every shipped SentencePiece vocabulary; false for kinds other than SPM. Needs the token texts
- * and types. */
+ * and types, and the merges under merge_ranks. */
 bool slate__tok_spm_words_apart(const slate_tokenizer *tok);
 slate_status slate__tok_bpe_encode(const slate_tokenizer *tok, const char *text, size_t len,
                                    bool nfc_done, slate__tok_out *out, slate_error *err);

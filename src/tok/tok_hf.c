@@ -7,11 +7,14 @@
  * Qwen): its Split regexes (behaviour "Isolated") become our pre-tokenizer, in order, and a
  * ByteLevel with use_regex adds the GPT-2 regex at its place. byte_fallback, a Metaspace
  * pre-tokenizer or a Replace(' ' -> U+2581) normalizer mean SentencePiece-style BPE (Llama 2,
- * TinyLlama, Mistral): we run the SPM algorithm, which needs scores, so each token's score is
- * derived from the merges: -(rank of the first merge that produces it); tokens no merge produces
- * score below all of them. Greedy highest-score merging is then the same as lowest-rank merging
- * (spm.c), and on converted sentencepiece files the merges list every split of every piece
- * ordered by the piece's original score, so this reproduces sentencepiece itself.
+ * TinyLlama, Mistral): we run the SPM algorithm (spm.c) with merge_ranks, so that, as HF's BPE
+ * model does, only the pairs that the merges list merge, lowest rank first (a pair listed twice
+ * counts at its last rank). On files converted from a sentencepiece model the merges list every
+ * split of every piece ordered by the piece's score, so this also reproduces sentencepiece; on
+ * others (merges in another order, or vocabulary tokens that no merge makes) HF and
+ * sentencepiece differ, and we follow HF. Each token still gets a score for the package and
+ * slate__tok_score: -(rank of the first merge that produces it); tokens no merge produces score
+ * below all of them.
  *
  * Anything we would have to guess at is refused with E_UNSUPPORTED naming it (other model types,
  * pre-tokenizers such as Digits or Punctuation, normalizers other than NFC / Prepend / Replace,
@@ -756,6 +759,9 @@ slate_status slate__tok_load_hf_mem(const char *data, size_t len, const char *co
     if (kind == SLATE__TOK_SPM) {
         if ((st = derive_scores(&h, err)) != SLATE_OK) goto done;
         spec.scores = h.scores;
+        spec.merge_ranks = true;
+        spec.n_merges = h.n_merges;
+        spec.merge_ids = h.merge_ids;
         if (byte_fallback)
             for (int32_t i = 0; i < h.n; i++) {
                 const char *s = h.tokens[i];

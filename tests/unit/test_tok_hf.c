@@ -685,6 +685,167 @@ static void o200k_split_regex_in_a_sequence_with_byte_level(void **st) {
     slate_tokenizer_free(tok);
 }
 
+/* ---- merge ranks: HF's BPE merges only listed pairs, lowest rank first ----------------------
+ * Expected ids follow HF tokenizers' models/bpe (model.rs BpeBuilder::build collects the merges
+ * into a map, so a pair listed twice has its last rank; word.rs merge_all pops the lowest rank,
+ * then the leftmost position, and merges only pairs in that map). The score-based SentencePiece
+ * algorithm gives other ids for every case below but the tie. */
+
+/* A SentencePiece-style file (Replace normalizer, byte_fallback, no pre-tokenizer) with tokens
+ * <unk> <s> </s> U+2581 then `vocab` (a JSON fragment "tok": id, ... from id 4) and `merges`
+ * (a JSON array). */
+static char *rank_json(const char *vocab, const char *merges) {
+    static const char head[] =
+        "{\"added_tokens\": [], \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\":"
+        " \" \"}, \"content\": \"" SP "\"}, \"pre_tokenizer\": null, \"model\": {\"type\": \"BPE\","
+        " \"byte_fallback\": true, \"unk_token\": \"<unk>\", \"vocab\": {\"<unk>\": 0, \"<s>\": 1,"
+        " \"</s>\": 2, \"" SP "\": 3, ";
+    size_t n = sizeof head + strlen(vocab) + strlen(merges) + 32;
+    char *j = malloc(n);
+    snprintf(j, n, "%s%s}, \"merges\": %s}}", head, vocab, merges);
+    return j;
+}
+
+static slate_tokenizer *load_ranks(const char *vocab, const char *merges) {
+    char *j = rank_json(vocab, merges);
+    slate_tokenizer *tok = load(j);
+    free(j);
+    return tok;
+}
+
+#define ABC "\"a\": 4, \"b\": 5, \"c\": 6, \"ab\": 7, \"bc\": 8, \"abc\": 9"
+
+/* Each expectation on the tokenizer and on its copy from the package blob. */
+#define EXPECT_BOTH(tok, text, ...)                                                                \
+    do {                                                                                           \
+        slate_tokenizer *back_ = round_trip(tok);                                                  \
+        EXPECT_IDS(tok, text, 0, __VA_ARGS__);                                                     \
+        EXPECT_IDS(back_, text, 0, __VA_ARGS__);                                                   \
+        slate_tokenizer_free(back_);                                                               \
+    } while (0)
+
+static void spm_json_merges_only_listed_pairs_by_rank(void **st) {
+    (void)st;
+    /* The repro: "a b" merges first; "ab c" is no merge, although "abc" is a token (and "a bc"
+     * would make it): HF gives ab c, sentencepiece's scores abc. Both merge spellings. */
+    const char *forms[] = {"[\"a b\", \"b c\", \"a bc\"]",
+                           "[[\"a\", \"b\"], [\"b\", \"c\"], [\"a\", \"bc\"]]"};
+    for (int f = 0; f < 2; f++) {
+        slate_tokenizer *tok = load_ranks(ABC, forms[f]);
+        EXPECT_BOTH(tok, "abc", 7, 6);
+        EXPECT_BOTH(tok, "bc", 8);
+        EXPECT_BOTH(tok, "abc abc", 7, 6, 3, 7, 6);
+        slate_tokenizer_free(tok);
+    }
+    /* A token made by two merges merges at the rank of the pair at hand: "a bc" (rank 0) would
+     * make abc, but a b (1) comes first, then c d (2) before ab c (3). Scores (abc: 0) give
+     * abc d. */
+    slate_tokenizer *tok =
+        load_ranks(ABC ", \"d\": 10, \"cd\": 11",
+                   "[\"a bc\", \"a b\", \"c d\", \"ab c\", \"b c\"]");
+    EXPECT_BOTH(tok, "abcd", 7, 11);
+    EXPECT_BOTH(tok, "bcd", 5, 11); /* c d (2) before b c (4) */
+    slate_tokenizer_free(tok);
+}
+
+static void spm_json_vocab_pairs_without_a_merge_stay_apart(void **st) {
+    (void)st;
+    /* "ab" and "bc" are tokens, but only "b c" is a merge. */
+    slate_tokenizer *tok = load_ranks(ABC, "[\"b c\"]");
+    EXPECT_BOTH(tok, "abc", 4, 8);
+    EXPECT_BOTH(tok, "ab", 4, 5);
+    slate_tokenizer_free(tok);
+    /* No merges at all: characters only. */
+    tok = load_ranks(ABC, "[]");
+    EXPECT_BOTH(tok, "abc", 4, 5, 6);
+    slate_tokenizer_free(tok);
+}
+
+static void spm_json_duplicate_merges_take_the_last_rank(void **st) {
+    (void)st;
+    /* "a b" is listed at ranks 0 and 2: HF keeps 2, so "b c" (1) wins. */
+    slate_tokenizer *tok = load_ranks(ABC, "[\"a b\", \"b c\", \"a b\"]");
+    EXPECT_BOTH(tok, "abc", 4, 8);
+    EXPECT_BOTH(tok, "ab", 7);
+    slate_tokenizer_free(tok);
+}
+
+static void spm_json_equal_ranks_merge_leftmost_first(void **st) {
+    (void)st;
+    /* "aaa" is a token, but no merge makes it. */
+    slate_tokenizer *tok = load_ranks("\"a\": 4, \"aa\": 5, \"aaa\": 6", "[\"a a\"]");
+    EXPECT_BOTH(tok, "aaa", 5, 4); /* (a a) at 0 and at 1: the left one */
+    EXPECT_BOTH(tok, "aaaa", 5, 5);
+    EXPECT_BOTH(tok, "aaaaa", 5, 5, 4);
+    slate_tokenizer_free(tok);
+}
+
+static void spm_json_merges_must_make_tokens(void **st) {
+    (void)st;
+    /* HF refuses such a file (MergeTokenOutOfVocabulary). */
+    const char *bad[] = {"[\"a c\"]", "[\"a x\"]", "[[\"a\"]]"};
+    for (int i = 0; i < 3; i++) {
+        char *j = rank_json(ABC, bad[i]);
+        slate_tokenizer *tok = NULL;
+        slate_error err;
+        assert_int_equal(slate__tok_load_hf_mem(j, strlen(j), NULL, 0, &tok, &err),
+                         SLATE_E_FORMAT);
+        assert_null(tok);
+        assert_non_null(strstr(err.message, "merges[0]"));
+        free(j);
+    }
+}
+
+/* The word cache and word-by-word merging (spm.c) give what the whole text gives. Under ranks
+ * only the tokens merges make decide whether words are apart: "a\u2581" is a token but no
+ * merge makes it; with the merge "a \u2581" words are no longer apart, and the merge crosses
+ * the word mark as in HF. */
+static void spm_json_ranks_merge_word_by_word(void **st) {
+    (void)st;
+    slate_tokenizer *tok =
+        load_ranks(ABC ", \"" SP "a\": 10, \"" SP "ab\": 11, \"a" SP "\": 12",
+                   "[\"" SP " a\", \"b c\", \"" SP "a b\", \"a b\"]");
+    assert_true(tok->spm_words_apart);
+    /* "abc abc ...": 40 words (the cache starts at 32): a bc, then \u2581a bc each time. */
+    char text[200] = "abc";
+    for (int i = 1; i < 40; i++) strcat(text, " abc");
+    int32_t ids[128];
+    size_t n = 0;
+    assert_int_equal(slate_tokenizer_encode(tok, text, strlen(text), 0, ids, 128, &n, NULL),
+                     SLATE_OK);
+    assert_int_equal(n, 80);
+    for (size_t i = 0; i < n; i += 2) {
+        assert_int_equal(ids[i], i == 0 ? 4 : 10);
+        assert_int_equal(ids[i + 1], 8);
+    }
+    slate_tokenizer_free(tok);
+    tok = load_ranks(ABC ", \"a" SP "\": 10", "[\"a " SP "\", \"a b\"]");
+    assert_false(tok->spm_words_apart);
+    EXPECT_BOTH(tok, "a b", 10, 5);
+    EXPECT_BOTH(tok, "ab b", 7, 3, 5);
+    slate_tokenizer_free(tok);
+}
+
+/* A package tokenizer with ranks sets flag bit 13, which builds before it refuse ("unknown flag
+ * bits 0x2000") rather than merge by score; without the bit an SPM blob may not hold merges. */
+static void spm_json_ranks_set_their_package_flag(void **st) {
+    (void)st;
+    slate_tokenizer *tok = load_ranks(ABC, "[\"a b\", \"b c\", \"a bc\"]");
+    slate__buf b = {0};
+    slate__tok_serialize(tok, &b);
+    uint32_t flags = (uint32_t)b.data[12] | (uint32_t)b.data[13] << 8;
+    assert_int_equal(flags & 0x2000, 0x2000);
+    assert_int_equal(b.data[40], 3); /* n_merges */
+    b.data[13] &= (uint8_t)~0x20;
+    slate_tokenizer *back = NULL;
+    slate_error err;
+    assert_int_equal(slate__tok_deserialize(b.data, b.len, &back, &err), SLATE_E_FORMAT);
+    assert_non_null(strstr(err.message, "n_merges 3"));
+    assert_null(back);
+    slate__buf_free(&b);
+    slate_tokenizer_free(tok);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(normalized_added_tokens_match_the_normalized_text),
@@ -700,6 +861,13 @@ int main(void) {
         cmocka_unit_test(unsupported_strip_decoders_are_refused),
         cmocka_unit_test(gemma_shaped_tokenizer_json_encodes_and_decodes_as_hf),
         cmocka_unit_test(o200k_split_regex_in_a_sequence_with_byte_level),
+        cmocka_unit_test(spm_json_merges_only_listed_pairs_by_rank),
+        cmocka_unit_test(spm_json_vocab_pairs_without_a_merge_stay_apart),
+        cmocka_unit_test(spm_json_duplicate_merges_take_the_last_rank),
+        cmocka_unit_test(spm_json_equal_ranks_merge_leftmost_first),
+        cmocka_unit_test(spm_json_merges_must_make_tokens),
+        cmocka_unit_test(spm_json_ranks_merge_word_by_word),
+        cmocka_unit_test(spm_json_ranks_set_their_package_flag),
     };
     return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

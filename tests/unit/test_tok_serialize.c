@@ -196,7 +196,7 @@ static void broken_headers_are_refused_with_offsets(void **st) {
         {4, 2, SLATE_E_UNSUPPORTED, "version 2"},
         {4, 0, SLATE_E_FORMAT, "version 0"},
         {8, 3, SLATE_E_FORMAT, "kind 3"},
-        {12, 1u << 13, SLATE_E_FORMAT, "flag"}, /* the first unknown bit */
+        {12, 1u << 14, SLATE_E_FORMAT, "flag"}, /* the first unknown bit */
         /* decode_added_marks (bit 12) in a vocabulary that spells spaces plainly (bit 3) */
         {12, 0x100f, SLATE_E_FORMAT, "decode_added_marks"},
         {16, 512, SLATE_E_FORMAT, "bos_id 512"},
@@ -204,7 +204,7 @@ static void broken_headers_are_refused_with_offsets(void **st) {
         {36, 0, SLATE_E_FORMAT, "n_tokens 0"},
         {36, 0x7fffffff, SLATE_E_FORMAT, "n_tokens"},
         {36, 100000, SLATE_E_FORMAT, "truncated"}, /* more tokens than bytes */
-        {40, 5, SLATE_E_FORMAT, "n_merges 5"},     /* SPM has none */
+        {40, 5, SLATE_E_FORMAT, "n_merges 5"},     /* SPM has none without bit 13 */
         {44, 1, SLATE_E_FORMAT, "n_pre 1"},
         {48, 0x7fc00000, SLATE_E_FORMAT, "NaN"},        /* token 0's score */
         {52, 0x00000009, SLATE_E_FORMAT, "type 9"},     /* token 0's type byte = 9 */

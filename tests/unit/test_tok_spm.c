@@ -473,6 +473,9 @@ static void llama2_style_tokenizer_json_encodes_like_tokenizer_bin(void **st) {
     assert_int_equal(s, SLATE_OK);
     assert_int_equal(slate__tok_kind_of(hf), SLATE__TOK_SPM);
     assert_int_equal(slate_tokenizer_bos(hf), 1); /* "<s>" without a tokenizer_config.json */
+    /* HF's way (merges by rank) gives sentencepiece's ids here, merging word by word. */
+    assert_true(hf->merge_ranks);
+    assert_true(hf->spm_words_apart);
     /* The vector inputs plus a paragraph of ordinary text. */
     char rel[] = "tokenizers/vectors/ggml-vocab-llama-spm.gguf.inp";
     FILE *f = fopen(tu_model_path(rel), "rb");
