@@ -17,8 +17,9 @@
  *              bit 12 decode_added_marks (an HF decoder that makes U+2581 a space in added
  *              tokens too; not with bit 3), bit 13 merge_ranks (SPM merges only the pairs
  *              that the merges list, lowest rank first: HF tokenizer.json; without it SPM
- *              merges by score and has no merges); other bits must be 0; bits 1-3, 6-7 and
- *              9-13 are SPM only and bit 5 BPE only
+ *              merges by score and has no merges), bit 14 split_marks (HF Metaspace split:
+ *              true: each piece from one word mark to the next is merged on its own); other
+ *              bits must be 0; bits 1-3, 6-7 and 9-14 are SPM only and bit 5 BPE only
  *   16  i32    bos_id   \
  *   20  i32    eos_id    |
  *   24  i32    unk_id    |  -1 = none, else 0 .. n_tokens-1
@@ -56,7 +57,8 @@
  * that predate it ("unknown flag bits 0x200"); so are decode_strip modes other than 0 (bits
  * 10-11) and decode_added_marks (bit 12, "unknown flag bits 0x1000"), and merge_ranks (bit 13,
  * "unknown flag bits 0x2000"): an SPM tokenizer with ranks cannot be read as one that merges
- * by score, which would give other ids.
+ * by score, which would give other ids; likewise split_marks (bit 14, "unknown flag bits
+ * 0x4000").
  *
  * Derived, not stored: the end-of-generation set (eos, eot, and added tokens spelled
  * "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "<|eom_id|>", "<|end|>",
@@ -87,7 +89,8 @@
 #define FLAG_DSTRIP (3u << FLAG_DSTRIP_SHIFT)
 #define FLAG_ADDED_MARKS (1u << 12)
 #define FLAG_MERGE_RANKS (1u << 13)
-#define FLAG_ALL 0x3FFFu
+#define FLAG_SPLIT_MARKS (1u << 14)
+#define FLAG_ALL 0x7FFFu
 
 void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
     if (!tok || !b) return;
@@ -104,7 +107,8 @@ void slate__tok_serialize(const slate_tokenizer *tok, slate__buf *b) {
                      (tok->attrs ? FLAG_HAS_ATTRS : 0) | (tok->fuse_unk ? FLAG_FUSE_UNK : 0) |
                      (uint32_t)tok->decode_strip << FLAG_DSTRIP_SHIFT |
                      (tok->decode_added_marks ? FLAG_ADDED_MARKS : 0) |
-                     (tok->merge_ranks ? FLAG_MERGE_RANKS : 0);
+                     (tok->merge_ranks ? FLAG_MERGE_RANKS : 0) |
+                     (tok->split_marks ? FLAG_SPLIT_MARKS : 0);
     slate__buf_u32(b, flags);
     slate__buf_i32(b, tok->bos_id);
     slate__buf_i32(b, tok->eos_id);
@@ -221,7 +225,7 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
                            : FLAG_ADD_SPACE_PREFIX | FLAG_BYTE_FALLBACK | FLAG_SPACE_IS_PLAIN |
                                  FLAG_PREFIX_UNLESS_SPACED | FLAG_PREFIX_FIRST_ONLY |
                                  FLAG_FUSE_UNK | FLAG_DSTRIP | FLAG_ADDED_MARKS |
-                                 FLAG_MERGE_RANKS;
+                                 FLAG_MERGE_RANKS | FLAG_SPLIT_MARKS;
     if (flags & foreign)
         return slate__fail_at(err, SLATE_E_FORMAT, 12,
                               "tokenizer blob: flag bits 0x%x do not apply to %s tokenizers",
@@ -394,6 +398,7 @@ slate_status slate__tok_deserialize(const uint8_t *data, size_t len, slate_token
         .decode_strip = (uint8_t)((flags & FLAG_DSTRIP) >> FLAG_DSTRIP_SHIFT),
         .decode_added_marks = (flags & FLAG_ADDED_MARKS) != 0,
         .merge_ranks = ranks,
+        .split_marks = (flags & FLAG_SPLIT_MARKS) != 0,
     };
     st = slate__tok_create(&spec, out, err);
 done:

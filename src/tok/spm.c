@@ -29,7 +29,9 @@
  * small (cache-resident) instead of holding the whole text: 15-25x faster on a few MiB. A word
  * merged once in a call is not merged again (word_cache), which makes text with repeated words
  * several times faster still (figures and command in README "Tokenizers"; bench/tok_speed.c
- * checks that the ids stay the same).
+ * checks that the ids stay the same). With split_marks (HF Metaspace split: true) the text is cut
+ * before every single mark whatever the vocabulary, and each piece ends its own unknown token,
+ * as HF's BPE runs on each piece of the pre-tokenizer alone.
  */
 #include "tok/tok.h"
 
@@ -195,14 +197,19 @@ bool slate__tok_spm_words_apart(const slate_tokenizer *tok) {
 }
 
 /* End of the word that starts at s[from] (a run of marks, then everything up to the next mark),
- * or n when words are not apart. The byte search finds only whole marks: U+2581's first byte
- * E2 cannot continue another character, and ' ' is ASCII. */
+ * or n when words are not apart. With split_marks (HF Metaspace split: true) a word has at most
+ * one mark, whether words are apart or not. The byte search finds only whole marks: U+2581's
+ * first byte E2 cannot continue another character, and ' ' is ASCII. */
 static size_t word_end(const slate_tokenizer *tok, const char *s, size_t from, size_t n) {
-    if (!tok->spm_words_apart) return n;
+    if (!tok->spm_words_apart && !tok->split_marks) return n;
     size_t ml;
     const char *mark = mark_of(tok, &ml);
     size_t i = from;
-    while (i + ml <= n && memcmp(s + i, mark, ml) == 0) i += ml;
+    if (tok->split_marks) {
+        if (i + ml <= n && memcmp(s + i, mark, ml) == 0) i += ml;
+    } else {
+        while (i + ml <= n && memcmp(s + i, mark, ml) == 0) i += ml;
+    }
     for (; i + ml <= n; i++) {
         const char *hit = memchr(s + i, mark[0], n - i - ml + 1);
         if (!hit) break;
@@ -367,6 +374,7 @@ static slate_status spm_encode(const slate_tokenizer *tok, const char *text, siz
     for (size_t from = 0; from < n;) {
         size_t to = word_end(tok, s, from, n);
         encode_word(tok, s, from, to, v, &h, wc, &pending, out);
+        if (tok->split_marks) flush_unk(tok, &pending, out); /* HF merges each piece alone */
         from = to;
     }
     flush_unk(tok, &pending, out);

@@ -653,6 +653,7 @@ slate_status slate__tok_create(const slate__tok_spec *spec, slate_tokenizer **ou
     t->decode_strip = spm ? spec->decode_strip : (uint8_t)SLATE__TOK_DSTRIP_SPM;
     t->decode_added_marks = spm && !t->space_is_plain && spec->decode_added_marks;
     t->merge_ranks = spm && spec->merge_ranks;
+    t->split_marks = spm && spec->split_marks;
 
     if ((st = copy_tokens(t, spec, err)) != SLATE_OK) goto fail;
     if ((st = build_vocab_map(t, err)) != SLATE_OK) goto fail;

@@ -150,6 +150,11 @@ typedef struct slate__tok_spec {
      * (sentencepiece / llama.cpp / llama2.c). A pair listed twice takes the rank of its last
      * entry, as HF's merge map does (BPE keeps the first, as llama.cpp). */
     bool merge_ranks;
+    /* Addition: SPM, HF Metaspace pre-tokenizer with split: true (pre_tokenizers/metaspace.rs):
+     * the escaped text is cut before every word mark, each piece keeping its mark with the text
+     * that follows it ("\u2581a\u2581\u2581b": "\u2581a", "\u2581", "\u2581b"), and each piece is
+     * merged on its own (an unknown token never spans two pieces). */
+    bool split_marks;
 } slate__tok_spec;
 
 /* How decode drops the SentencePiece dummy-prefix mark again (SPM only; the first token is the
@@ -275,6 +280,7 @@ struct slate_tokenizer {
     uint8_t decode_strip;                         /* slate__tok_dstrip */
     bool decode_added_marks;                      /* see slate__tok_spec */
     bool merge_ranks;                             /* see slate__tok_spec */
+    bool split_marks;                             /* see slate__tok_spec */
     bool spm_words_apart; /* derived: no merge can cross the start of a word, so SPM encodes
                              word by word (slate__tok_spm_words_apart) */
     uint8_t *attrs; /* [n_tokens] SLATE__TOK_ATTR_* bits, or NULL when no token has any */

@@ -343,6 +343,7 @@ typedef struct pipeline {
     bool byte_level, metaspace, prepend_space, replace_space, nfc;
     bool prepend_first;      /* Metaspace prepend_scheme "first" */
     bool prepend_normalizer; /* prepend_space comes (also) from a Prepend normalizer */
+    bool split_marks;        /* Metaspace split: true */
 } pipeline;
 
 static slate_status read_pre_tokenizer(hf *h, const cJSON *pt, pipeline *p, slate_error *err) {
@@ -418,13 +419,14 @@ static slate_status read_pre_tokenizer(hf *h, const cJSON *pt, pipeline *p, slat
                 return slate__fail(err, SLATE_E_UNSUPPORTED,
                                    "tokenizer.json: Metaspace replacement '%s': only U+2581",
                                    rep->valuestring);
-            /* HF reads a missing "split" as true (split at every mark, so no merge crosses a
-             * word): only an explicit false is what we do. */
-            if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(one, "split")))
-                return slate__fail(err, SLATE_E_UNSUPPORTED,
-                                   "tokenizer.json: Metaspace with split true is not supported "
-                                   "(a missing \"split\" means true)");
+            /* HF reads a missing "split" as true: cut before every mark (spm.c word_end). */
+            const cJSON *split = cJSON_GetObjectItemCaseSensitive(one, "split");
+            if (split && !cJSON_IsBool(split))
+                return slate__fail(err, SLATE_E_FORMAT,
+                                   "tokenizer.json: Metaspace split is %s, expected a boolean",
+                                   type_name(split));
             p->metaspace = true;
+            p->split_marks = !cJSON_IsFalse(split);
             if (cJSON_IsString(scheme)) {
                 p->prepend_space = strcmp(scheme->valuestring, "never") != 0;
                 p->prepend_first = strcmp(scheme->valuestring, "first") == 0;
@@ -780,6 +782,7 @@ slate_status slate__tok_load_hf_mem(const char *data, size_t len, const char *co
         spec.prefix_unless_spaced = p.metaspace && !p.prepend_normalizer;
         spec.prefix_first_only = p.metaspace && !p.prepend_normalizer && p.prepend_first;
         spec.fuse_unk = cJSON_IsTrue(fuse_unk);
+        spec.split_marks = p.split_marks;
         if ((st = read_decoder(cJSON_GetObjectItemCaseSensitive(h.root, "decoder"),
                                &spec.decode_strip, &spec.decode_added_marks, err)) != SLATE_OK)
             goto done;

@@ -196,7 +196,7 @@ static void broken_headers_are_refused_with_offsets(void **st) {
         {4, 2, SLATE_E_UNSUPPORTED, "version 2"},
         {4, 0, SLATE_E_FORMAT, "version 0"},
         {8, 3, SLATE_E_FORMAT, "kind 3"},
-        {12, 1u << 14, SLATE_E_FORMAT, "flag"}, /* the first unknown bit */
+        {12, 1u << 15, SLATE_E_FORMAT, "flag"}, /* the first unknown bit */
         /* decode_added_marks (bit 12) in a vocabulary that spells spaces plainly (bit 3) */
         {12, 0x100f, SLATE_E_FORMAT, "decode_added_marks"},
         {16, 512, SLATE_E_FORMAT, "bos_id 512"},

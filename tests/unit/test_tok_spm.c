@@ -581,29 +581,67 @@ static void metaspace_prefix_follows_hf_prepend_scheme(void **st) {
     slate_tokenizer_free(tok);
 }
 
-/* HF tokenizers read a Metaspace without "split" as split: true (each word is encoded on its
- * own, so no merge crosses a mark), which we do not implement: refused, never guessed. */
-static void metaspace_without_split_false_is_refused(void **st) {
+/* HF Metaspace with split: true (pre_tokenizers/metaspace.rs, SplitDelimiterBehavior::
+ * MergedWithNext; a missing "split" means true): the text is cut before every mark, each piece
+ * keeps its mark, and each is merged on its own (models/bpe/model.rs merge_word per piece).
+ * "a  b" is "\u2581a\u2581\u2581b": pieces "\u2581a" "\u2581" "\u2581b" = 6 3 7, where split: false
+ * merges "\u2581 \u2581" first: 6 8 5. Without a "\u2581" token (nor merges) every mark is an
+ * unknown character, and HF ends a piece's unknown token with the piece, so fuse_unk joins none
+ * across pieces: "az  b" (z is no token) is "\u2581a" "z", "\u2581", "\u2581b" = 0 4 0 0 0 5, not
+ * 0 4 0 5. */
+static slate_tokenizer *metaspace_split_json(const char *split, bool with_mark) {
+    char json[1400];
+    snprintf(json, sizeof json,
+             "{\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\xE2\x96\x81\", "
+             "\"prepend_scheme\": \"always\"%s}, \"model\": {\"type\": \"BPE\", \"byte_fallback\": "
+             "true, \"fuse_unk\": true, \"unk_token\": \"<unk>\", \"vocab\": {\"<unk>\": 0, "
+             "\"<s>\": 1, \"</s>\": 2, \"%s\": 3, \"a\": 4, \"b\": 5, \"\xE2\x96\x81" "a\": 6, "
+             "\"\xE2\x96\x81" "b\": 7, \"\xE2\x96\x81\xE2\x96\x81\": 8, \"x\": 9}, \"merges\": "
+             "%s}}",
+             split, with_mark ? "\xE2\x96\x81" : "y",
+             with_mark ? "[\"\xE2\x96\x81 \xE2\x96\x81\", \"\xE2\x96\x81 a\", \"\xE2\x96\x81 b\"]"
+                       : "[]");
+    slate_tokenizer *tok = NULL;
+    slate_error err;
+    slate_status s = slate__tok_load_hf_mem(json, strlen(json), NULL, 0, &tok, &err);
+    if (s != SLATE_OK) fprintf(stderr, "%s\n", err.message);
+    assert_int_equal(s, SLATE_OK);
+    return tok;
+}
+
+static void metaspace_split_merges_each_marked_piece_alone(void **st) {
     (void)st;
-    static const char *const pre[] = {
-        "{\"type\": \"Metaspace\", \"replacement\": \"\xE2\x96\x81\", \"add_prefix_space\": true}",
-        "{\"type\": \"Metaspace\", \"replacement\": \"\xE2\x96\x81\", \"prepend_scheme\": "
-        "\"first\", \"split\": true}",
-    };
-    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
-        char json[1024];
-        snprintf(json, sizeof json,
-                 "{\"pre_tokenizer\": %s, \"model\": {\"type\": \"BPE\", \"byte_fallback\": "
-                 "true, \"vocab\": {\"\xE2\x96\x81\": 0, \"x\": 1, \"\xE2\x96\x81x\": 2}, "
-                 "\"merges\": [[\"\xE2\x96\x81\", \"x\"]]}}",
-                 pre[i]);
-        slate_tokenizer *tok = NULL;
-        slate_error err;
-        assert_int_equal(slate__tok_load_hf_mem(json, strlen(json), NULL, 0, &tok, &err),
-                         SLATE_E_UNSUPPORTED);
-        assert_null(tok);
-        assert_non_null(strstr(err.message, "split"));
-    }
+    const char *const splits[] = {"", ", \"split\": true"};
+    for (int k = 0; k < 2; k++)
+        for (int pass = 0; pass < 2; pass++) {
+            slate_tokenizer *tok = metaspace_split_json(splits[k], true);
+            if (pass == 1) {
+                slate__buf b = {0};
+                slate__tok_serialize(tok, &b);
+                assert_int_equal(b.data[13] & 0x40, 0x40); /* flag bit 14: split_marks */
+                slate_tokenizer_free(tok);
+                tok = NULL;
+                assert_int_equal(slate__tok_deserialize(b.data, b.len, &tok, NULL), SLATE_OK);
+                slate__buf_free(&b);
+            }
+            expect_ids(tok, "a  b", (const int32_t[]){6, 3, 7}, 3);
+            expect_ids(tok, "  a", (const int32_t[]){3, 6}, 2); /* no second mark */
+            slate_tokenizer_free(tok);
+            tok = metaspace_split_json(splits[k], false);
+            expect_ids(tok, "az  b", (const int32_t[]){0, 4, 0, 0, 0, 5}, 6);
+            slate_tokenizer_free(tok);
+        }
+    slate_tokenizer *tok = metaspace_split_json(", \"split\": false", true);
+    expect_ids(tok, "a  b", (const int32_t[]){6, 8, 5}, 3);
+    slate_tokenizer_free(tok);
+    char json[300];
+    snprintf(json, sizeof json,
+             "{\"pre_tokenizer\": {\"type\": \"Metaspace\", \"split\": 1}, \"model\": {\"type\": "
+             "\"BPE\", \"byte_fallback\": true, \"vocab\": {\"x\": 0}, \"merges\": []}}");
+    slate_error err;
+    assert_int_equal(slate__tok_load_hf_mem(json, strlen(json), NULL, 0, &tok, &err),
+                     SLATE_E_FORMAT);
+    assert_non_null(strstr(err.message, "split"));
 }
 
 /* An NFC normalizer in a SentencePiece-style tokenizer.json is applied (it was accepted and
@@ -832,7 +870,7 @@ int main(void) {
         cmocka_unit_test(phi3_chat_markers_strip_the_following_newline),
         cmocka_unit_test(llama2_style_tokenizer_json_encodes_like_tokenizer_bin),
         cmocka_unit_test(metaspace_prefix_follows_hf_prepend_scheme),
-        cmocka_unit_test(metaspace_without_split_false_is_refused),
+        cmocka_unit_test(metaspace_split_merges_each_marked_piece_alone),
         cmocka_unit_test(spm_tokenizer_json_applies_its_nfc_normalizer),
         cmocka_unit_test(fuse_unk_gives_one_unk_per_run_of_unknown_characters),
         cmocka_unit_test(byte_fallback_with_missing_byte_tokens_gives_one_unk_per_character),
