@@ -245,6 +245,37 @@ static slate_status gather_tokens(hf *h, const cJSON *model, slate_error *err) {
     return SLATE_OK;
 }
 
+/* HF's BPE collects the merges into a map, so a pair listed again takes the rank of its last
+ * entry (models/bpe/model.rs BpeBuilder::build); llama.cpp, and slate__tok_create for BPE,
+ * keep the first. Dropping the earlier entries of such a pair gives HF's order (ranks only
+ * compare), for both kinds, in the package too. */
+static slate_status drop_earlier_duplicates(hf *h, slate_error *err) {
+    if (h->n_merges < 2) return SLATE_OK;
+    uint32_t size = 16;
+    while (size < (uint64_t)h->n_merges * 2) size <<= 1;
+    uint64_t *seen = slate__malloc((size_t)size * sizeof *seen);
+    if (!seen) return slate__fail(err, SLATE_E_NOMEM, "out of memory for %d merges", h->n_merges);
+    memset(seen, 0xff, (size_t)size * sizeof *seen);
+    int32_t kept = h->n_merges; /* walk from the last merge; kept ones move to the end */
+    for (int32_t r = h->n_merges - 1; r >= 0; r--) {
+        uint64_t key = (uint64_t)(uint32_t)h->merge_ids[2 * r] << 32 |
+                       (uint32_t)h->merge_ids[2 * r + 1];
+        uint32_t i = slate__tok_hash_bytes(&key, sizeof key) & (size - 1);
+        while (seen[i] != UINT64_MAX && seen[i] != key) i = (i + 1) & (size - 1);
+        if (seen[i] == key) continue;
+        seen[i] = key;
+        kept--;
+        h->merge_ids[2 * kept] = h->merge_ids[2 * r];
+        h->merge_ids[2 * kept + 1] = h->merge_ids[2 * r + 1];
+    }
+    slate__free(seen);
+    if (kept > 0)
+        memmove(h->merge_ids, h->merge_ids + 2 * kept,
+                (size_t)(h->n_merges - kept) * 2 * sizeof *h->merge_ids);
+    h->n_merges -= kept;
+    return SLATE_OK;
+}
+
 static slate_status gather_merges(hf *h, const cJSON *model, slate_error *err) {
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
     if (!merges || cJSON_IsNull(merges)) return SLATE_OK;
@@ -300,7 +331,7 @@ static slate_status gather_merges(hf *h, const cJSON *model, slate_error *err) {
         r++;
     }
     h->n_merges = r;
-    return SLATE_OK;
+    return drop_earlier_duplicates(h, err);
 }
 
 /* SPM scores from merge ranks (see the top of the file). */

@@ -770,6 +770,26 @@ static void spm_json_duplicate_merges_take_the_last_rank(void **st) {
     slate_tokenizer_free(tok);
 }
 
+/* The same rule in a byte-level file (llama.cpp's GGUF keeps the first rank instead). */
+static void byte_level_json_duplicate_merges_take_the_last_rank(void **st) {
+    (void)st;
+    static const char json[] =
+        "{\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\":"
+        " true}, \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"c\": 2, \"ab\": 3,"
+        " \"bc\": 4}, \"merges\": [\"a b\", \"b c\", \"a b\", \"b c\"]}}";
+    slate_tokenizer *tok = load(json);
+    EXPECT_BOTH(tok, "abc", 3, 2); /* a b: 2, b c: 3 */
+    slate_tokenizer_free(tok);
+    static const char json2[] =
+        "{\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\":"
+        " true}, \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"c\": 2, \"ab\": 3,"
+        " \"bc\": 4}, \"merges\": [\"a b\", \"b c\", \"a b\"]}}";
+    tok = load(json2);
+    EXPECT_BOTH(tok, "abc", 0, 4); /* a b: 2, b c: 1 */
+    EXPECT_BOTH(tok, "ab", 3);
+    slate_tokenizer_free(tok);
+}
+
 static void spm_json_equal_ranks_merge_leftmost_first(void **st) {
     (void)st;
     /* "aaa" is a token, but no merge makes it. */
@@ -864,6 +884,7 @@ int main(void) {
         cmocka_unit_test(spm_json_merges_only_listed_pairs_by_rank),
         cmocka_unit_test(spm_json_vocab_pairs_without_a_merge_stay_apart),
         cmocka_unit_test(spm_json_duplicate_merges_take_the_last_rank),
+        cmocka_unit_test(byte_level_json_duplicate_merges_take_the_last_rank),
         cmocka_unit_test(spm_json_equal_ranks_merge_leftmost_first),
         cmocka_unit_test(spm_json_merges_must_make_tokens),
         cmocka_unit_test(spm_json_ranks_merge_word_by_word),
