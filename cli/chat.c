@@ -66,11 +66,11 @@ static void print_stats(slate_session *s) {
     if (slate_session_get_stats(s, &st) != SLATE_OK) return;
     printf("[stats] turns=%d messages=%d ledger_tokens=%d ctx=%d kv_bytes=%zu reuse_hits=%d "
            "tokens_reused=%lld tokens_prefilled=%lld tokens_generated=%lld ttft_ms=%.2f "
-           "turns_dropped=%d summaries=%d template=%s\n\n",
+           "turns_dropped=%d summaries=%d reuse_released=%d template=%s\n\n",
            st.n_turns, st.n_messages, st.n_ledger_tokens, st.n_ctx, st.kv_bytes_used,
            st.n_reuse_hits, (long long)st.n_tokens_reused, (long long)st.n_tokens_prefilled,
            (long long)st.n_tokens_generated, st.last_ttft_ms, st.n_turns_dropped, st.n_summaries,
-           st.template_name);
+           st.n_reuse_released, st.template_name);
     fflush(stdout);
 }
 
@@ -109,6 +109,10 @@ static bool chat_turn(slate_session *s, const char *text, size_t len,
             "%.1f ms, %.1f tok/s\n", turn_no, res.n_generated,
             slate_finish_reason_str(res.finish), res.n_prompt,
             (long long)(after.n_tokens_reused - before.n_tokens_reused), res.ttft_ms, tps);
+    if (after.n_reuse_released > before.n_reuse_released)
+        fprintf(stderr, "[slate] note: the prompt departs from the cached conversation further back "
+                "than the sliding window's rollback reach, whose rows were released: the whole "
+                "prompt was prefilled again (--kv-rollback N or --kv-keep-all keep more)\n");
     return true;
 }
 

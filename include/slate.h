@@ -972,6 +972,9 @@ typedef struct slate_session_stats {
     double last_ttft_ms;          /* of the last turn; 0 before the first */
     int32_t n_turns_dropped;      /* by the roll and summarize policies */
     int32_t n_summaries;
+    int32_t n_reuse_released;     /* turns whose prompt matched the cache further back than a
+                                     sliding window's rollback reach (kv_rollback_tokens): the
+                                     rows were released, so the whole prompt was prefilled */
 } slate_session_stats;
 
 /* Fills *stats. Returns OK, E_INVALID_ARG, E_BUSY (a call is running on the session). */

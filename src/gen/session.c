@@ -472,6 +472,7 @@ again:
              * whole prompt instead. */
             st = slate_state_reset(s->state);
             keep = 0;
+            if (!st) s->stats.n_reuse_released++;
         }
         if (st == SLATE_E_CANCELLED && first_call) {
             first_call = false;

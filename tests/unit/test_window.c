@@ -580,6 +580,12 @@ static void a_session_edit_beyond_the_reach_prefills_again(void **stp) {
     reply(fresh, want, 1);
     assert_string_equal(r2, want);
     same_logits(slate_session_state(s), slate_session_state(fresh), TM_VOCAB, "session");
+    /* ... and says so: one turn lost its reuse to the window, the fresh session none. */
+    assert_int_equal(slate_session_get_stats(s, &ss), SLATE_OK);
+    assert_int_equal(ss.n_reuse_released, 1);
+    assert_int_equal(ss.n_tokens_reused, 0);
+    assert_int_equal(slate_session_get_stats(fresh, &ss), SLATE_OK);
+    assert_int_equal(ss.n_reuse_released, 0);
     slate_session_free(s);
     slate_session_free(fresh);
 }
@@ -610,7 +616,9 @@ static void a_session_keeping_every_row_reuses_the_prefix(void **stp) {
     assert_int_equal(slate_session_get_stats(s, &ss), SLATE_OK);
     assert_int_equal(slate_session_get_stats(d, &sd), SLATE_OK);
     assert_true(ss.n_tokens_reused > 0);
+    assert_int_equal(ss.n_reuse_released, 0);
     assert_int_equal(sd.n_tokens_reused, 0);
+    assert_int_equal(sd.n_reuse_released, 1);
     assert_string_equal(r, want);
     same_logits(slate_session_state(s), slate_session_state(d), TM_VOCAB, "keep-all session");
     slate_session_free(s);
