@@ -608,8 +608,7 @@ static int run_default(bench *b) {
         b->m = NULL;
         return 2;
     }
-    if (!cli_kv_options_ok("bench", b->kv_rollback, b->kv_keep_all, b->info.n_ctx,
-                           "the package's context")) {
+    if (!cli_kv_options_ok("bench", b->kv_rollback, b->kv_keep_all, 0, b->info.n_ctx)) {
         slate_model_close(b->m);
         b->m = NULL;
         return 2;
@@ -918,8 +917,7 @@ static int run_modes(bench *b) {
     b->what = "open";
     if ((s = slate_model_open(b->path, &b->mp, &b->m, &b->err))) return cli_error("bench", s, &b->err);
     slate_model_get_info(b->m, &b->info);
-    if (!cli_kv_options_ok("bench", b->kv_rollback, b->kv_keep_all, b->info.n_ctx,
-                           "the package's context")) {
+    if (!cli_kv_options_ok("bench", b->kv_rollback, b->kv_keep_all, 0, b->info.n_ctx)) {
         rc = 2;
         goto out;
     }

@@ -35,11 +35,12 @@ bool cli_parse_float(const char *s, double lo, double hi, double *out);
  * --kv-rollback N (slate_state_params.kv_rollback_tokens) and --kv-keep-all (kv_keep_all).
  * cli_kv_rollback_parse: v is an integer in 1..16777216 (the context is checked later, once it
  * is known), else a message on stderr and false. cli_kv_options_ok: n (0: not given) is in
- * 1..n_ctx, `ctx_what` saying which context that is, and not given with --kv-keep-all (which
+ * 1..the context (ctx_given, the --context, when in 1..package_ctx, else package_ctx; the
+ * message says which), and not given with --kv-keep-all (which
  * keeps every row, so a reach would mean nothing); else a message on stderr and false (the
  * caller exits 2, as for any usage error). */
 bool cli_kv_rollback_parse(const char *cmd, const char *v, int32_t *out);
-bool cli_kv_options_ok(const char *cmd, int32_t n, bool keep_all, int32_t n_ctx,
-                       const char *ctx_what);
+bool cli_kv_options_ok(const char *cmd, int32_t n, bool keep_all, int32_t ctx_given,
+                       int32_t package_ctx);
 
 #endif

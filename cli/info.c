@@ -37,7 +37,7 @@ int slate_cli_info(int argc, char **argv) {
     if (s) return cli_error("info", s, &err);
     slate_model_info mi;
     slate_model_get_info(m, &mi);
-    if (!cli_kv_options_ok("info", rollback, mp.kv_keep_all, mi.n_ctx, "the package's context")) {
+    if (!cli_kv_options_ok("info", rollback, mp.kv_keep_all, 0, mi.n_ctx)) {
         slate_model_close(m);
         return 2;
     }

@@ -41,8 +41,12 @@ bool cli_kv_rollback_parse(const char *cmd, const char *v, int32_t *out) {
     return true;
 }
 
-bool cli_kv_options_ok(const char *cmd, int32_t n, bool keep_all, int32_t n_ctx,
-                       const char *ctx_what) {
+bool cli_kv_options_ok(const char *cmd, int32_t n, bool keep_all, int32_t ctx_given,
+                       int32_t package_ctx) {
+    /* A --context beyond the package's is refused elsewhere (plan, state creation). */
+    bool given = ctx_given > 0 && ctx_given <= package_ctx;
+    int32_t n_ctx = given ? ctx_given : package_ctx;
+    const char *ctx_what = given ? "the --context" : "the package's context";
     if (n && keep_all) {
         fprintf(stderr, "slate %s: --kv-rollback and --kv-keep-all exclude each other "
                         "(--kv-keep-all keeps every row, so there is no reach to set)\n", cmd);

@@ -167,9 +167,7 @@ int slate_cli_plan(int argc, char **argv) {
             return 2;
         }
     }
-    if (!cli_kv_options_ok("plan", pp.kv_rollback_tokens, pp.kv_keep_all,
-                           pp.n_ctx ? pp.n_ctx : p.n_ctx_max,
-                           pp.n_ctx ? "the --context" : "the package's context"))
+    if (!cli_kv_options_ok("plan", pp.kv_rollback_tokens, pp.kv_keep_all, pp.n_ctx, p.n_ctx_max))
         return 2;
     if ((s = slate_plan_file(path, &pp, &p, &err))) return cli_error("plan", s, &err);
     char b1[32], b2[32], b3[32];

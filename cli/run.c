@@ -453,9 +453,8 @@ int slate_cli_run(int argc, char **argv) {
     slate_model_info info;
     slate_model_get_info(m, &info);
     /* A --context beyond the package's is refused by slate_state_create below. */
-    if (!cli_kv_options_ok("run", sp.kv_rollback_tokens, sp.kv_keep_all,
-                           sp.n_ctx && sp.n_ctx <= info.n_ctx ? sp.n_ctx : info.n_ctx,
-                           sp.n_ctx ? "the --context" : "the package's context")) {
+    if (!cli_kv_options_ok("run", sp.kv_rollback_tokens, sp.kv_keep_all, sp.n_ctx,
+                           info.n_ctx)) {
         rc = 2;
         goto out;
     }
