@@ -361,28 +361,24 @@ static slate_status spm_encode(const slate_tokenizer *tok, const char *text, siz
         cache.ids = slate__malloc(cache.max_ids * sizeof *cache.ids);
         wc = &cache;
     }
+    slate_status st = SLATE_OK;
     if (!v || !h.v || (wc && (!cache.slots || !cache.e || !cache.ids))) {
-        slate__free(s);
-        slate__free(v);
-        slate__free(h.v);
-        slate__free(cache.slots);
-        slate__free(cache.e);
-        slate__free(cache.ids);
-        return slate__fail(err, SLATE_E_NOMEM, "out of memory encoding %zu bytes", len);
+        st = slate__fail(err, SLATE_E_NOMEM, "out of memory encoding %zu bytes", len);
+    } else {
+        bool pending = false; /* an unknown token not yet emitted (emit_unknown) */
+        for (size_t from = 0; from < n;) {
+            size_t to = word_end(tok, s, from, n);
+            encode_word(tok, s, from, to, v, &h, wc, &pending, out);
+            if (tok->split_marks) flush_unk(tok, &pending, out); /* HF merges each piece alone */
+            from = to;
+        }
+        flush_unk(tok, &pending, out);
     }
-    bool pending = false; /* an unknown token not yet emitted (emit_unknown) */
-    for (size_t from = 0; from < n;) {
-        size_t to = word_end(tok, s, from, n);
-        encode_word(tok, s, from, to, v, &h, wc, &pending, out);
-        if (tok->split_marks) flush_unk(tok, &pending, out); /* HF merges each piece alone */
-        from = to;
-    }
-    flush_unk(tok, &pending, out);
     slate__free(s);
     slate__free(v);
     slate__free(h.v);
     slate__free(cache.slots);
     slate__free(cache.e);
     slate__free(cache.ids);
-    return SLATE_OK;
+    return st;
 }
