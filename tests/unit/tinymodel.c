@@ -80,6 +80,10 @@ slate_status tm_write(const char *path, const tm_opts *o, slate_error *err) {
     a->qk_norm = o->qk_norm;
     a->tied = o->tied;
     a->sliding_window = o->window;
+    if (o->window > 0 && o->window_layers) {
+        a->per_layer_sliding = true; /* rope_local_theta stays 0: one RoPE base for all layers */
+        for (int l = 0; l < o->n_layers && l < 32; l++) a->layer_sliding[l] = o->window_layers >> l & 1u;
+    }
     int64_t hd = a->head_dim, qw = (int64_t)o->n_heads * hd, kw = (int64_t)o->n_kv_heads * hd;
     blob b = {0};
     b.cap = (size_t)TM_VOCAB * o->dim * 2 +

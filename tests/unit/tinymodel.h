@@ -9,7 +9,9 @@ typedef struct tm_opts {
     int32_t n_layers, dim, n_heads, n_kv_heads, ffn_dim;
     int32_t n_ctx, max_query;
     bool qkv_bias, qk_norm, tied, half_rope;
-    int32_t window;
+    int32_t window;         /* sliding window of the attention (0: none) */
+    uint32_t window_layers; /* with a window: 0 every layer windowed, else bit l windows layer l
+                               and the others attend globally (as Gemma 3's pattern) */
     slate_dtype dtype;      /* matrices; F32/F16/BF16 or compressed (Q8_0, Q4, Q8_C) */
     int32_t block_size;     /* Q4 block (0: 32) */
     bool asym;              /* Q4 asymmetric */
