@@ -277,6 +277,11 @@ slate_status slate__state_load_locked(slate_state *st, const uint8_t *d, size_t 
         return slate__fail_at(err, SLATE_E_FORMAT, 32, "%s: length %d, logit rows %d (0..%d), "
                               "ledger %d (0..%d), flags %#x (only bit 0 is defined)", what,
                               length, n_rows, p->max_query, n_tokens, MAX_LEDGER, flags);
+    /* Logits are the last rows of the call that fed positions: a state never has more rows of
+     * them than positions (truncate, reset and set_length drop them). */
+    if (n_rows > length)
+        return slate__fail_at(err, SLATE_E_FORMAT, 44, "%s: %d logit rows for %d positions (a "
+                              "state holds at most one row per position)", what, n_rows, length);
     if (length > st->n_ctx)
         return slate__fail(err, SLATE_E_CONTEXT_FULL, "%s holds %d positions; this state's "
                            "context is %d", what, length, st->n_ctx);

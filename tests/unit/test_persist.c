@@ -11,8 +11,11 @@
 #include "core/core.h"
 #include "tinymodel.h"
 
+#define WINDOW 4
+
 typedef struct fx {
     slate_model *m, *other;
+    slate_model *win; /* m's shapes; layer 0 (caches 0 and 1) has a sliding window of WINDOW */
 } fx;
 
 static const char *make_pkg(const char *name, const tm_opts *o) {
@@ -31,6 +34,10 @@ static int setup(void **st) {
     o.seed = 999; /* same META and tokenizer, other weights */
     assert_int_equal(slate_model_open(make_pkg("other.slate", &o), NULL, &f->other, NULL),
                      SLATE_OK);
+    o = tm_default();
+    o.window = WINDOW;
+    o.window_layers = 1;
+    assert_int_equal(slate_model_open(make_pkg("window.slate", &o), NULL, &f->win, NULL), SLATE_OK);
     *st = f;
     return 0;
 }
@@ -38,6 +45,7 @@ static int teardown(void **st) {
     fx *f = *st;
     assert_int_equal(slate_model_close(f->m), SLATE_OK);
     assert_int_equal(slate_model_close(f->other), SLATE_OK);
+    assert_int_equal(slate_model_close(f->win), SLATE_OK);
     free(f);
     return 0;
 }
@@ -46,9 +54,11 @@ static void fill_ids(int32_t *ids, int n, uint64_t seed) {
     for (int i = 0; i < n; i++) ids[i] = (int32_t)(3 + (seed * 2654435761u + (uint64_t)i * 40503u) % 256);
 }
 
-static slate_state *new_state(slate_model *m, int kv /* -1 default */, int32_t n_ctx) {
+static slate_state *new_state_keep(slate_model *m, int kv /* -1 default */, int32_t n_ctx,
+                                  bool keep_all) {
     slate_state_params sp = slate_state_default_params();
     sp.n_ctx = n_ctx;
+    sp.kv_keep_all = keep_all;
     if (kv >= 0) {
         sp.kv_dtype_set = true;
         sp.kv_dtype = (slate_dtype)kv;
@@ -57,6 +67,10 @@ static slate_state *new_state(slate_model *m, int kv /* -1 default */, int32_t n
     slate_error e;
     if (slate_state_create(m, &sp, &st, &e)) fail_msg("state_create: %s", e.message);
     return st;
+}
+
+static slate_state *new_state(slate_model *m, int kv /* -1 default */, int32_t n_ctx) {
+    return new_state_keep(m, kv, n_ctx, false);
 }
 
 static slate_sampler *new_sampler(void) {
@@ -390,6 +404,190 @@ static void dtype_context_and_buffer_mismatches_are_refused(void **stp) {
     free(b);
 }
 
+/* ---- version 2: first positions of sliding-window caches -------------------------------- */
+
+static uint32_t get_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+/* Size field and both checksums after an edit that leaves the file n bytes long. */
+static void fix_all(uint8_t *b, size_t n) {
+    put_u64(b + 24, n);
+    put_u32(b + 56, slate__crc32(0, b + 64, n - 64));
+    fix_header_crc(b);
+}
+/* Where the cache rows start in a saved file. */
+static size_t rows_offset(const uint8_t *b) {
+    size_t misc = 64 + (size_t)get_u32(b + 36) * 16;
+    return misc + 40 + (size_t)get_u32(b + 48) * 4 + get_u32(b + misc + 32) +
+           (size_t)get_u32(b + 44) * get_u32(b + 40) * 4;
+}
+
+/* A copy of a saved file b (every first position 0) with version `version` and tensor i's first
+ * position first[i], holding only its rows first[i]..length-1 (none from the length on). */
+static uint8_t *trim(const uint8_t *b, size_t n, uint32_t version, const uint32_t *first,
+                     size_t *out_n) {
+    uint32_t length = get_u32(b + 32), nt = get_u32(b + 36);
+    size_t rows = rows_offset(b), src = rows, dst = rows;
+    uint8_t *c = malloc(n);
+    memcpy(c, b, rows);
+    put_u32(c + 8, version);
+    for (uint32_t i = 0; i < nt; i++) {
+        size_t rb = get_u32(b + 64 + 16 * i + 8);
+        uint32_t keep = first[i] >= length ? 0 : length - first[i];
+        put_u32(c + 64 + 16 * i + 4, first[i]);
+        memcpy(c + dst, b + src + (size_t)(length - keep) * rb, (size_t)keep * rb);
+        src += (size_t)length * rb;
+        dst += (size_t)keep * rb;
+    }
+    assert_int_equal(src, n);
+    fix_all(c, dst);
+    *out_n = dst;
+    return c;
+}
+
+/* A file whose windowed caches (layer 0) hold only the rows the next query reads loads, from a
+ * path and from memory, reports its first positions, and continues exactly like the whole file;
+ * a keep-all state that loads it cannot go back behind them either. */
+static void a_windowed_file_with_first_positions_loads_and_continues(void **stp) {
+    fx *f = *stp;
+    const uint32_t L = 12, F = L - WINDOW + 1;
+    size_t n, m;
+    uint8_t *whole = saved_bytes(f->win, (int32_t)L, &n);
+    const uint32_t first[4] = {F, F, 0, 0};
+    uint8_t *cut = trim(whole, n, 2, first, &m);
+    assert_true(m < n);
+    const char *path = tu_tmp("window.state");
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(cut, 1, m, fp), m);
+    fclose(fp);
+    slate_state *a = new_state(f->win, -1, 0), *b = new_state(f->win, -1, 0);
+    slate_error e;
+    assert_int_equal(slate_state_load_mem(a, whole, n, NULL, &e), SLATE_OK);
+    if (slate_state_load(b, path, NULL, &e)) fail_msg("load: %s", e.message);
+    assert_int_equal(slate_state_length(b), (int32_t)L);
+    for (int32_t i = 0; i < 4; i++) {
+        slate_tensor_info ti;
+        assert_int_equal(slate_state_tensor_info(b, i, &ti), SLATE_OK);
+        assert_int_equal(ti.first_position, (int32_t)first[i]);
+        assert_int_equal(ti.window, i < 2 ? WINDOW : 0);
+    }
+    assert_memory_equal(slate_state_logits(a, NULL), slate_state_logits(b, NULL),
+                        sizeof(float) * TM_VOCAB);
+    int32_t ids[5];
+    fill_ids(ids, 5, 3);
+    assert_int_equal(slate_state_predict(a, ids, 5, NULL, NULL), SLATE_OK);
+    assert_int_equal(slate_state_predict(b, ids, 5, NULL, NULL), SLATE_OK);
+    assert_memory_equal(slate_state_logits(a, NULL), slate_state_logits(b, NULL),
+                        sizeof(float) * TM_VOCAB);
+    /* Saved again, the file keeps the first positions and loads into a keep-all state. */
+    size_t m2;
+    assert_int_equal(slate_state_save_mem(b, NULL, NULL, 0, &m2, NULL), SLATE_E_BUFFER_TOO_SMALL);
+    uint8_t *again = malloc(m2);
+    assert_int_equal(slate_state_save_mem(b, NULL, again, m2, &m2, NULL), SLATE_OK);
+    assert_int_equal(get_u32(again + 8), 2);
+    assert_int_equal(get_u32(again + 64 + 4), F);
+    assert_int_equal(get_u32(again + 64 + 2 * 16 + 4), 0);
+    slate_state *k = new_state_keep(f->win, -1, 0, true);
+    assert_int_equal(slate_state_load_mem(k, again, m2, NULL, &e), SLATE_OK);
+    assert_memory_equal(slate_state_logits(a, NULL), slate_state_logits(k, NULL),
+                        sizeof(float) * TM_VOCAB);
+    /* The rows behind first are not there: neither truncate nor read_tensor reach them. */
+    assert_int_equal(slate_state_truncate(k, (int32_t)(F + WINDOW - 2), &e), SLATE_E_RELEASED);
+    if (!strstr(e.message, "cache.0.k")) fail_msg("truncate: %s", e.message);
+    size_t need;
+    assert_int_equal(slate_state_read_tensor(k, 0, NULL, 0, &need, &e), SLATE_E_RELEASED);
+    assert_int_equal(slate_state_read_tensor(k, 2, NULL, 0, &need, &e), SLATE_E_BUFFER_TOO_SMALL);
+    assert_int_equal(slate_state_truncate(k, (int32_t)(F + WINDOW - 1), &e), SLATE_OK);
+    free(again);
+    free(cut);
+    free(whole);
+    slate_state_free(a);
+    slate_state_free(b);
+    slate_state_free(k);
+}
+
+/* Each first position the next query could not do with, or that the counts contradict, is
+ * refused as corrupt with the cache named; the state keeps what it held. */
+static void bad_first_positions_are_refused(void **stp) {
+    fx *f = *stp;
+    const uint32_t L = 12, F = L - WINDOW + 1;
+    size_t n, m;
+    uint8_t *whole = saved_bytes(f->win, (int32_t)L, &n);
+    struct {
+        uint32_t version, first[4];
+        const char *msg;
+    } cases[] = {
+        {2, {F + 1, F, 0, 0}, "holds positions from 10 of 12, but the next query's window"},
+        {2, {F, L, 0, 0}, "holds positions from 12 of 12"},
+        {2, {L + 1, 0, 0, 0}, "holds positions from 13 of 12"},
+        {2, {0x80000000u, 0, 0, 0}, "holds positions from 2147483648 of 12"},
+        {2, {0, 0, 1, 0}, "it has no sliding window"},
+        {2, {F, F, F, 0}, "it has no sliding window"},
+        {1, {F, F, 0, 0}, "reserved field 9; expected 32 and 0"},
+    };
+    slate_state *st = new_state(f->win, -1, 0);
+    int32_t ids[6];
+    fill_ids(ids, 6, 1);
+    assert_int_equal(slate_state_predict(st, ids, 6, NULL, NULL), SLATE_OK);
+    snapshot s;
+    snap(st, &s);
+    slate_error e;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint8_t *c = trim(whole, n, cases[i].version, cases[i].first, &m);
+        assert_int_equal(slate_state_load_mem(st, c, m, NULL, &e), SLATE_E_FORMAT);
+        if (!strstr(e.message, cases[i].msg)) fail_msg("case %zu: %s", i, e.message);
+        assert_true(e.has_offset);
+        same_as(st, &s);
+        free(c);
+    }
+    /* First positions written without the rows cut: the sizes disagree. */
+    uint8_t *c = malloc(n);
+    memcpy(c, whole, n);
+    put_u32(c + 64 + 4, F);
+    put_u32(c + 64 + 16 + 4, F);
+    fix_all(c, n);
+    assert_int_equal(slate_state_load_mem(st, c, n, NULL, &e), SLATE_E_FORMAT);
+    assert_non_null(strstr(e.message, "the counts say"));
+    same_as(st, &s);
+    free(c);
+    /* A model without a window refuses any first position above 0. */
+    free(whole);
+    whole = saved_bytes(f->m, (int32_t)L, &n);
+    const uint32_t one[4] = {0, 0, 0, 1};
+    c = trim(whole, n, 2, one, &m);
+    slate_state *p = new_state(f->m, -1, 0);
+    assert_int_equal(slate_state_load_mem(p, c, m, NULL, &e), SLATE_E_FORMAT);
+    assert_non_null(strstr(e.message, "holds positions from 1 of 12, but it has no sliding window"));
+    assert_int_equal(slate_state_length(p), 0);
+    free(c);
+    free(whole);
+    slate_state_free(p);
+    slate_state_free(st);
+}
+
+/* Logits are rows of the last call's positions: a file with more logit rows than positions
+ * (length 0 and one row here) is corrupt, not a state whose logits belong to no position. */
+static void logit_rows_beyond_the_length_are_refused(void **stp) {
+    fx *f = *stp;
+    size_t n;
+    uint8_t *b = saved_bytes(f->m, 1, &n);
+    assert_int_equal(get_u32(b + 44), 1);
+    size_t m = rows_offset(b); /* without the one row of each cache */
+    put_u32(b + 32, 0);
+    fix_all(b, m);
+    slate_state *st = new_state(f->m, -1, 0);
+    slate_error e;
+    assert_int_equal(slate_state_load_mem(st, b, m, NULL, &e), SLATE_E_FORMAT);
+    assert_non_null(strstr(e.message, "1 logit rows for 0 positions"));
+    assert_null(slate_state_logits(st, NULL));
+    slate_state_free(st);
+    free(b);
+}
+
 static void save_is_atomic(void **stp) {
     fx *f = *stp;
     slate_state *st = new_state(f->m, -1, 0);
@@ -454,6 +652,9 @@ int main(void) {
         cmocka_unit_test(a_version_1_file_still_loads),
         cmocka_unit_test(a_file_from_another_model_names_both_fingerprints),
         cmocka_unit_test(dtype_context_and_buffer_mismatches_are_refused),
+        cmocka_unit_test(a_windowed_file_with_first_positions_loads_and_continues),
+        cmocka_unit_test(bad_first_positions_are_refused),
+        cmocka_unit_test(logit_rows_beyond_the_length_are_refused),
         cmocka_unit_test(save_is_atomic),
         cmocka_unit_test(sampler_rng_pair_checks_its_input),
     };
