@@ -1,14 +1,19 @@
 /* fuzz_state_file.c - libFuzzer target for the state file reader (slate_state_load_mem: header,
- * tensor table, extras, checksums, bounds). A tiny fixed model (tests/unit/tinymodel.c, default
- * options) is written and opened once, with one f16 and one int8 state to load into; a state
- * that loads is run for one more token.
+ * version, tensor table with its first positions, extras, checksums, bounds). Two tiny models
+ * (tests/unit/tinymodel.c) with the same shapes are written and opened once: the default one
+ * (no window) with an f16 and an int8 state, and one whose layer 0 has a sliding window of
+ * WINDOW positions (layer 1 attends globally) with a releasing f16 state and a keep-all int8
+ * state. Every input is tried on all four; a state that loads is run for one more token.
  *
- * Corpus files carry the placeholder fingerprint 5afe5afe5afe5afe: the target patches in the
- * model's real fingerprint (and recomputes the header CRC if it was valid), so the corpus gets
- * past the fingerprint check even after the model's bytes change. Any other value exercises
- * the "another model" refusal.
+ * Corpus files carry the placeholder fingerprint 5afe5afe5afe5afe: the target patches in each
+ * model's real fingerprint in turn (and recomputes the header CRC if it was valid), so the corpus
+ * gets past the fingerprint check even after the models' bytes change. Any other value exercises
+ * the "another model" refusal. Since the shapes are equal, a file saved from either model loads
+ * into the other unless a first position above 0 names a cache without a window.
  *
- * The corpus (tests/fuzz/corpus/state_file/) was written by this file's generator:
+ * The corpus (tests/fuzz/corpus/state_file/) is written by this file's generator, which also
+ * checks that each valid seed loads (and that a trimmed windowed file continues exactly like the
+ * state it was cut from) and each broken one is refused with the expected status:
  *   cc -std=c11 -DSLATE_STATE_CORPUS_MAIN -Iinclude -Isrc tests/fuzz/fuzz_state_file.c \
  *      build/libslate.a -lcjson -lpcre2-8 -lunistring -lm -lpthread -o /tmp/gen && \
  *   /tmp/gen tests/fuzz/corpus/state_file
@@ -26,9 +31,11 @@
 #include "slate.h"
 
 #define PLACEHOLDER 0x5afe5afe5afe5afeull
+#define WINDOW 4
 
-static slate_model *g_model;
-static slate_state *g_f16, *g_i8;
+/* [0] the default model, [1] the windowed one; per model an f16 and an int8 state. */
+static slate_model *g_model[2];
+static slate_state *g_state[2][2];
 
 static uint64_t rd64(const uint8_t *p) {
     uint64_t v = 0;
@@ -45,26 +52,44 @@ static uint32_t rd32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static int init(void) {
-    if (g_model) return 0;
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/slate-fuzz-state-%ld.slate", (long)getpid());
-    tm_opts o = tm_default();
-    if (tm_write(path, &o, NULL) != SLATE_OK) return -1;
+static int open_model(int k, const tm_opts *o) {
+    char path[80];
+    snprintf(path, sizeof path, "/tmp/slate-fuzz-state-%ld-%d.slate", (long)getpid(), k);
+    if (tm_write(path, o, NULL) != SLATE_OK) return -1;
     slate_model_params mp = slate_model_default_params();
     mp.n_threads = 1;
-    slate_status s = slate_model_open(path, &mp, &g_model, NULL);
+    slate_status s = slate_model_open(path, &mp, &g_model[k], NULL);
     remove(path); /* weights are read into memory */
     if (s) return -1;
     slate_state_params sp = slate_state_default_params();
-    if (slate_state_create(g_model, &sp, &g_f16, NULL)) return -1;
+    if (slate_state_create(g_model[k], &sp, &g_state[k][0], NULL)) return -1;
     sp.kv_dtype_set = true;
     sp.kv_dtype = SLATE_DTYPE_I8;
-    if (slate_state_create(g_model, &sp, &g_i8, NULL)) return -1;
+    sp.kv_keep_all = k == 1; /* a keep-all state takes a file's first positions too */
+    if (slate_state_create(g_model[k], &sp, &g_state[k][1], NULL)) return -1;
     return 0;
 }
 
-static void try_load(slate_state *st, const uint8_t *d, size_t n) {
+static int init(void) {
+    if (g_model[0]) return 0;
+    tm_opts o = tm_default();
+    if (open_model(0, &o)) return -1;
+    o.window = WINDOW;
+    o.window_layers = 1; /* layer 0 windowed, layer 1 global */
+    return open_model(1, &o);
+}
+
+/* Replaces the placeholder fingerprint by model k's (buf holds size bytes). */
+static void patch(uint8_t *buf, size_t size, int k) {
+    if (size < 64 || rd64(buf + 16) != PLACEHOLDER) return;
+    slate_model_info info;
+    slate_model_get_info(g_model[k], &info);
+    bool crc_ok = rd32(buf + 60) == slate__crc32(0, buf, 60);
+    wr64(buf + 16, info.fingerprint);
+    if (crc_ok) wr32(buf + 60, slate__crc32(0, buf, 60));
+}
+
+static slate_status try_load(slate_state *st, const uint8_t *d, size_t n, slate_error *e) {
     int32_t tokens[64];
     uint8_t user[256];
     slate_state_extra_out xo;
@@ -73,36 +98,59 @@ static void try_load(slate_state *st, const uint8_t *d, size_t n) {
     xo.tokens_cap = 64;
     xo.user = user;
     xo.user_cap = sizeof user;
-    if (slate_state_load_mem(st, d, n, &xo, NULL) == SLATE_OK) {
+    slate_status s = slate_state_load_mem(st, d, n, &xo, e);
+    if (s == SLATE_OK) {
         int32_t id = 3;
         if (slate_state_length(st) < slate_state_n_ctx(st)) slate_state_predict(st, &id, 1, NULL, NULL);
     }
     slate_state_reset(st);
+    return s;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (init()) return 0;
     uint8_t *buf = malloc(size ? size : 1);
     if (!buf) return 0;
-    memcpy(buf, data, size);
-    if (size >= 64 && rd64(buf + 16) == PLACEHOLDER) {
-        slate_model_info info;
-        slate_model_get_info(g_model, &info);
-        bool crc_ok = rd32(buf + 60) == slate__crc32(0, buf, 60);
-        wr64(buf + 16, info.fingerprint);
-        if (crc_ok) wr32(buf + 60, slate__crc32(0, buf, 60));
+    for (int k = 0; k < 2; k++) {
+        if (size) memcpy(buf, data, size);
+        patch(buf, size, k);
+        try_load(g_state[k][0], buf, size, NULL);
+        try_load(g_state[k][1], buf, size, NULL);
     }
-    try_load(g_f16, buf, size);
-    try_load(g_i8, buf, size);
     free(buf);
     return 0;
 }
 
 #ifdef SLATE_STATE_CORPUS_MAIN
-/* Writes the seed corpus into argv[1]. */
-static void put_file(const char *dir, const char *name, const uint8_t *d, size_t n) {
+/* Writes the seed corpus into argv[1], checking on the way that each file gets the statuses
+ * listed for it from the four states (plain f16, plain i8, windowed f16, windowed keep-all i8). */
+#define OK SLATE_OK
+#define FMT SLATE_E_FORMAT
+#define ARG SLATE_E_INVALID_ARG
+
+static const char *g_dir;
+
+static void put_file(const char *name, const uint8_t *d, size_t n, slate_status w0,
+                     slate_status w1, slate_status w2, slate_status w3) {
+    slate_status want[4] = {w0, w1, w2, w3};
+    uint8_t *c = malloc(n ? n : 1);
+    for (int j = 0; j < 4; j++) {
+        if (n) memcpy(c, d, n);
+        patch(c, n, j / 2);
+        slate_error e;
+        memset(&e, 0, sizeof e);
+        slate_status s = try_load(g_state[j / 2][j % 2], c, n, &e);
+        printf("%-28s state %d: %s%s%s\n", name, j, slate_status_str(s), s ? ": " : "",
+               s ? e.message : "");
+        if (s != want[j]) {
+            fprintf(stderr, "%s: state %d gave %s, expected %s\n", name, j, slate_status_str(s),
+                    slate_status_str(want[j]));
+            exit(1);
+        }
+    }
+    free(c);
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(d, 1, n, f) != n) {
         fprintf(stderr, "cannot write %s\n", path);
@@ -120,9 +168,67 @@ static uint8_t *save(slate_state *st, const slate_state_extra *x, size_t *n) {
     return b;
 }
 
+/* Both checksums and the size field after an edit. */
+static void fix(uint8_t *b, size_t n) {
+    wr64(b + 24, n);
+    wr32(b + 56, slate__crc32(0, b + 64, n - 64));
+    wr32(b + 60, slate__crc32(0, b, 60));
+}
+
+static uint8_t *copy_of(const uint8_t *b, size_t n) {
+    uint8_t *c = malloc(n);
+    memcpy(c, b, n);
+    return c;
+}
+
+/* A copy of the saved file b (every first position 0) with version `version` and tensor i's
+ * first position first[i], holding only its rows first[i]..length-1 (none when first[i] is at or
+ * past the length), both checksums fixed. */
+static uint8_t *trim(const uint8_t *b, size_t n, uint32_t version, const uint32_t *first,
+                     size_t *out_n) {
+    uint32_t length = rd32(b + 32), nt = rd32(b + 36), n_vocab = rd32(b + 40);
+    uint32_t n_rows = rd32(b + 44), n_tok = rd32(b + 48);
+    size_t misc = 64 + (size_t)nt * 16, rows = misc + 40 + (size_t)n_tok * 4 +
+                  (size_t)rd64(b + misc + 32) + (size_t)n_rows * n_vocab * 4;
+    uint8_t *c = malloc(n);
+    memcpy(c, b, rows);
+    wr32(c + 8, version);
+    size_t src = rows, dst = rows;
+    for (uint32_t i = 0; i < nt; i++) {
+        size_t rb = (size_t)rd64(b + 64 + 16 * i + 8);
+        uint32_t keep = first[i] >= length ? 0 : length - first[i];
+        wr32(c + 64 + 16 * i + 4, first[i]);
+        memcpy(c + dst, b + src + (size_t)(length - keep) * rb, (size_t)keep * rb);
+        src += (size_t)length * rb;
+        dst += (size_t)keep * rb;
+    }
+    if (src != n) exit(1); /* not a file with every first position 0 */
+    fix(c, dst);
+    *out_n = dst;
+    return c;
+}
+
+/* Loads file b into state st of model k, runs token 7, copies the logits to out. */
+static void continue_from(int k, slate_state *st, const uint8_t *b, size_t n, float *out) {
+    uint8_t *c = copy_of(b, n);
+    patch(c, n, k);
+    slate_error e;
+    int32_t id = 7;
+    if (slate_state_load_mem(st, c, n, NULL, &e) ||
+        slate_state_predict(st, &id, 1, NULL, &e)) {
+        fprintf(stderr, "continue: %s\n", e.message);
+        exit(1);
+    }
+    memcpy(out, slate_state_logits(st, NULL), TM_VOCAB * sizeof(float));
+    slate_state_reset(st);
+    free(c);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 || init()) return 1;
-    int32_t ids[5] = {1, 40, 41, 42, 43};
+    g_dir = argv[1];
+    const slate_status FULL = SLATE_E_CONTEXT_FULL, NEWER = SLATE_E_UNSUPPORTED;
+    int32_t ids[12] = {1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50};
     slate_state_extra x;
     memset(&x, 0, sizeof x);
     x.tokens = ids;
@@ -134,38 +240,129 @@ int main(int argc, char **argv) {
     x.rng[3] = 4;
     x.user = "hello";
     x.user_len = 5;
-    size_t n;
-    slate_state_predict(g_f16, ids, 5, NULL, NULL);
-    uint8_t *b = save(g_f16, &x, &n);
-    put_file(argv[1], "valid_f16.state", b, n);
-    put_file(argv[1], "truncated.state", b, n / 2);
-    put_file(argv[1], "header_only.state", b, 64);
-    uint8_t *c = malloc(n);
-    memcpy(c, b, n);
+    size_t n, m;
+    slate_state *f16 = g_state[0][0], *i8 = g_state[0][1];
+    slate_state *wf16 = g_state[1][0], *wi8 = g_state[1][1];
+
+    /* The default model's caches, version 2 (every first position 0) and 1. */
+    slate_state_predict(f16, ids, 5, NULL, NULL);
+    uint8_t *b = save(f16, &x, &n), *c;
+    put_file("valid_f16.state", b, n, OK, ARG, OK, ARG);
+    put_file("truncated.state", b, n / 2, FMT, FMT, FMT, FMT);
+    put_file("header_only.state", b, 64, FMT, FMT, FMT, FMT);
+    c = copy_of(b, n);
     c[n - 3] ^= 0x10;
-    put_file(argv[1], "bad_payload_crc.state", c, n);
+    put_file("bad_payload_crc.state", c, n, FMT, FMT, FMT, FMT);
     memcpy(c, b, n);
-    wr32(c + 8, 2);
+    wr32(c + 8, 3);
     wr32(c + 60, slate__crc32(0, c, 60));
-    put_file(argv[1], "future_version.state", c, n);
+    put_file("future_version.state", c, n, NEWER, NEWER, NEWER, NEWER);
+    memcpy(c, b, n);
+    wr32(c + 8, 0);
+    wr32(c + 60, slate__crc32(0, c, 60));
+    put_file("version_0.state", c, n, FMT, FMT, FMT, FMT);
+    memcpy(c, b, n);
+    wr32(c + 8, 1);
+    wr32(c + 60, slate__crc32(0, c, 60));
+    put_file("valid_v1_f16.state", c, n, OK, ARG, OK, ARG);
+    wr32(c + 64 + 4, 1); /* version 1 has no first positions: the field is reserved (0) */
+    fix(c, n);
+    put_file("v1_first_set.state", c, n, FMT, ARG, FMT, ARG);
     memcpy(c, b, n);
     wr64(c + 16, 0x0123456789abcdefull);
     wr32(c + 60, slate__crc32(0, c, 60));
-    put_file(argv[1], "other_model.state", c, n);
+    put_file("other_model.state", c, n, ARG, ARG, ARG, ARG);
     memcpy(c, b, n);
     wr32(c + 32, 1000); /* length past the context, header CRC fixed */
     wr32(c + 60, slate__crc32(0, c, 60));
-    put_file(argv[1], "length_past_context.state", c, n);
+    put_file("length_past_context.state", c, n, FULL, FULL, FULL, FULL);
+    /* Cut inside the tensor table and inside the extras, size and checksums fixed. */
+    memcpy(c, b, n);
+    fix(c, 64 + 40);
+    put_file("truncated_v2_table.state", c, 64 + 40, FMT, FMT, FMT, FMT);
+    memcpy(c, b, n);
+    fix(c, 64 + 4 * 16 + 20);
+    put_file("truncated_v2_extras.state", c, 64 + 4 * 16 + 20, FMT, FMT, FMT, FMT);
     free(c);
     free(b);
-    slate_state_truncate(g_f16, 3, NULL); /* no logits */
-    b = save(g_f16, NULL, &n);
-    put_file(argv[1], "valid_no_logits.state", b, n);
+    slate_state_truncate(f16, 3, NULL); /* no logits */
+    b = save(f16, NULL, &n);
+    put_file("valid_no_logits.state", b, n, OK, ARG, OK, ARG);
     free(b);
-    slate_state_predict(g_i8, ids, 5, NULL, NULL);
-    b = save(g_i8, &x, &n);
-    put_file(argv[1], "valid_i8.state", b, n);
+    /* One position and its logits, the position cut: logit rows past the length. */
+    slate_state_reset(f16);
+    slate_state_predict(f16, ids, 1, NULL, NULL);
+    b = save(f16, NULL, &n);
+    m = n - (size_t)rd32(b + 32) * 4 * (size_t)rd64(b + 64 + 8); /* 4 caches, equal rows */
+    wr32(b + 32, 0);
+    fix(b, m);
+    put_file("logits_past_length.state", b, m, FMT, FMT, FMT, FMT);
     free(b);
+    slate_state_reset(f16);
+    slate_state_predict(i8, ids, 5, NULL, NULL);
+    b = save(i8, &x, &n);
+    put_file("valid_i8.state", b, n, ARG, OK, ARG, OK);
+    free(b);
+    slate_state_reset(i8);
+
+    /* The windowed model: 12 positions, layer 0's caches (tensors 0 and 1) need the last
+     * WINDOW - 1 of them for the next query, so they may start at 12 - WINDOW + 1. */
+    const uint32_t L = 12, F = L - WINDOW + 1;
+    slate_state_predict(wf16, ids, (int32_t)L, NULL, NULL);
+    b = save(wf16, &x, &n);
+    put_file("window_f16.state", b, n, OK, ARG, OK, ARG);
+    uint32_t first[4] = {F, F, 0, 0};
+    c = trim(b, n, 2, first, &m);
+    put_file("window_first_f16.state", c, m, FMT, ARG, OK, ARG);
+    /* The trimmed file continues exactly as the whole one. */
+    float whole[TM_VOCAB], trimmed[TM_VOCAB];
+    continue_from(1, wf16, b, n, whole);
+    continue_from(1, wf16, c, m, trimmed);
+    if (memcmp(whole, trimmed, sizeof whole)) {
+        fprintf(stderr, "a trimmed windowed file does not continue as the whole one\n");
+        exit(1);
+    }
+    /* Its first-position fields without the rows cut: the counts disagree with the size. */
+    free(c);
+    c = copy_of(b, n);
+    wr32(c + 64 + 4, F);
+    wr32(c + 64 + 16 + 4, F);
+    fix(c, n);
+    put_file("first_rows_not_cut.state", c, n, FMT, ARG, FMT, ARG);
+    free(c);
+    c = trim(b, n, 1, first, &m);
+    put_file("window_first_v1.state", c, m, FMT, ARG, FMT, ARG);
+    free(c);
+    const uint32_t bad_first[][4] = {
+        {F + 1, F, 0, 0},          /* the next query's window needs row F */
+        {F, L, 0, 0},              /* at the length: no row held */
+        {L + 1, F, 0, 0},          /* past the length */
+        {0x80000000u, 0, 0, 0},    /* negative as an i32 */
+        {0, 0, 1, 0},              /* layer 1 attends globally: every row is needed */
+        {F, F, F, F},
+    };
+    const char *bad_name[] = {"first_past_window.state", "first_at_length.state",
+                              "first_past_length.state", "first_negative.state",
+                              "first_no_window.state", "first_all_tensors.state"};
+    for (size_t i = 0; i < sizeof bad_name / sizeof bad_name[0]; i++) {
+        c = trim(b, n, 2, bad_first[i], &m);
+        put_file(bad_name[i], c, m, FMT, ARG, FMT, ARG);
+        free(c);
+    }
+    /* A shorter window state without logits (1 position: only 0 is a valid first). */
+    slate_state_truncate(wf16, 1, NULL);
+    free(b);
+    b = save(wf16, NULL, &n);
+    put_file("window_one_position.state", b, n, OK, ARG, OK, ARG);
+    free(b);
+    slate_state_reset(wf16);
+    slate_state_predict(wi8, ids, (int32_t)L, NULL, NULL);
+    b = save(wi8, &x, &n);
+    c = trim(b, n, 2, first, &m);
+    put_file("window_first_i8.state", c, m, ARG, FMT, ARG, OK);
+    free(c);
+    free(b);
+    slate_state_reset(wi8);
     return 0;
 }
 #endif
