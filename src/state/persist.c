@@ -13,7 +13,7 @@
  *   32  4  i32 length (positions)
  *   36  4  i32 n_tensors (state tensors of the program)
  *   40  4  i32 n_vocab
- *   44  4  i32 n_logit_rows (0: no logits)
+ *   44  4  i32 n_logit_rows (0: no logits; at most length)
  *   48  4  i32 n_tokens (ledger)
  *   52  4  u32 flags: bit 0 has_rng; others 0
  *   56  4  u32 CRC-32 of bytes 64..file size
