@@ -290,7 +290,8 @@ slate_status slate__state_load_locked(slate_state *st, const uint8_t *d, size_t 
 #define FIRST(i) ((int32_t)rd32(d + HDR + (size_t)(i) * 16 + 4)) /* checked below */
     size_t need = HDR + (size_t)n_tensors * 16 + 40;
     if (need > len)
-        return slate__fail_at(err, SLATE_E_FORMAT, len, "%s: truncated in the tensor table", what);
+        return slate__fail_at(err, SLATE_E_FORMAT, len, "%s: truncated in the tensor table or "
+                              "the fixed extras after it (%zu bytes, %zu needed)", what, len, need);
     for (int32_t i = 0; i < n_tensors; i++) {
         const uint8_t *e = d + HDR + (size_t)i * 16;
         uint32_t dt = rd32(e);

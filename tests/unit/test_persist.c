@@ -588,6 +588,29 @@ static void logit_rows_beyond_the_length_are_refused(void **stp) {
     free(b);
 }
 
+/* A file cut inside the tensor table or the fixed extras after it, its size field and checksums
+ * made to agree, is refused with where it ends and what the table needs. */
+static void a_file_cut_in_the_table_with_matching_sizes_is_refused(void **stp) {
+    fx *f = *stp;
+    size_t n;
+    uint8_t *b = saved_bytes(f->m, 3, &n);
+    const size_t cuts[] = {64 + 40, 64 + 4 * 16 + 20};
+    const char *msgs[] = {"(104 bytes, 168 needed)", "(148 bytes, 168 needed)"};
+    slate_state *st = new_state(f->m, -1, 0);
+    slate_error e;
+    for (int i = 0; i < 2; i++) {
+        fix_all(b, cuts[i]);
+        assert_int_equal(slate_state_load_mem(st, b, cuts[i], NULL, &e), SLATE_E_FORMAT);
+        if (!strstr(e.message, "truncated in the tensor table or the fixed extras") ||
+            !strstr(e.message, msgs[i]))
+            fail_msg("cut %zu: %s", cuts[i], e.message);
+        assert_int_equal(e.offset, cuts[i]);
+    }
+    assert_int_equal(slate_state_length(st), 0);
+    slate_state_free(st);
+    free(b);
+}
+
 static void save_is_atomic(void **stp) {
     fx *f = *stp;
     slate_state *st = new_state(f->m, -1, 0);
@@ -655,6 +678,7 @@ int main(void) {
         cmocka_unit_test(a_windowed_file_with_first_positions_loads_and_continues),
         cmocka_unit_test(bad_first_positions_are_refused),
         cmocka_unit_test(logit_rows_beyond_the_length_are_refused),
+        cmocka_unit_test(a_file_cut_in_the_table_with_matching_sizes_is_refused),
         cmocka_unit_test(save_is_atomic),
         cmocka_unit_test(sampler_rng_pair_checks_its_input),
     };
