@@ -100,7 +100,15 @@ static slate_status try_load(slate_state *st, const uint8_t *d, size_t n, slate_
     xo.tokens_cap = 64;
     xo.user = user;
     xo.user_cap = sizeof user;
+    /* With an error to fill, so every refusal's message is formatted (and must say something). */
+    slate_error own;
+    if (!e) e = &own;
+    memset(e, 0, sizeof *e);
     slate_status s = slate_state_load_mem(st, d, n, &xo, e);
+    if (s != SLATE_OK && (e->code != s || !e->message[0])) {
+        fprintf(stderr, "refused with %s but no message\n", slate_status_str(s));
+        abort();
+    }
     if (s == SLATE_OK) {
         int32_t id = 3;
         if (slate_state_length(st) < slate_state_n_ctx(st)) slate_state_predict(st, &id, 1, NULL, NULL);
