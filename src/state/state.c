@@ -160,7 +160,19 @@ slate_status slate_state_reset(slate_state *st) {
     return SLATE_OK;
 }
 
+/* Why rows of a cache are gone, for E_RELEASED messages: this state's own release behind the
+ * window, or (a state that keeps every row) the state file it was loaded from. */
+static const char *released_why(const slate_state *st, char *buf, size_t cap) {
+    if (st->kv_release)
+        snprintf(buf, cap, "rollback reach %d", st->kv_rollback);
+    else
+        snprintf(buf, cap, "released by the state that saved the file this one was loaded from; "
+                 "this state keeps every row it holds");
+    return buf;
+}
+
 slate_status slate_state_truncate(slate_state *st, int32_t length, slate_error *err) {
+    char reach[160];
     if (!st) return slate__fail(err, SLATE_E_INVALID_ARG, "state must not be NULL");
     if (!acquire(st)) return slate__fail(err, SLATE_E_BUSY, "another call is running on this state");
     slate_status s = slate__state_enter(st, true, err);
@@ -174,12 +186,13 @@ slate_status slate_state_truncate(slate_state *st, int32_t length, slate_error *
         if (first > 0 && (int64_t)length - w + 1 < first)
             s = slate__fail(err, SLATE_E_RELEASED, "truncate to %d: cache '%s' (sliding window "
                             "%d) released positions 0..%d, and a query at %d reads keys from %d; "
-                            "the shortest length allowed now is %d (rollback reach %d; reset "
-                            "and prefill again, or create the state with a larger "
-                            "kv_rollback_tokens)", length,
+                            "the shortest length allowed now is %d (%s; reset and prefill "
+                            "again%s)", length,
                             st->model->prog.tensors[st->model->prog.states[i]].name, w,
                             first - 1, length, length - w + 1 > 0 ? length - w + 1 : 0,
-                            first + w - 1, st->kv_rollback);
+                            first + w - 1, released_why(st, reach, sizeof reach),
+                            st->kv_release ? ", or create the state with a larger "
+                                             "kv_rollback_tokens" : "");
     }
     if (!s && length != st->length) {
         st->length = length;
@@ -228,6 +241,7 @@ slate_status slate_state_tensor_info(const slate_state *st, int32_t index,
 
 slate_status slate_state_read_tensor(const slate_state *st, int32_t index, void *buf,
                                      size_t cap, size_t *len_out, slate_error *err) {
+    char reach[160];
     slate_tensor_info info;
     if (!len_out || slate_state_tensor_info(st, index, &info) != SLATE_OK || (!buf && cap))
         return slate__fail(err, SLATE_E_INVALID_ARG, "bad state, tensor index or buffer");
@@ -242,10 +256,11 @@ slate_status slate_state_read_tensor(const slate_state *st, int32_t index, void 
     /* After the enter: a spilled state read back has its first position from the file. */
     if (!s && st->kv_first[index] > 0)
         s = slate__fail(err, SLATE_E_RELEASED, "state tensor '%s': positions 0..%d were released "
-                        "(sliding window %d, rollback reach %d); only %d..%d are held (create "
-                        "the state with kv_keep_all to export every row)", info.name,
-                        st->kv_first[index] - 1, info.window, st->kv_rollback,
-                        st->kv_first[index], (int32_t)st->length - 1);
+                        "(sliding window %d, %s); only %d..%d are held%s", info.name,
+                        st->kv_first[index] - 1, info.window, released_why(st, reach, sizeof reach),
+                        st->kv_first[index], (int32_t)st->length - 1,
+                        st->kv_release ? " (create the state with kv_keep_all to export every "
+                                         "row)" : "");
     else if (!s && cap < need)
         s = slate__fail(err, SLATE_E_BUFFER_TOO_SMALL, "state tensor '%s' needs %zu bytes, "
                         "buffer has %zu", info.name, need, cap);
