@@ -121,6 +121,7 @@ static void record(srv_server *s, const srv_usage *u, bool cancelled) {
         s->metrics.prefix_reuse_hits++;
         s->metrics.prefix_tokens_reused += (uint64_t)u->reused_tokens;
     }
+    if (u->reuse_released) s->metrics.prefix_reuse_released++;
     if (u->completion_tokens > 0) srv_metrics_observe(&s->metrics.ttft_s, u->ttft_ms / 1000.0);
     if (u->decode_tps > 0) srv_metrics_observe(&s->metrics.tokens_per_s, u->decode_tps);
     if (cancelled) s->metrics.cancelled++;

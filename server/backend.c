@@ -238,6 +238,7 @@ slate_status srv_backend_generate(srv_backend *b, srv_slot *slot, const srv_requ
     if (s == SLATE_E_RELEASED) { /* a sliding window released rows the prefix needs: re-prefill */
         keep = 0;
         s = slate_state_reset(st);
+        usage->reuse_released = s == SLATE_OK;
     }
     if (s) return s;
     slot->n_ledger = keep;

@@ -96,6 +96,11 @@ char *srv_metrics_render(srv_metrics *m, int busy, int n_slots, int queue_len, s
             "# TYPE slate_prefix_reused_tokens_total counter\n"
             "slate_prefix_reused_tokens_total %llu\n",
         (unsigned long long)m->prefix_tokens_reused);
+    put(&o, "# HELP slate_prefix_reuse_released_total Requests whose cached prefix a sliding window "
+            "had released (past --kv-rollback): the whole prompt was prefilled.\n"
+            "# TYPE slate_prefix_reuse_released_total counter\n"
+            "slate_prefix_reuse_released_total %llu\n",
+        (unsigned long long)m->prefix_reuse_released);
     put(&o, "# HELP slate_rejected_total Requests refused with 503 (queue full or timeout).\n"
             "# TYPE slate_rejected_total counter\nslate_rejected_total %llu\n",
         (unsigned long long)m->rejected_queue_full);

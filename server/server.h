@@ -57,7 +57,7 @@ typedef struct srv_metrics {
     uint64_t requests_total[6]; /* by endpoint: chat, completions, models, health, metrics, other */
     uint64_t responses_by_class[6]; /* 1xx..5xx by status / 100, [0] unused */
     uint64_t tokens_in, tokens_out;
-    uint64_t prefix_reuse_hits, prefix_tokens_reused;
+    uint64_t prefix_reuse_hits, prefix_tokens_reused, prefix_reuse_released;
     uint64_t rejected_queue_full, cancelled;
     srv_hist ttft_s, tokens_per_s;
 } srv_metrics;
@@ -160,6 +160,8 @@ typedef struct srv_backend srv_backend;
 
 typedef struct srv_usage {
     int32_t prompt_tokens, completion_tokens, reused_tokens;
+    bool reuse_released; /* the slot's cached prefix reached back past a sliding window's rollback
+                            reach (its rows were released): the whole prompt was prefilled */
     double ttft_ms, decode_tps;
     slate_finish_reason finish;
 } srv_usage;

@@ -192,6 +192,8 @@ if command -v curl >/dev/null; then
     curl -s "http://127.0.0.1:$port/metrics" | sed -n 's/^slate_kv_bytes_used //p' >"$1.kv" || true
     curl -s -o "$1" -w '%{http_code}' -H "Content-Type: application/json" --data-binary "$p2" \
       "http://127.0.0.1:$port/v1/completions" >"$1.status" || true
+    curl -s "http://127.0.0.1:$port/metrics" | sed -n 's/^slate_prefix_reuse_released_total //p' \
+      >"$1.released" || true
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   }
@@ -200,6 +202,10 @@ if command -v curl >/dev/null; then
   serve "$WORK/srv-flag" --kv-keep-all
   text() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"])' "$1"; }
   check "server: an edit beyond the reach is answered (200)" test "$(cat "$WORK/srv-on.status")" = 200
+  check "server: /metrics counts the request whose prefix the window released ($(cat "$WORK/srv-on.released"))" \
+    test "$(cat "$WORK/srv-on.released")" = 1
+  check "server keeping every row: no such request ($(cat "$WORK/srv-off.released"))" \
+    test "$(cat "$WORK/srv-off.released")" = 0
   check "server: /metrics counts the KV rows held ($(cat "$WORK/srv-on.kv") vs $(cat "$WORK/srv-off.kv") bytes)" \
     test "$(cat "$WORK/srv-on.kv")" -lt "$(cat "$WORK/srv-off.kv")"
   check "server: with the same text as a server keeping every row" \
