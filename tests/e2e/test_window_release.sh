@@ -99,6 +99,10 @@ check "info --kv-rollback 300: total = weights + that bound + scratch" sums "$WO
 "$SLATE" plan "$d.slate" --kv-rollback 300 >"$WORK/plan300.txt" 2>&1 || true
 check "plan --kv-rollback 300 plans that reach" \
   grep -q "resident bound, sliding-window caches keep about window + 300 rollback" "$WORK/plan300.txt"
+SLATE_KV_KEEP_ALL=1 "$SLATE" plan "$d.slate" --kv-rollback 300 >"$WORK/plan-env.txt" 2>&1 || true
+check "plan --kv-rollback under SLATE_KV_KEEP_ALL=1 says the reach has no effect" \
+  grep -q "SLATE_KV_KEEP_ALL is set, so every row is kept and --kv-rollback 300 has no effect" \
+  "$WORK/plan-env.txt"
 "$SLATE" plan "$d.slate" --kv-keep-all >"$WORK/plan-flag.txt" 2>&1 || true
 reserved=$(sed -n 's/.*(reserved \([0-9.]* [KMG]*i*B\);.*/\1/p' "$WORK/plan.txt")
 check "plan --kv-keep-all counts the whole reservation ($reserved)" \
