@@ -80,6 +80,12 @@ slate__tmpl slate__tmpl_detect(const char *j) {
          * reasoning models: '<|im_start|>assistant\n<think>\n') is neither family's layout:
          * refused, so that the user names one knowingly. */
         if (strstr(j, "<|im_start|>assistant\\n<think>\\n'")) return SLATE__TMPL_NONE;
+        /* SmolLM3's template writes a system block of its own (metadata with today's date from
+         * strftime_now, a default system prompt, "Reasoning Mode: /think" or "/no_think" from
+         * flags in the system message) and, in /no_think mode, "<think>\n\n</think>\n" after
+         * the generation prompt: neither chatml nor qwen3, and its date changes every day (the
+         * llama31 note above), so it is refused rather than rendered in a family it does not follow. */
+        if (strstr(j, "/no_think") || strstr(j, "reasoning_mode")) return SLATE__TMPL_NONE;
         return strstr(j, "</think>") ? SLATE__TMPL_QWEN3 : SLATE__TMPL_CHATML;
     }
     if (strstr(j, "<|start_header_id|>"))

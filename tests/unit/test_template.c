@@ -482,6 +482,18 @@ static void families_are_detected_from_official_template_sources(void **unused) 
          "message.role + '\\n' + content + '<|im_end|>\\n' }}{%- endif %}{%- endfor %}\n{%- if "
          "add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif "
          "%}\n", SLATE__TMPL_NONE}, /* QwQ: the generation prompt opens <think> */
+        /* SmolLM3 (HuggingFaceTB/SmolLM3-3B's chat_template, its reasoning-mode, system-header
+         * and generation-prompt parts): chatml markers and a </think>, but its own layout. It was
+         * detected as qwen3. */
+        {"{%- if enable_thinking -%}\n  {%- set reasoning_mode = \"/think\" -%}\n{%- else "
+         "-%}\n  {%- set reasoning_mode = \"/no_think\" -%}\n{%- endif -%}\n{{- "
+         "\"<|im_start|>system\\n\" -}}\n{{- \"## Metadata\\n\\n\" -}}\n{{- \"Knowledge "
+         "Cutoff Date: June 2025\\n\" -}}\n{%- set today = strftime_now(\"%d %B %Y\") -%}\n"
+         "{{- \"Reasoning Mode: \" + reasoning_mode + \"\\n\\n\" -}}\n{%- if "
+         "add_generation_prompt -%}\n  {%- if reasoning_mode == \"/think\" -%}\n    {{ "
+         "\"<|im_start|>assistant\\n\" }}\n  {%- else -%}\n    {{ \"<|im_start|>assistant\\n"
+         "\" + \"<think>\\n\\n</think>\\n\"  }}\n  {%- endif -%}\n{%- endif -%}",
+         SLATE__TMPL_NONE},
         {"{{ bos_token }}{% for m in messages %}{{ '[INST] ' + m['content'] + '[/INST]' }}"
          "{% endfor %}", SLATE__TMPL_NONE}, /* Mistral v0.3: no space before [/INST] */
         {"{% for m in messages %}<|{{ m['role'] }}|>\n {{ m['content'] }}{% endfor %}"
