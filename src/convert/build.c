@@ -31,7 +31,10 @@
  *   - Gemma 2: Gemma 3's layout without q/k norms or the local RoPE tensor; its attention score
  *     cap makes every attention op "attention_softcap" (with attribute softcap: a reader that
  *     predates it refuses the op, where it would ignore an attribute) and its final logit cap
- *     is a "softcap" op on the logits.
+ *     is a "softcap" op on the logits;
+ *   - SmolLM3: NoPE layers (slate__arch.layer_nope) get no rope op on q and k, and keep the
+ *     plain attention scale where LongRoPE folds m^2 into the rotated layers' (their q and k
+ *     are not scaled by m).
  * Every tensor the architecture needs must be present with the exact shape; a source tensor
  * the program does not use is an error (never skipped silently).
  */
@@ -649,9 +652,10 @@ static slate_status build_program(builder *b) {
         /* Gemma 3's sliding layers (or every layer of a windowed model) */
         bool sliding = !a->per_layer_sliding || a->layer_sliding[l];
         bool local_rope = a->per_layer_sliding && a->layer_sliding[l] && a->rope_local_theta > 0;
+        bool nope = a->layer_nope[l]; /* SmolLM3's NoPE layers: no rope op at all */
         const char *freqs = local_rope ? "rope_local.freqs" : "rope.freqs";
-        use_local |= local_rope;
-        use_global |= !local_rope;
+        use_local |= local_rope && !nope;
+        use_global |= !local_rope && !nope;
         snprintf(n, sizeof n, "blk.%d.attn_norm.weight", l);
         if ((s = norm_weight(b, n, a->dim))) return s;
         rms_norm_op(b, "xn", "x", n, 0);
@@ -675,7 +679,7 @@ static slate_status build_program(builder *b) {
                 rms_norm_op(b, names[i], names[i], n, a->head_dim);
             }
         }
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < 2 && !nope; i++) {
             cJSON *o = op(b, "rope", names[i], 2, names[i], freqs);
             cJSON_AddNumberToObject(o, "n_heads", i == 0 ? a->n_heads : a->n_kv_heads);
             cJSON_AddNumberToObject(o, "head_dim", a->head_dim);
@@ -700,7 +704,8 @@ static slate_status build_program(builder *b) {
         cJSON_AddNumberToObject(o, "n_heads", a->n_heads);
         cJSON_AddNumberToObject(o, "n_kv_heads", a->n_kv_heads);
         cJSON_AddNumberToObject(o, "head_dim", a->head_dim);
-        cJSON_AddNumberToObject(o, "scale", attn_scale);
+        /* LongRoPE's m^2 only where q and k were rotated (scaled by m): a NoPE layer's are not */
+        cJSON_AddNumberToObject(o, "scale", nope ? base_scale : attn_scale);
         if (a->sliding_window > 0 && sliding)
             cJSON_AddNumberToObject(o, "window", a->sliding_window);
         snprintf(n, sizeof n, "blk.%d.attn_output.weight", l);

@@ -5,10 +5,11 @@
  * tensor against the architecture, writes the program that expresses the architecture's
  * differences (qkv bias, q/k norm, rope layout and scaling, tied head, GQA, sliding window;
  * Gemma's embedding scale, (1 + w) norms, GeGLU, norms of the block outputs, per-layer windows
- * and RoPE bases), and streams the weights, converted to the requested dtype, into the package. Fused source
- * matrices (Phi-3's qkv and gate_up projections) are split by the importers into the separate
- * q/k/v and gate/up tensors the program uses (slate__import_add_split): views of the source
- * rows, so quantized blocks are kept byte for byte.
+ * and RoPE bases; SmolLM3's layers without RoPE), and streams the weights, converted to the
+ * requested dtype, into the package. Fused source matrices (Phi-3's qkv and gate_up
+ * projections) are split by the importers into the separate q/k/v and gate/up tensors the
+ * program uses (slate__import_add_split): views of the source rows, so quantized blocks are
+ * kept byte for byte.
  */
 #ifndef SLATE_CONVERT_H
 #define SLATE_CONVERT_H
@@ -63,7 +64,7 @@ enum {
 
 typedef struct slate__arch {
     char name[32];        /* "llama", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gemma2",
-                             "gemma3" */
+                             "gemma3", "smollm3" */
     int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim;
     int32_t n_ctx;        /* the source's context length (may exceed SLATE__MAX_CTX: the
                              builder then needs an explicit n_ctx) */
@@ -100,6 +101,10 @@ typedef struct slate__arch {
     /* Gemma 2's soft-caps, cap * tanh(x / cap) (0: none): attn_softcap on the attention scores
      * (after the scale, before the mask), final_softcap on the logits. */
     float attn_softcap, final_softcap;
+    /* NoPE layers (SmolLM3): layer l with layer_nope[l] rotates neither q nor k (no rope op;
+     * attention sees the unrotated vectors, so only the causal mask orders positions). False
+     * for every layer of the other architectures. */
+    bool layer_nope[SLATE__MAX_LAYERS];
 } slate__arch;
 
 typedef struct slate__import {

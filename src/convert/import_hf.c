@@ -5,8 +5,9 @@
  * (Llama 2/3/3.1+, TinyLlama, SmolLM), MistralForCausalLM, Qwen2ForCausalLM (qkv bias),
  * Qwen3ForCausalLM (q/k norm), Phi3ForCausalLM (Phi-3 mini/medium, Phi-3.5-mini, Phi-4),
  * GemmaForCausalLM (Gemma 1), Gemma2ForCausalLM (Gemma 2: soft-capped attention scores and
- * final logits) and Gemma3ForCausalLM (Gemma 3 text: gemma-3-1b, or a larger one's language
- * model saved on its own).
+ * final logits), Gemma3ForCausalLM (Gemma 3 text: gemma-3-1b, or a larger one's language
+ * model saved on its own) and SmolLM3ForCausalLM (SmolLM3-3B: Llama with "NoPE" layers that
+ * skip RoPE; parse_smollm3_layers).
  * HF stores Q/K rows in "rotate_half" order, so the program uses the "half" RoPE layout and no
  * permutation is applied. Names are mapped to the canonical (GGUF-style) ones; a tensor that
  * maps to nothing is refused, except rotary_emb.inv_freq buffers (recomputed from config).
@@ -570,6 +571,68 @@ static slate_status parse_gemma(const cJSON *cfg, const char *path, int version,
     return SLATE_OK;
 }
 
+/* SmolLM3 (SmolLM3ForCausalLM; transformers' configuration_smollm3 / modeling_smollm3): a
+ * Llama decoder whose layer l rotates q and k only when no_rope_layers[l] is 1 (0: a "NoPE"
+ * layer, no rotary embedding at all). no_rope_layers has at least num_hidden_layers entries,
+ * each 0 or 1 (entries past the last layer are unused, as in transformers); absent or null, layer
+ * l is NoPE when (l + 1) % no_rope_layer_interval == 0 (default 4: layers 3, 7, 11, ...).
+ * Sliding windows are refused: a layer is "sliding_attention" when layer_types says so (which
+ * transformers' mask applies whatever use_sliding_window says), or, without layer_types, when
+ * use_sliding_window is true, sliding_window is not null and the layer is NoPE. */
+static slate_status parse_smollm3_layers(const cJSON *cfg, const char *path, slate__arch *a,
+                                         slate_error *err) {
+    char got[64];
+    const cJSON *nr = cJSON_GetObjectItemCaseSensitive(cfg, "no_rope_layers"), *e;
+    if (nr && !cJSON_IsNull(nr)) {
+        if (!cJSON_IsArray(nr) || cJSON_GetArraySize(nr) < a->n_layers)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': no_rope_layers is %s, expected an "
+                               "array of at least %d entries 0 or 1 (num_hidden_layers; 1: the "
+                               "layer uses RoPE)", path,
+                               cJSON_IsArray(nr) ? "too short" : json_str(nr, got, sizeof got),
+                               a->n_layers);
+        int32_t l = 0;
+        cJSON_ArrayForEach(e, nr) {
+            if (!cJSON_IsNumber(e) || (e->valuedouble != 0 && e->valuedouble != 1))
+                return slate__fail(err, SLATE_E_FORMAT, "'%s': no_rope_layers[%d] is %s, "
+                                   "expected 0 (no RoPE) or 1 (RoPE)", path, l,
+                                   json_str(e, got, sizeof got));
+            if (l < a->n_layers) a->layer_nope[l] = e->valuedouble == 0;
+            l++;
+        }
+    } else {
+        int32_t interval;
+        slate_status s = cfg_int(cfg, path, NULL, "no_rope_layer_interval", KEY_OPTIONAL, 1,
+                                 INT32_MAX, 4, &interval, err);
+        if (s) return s;
+        for (int32_t l = 0; l < a->n_layers; l++) a->layer_nope[l] = (l + 1) % interval == 0;
+    }
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
+    if (lt && !cJSON_IsNull(lt)) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != a->n_layers)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': layer_types must be an array of %d "
+                               "strings (num_hidden_layers)", path, a->n_layers);
+        int32_t l = 0;
+        cJSON_ArrayForEach(e, lt) {
+            if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention") != 0)
+                return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': layer_types[%d] is %s: "
+                                   "SmolLM3's sliding-window layers are not supported (only "
+                                   "\"full_attention\")", path, l,
+                                   json_str(e, got, sizeof got));
+            l++;
+        }
+        return SLATE_OK;
+    }
+    const cJSON *use_sw = cJSON_GetObjectItemCaseSensitive(cfg, "use_sliding_window");
+    if (cJSON_IsTrue(use_sw) && a->sliding_window)
+        for (int32_t l = 0; l < a->n_layers; l++)
+            if (a->layer_nope[l])
+                return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': use_sliding_window with "
+                                   "sliding_window %d makes SmolLM3's NoPE layers (layer %d "
+                                   "first) sliding-window layers, which are not supported", path,
+                                   a->sliding_window, l);
+    return SLATE_OK;
+}
+
 /* Reads the architecture and hyper-parameters from a parsed config.json into *a. `path`
  * names the file in messages. */
 static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch *a,
@@ -587,6 +650,7 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
     else if (strcmp(an, "GemmaForCausalLM") == 0) family = "gemma";
     else if (strcmp(an, "Gemma2ForCausalLM") == 0) family = "gemma2";
     else if (strcmp(an, "Gemma3ForCausalLM") == 0) family = "gemma3";
+    else if (strcmp(an, "SmolLM3ForCausalLM") == 0) family = "smollm3";
     if (!family) {
         const char *why = strcmp(an, "Gemma3ForConditionalGeneration") == 0
                               ? ": the multimodal Gemma 3 (text model under text_config, vision "
@@ -595,12 +659,13 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
         s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported%s "
                         "(supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                         "Qwen3ForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, "
-                        "Gemma2ForCausalLM, Gemma3ForCausalLM)", path, an, why);
+                        "Gemma2ForCausalLM, Gemma3ForCausalLM, SmolLM3ForCausalLM)", path, an,
+                        why);
         return s;
     }
     snprintf(a->name, sizeof a->name, "%s", family);
     bool gemma = strcmp(family, "gemma") == 0, gemma3 = strcmp(family, "gemma3") == 0;
-    bool gemma2 = strcmp(family, "gemma2") == 0;
+    bool gemma2 = strcmp(family, "gemma2") == 0, smollm3 = strcmp(family, "smollm3") == 0;
     /* Limits: check_arch's (build.c); the context may exceed slate's maximum here, the
      * builder then asks for --context. */
     if ((s = cfg_int(cfg, path, NULL, "vocab_size", KEY_REQUIRED, 1, SLATE__MAX_VOCAB, 0,
@@ -615,16 +680,20 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
                      &a->ffn_dim, err)) ||
         (s = cfg_pos_float(cfg, path, NULL, "rms_norm_eps", KEY_REQUIRED, 1.0, 0, &a->norm_eps,
                            err)) ||
+        /* SmolLM3Config: absent is 4, null is num_attention_heads */
         (s = cfg_int(cfg, path, NULL, "num_key_value_heads", KEY_NULLABLE, 1, a->n_heads,
-                     a->n_heads, &a->n_kv_heads, err)) ||
+                     smollm3 && !cJSON_GetObjectItemCaseSensitive(cfg, "num_key_value_heads")
+                         ? 4 : a->n_heads,
+                     &a->n_kv_heads, err)) ||
         /* GemmaConfig, Gemma2Config and Gemma3TextConfig default head_dim to 256 (not hidden /
          * heads) and Gemma3TextConfig rope_theta to 1e6 */
         (s = cfg_int(cfg, path, NULL, "head_dim", KEY_NULLABLE, 2, SLATE__MAX_HEAD_DIM,
                      gemma || gemma2 || gemma3 ? 256 : a->dim / a->n_heads, &a->head_dim, err)) ||
+        /* SmolLM3Config defaults rope_theta to 2e6 and the context to 32768 */
         (s = cfg_pos_float(cfg, path, NULL, "rope_theta", KEY_OPTIONAL, 0,
-                           gemma3 ? 1e6f : 10000.0f, &a->rope_theta, err)) ||
-        (s = cfg_int(cfg, path, NULL, "max_position_embeddings", KEY_OPTIONAL, 1, INT32_MAX, 2048,
-                     &a->n_ctx, err)) ||
+                           gemma3 ? 1e6f : smollm3 ? 2e6f : 10000.0f, &a->rope_theta, err)) ||
+        (s = cfg_int(cfg, path, NULL, "max_position_embeddings", KEY_OPTIONAL, 1, INT32_MAX,
+                     smollm3 ? 32768 : 2048, &a->n_ctx, err)) ||
         (s = cfg_int(cfg, path, NULL, "sliding_window", KEY_NULLABLE, 1, INT32_MAX, 0,
                      &a->sliding_window, err)))
         return s;
@@ -640,11 +709,12 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
      * unused, as in transformers. */
     bool windowed = strcmp(family, "mistral") == 0 || strcmp(family, "phi3") == 0;
     const cJSON *use_sw = cJSON_GetObjectItemCaseSensitive(cfg, "use_sliding_window");
-    if (a->sliding_window && cJSON_IsTrue(use_sw) && !windowed) {
+    if (a->sliding_window && cJSON_IsTrue(use_sw) && !windowed && !smollm3) {
         s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': use_sliding_window on %s (per-layer "
                         "windows) is not supported", path, an);
         return s;
     }
+    if (smollm3 && (s = parse_smollm3_layers(cfg, path, a, err))) return s;
     if (!windowed) a->sliding_window = 0;
     /* The program's feed-forward is SwiGLU: silu(gate) * up. transformers builds the MLP's
      * activation from hidden_act (ACT2FN: "silu" and "swish" are both SiLU; absent, every
@@ -669,6 +739,10 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
                         path, an);
         return s;
     }
+    /* SmolLM3Config's mlp_bias gives gate/up/down biases the program has no input for. */
+    if (smollm3 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "mlp_bias")))
+        return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': mlp_bias on %s is not supported "
+                           "(the feed-forward has no biases)", path, an);
     /* Newer configs (transformers 5) move rope_theta and the scaling keys into one
      * "rope_parameters" object ({"rope_type": ..., "rope_theta": ..., "factor": ...}). It is
      * read when the older keys are absent; where both give rope_theta they must agree. */
@@ -805,11 +879,13 @@ slate_status slate__import_hf(const char *dir, slate__import *imp, slate_error *
     bool has_head = false;
     for (int32_t i = 0; i < imp->n_tensors; i++)
         has_head |= strcmp(imp->tensors[i].name, "output.weight") == 0;
-    /* tie_word_embeddings defaults to true in GemmaConfig / Gemma2Config / Gemma3TextConfig (their configs
-     * often leave it out), to false elsewhere (PretrainedConfig's default is true, but every
-     * other supported checkpoint that ties says so). */
+    /* tie_word_embeddings defaults to true in GemmaConfig / Gemma2Config / Gemma3TextConfig
+     * (their configs often leave it out) and SmolLM3Config, to false elsewhere
+     * (PretrainedConfig's default is true, but every other supported checkpoint that ties says
+     * so). */
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(cfg, "tie_word_embeddings");
-    bool tie_default = strncmp(imp->a.name, "gemma", 5) == 0;
+    bool tie_default =
+        strncmp(imp->a.name, "gemma", 5) == 0 || strcmp(imp->a.name, "smollm3") == 0;
     if (!has_head && !(cJSON_IsBool(tie) ? cJSON_IsTrue(tie) : tie_default)) {
         s = slate__fail(err, SLATE_E_FORMAT, "'%s': lm_head.weight is missing and "
                         "tie_word_embeddings is not true", dir);

@@ -12,8 +12,8 @@ model.safetensors.index.json), tokenizer.json and tokenizer_config.json. `forwar
 folder (also the one llama2c_to_hf.py writes) and writes the logits of every position as raw
 little-endian float32, row-major [n_tokens][vocab_size] (`--last`: only the last row).
 
-Maths follows transformers' Llama / Mistral / Qwen2 / Qwen3 / Phi3 / Gemma / Gemma3 modelling
-code:
+Maths follows transformers' Llama / Mistral / Qwen2 / Qwen3 / Phi3 / Gemma / Gemma3 / SmolLM3
+modelling code:
   - RMSNorm: x * 1/sqrt(mean(x^2) + eps) * w.
   - RoPE, "rotate_half" layout: dimension i of a head pairs with i + head_dim/2, angle
     pos * inv_freq[i], inv_freq[i] = theta^(-2i/head_dim); llama3 / linear rope_scaling modify
@@ -54,6 +54,11 @@ code:
     sliding_window_pattern == 0 and "sliding_attention" otherwise. Sliding layers see the last
     sliding_window positions (as Mistral) and rotate with base rope_local_base_freq, unscaled;
     full layers see everything and rotate with rope_theta and rope_scaling.
+  - SmolLM3 (modeling_smollm3, model_type smollm3): Llama's layer, except that a "NoPE" layer
+    (no_rope_layers[i] == 0; without the list, (i + 1) % no_rope_layer_interval == 0) applies no
+    rotation to q and k at all (smollm3_uses_rope); tie_word_embeddings and rope_theta default
+    to SmolLM3Config's true and 2e6. With LongRoPE the attention factor thus scales only the
+    rotated layers' q and k.
   - Gemma 2 (modeling_gemma2, model_type gemma2): Gemma 3's layer without q_norm / k_norm, one
     rotation (rope_theta) for every layer, layer i sliding when layer_types says so, else when
     i is even; and two soft-caps, cap * tanh(x / cap): attn_logit_softcapping on the scores
@@ -371,6 +376,20 @@ def _llama(**kw):
     return _base("LlamaForCausalLM", "llama", **extra)
 
 
+def _smollm3(**kw):
+    """SmolLM3ForCausalLM with its config.json keys; kw overrides (None values are written as
+    null)."""
+    extra = {"attention_bias": False, "mlp_bias": False, "pretraining_tp": 2,
+             "no_rope_layer_interval": 4, "use_sliding_window": False, "sliding_window": None,
+             "layer_types": ["full_attention"] * 4, "max_window_layers": 28,
+             "pad_token_id": EOT_ID, "rms_norm_eps": 1e-6}
+    extra.update(kw)
+    cfg = _base("SmolLM3ForCausalLM", "smollm3", **extra)
+    if "tie_word_embeddings" not in kw:
+        del cfg["tie_word_embeddings"]
+    return cfg
+
+
 VARIANTS = {
     # Llama-2 style: no head_dim in config (derived hidden/heads = 16), GQA 4/2, untied.
     "llama": lambda: _llama(),
@@ -466,6 +485,22 @@ VARIANTS = {
                       "short_factor": [1.0, 1.1, 1.25, 1.5, 2.0, 3.0],
                       "long_factor": [1.0, 2.0, 4.0, 7.0, 11.0, 16.0]},
         resid_pdrop=0.0, embd_pdrop=0.0, pad_token_id=EOT_ID),
+    # SmolLM3-3B shaped (config.json of HuggingFaceTB/SmolLM3-3B, scaled down): layer 3 is
+    # NoPE by no_rope_layers (as the default no_rope_layer_interval 4 gives, so llama.cpp's
+    # fixed rule writes the same model to GGUF), GQA 4/2, tied (tie_word_embeddings left out:
+    # SmolLM3Config's default is true), theta 5e6 as the 3B, every layer "full_attention".
+    "smollm3": lambda: _smollm3(no_rope_layers=[1, 1, 1, 0], rope_theta=5000000.0),
+    # NoPE on layers 0 and 2 (the first layer unrotated), no_rope_layers one entry longer than
+    # the layers (the extra one unused, as in transformers), untied, no layer_types key.
+    "smollm3-list": lambda: _smollm3(no_rope_layers=[0, 1, 0, 1, 1], tie_word_embeddings=False,
+                                     layer_types=None),
+    # LongRoPE on the rotated layers only: the attention factor scales their q and k, not the
+    # NoPE layer's (layer 1 here, by no_rope_layer_interval 2 with no list: layers 1 and 3).
+    "smollm3-longrope": lambda: _smollm3(
+        no_rope_layers=None, no_rope_layer_interval=2,
+        rope_scaling={"rope_type": "longrope", "original_max_position_embeddings": 64,
+                      "short_factor": [1.0, 1.02, 1.05, 1.1, 1.3, 1.6, 2.0, 2.5],
+                      "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 12.0, 16.0]}),
     # SmolLM2-shaped: odd head count (3), multi-query (1 kv head), tied, theta 1e5.
     "smollm": lambda: _llama(hidden_size=48, intermediate_size=128, num_hidden_layers=3,
                              num_attention_heads=3, num_key_value_heads=1, head_dim=16,
@@ -487,7 +522,7 @@ def tensor_shapes(cfg):
     hd = head_dim_of(cfg)
     mt = cfg["model_type"]
     shapes = {"model.embed_tokens.weight": (cfg["vocab_size"], h), "model.norm.weight": (h,)}
-    if not cfg.get("tie_word_embeddings", mt in GEMMA_TYPES):
+    if not cfg.get("tie_word_embeddings", mt in GEMMA_TYPES or mt == "smollm3"):
         shapes["lm_head.weight"] = (cfg["vocab_size"], h)
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % i
@@ -568,11 +603,12 @@ def make_model(variant, out_dir, seed=0, dtype="F32", shards=1, merges_format="s
 def rope_params(cfg):
     """(theta, scaling dict or None) from rope_theta/rope_scaling or the newer rope_parameters."""
     rp = cfg.get("rope_parameters")
+    dflt = 2000000.0 if cfg.get("model_type") == "smollm3" else 10000.0  # SmolLM3Config's 2e6
     if rp:
-        theta = rp.get("rope_theta", cfg.get("rope_theta", 10000.0))
+        theta = rp.get("rope_theta", cfg.get("rope_theta", dflt))
         sc = dict(rp)
     else:
-        theta = cfg.get("rope_theta", 10000.0)
+        theta = cfg.get("rope_theta", dflt)
         sc = dict(cfg["rope_scaling"]) if cfg.get("rope_scaling") else None
     if sc is not None:
         rt = sc.get("rope_type", sc.get("type", "default"))
@@ -682,6 +718,25 @@ def gemma3_sliding(cfg, layer):
     return (layer + 1) % cfg.get("sliding_window_pattern", 6) != 0
 
 
+def smollm3_uses_rope(cfg, layer):
+    """SmolLM3 (configuration_smollm3): no_rope_layers[layer] (1: RoPE, 0: NoPE), or without the
+    list (absent or null) RoPE unless (layer + 1) % no_rope_layer_interval == 0 (default 4).
+    Sliding layers (layer_types, or use_sliding_window with a window on the NoPE layers) are not
+    modelled here: refused."""
+    nr = cfg.get("no_rope_layers")
+    use = (bool(nr[layer]) if nr is not None
+           else (layer + 1) % cfg.get("no_rope_layer_interval", 4) != 0)
+    lt = cfg.get("layer_types")
+    sliding = (lt[layer] == "sliding_attention" if lt else
+               cfg.get("use_sliding_window", False) and cfg.get("sliding_window") is not None
+               and not use)
+    if sliding:
+        raise ValueError("SmolLM3 sliding-window layers are not supported by the reference")
+    if cfg.get("mlp_bias") or cfg.get("attention_bias"):
+        raise ValueError("SmolLM3 biases are not supported by the reference")
+    return use
+
+
 def gelu_tanh(a):
     """PyTorch's gelu(approximate="tanh")."""
     return 0.5 * a * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (a + 0.044715 * a ** 3)))
@@ -700,7 +755,7 @@ def forward(model, tokens, context=None):
     Returns float32 logits [n, vocab_size]."""
     cfg, w = load_model(model) if isinstance(model, str) else model
     mt = cfg.get("model_type")
-    if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3") + GEMMA_TYPES:
+    if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3") + GEMMA_TYPES:
         raise ValueError("model_type %r not supported by the reference" % mt)
     gemma, gemma3 = mt in GEMMA_TYPES, mt == "gemma3_text"
     post = mt in GEMMA_POST_NORMS  # Gemma 2 / 3's four norms and query_pre_attn_scalar
@@ -722,7 +777,7 @@ def forward(model, tokens, context=None):
     emb = w["model.embed_tokens.weight"]
     if tokens.min() < 0 or tokens.max() >= emb.shape[0]:
         raise ValueError("token id out of range [0, %d)" % emb.shape[0])
-    tied = cfg.get("tie_word_embeddings", gemma)
+    tied = cfg.get("tie_word_embeddings", gemma or mt == "smollm3")
     if "lm_head.weight" in w and not tied:
         head = w["lm_head.weight"]
     elif tied:
@@ -785,8 +840,9 @@ def forward(model, tokens, context=None):
             q = norm(q, p + "self_attn.q_norm.weight")
             k = norm(k, p + "self_attn.k_norm.weight")
         tn = turn_l if gemma3 and gemma3_sliding(cfg, i) else turn
-        q = rope(q, tn)
-        k = rope(k, tn)
+        if mt != "smollm3" or smollm3_uses_rope(cfg, i):  # SmolLM3's NoPE layers: no rotation
+            q = rope(q, tn)
+            k = rope(k, tn)
         allowed = kj <= qi
         sw = sliding_window_of(cfg, i)
         if sw is not None:

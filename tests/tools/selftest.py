@@ -56,7 +56,7 @@ def naive_forward(model_dir, tokens):
     inv_local = [cfg.get("rope_local_base_freq", 10000.0) ** (-(2.0 * i) / hd) for i in range(half)]
     mscale = 1.0
     if sc is not None and sc["rope_type"] == "longrope":  # Phi-3 128k: written out
-        orig = cfg["original_max_position_embeddings"]
+        orig = sc.get("original_max_position_embeddings") or cfg["original_max_position_embeddings"]
         f = cfg["max_position_embeddings"] / orig
         mscale = math.sqrt(1 + math.log(f) / math.log(orig)) if f > 1 else 1.0
         ext = sc["long_factor"] if cfg["max_position_embeddings"] > orig else sc["short_factor"]
@@ -77,8 +77,15 @@ def naive_forward(model_dir, tokens):
                 s = (L / wl - lo) / (hi - lo)
                 out.append((1 - s) * x / f + s * x)
         inv = out
-    tied = cfg.get("tie_word_embeddings", gemma)
+    tied = cfg.get("tie_word_embeddings", gemma or mt == "smollm3")
     head = w["model.embed_tokens.weight"] if tied else w["lm_head.weight"]
+
+    def nope(l):  # SmolLM3: written out from the config, not hfmodel's helper
+        if mt != "smollm3":
+            return False
+        if cfg.get("no_rope_layers") is not None:
+            return cfg["no_rope_layers"][l] == 0
+        return (l + 1) % cfg.get("no_rope_layer_interval", 4) == 0
 
     def norm(x, g):  # Gemma stores g - 1
         return x / math.sqrt(float(np.dot(x, x)) / len(x) + eps) * (g + 1 if gemma else g)
@@ -133,8 +140,9 @@ def naive_forward(model_dir, tokens):
                 q = np.array([norm(qq, w[p + "q_norm.weight"]) for qq in q])
                 k = np.array([norm(kk, w[p + "k_norm.weight"]) for kk in k])
             fr = inv_local if gemma3 and sliding(l) else inv
-            q = np.array([rope(qq, pos, fr) for qq in q])
-            k = np.array([rope(kk, pos, fr) for kk in k])
+            if not nope(l):
+                q = np.array([rope(qq, pos, fr) for qq in q])
+                k = np.array([rope(kk, pos, fr) for kk in k])
             kcache[l].append(k)
             vcache[l].append(v)
             sw = cfg["sliding_window"] if post and sliding(l) else \

@@ -447,6 +447,66 @@ static void hf_config_gemma3_reads_its_layers_and_defaults(void **st) {
     assert_true(!a.per_layer_sliding && a.sliding_window == 0 && a.embd_scale == 8.0f);
 }
 
+/* SmolLM3: no_rope_layers (1: RoPE) marks the NoPE layers; without the list,
+ * no_rope_layer_interval (default 4) does; SmolLM3Config's defaults (4 kv heads, rope_theta 2e6,
+ * context 32768) apply to absent keys only. */
+static void hf_config_smollm3_reads_its_nope_layers_and_defaults(void **st) {
+    (void)st;
+    slate__arch a;
+    slate_error e;
+    const char *head = "{\"architectures\": [\"SmolLM3ForCausalLM\"], \"vocab_size\": 320, "
+                       "\"hidden_size\": 64, \"num_hidden_layers\": 8, \"num_attention_heads\": "
+                       "8, \"intermediate_size\": 128, \"rms_norm_eps\": 1e-6";
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg, "%s}", head);
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_string_equal(a.name, "smollm3");
+    assert_true(a.n_kv_heads == 4 && a.rope_theta == 2e6f && a.n_ctx == 32768);
+    assert_true(a.rope_mode == SLATE__ROPE_HALF && a.rope_dim == 8 && !a.qkv_bias);
+    for (int l = 0; l < 8; l++) assert_int_equal(a.layer_nope[l], l == 3 || l == 7);
+    snprintf(cfg, sizeof cfg, "%s, \"num_key_value_heads\": null, \"no_rope_layer_interval\": "
+             "3}", head);
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_int_equal(a.n_kv_heads, 8);
+    for (int l = 0; l < 8; l++) assert_int_equal(a.layer_nope[l], l == 2 || l == 5);
+    /* the list wins over the interval; entries past the last layer are unused */
+    snprintf(cfg, sizeof cfg, "%s, \"no_rope_layer_interval\": 3, \"no_rope_layers\": "
+             "[0, 1, 1, 0, 1, 1, 1, 1, 0]}", head);
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    for (int l = 0; l < 8; l++) assert_int_equal(a.layer_nope[l], l == 0 || l == 3);
+    /* SmolLM3-3B's config.json (HuggingFaceTB/SmolLM3-3B): every fourth layer NoPE */
+    char nr[256] = "";
+    for (int l = 0; l < 36; l++)
+        snprintf(nr + strlen(nr), sizeof nr - strlen(nr), "%s%d", l ? ", " : "", (l + 1) % 4 != 0);
+    char lt[1024] = "";
+    for (int l = 0; l < 36; l++)
+        snprintf(lt + strlen(lt), sizeof lt - strlen(lt), "%s\"full_attention\"", l ? ", " : "");
+    char big[4096];
+    snprintf(big, sizeof big,
+             "{\"architectures\": [\"SmolLM3ForCausalLM\"], \"attention_bias\": false, "
+             "\"attention_dropout\": 0.0, \"bos_token_id\": null, \"eos_token_id\": 128012, "
+             "\"hidden_act\": \"silu\", \"hidden_size\": 2048, \"initializer_range\": 0.02, "
+             "\"intermediate_size\": 11008, \"layer_types\": [%s], "
+             "\"max_position_embeddings\": 65536, \"max_window_layers\": 28, \"mlp_bias\": "
+             "false, \"model_type\": \"smollm3\", \"no_rope_layer_interval\": 4, "
+             "\"no_rope_layers\": [%s], \"num_attention_heads\": 16, \"num_hidden_layers\": "
+             "36, \"num_key_value_heads\": 4, \"pad_token_id\": 128004, \"pretraining_tp\": 2, "
+             "\"rms_norm_eps\": 1e-06, \"rope_scaling\": null, \"rope_theta\": 5000000.0, "
+             "\"sliding_window\": null, \"torch_dtype\": \"bfloat16\", \"use_cache\": false, "
+             "\"use_sliding_window\": false, \"vocab_size\": 128256}", lt, nr);
+    assert_int_equal(slate__hf_parse_config(big, strlen(big), &a, &e), SLATE_OK);
+    assert_true(a.n_layers == 36 && a.head_dim == 128 && a.n_kv_heads == 4 && a.n_ctx == 65536);
+    assert_true(a.rope_theta == 5e6f && a.sliding_window == 0);
+    for (int l = 0; l < 36; l++) assert_int_equal(a.layer_nope[l], l % 4 == 3);
+    /* other families have no NoPE layers */
+    snprintf(cfg, sizeof cfg, "{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": 320,"
+             " \"hidden_size\": 64, \"num_hidden_layers\": 4, \"num_attention_heads\": 4, "
+             "\"intermediate_size\": 128, \"rms_norm_eps\": 1e-6, \"no_rope_layers\": "
+             "[0, 0, 0, 0]}");
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    for (int l = 0; l < 4; l++) assert_false(a.layer_nope[l]);
+}
+
 /* Gemma 2: Gemma2Config's defaults (caps 50 and 30, head_dim 256, rope_theta 1e4, window 4096,
  * query_pre_attn_scalar 256), Gemma 3's four norms without q/k norms or a local RoPE base, the
  * even layers sliding unless layer_types says otherwise; a null cap is off. */
@@ -627,6 +687,7 @@ int main(void) {
         cmocka_unit_test(hf_config_gemma3_reads_its_layers_and_defaults),
         cmocka_unit_test(hf_config_gemma2_reads_its_caps_and_layers),
         cmocka_unit_test(hf_config_partial_rotary_sets_the_rotated_dims_and_the_longrope_length),
+        cmocka_unit_test(hf_config_smollm3_reads_its_nope_layers_and_defaults),
         cmocka_unit_test(llama2c_header_vocab_int32_min_is_refused),
         cmocka_unit_test(builder_refuses_non_finite_rope_parameters),
         cmocka_unit_test(builder_refuses_implausible_softcaps),
