@@ -1,6 +1,6 @@
 /*
  * import_gguf.c - importer for llama-family GGUF files (architectures "llama", "qwen2",
- * "qwen3", "phi3", "gemma", "gemma2", "gemma3"). Hyper-parameters come from the "<arch>.*" keys, tensors keep their GGUF
+ * "qwen3", "phi3", "gemma", "gemma2", "gemma3", "smollm3"). Hyper-parameters come from the "<arch>.*" keys, tensors keep their GGUF
  * names (the canonical names), GGUF's ne[0] (innermost) is the input dimension, so a [ne0=in,
  * ne1=out] tensor is already the [out][in] row-major matrix. llama.cpp's converter permutes
  * llama Q/K rows into adjacent-pair RoPE order; qwen2/qwen3/phi3 keep the HF "half" (NeoX)
@@ -35,6 +35,13 @@
  * except 1/sqrt(embedding_length / head_count) for the 46-layer 27B, and the soft-caps
  * gemma2.attn_logit_softcapping and gemma2.final_logit_softcapping (absent: 50 and 30, llama.cpp's
  * defaults; present, a number in (0, 1e6)).
+ *
+ * smollm3 (convert_hf_to_gguf.py SmolLM3Model, a LlamaModel: the llama keys under "smollm3.",
+ * Q/K rows permuted into adjacent-pair order, output.weight absent when tied): llama.cpp's
+ * llm_build_smollm3 rotates q and k on layer l only when (l + 1) % 4 != 0 (n_no_rope_layer_step
+ * is fixed at 4, not read from the file), so layers 3, 7, 11, ... are NoPE, as the config.json
+ * default no_rope_layer_interval 4 of SmolLM3-3B. A non-zero smollm3.attention.sliding_window is
+ * refused (llama.cpp's graph has no window).
  */
 #include "convert.h"
 #include "exec/program.h"
@@ -244,11 +251,11 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
     bool llama = strcmp(a->name, "llama") == 0, qwen2 = strcmp(a->name, "qwen2") == 0,
          qwen3 = strcmp(a->name, "qwen3") == 0, phi3 = strcmp(a->name, "phi3") == 0,
          gemma = strcmp(a->name, "gemma") == 0, gemma3 = strcmp(a->name, "gemma3") == 0,
-         gemma2 = strcmp(a->name, "gemma2") == 0;
-    if (!llama && !qwen2 && !qwen3 && !phi3 && !gemma && !gemma2 && !gemma3) {
+         gemma2 = strcmp(a->name, "gemma2") == 0, smollm3 = strcmp(a->name, "smollm3") == 0;
+    if (!llama && !qwen2 && !qwen3 && !phi3 && !gemma && !gemma2 && !gemma3 && !smollm3) {
         s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported "
-                        "(supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3)", path,
-                        a->name);
+                        "(supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, smollm3)",
+                        path, a->name);
         goto fail;
     }
     /* Limits: check_arch's (build.c); the context may exceed slate's maximum here, the
@@ -287,7 +294,18 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
                         a->n_heads);
         goto fail;
     }
-    a->rope_mode = llama ? SLATE__ROPE_ADJACENT : SLATE__ROPE_HALF;
+    a->rope_mode = llama || smollm3 ? SLATE__ROPE_ADJACENT : SLATE__ROPE_HALF;
+    if (smollm3) {
+        /* llama.cpp's smollm3 graph has no window: a key asking for one is refused, not
+         * dropped. Its NoPE layers are fixed, not read: (l + 1) % 4 == 0. */
+        if (a->sliding_window) {
+            s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': key smollm3.attention.sliding_window "
+                            "is %d: a sliding window is not supported on smollm3", path,
+                            a->sliding_window);
+            goto fail;
+        }
+        for (int32_t l = 0; l < a->n_layers; l++) a->layer_nope[l] = (l + 1) % 4 == 0;
+    }
     a->qkv_bias = qwen2;
     a->qk_norm = qwen3 || gemma3;
     if ((gemma || gemma2 || gemma3) && (s = gemma_params(g, path, gemma3, a, err))) goto fail;

@@ -6,8 +6,11 @@
 # attention factor must scale only the rotated layers) and its NumPy reference, which skips the
 # rotation on the NoPE layers as transformers' modeling_smollm3 does. slate's packages must match
 # it at every position (a NoPE layer given RoPE changes every position after the first), and
-# their programs must have rope ops on the RoPE layers only. What slate cannot run is refused
-# naming the key: biases, sliding-window layers, bad no_rope_layers, unknown RoPE scaling. SmolLM3's chat template matches no family: chat is refused, raw
+# their programs must have rope ops on the RoPE layers only. The smollm3 folder written as
+# llama.cpp's GGUF "smollm3" (tests/tools/hf_to_gguf.py: llama keys, permuted Q/K; llama.cpp fixes
+# the NoPE layers at (l + 1) % 4 == 0) must match the same reference. What slate cannot run is
+# refused naming the key: biases, sliding-window layers, bad no_rope_layers, unknown RoPE
+# scaling, a GGUF window. SmolLM3's chat template matches no family: chat is refused, raw
 # completion runs.
 source "$(dirname "$0")/lib.sh"
 ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33 32 84)
@@ -75,6 +78,28 @@ check "smollm3 with no_rope_layer_interval 3: layer 2 NoPE, logits match the ref
   $PY "$TOOLS/compare_logits.py" "$d.f32" "$d.ref" --vocab 320 --atol 1e-4 --quiet
 check "smollm3 with no_rope_layer_interval 3: rope ops on layers 0, 1 and 3" \
   rope_layers "$d.slate" "[0, 1, 3]"
+# GGUF: llama.cpp's smollm3 layout of the smollm3 folder.
+d="$WORK/smollm3"
+$PY "$TOOLS/hf_to_gguf.py" "$d" "$d.gguf"
+if "$SLATE" convert "$d.gguf" -o "$d.g.slate" --kv-dtype fp32 2>"$d.gerr"; then
+  prefix_logits "$d.g.slate" "$d.g.f32" "${ids[@]}"
+  check "smollm3 GGUF: logits at all $n positions match the NumPy reference (atol 1e-4)" \
+    $PY "$TOOLS/compare_logits.py" "$d.g.f32" "$d.ref" --vocab 320 --atol 1e-4 --quiet
+  check "smollm3 GGUF: rope ops on layers 0-2 only, adjacent pairs" \
+    rope_layers "$d.g.slate" "[0, 1, 2]"
+  check "smollm3 GGUF: adjacent-pair rope (llama.cpp's permuted Q/K rows)" \
+    $PY - "$d.g.slate" <<'PYEOF'
+import sys
+import slatefiles as sf
+modes = {o["mode"] for o in sf.package_program(sys.argv[1]) if o["op"] == "rope"}
+sys.exit(0 if modes == {"adjacent"} else 1)
+PYEOF
+else
+  bad "smollm3 GGUF: convert failed: $(cat "$d.gerr")"
+fi
+gguf_refused "smollm3 GGUF with a sliding window is refused" SLATE_E_UNSUPPORTED \
+  "key smollm3.attention.sliding_window is 8: a sliding window is not supported on smollm3" \
+  "$d" --key smollm3.attention.sliding_window:u32:8
 # config.json keys slate cannot honour, each refused naming itself.
 for c in 'U|mlp_bias=true|mlp_bias on SmolLM3ForCausalLM is not supported' \
          'U|attention_bias=true|attention_bias on SmolLM3ForCausalLM is not supported' \

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """hf_to_gguf.py - write a GGUF file (llama.cpp's "phi3" layout) from a small Phi3ForCausalLM
 folder made by hfmodel.py, or (llama.cpp's "gemma" / "gemma2" / "gemma3" layout, gemma_layout
-below) from a Gemma / Gemma 2 / Gemma 3 one. Test fixture writer for slate's GGUF phi3 and gemma imports: the GGUF holds
+below) from a Gemma / Gemma 2 / Gemma 3 one, or (llama.cpp's "smollm3" layout: llama's, with
+permuted Q/K rows, smollm3_layout below) from a SmolLM3 one. Test fixture writer for slate's GGUF phi3 and gemma imports: the GGUF holds
 the folder's weights, so the two conversions must give the same logits. Needs NumPy (Debian's
 /usr/bin/python3).
 
@@ -242,6 +243,65 @@ def gemma_layout(cfg, w):
     return kv, tensors
 
 
+def permute_llama(w, n_head):
+    """llama.cpp's LlamaModel.permute: each head's rows i and i + head_dim/2 (HF rotate_half
+    pairs) become rows 2i and 2i + 1 (ggml's adjacent-pair "normal" RoPE)."""
+    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def smollm3_layout(cfg, w):
+    """llama.cpp's SmolLM3Model (a LlamaModel, convert_hf_to_gguf.py): the llama keys under
+    "smollm3." (context_length, embedding_length, block_count, feed_forward_length,
+    rope.dimension_count = head_dim, attention.head_count / head_count_kv,
+    attention.layer_norm_rms_epsilon, rope.freq_base, key_length / value_length when config.json
+    gives head_dim), attn_q / attn_k rows permuted (permute_llama), no output.weight when tied.
+    llama.cpp fixes the NoPE layers at (l + 1) % 4 == 0 and reads no window, so the folder must
+    have that pattern and no sliding window (checked here)."""
+    nh = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    hd = hfmodel.head_dim_of(cfg)
+    n_layers = cfg["num_hidden_layers"]
+    ropes = [hfmodel.smollm3_uses_rope(cfg, i) for i in range(n_layers)]
+    if ropes != [(i + 1) % 4 != 0 for i in range(n_layers)]:
+        raise SystemExit("smollm3 in GGUF: llama.cpp's NoPE layers are (l + 1) %% 4 == 0; this "
+                         "folder has RoPE on %s" % ropes)
+    theta, sc = hfmodel.rope_params(cfg)
+    if sc is not None:
+        raise SystemExit("smollm3 in GGUF: rope_scaling is not written by this tool")
+    a = "smollm3."
+    kv = [_kv("general.architecture", T_STR, "smollm3"),
+          _kv("general.name", T_STR, "tiny smollm3 test model"),
+          _kv(a + "context_length", T_U32, cfg["max_position_embeddings"]),
+          _kv(a + "embedding_length", T_U32, cfg["hidden_size"]),
+          _kv(a + "block_count", T_U32, n_layers),
+          _kv(a + "feed_forward_length", T_U32, cfg["intermediate_size"]),
+          _kv(a + "rope.dimension_count", T_U32, hd),
+          _kv(a + "attention.head_count", T_U32, nh),
+          _kv(a + "attention.head_count_kv", T_U32, nkv),
+          _kv(a + "attention.layer_norm_rms_epsilon", T_F32, cfg["rms_norm_eps"]),
+          _kv(a + "rope.freq_base", T_F32, theta)]
+    if cfg.get("head_dim"):
+        kv += [_kv(a + "attention.key_length", T_U32, hd),
+               _kv(a + "attention.value_length", T_U32, hd)]
+    tensors = [("token_embd.weight", w["model.embed_tokens.weight"]),
+               ("output_norm.weight", w["model.norm.weight"])]
+    if not cfg.get("tie_word_embeddings", True):
+        tensors.append(("output.weight", w["lm_head.weight"]))
+    for i in range(n_layers):
+        p, b = "model.layers.%d." % i, "blk.%d." % i
+        tensors += [(b + "attn_norm.weight", w[p + "input_layernorm.weight"]),
+                    (b + "attn_q.weight", permute_llama(w[p + "self_attn.q_proj.weight"], nh)),
+                    (b + "attn_k.weight", permute_llama(w[p + "self_attn.k_proj.weight"], nkv)),
+                    (b + "attn_v.weight", w[p + "self_attn.v_proj.weight"]),
+                    (b + "attn_output.weight", w[p + "self_attn.o_proj.weight"]),
+                    (b + "ffn_norm.weight", w[p + "post_attention_layernorm.weight"]),
+                    (b + "ffn_gate.weight", w[p + "mlp.gate_proj.weight"]),
+                    (b + "ffn_up.weight", w[p + "mlp.up_proj.weight"]),
+                    (b + "ffn_down.weight", w[p + "mlp.down_proj.weight"])]
+    return kv, tensors
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("model_dir")
@@ -255,13 +315,14 @@ def main(argv):
     a = ap.parse_args(argv)
     cfg, w = hfmodel.load_model(a.model_dir)
     gemma = cfg.get("model_type") in hfmodel.GEMMA_TYPES
-    if cfg.get("model_type") != "phi3" and not gemma:
-        raise SystemExit("only Phi3ForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM and "
-                         "Gemma3ForCausalLM folders")
-    if gemma:
+    smollm3 = cfg.get("model_type") == "smollm3"
+    if cfg.get("model_type") != "phi3" and not gemma and not smollm3:
+        raise SystemExit("only Phi3ForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "
+                         "Gemma3ForCausalLM and SmolLM3ForCausalLM folders")
+    if gemma or smollm3:
         if a.dequant_out:
             raise SystemExit("--dequant-out: phi3 folders only")
-        kv, tensors = gemma_layout(cfg, w)
+        kv, tensors = gemma_layout(cfg, w) if gemma else smollm3_layout(cfg, w)
         hf_name = {}
     else:
         nh = cfg["num_attention_heads"]
