@@ -252,7 +252,9 @@ void slate_output_discard(slate_output *out);
  *     window 4096 on the even layers, four norms per layer; published in f32),
  *   "gemma-3-1b" (Gemma3ForCausalLM, google/gemma-3-1b-pt: head_dim 256, q/k norms, window
  *     512 with sliding_window_pattern 6, local RoPE base 1e4),
- *   "mistral-7b" (MistralForCausalLM, mistralai/Mistral-7B-v0.1: window 4096).
+ *   "mistral-7b" (MistralForCausalLM, mistralai/Mistral-7B-v0.1: window 4096),
+ *   "smollm3-3b" (SmolLM3ForCausalLM, HuggingFaceTB/SmolLM3-3B: Llama's tensors, tied, every
+ *     fourth layer NoPE: config.json's no_rope_layers, written for the shape's layer count).
  * Weights are normal-ish (sum of four uniforms) with std 0.02, norm weights ~1 (Gemma: the
  * stored w of its (1 + w) norms, ~0), so activations and logits stay finite and spread out. The
  * tokenizer is a synthetic byte-level BPE with

@@ -8,8 +8,9 @@
  *     its family fixes the checkpoint's tensor layout, as transformers' modeling code names and
  *     shapes them: Llama / Mistral (q/k/v/o, gate/up/down, two norms), Qwen2 (+ q/k/v biases),
  *     Phi-3 (fused self_attn.qkv_proj = q | k | v rows and mlp.gate_up_proj = gate | up rows),
- *     Gemma 2 (four norms per layer: input, post-attention, pre- and post-feed-forward) and
- *     Gemma 3 (Gemma 2's + q/k norms over head_dim). `like` gives a custom shape one of these
+ *     Gemma 2 (four norms per layer: input, post-attention, pre- and post-feed-forward),
+ *     Gemma 3 (Gemma 2's + q/k norms over head_dim) and SmolLM3 (Llama's tensors; its config
+ *     lists the NoPE layers). `like` gives a custom shape one of these
  *     architectures with other dims (tests make tiny ones); its config says "custom".
  *   - Streaming: each tensor is generated in chunks of CHUNK elements and written at once, so
  *     memory use is a few MiB whatever the model size. Each tensor has its own random stream,
@@ -62,7 +63,15 @@
 static const char *const SPECIALS[N_SPECIAL] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
 
 /* The families synth writes: each has its own tensor list and config keys. */
-typedef enum family { FAM_LLAMA, FAM_QWEN2, FAM_MISTRAL, FAM_PHI3, FAM_GEMMA2, FAM_GEMMA3 } family;
+typedef enum family {
+    FAM_LLAMA,
+    FAM_QWEN2,
+    FAM_MISTRAL,
+    FAM_PHI3,
+    FAM_GEMMA2,
+    FAM_GEMMA3,
+    FAM_SMOLLM3, /* Llama's tensors; config.json lists the NoPE layers */
+} family;
 
 typedef struct shape {
     const char *name, *arch, *model_type;
@@ -138,6 +147,13 @@ static const shape SHAPES[] = {
      .source = "mistralai/Mistral-7B-v0.1", .fam = FAM_MISTRAL, .dim = 4096, .n_layers = 32,
      .n_heads = 32, .n_kv_heads = 8, .ffn_dim = 14336, .n_vocab = 32000, .n_ctx = 32768,
      .rope_theta = 10000.0, .norm_eps = 1e-5, .window = 4096, .published = SLATE_DTYPE_BF16},
+    /* SmolLM3-3B: Llama's tensors, GQA 16/4, tied, theta 5e6, no head_dim key; every fourth
+     * layer (3, 7, ..., 35) is NoPE (config.json's no_rope_layers, written for the shape's
+     * layer count by no_rope_layer_interval 4). */
+    {.name = "smollm3-3b", .arch = "SmolLM3ForCausalLM", .model_type = "smollm3",
+     .source = "HuggingFaceTB/SmolLM3-3B", .fam = FAM_SMOLLM3, .dim = 2048, .n_layers = 36,
+     .n_heads = 16, .n_kv_heads = 4, .ffn_dim = 11008, .n_vocab = 128256, .n_ctx = 65536,
+     .rope_theta = 5000000.0, .norm_eps = 1e-6, .tied = true, .published = SLATE_DTYPE_BF16},
 };
 #define N_SHAPES ((int32_t)(sizeof SHAPES / sizeof SHAPES[0]))
 
@@ -653,6 +669,16 @@ static slate_status write_config(folder *fo, const plan *p) {
                        "  \"attn_logit_softcapping\": null,\n"
                        "  \"final_logit_softcapping\": null,\n",
                        s->window_pattern, s->rope_local_theta);
+        break;
+    case FAM_SMOLLM3:
+        /* SmolLM3-3B's keys: layer l has RoPE (1) unless (l + 1) % 4 == 0 (NoPE, 0); no
+         * window and no biases */
+        out_printf(o, "  \"no_rope_layer_interval\": 4,\n  \"no_rope_layers\": [");
+        for (int32_t l = 0; l < s->n_layers; l++)
+            out_printf(o, "%s%d", l ? ", " : "", (l + 1) % 4 != 0);
+        out_printf(o, "],\n  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n"
+                   "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n"
+                   "  \"rope_scaling\": null,\n");
         break;
     case FAM_LLAMA:
         break;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# slate synth for the Phi-3, Gemma 2, Gemma 3 and Mistral shapes:
+# slate synth for the Phi-3, Gemma 2, Gemma 3, Mistral and SmolLM3 shapes:
 # - a tiny version of each (synth --like SHAPE --dims ...: 6 layers, head size 32 != hidden /
-#   heads, window 4) has exactly the tensors (names, shapes, dtype) that tests/tools/hfmodel.py
+#   heads, window 4 where the shape has one; SmolLM3's layer 3 is NoPE) has exactly the tensors (names, shapes, dtype) that tests/tools/hfmodel.py
 #   lists for its config.json (the checkpoints' layout: Phi-3's fused qkv_proj / gate_up_proj,
 #   Gemma's four norms per layer, Gemma 3's q/k norms), Gemma's norm weights are stored around 0
 #   (its norms scale by 1 + w); it converts, and greedy decode steps past the window give the
@@ -70,9 +70,12 @@ PYEOF
 }
 
 for c in "phi-3-mini-4k|Phi3ForCausalLM" "gemma-2-2b|Gemma2ForCausalLM" \
-         "gemma-3-1b|Gemma3ForCausalLM" "mistral-7b|MistralForCausalLM"; do
+         "gemma-3-1b|Gemma3ForCausalLM" "mistral-7b|MistralForCausalLM" \
+         "smollm3-3b|SmolLM3ForCausalLM"; do
   shape=${c%%|*} arch=${c#*|} d="$WORK/${c%%|*}"
-  if ! "$SLATE" synth --like "$shape" --dims "$dims" --dtype f32 --seed 11 -o "$d" 2>"$WORK/err"; then
+  sd=$dims
+  [ "$shape" = smollm3-3b ] && sd=${dims/,window=4/} # no window; layer 3 of 6 is NoPE
+  if ! "$SLATE" synth --like "$shape" --dims "$sd" --dtype f32 --seed 11 -o "$d" 2>"$WORK/err"; then
     bad "$shape: synth --like failed: $(cat "$WORK/err")"
     continue
   fi
@@ -87,7 +90,7 @@ for c in "phi-3-mini-4k|Phi3ForCausalLM" "gemma-2-2b|Gemma2ForCausalLM" \
   check "$shape: 10 decode steps past the window match the NumPy reference (atol 1e-4)" \
     steps "$d.slate" "$d" 10 1e-4
   # What --dry-run reports is what synth wrote.
-  "$SLATE" synth --like "$shape" --dims "$dims" --dtype f32 --dry-run >"$WORK/dry" 2>&1 || true
+  "$SLATE" synth --like "$shape" --dims "$sd" --dtype f32 --dry-run >"$WORK/dry" 2>&1 || true
   check "$shape: --dry-run of the tiny shape counts what synth wrote" $PY - "$TOOLS" "$d" "$WORK/dry" <<'PYEOF'
 import re, sys
 sys.path.insert(0, sys.argv[1])
@@ -112,9 +115,11 @@ check "gemma-2-2b bf16: decode steps match the NumPy reference (atol 1e-4)" step
 
 # The full-size shapes, counted without writing: the published parameter counts (the model
 # cards' 3.82B, 2.61B, 1.00B, 7.24B) within 1 %, and the checkpoints' tensor counts (their
-# model.safetensors.index.json weight maps: 195, 288, 340, 291).
+# model.safetensors.index.json weight maps: 195, 288, 340, 291). SmolLM3-3B: 3.08B and 326
+# tensors as its config.json gives them (embedding, 36 x 9, final norm; tied), its weight map
+# not checked here.
 for c in "phi-3-mini-4k 3.82e9 195" "gemma-2-2b 2.61e9 288" "gemma-3-1b 1.00e9 340" \
-         "mistral-7b 7.24e9 291"; do
+         "mistral-7b 7.24e9 291" "smollm3-3b 3.08e9 326"; do
   set -- $c
   rc=0; "$SLATE" synth --shape "$1" --dry-run >"$WORK/dry" 2>&1 || rc=$?
   check "$1: --dry-run exits 0 ($rc) and writes nothing" bash -c '[ "$1" -eq 0 ] && [ ! -e "$2" ]' _ "$rc" "$1"
