@@ -5,10 +5,11 @@
 # smollm3-longrope: layers 1 and 3 NoPE by no_rope_layer_interval 2, with LongRoPE, whose
 # attention factor must scale only the rotated layers) and its NumPy reference, which skips the
 # rotation on the NoPE layers as transformers' modeling_smollm3 does. slate's packages must match
-# it at every position (a NoPE layer given RoPE changes every position after the first), and
-# their programs must have rope ops on the RoPE layers only. The smollm3 folder written as
-# llama.cpp's GGUF "smollm3" (tests/tools/hf_to_gguf.py: llama keys, permuted Q/K; llama.cpp fixes
-# the NoPE layers at (l + 1) % 4 == 0) must match the same reference. What slate cannot run is
+# it at every position (a NoPE layer given RoPE changes every position after the first), also
+# decoding token by token, and their programs must have rope ops on the RoPE layers only. The
+# smollm3 folder written as llama.cpp's GGUF "smollm3" (tests/tools/hf_to_gguf.py: llama keys,
+# permuted Q/K; llama.cpp fixes the NoPE layers at (l + 1) % 4 == 0) must match the same
+# reference. What slate cannot run is
 # refused naming the key: biases, sliding-window layers, bad no_rope_layers, unknown RoPE
 # scaling, a GGUF window. SmolLM3's chat template matches no family: chat is refused, raw
 # completion runs.
@@ -28,6 +29,25 @@ for v in smollm3 smollm3-list smollm3-longrope; do
   check "$v: logits at all $n positions match the NumPy reference (atol 1e-4)" \
     $PY "$TOOLS/compare_logits.py" "$d.f32" "$d.ref" --vocab 320 --atol 1e-4 --quiet
 done
+# steps_match PKG DIR: a greedy run of PKG from 4 prompt ids, 12 steps, one token at a time
+# (the NoPE layers' cache holds unrotated keys): each step's logits match the NumPy reference
+# over the same tokens within 1e-4.
+steps_match() {
+  "$SLATE" run "$1" --ids 304,72,101,108 -n 12 --temp 0 --dump-logits "$1.steps" \
+    >/dev/null 2>&1 || return 1
+  $PY - "$TOOLS" "$2" "$1.steps" <<'PYEOF'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import hfmodel
+rows = np.fromfile(sys.argv[3], dtype="<f4").reshape(-1, 320)
+toks = [304, 72, 101, 108] + [int(np.argmax(r)) for r in rows[:-1]]
+ref = hfmodel.forward(sys.argv[2], toks)[3:]
+sys.exit(0 if len(rows) == 12 and np.max(np.abs(ref - rows)) < 1e-4 else 1)
+PYEOF
+}
+check "smollm3-list: 12 decode steps match the NumPy reference (atol 1e-4)" \
+  steps_match "$WORK/smollm3-list.slate" "$WORK/smollm3-list"
 # rope_layers PKG WANT: the layers whose program rotates q and k (two rope ops each, the
 # layer found by the following kv_write's cache name) are exactly WANT (a Python list).
 rope_layers() {
