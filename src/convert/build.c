@@ -39,6 +39,7 @@
  * the program does not use is an error (never skipped silently).
  */
 #include "convert.h"
+#include "convert/ggml_quants.h"
 #include "exec/program.h"
 #include "kernels/kernels.h"
 #include "pkg/pkg.h"
@@ -57,12 +58,15 @@ size_t slate__src_nbytes(slate__src_type type, uint64_t n, bool *ok) {
     case SLATE__SRC_F32: return n > SIZE_MAX / 4 ? (*ok = false, 0) : (size_t)n * 4;
     case SLATE__SRC_F16:
     case SLATE__SRC_BF16: return n > SIZE_MAX / 2 ? (*ok = false, 0) : (size_t)n * 2;
-    case SLATE__SRC_Q8_0: return n % 32 ? (*ok = false, 0) : (size_t)(n / 32) * 34;
-    case SLATE__SRC_Q4_0: return n % 32 ? (*ok = false, 0) : (size_t)(n / 32) * 18;
-    case SLATE__SRC_Q4_1: return n % 32 ? (*ok = false, 0) : (size_t)(n / 32) * 20;
+    default: break;
     }
-    *ok = false;
-    return 0;
+    int32_t elems, bytes;
+    slate__ggml_block(type, &elems, &bytes);
+    if (elems == 0 || n % (uint64_t)elems || n / (uint64_t)elems > SIZE_MAX / (uint64_t)bytes) {
+        *ok = false;
+        return 0;
+    }
+    return (size_t)(n / (uint64_t)elems) * (size_t)bytes;
 }
 
 void slate__src_to_f32(slate__src_type type, const uint8_t *src, float *dst, int64_t n) {
@@ -84,39 +88,8 @@ void slate__src_to_f32(slate__src_type type, const uint8_t *src, float *dst, int
             dst[i] = slate__bf16_to_f32(h);
         }
         break;
-    case SLATE__SRC_Q8_0:
-        for (int64_t b = 0; b < n / 32; b++) {
-            const uint8_t *blk = src + b * 34;
-            uint16_t h;
-            memcpy(&h, blk, 2);
-            float d = slate__f16_to_f32(h);
-            for (int j = 0; j < 32; j++) dst[b * 32 + j] = d * (float)(int8_t)blk[2 + j];
-        }
-        break;
-    case SLATE__SRC_Q4_0:
-        for (int64_t b = 0; b < n / 32; b++) {
-            const uint8_t *blk = src + b * 18;
-            uint16_t h;
-            memcpy(&h, blk, 2);
-            float d = slate__f16_to_f32(h);
-            for (int j = 0; j < 16; j++) {
-                dst[b * 32 + j] = d * (float)((blk[2 + j] & 0x0f) - 8);
-                dst[b * 32 + j + 16] = d * (float)((blk[2 + j] >> 4) - 8);
-            }
-        }
-        break;
-    case SLATE__SRC_Q4_1:
-        for (int64_t b = 0; b < n / 32; b++) {
-            const uint8_t *blk = src + b * 20;
-            uint16_t h, hm;
-            memcpy(&h, blk, 2);
-            memcpy(&hm, blk + 2, 2);
-            float d = slate__f16_to_f32(h), m = slate__f16_to_f32(hm);
-            for (int j = 0; j < 16; j++) {
-                dst[b * 32 + j] = d * (float)(blk[4 + j] & 0x0f) + m;
-                dst[b * 32 + j + 16] = d * (float)(blk[4 + j] >> 4) + m;
-            }
-        }
+    default: /* the ggml block formats */
+        slate__ggml_dequantize(type, src, dst, n);
         break;
     }
 }
@@ -256,7 +229,7 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
     }
     if (p->dst == SLATE_DTYPE_PAL) return slate__palettize_tensor(&p->q, dst, p->pool, err);
     if (slate__wdtype_quantized(p->dst)) return slate__quantize_tensor(&p->q, dst, p->pool, err);
-    enum { CHUNK = 4096 }; /* multiple of 32: quantized blocks never straddle chunks */
+    enum { CHUNK = 4096 }; /* multiple of 256: ggml blocks never straddle chunks */
     float buf[CHUNK];
     for (int64_t i = 0; i < p->n; i += CHUNK) {
         int64_t m = p->n - i < CHUNK ? p->n - i : CHUNK;

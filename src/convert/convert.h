@@ -24,6 +24,16 @@ typedef enum slate__src_type {
     SLATE__SRC_Q4_0, /* ggml: blocks of 32: f16 scale + 16 bytes of nibbles, value q - 8 */
     SLATE__SRC_Q4_1, /* ggml: blocks of 32: f16 scale d, f16 offset m, 16 bytes of nibbles,
                         value d * q + m */
+    /* More ggml block formats (GGUF K-quant mixes); layouts in convert/ggml_quants.h. */
+    SLATE__SRC_Q5_0,   /* blocks of 32 */
+    SLATE__SRC_Q5_1,   /* blocks of 32 */
+    SLATE__SRC_Q2_K,   /* super-blocks of 256 */
+    SLATE__SRC_Q3_K,   /* super-blocks of 256 */
+    SLATE__SRC_Q4_K,   /* super-blocks of 256 */
+    SLATE__SRC_Q5_K,   /* super-blocks of 256 */
+    SLATE__SRC_Q6_K,   /* super-blocks of 256 */
+    SLATE__SRC_IQ4_NL, /* blocks of 32 */
+    SLATE__SRC_IQ4_XS, /* super-blocks of 256 */
 } slate__src_type;
 
 typedef struct slate__src_tensor {

@@ -168,15 +168,16 @@ static uint64_t vtype_size(uint32_t t) {
 }
 
 const char *slate__ggml_type_name(uint32_t type) {
-    switch (type) {
-    case SLATE__GGML_F32: return "F32";
-    case SLATE__GGML_F16: return "F16";
-    case SLATE__GGML_Q4_0: return "Q4_0";
-    case SLATE__GGML_Q4_1: return "Q4_1";
-    case SLATE__GGML_Q8_0: return "Q8_0";
-    case SLATE__GGML_BF16: return "BF16";
-    }
-    return "?";
+    /* ggml.h, enum ggml_type; ids 4, 5, 31..33 and 36..38 are retired upstream. */
+    static const char *const names[SLATE__GGML_N_TYPES] = {
+        "F32",      "F16",      "Q4_0",       "Q4_1",       "Q4_2",       "Q4_3",    "Q5_0",
+        "Q5_1",     "Q8_0",     "Q8_1",       "Q2_K",       "Q3_K",       "Q4_K",    "Q5_K",
+        "Q6_K",     "Q8_K",     "IQ2_XXS",    "IQ2_XS",     "IQ3_XXS",    "IQ1_S",   "IQ4_NL",
+        "IQ3_S",    "IQ2_S",    "IQ4_XS",     "I8",         "I16",        "I32",     "I64",
+        "F64",      "IQ1_M",    "BF16",       "Q4_0_4_4",   "Q4_0_4_8",   "Q4_0_8_8", "TQ1_0",
+        "TQ2_0",    "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4",
+    };
+    return type < SLATE__GGML_N_TYPES ? names[type] : "?";
 }
 
 /* ---- the parser ------------------------------------------------------------------------------ */
@@ -452,24 +453,35 @@ static slate_status read_alignment(parser *p) {
     return SLATE_OK;
 }
 
-static bool known_type(uint32_t t) {
-    return t == SLATE__GGML_F32 || t == SLATE__GGML_F16 || t == SLATE__GGML_Q4_0 ||
-           t == SLATE__GGML_Q4_1 || t == SLATE__GGML_Q8_0 || t == SLATE__GGML_BF16;
+/* Elements and bytes per block of the types slate reads (ggml's ggml-common.h block structs:
+ * convert/ggml_quants.h); false for the others. F32/F16/BF16 are blocks of one element. */
+static bool type_block(uint32_t t, uint64_t *elems, uint64_t *bytes) {
+    switch (t) {
+    case SLATE__GGML_F32: *elems = 1, *bytes = 4; return true;
+    case SLATE__GGML_F16:
+    case SLATE__GGML_BF16: *elems = 1, *bytes = 2; return true;
+    case SLATE__GGML_Q4_0: *elems = 32, *bytes = 18; return true;
+    case SLATE__GGML_Q4_1: *elems = 32, *bytes = 20; return true;
+    case SLATE__GGML_Q5_0: *elems = 32, *bytes = 22; return true;
+    case SLATE__GGML_Q5_1: *elems = 32, *bytes = 24; return true;
+    case SLATE__GGML_Q8_0: *elems = 32, *bytes = 34; return true;
+    case SLATE__GGML_IQ4_NL: *elems = 32, *bytes = 18; return true;
+    case SLATE__GGML_Q2_K: *elems = 256, *bytes = 84; return true;
+    case SLATE__GGML_Q3_K: *elems = 256, *bytes = 110; return true;
+    case SLATE__GGML_Q4_K: *elems = 256, *bytes = 144; return true;
+    case SLATE__GGML_Q5_K: *elems = 256, *bytes = 176; return true;
+    case SLATE__GGML_Q6_K: *elems = 256, *bytes = 210; return true;
+    case SLATE__GGML_IQ4_XS: *elems = 256, *bytes = 136; return true;
+    }
+    return false;
 }
 
-/* Bytes of n elements of a known type (n is a multiple of 32 for the block types); false on
- * overflow. Blocks of 32 elements: Q4_0 = f16 scale + 16 bytes of nibbles, Q4_1 = f16 scale +
- * f16 offset + 16 bytes of nibbles, Q8_0 = f16 scale + 32 int8. */
+/* Bytes of n elements of a type read (n is a multiple of its block); false on overflow. */
 static bool tensor_nbytes(uint32_t t, uint64_t n, uint64_t *out) {
-    uint64_t num = 4, den = 1; /* bytes per den elements */
-    switch (t) {
-    case SLATE__GGML_F16: case SLATE__GGML_BF16: num = 2; break;
-    case SLATE__GGML_Q4_0: num = 18, den = 32; break;
-    case SLATE__GGML_Q4_1: num = 20, den = 32; break;
-    case SLATE__GGML_Q8_0: num = 34, den = 32; break;
-    }
-    if (n / den > UINT64_MAX / num) return false;
-    *out = n / den * num;
+    uint64_t elems = 1, bytes = 4;
+    type_block(t, &elems, &bytes);
+    if (n / elems > UINT64_MAX / bytes) return false;
+    *out = n / elems * bytes;
     return true;
 }
 
@@ -518,17 +530,23 @@ static slate_status parse_tensors(parser *p) {
         }
         uint64_t type_at = p->pos;
         if ((s = read_u32(p, &t->type, what))) return s;
-        if (!known_type(t->type))
+        uint64_t block_elems, block_bytes;
+        if (t->type >= SLATE__GGML_N_TYPES)
             return slate__fail_at(p->err, SLATE_E_UNSUPPORTED, type_at,
-                                  "tensor '%s': ggml type %u is not supported (slate reads "
-                                  "F32=0, F16=1, Q4_0=2, Q4_1=3, Q8_0=8, BF16=30)",
-                                  q, t->type);
-        if ((t->type == SLATE__GGML_Q4_0 || t->type == SLATE__GGML_Q4_1 ||
-             t->type == SLATE__GGML_Q8_0) && t->ne[0] % 32 != 0)
+                                  "tensor '%s': ggml type %u is unknown (ggml's types are 0..%d)",
+                                  q, t->type, SLATE__GGML_N_TYPES - 1);
+        if (!type_block(t->type, &block_elems, &block_bytes))
+            return slate__fail_at(p->err, SLATE_E_UNSUPPORTED, type_at,
+                                  "tensor '%s' is %s, which slate does not read; convert from "
+                                  "an F16/BF16 GGUF or the Hugging Face folder (ggml type %u; "
+                                  "slate reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
+                                  "IQ4_NL, Q2_K..Q6_K and IQ4_XS)",
+                                  q, slate__ggml_type_name(t->type), t->type);
+        if (t->ne[0] % block_elems != 0)
             return slate__fail_at(p->err, SLATE_E_FORMAT, dims_at + 4,
-                                  "tensor '%s': %s needs ne[0] to be a multiple of 32, found %llu",
-                                  q, slate__ggml_type_name(t->type),
-                                  (unsigned long long)t->ne[0]);
+                                  "tensor '%s': %s needs ne[0] to be a multiple of %llu, found "
+                                  "%llu", q, slate__ggml_type_name(t->type),
+                                  (unsigned long long)block_elems, (unsigned long long)t->ne[0]);
         if (!tensor_nbytes(t->type, t->n_elements, &t->nbytes))
             return slate__fail_at(p->err, SLATE_E_FORMAT, dims_at,
                                   "tensor '%s': size of %llu %s elements overflows", q,

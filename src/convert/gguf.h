@@ -19,17 +19,24 @@ typedef enum slate__gguf_vtype { /* GGUF metadata value types */
     SLATE__GGUF_NONE = -1, /* slate__gguf_key_type() of an index out of range */
 } slate__gguf_vtype;
 
-/* ggml tensor types that slate reads. Others are listed by number in the error message. */
+/* ggml tensor types that slate reads (ggml.h, enum ggml_type). The parser refuses every other
+ * type by name (slate__ggml_type_name). Layouts: convert/ggml_quants.h. */
 typedef enum slate__ggml_type {
     SLATE__GGML_F32 = 0, SLATE__GGML_F16 = 1, SLATE__GGML_Q4_0 = 2, SLATE__GGML_Q4_1 = 3,
-    SLATE__GGML_Q8_0 = 8, SLATE__GGML_BF16 = 30,
+    SLATE__GGML_Q5_0 = 6, SLATE__GGML_Q5_1 = 7, SLATE__GGML_Q8_0 = 8, SLATE__GGML_Q2_K = 10,
+    SLATE__GGML_Q3_K = 11, SLATE__GGML_Q4_K = 12, SLATE__GGML_Q5_K = 13, SLATE__GGML_Q6_K = 14,
+    SLATE__GGML_IQ4_NL = 20, SLATE__GGML_IQ4_XS = 23, SLATE__GGML_BF16 = 30,
 } slate__ggml_type;
+/* ggml type ids run 0..SLATE__GGML_N_TYPES - 1 (some of them retired upstream). */
+#define SLATE__GGML_N_TYPES 40
 
 typedef struct slate__gguf slate__gguf;
 
 typedef struct slate__gguf_tensor {
     const char *name;      /* NUL-terminated copy */
-    uint32_t type;         /* ggml type number (only the slate__ggml_type values are accepted) */
+    uint32_t type;         /* ggml type number (only the slate__ggml_type values are accepted;
+                              the block formats need ne[0] to be whole blocks: 32 elements,
+                              256 for the K types and IQ4_XS) */
     uint32_t n_dims;       /* 1..4 */
     uint64_t ne[4];        /* ne[0] is the innermost (contiguous) dimension; unused dims are 1 */
     uint64_t n_elements;
@@ -85,7 +92,8 @@ int64_t slate__gguf_n_tensors(const slate__gguf *g);
 const slate__gguf_tensor *slate__gguf_tensor_at(const slate__gguf *g, int64_t i);
 const slate__gguf_tensor *slate__gguf_find_tensor(const slate__gguf *g, const char *name);
 
-/* Static name of a ggml type ("F32", "F16", "Q4_0", "Q4_1", "Q8_0", "BF16"), "?" for others. */
+/* Static name of a ggml type as ggml spells it ("F32", "Q4_K", "IQ2_XXS", "MXFP4", ...) for
+ * every id of ggml's enum, read or not (retired ids too: "Q4_0_4_4"); "?" past the enum. */
 const char *slate__ggml_type_name(uint32_t type);
 
 /* Builds a tokenizer from tokenizer.ggml.* keys (model "llama" -> SPM, "gpt2" -> BPE, with the

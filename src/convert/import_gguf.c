@@ -356,10 +356,17 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
         case SLATE__GGML_Q8_0: st2.type = SLATE__SRC_Q8_0; break;
         case SLATE__GGML_Q4_0: st2.type = SLATE__SRC_Q4_0; break;
         case SLATE__GGML_Q4_1: st2.type = SLATE__SRC_Q4_1; break;
-        default:
-            s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': tensor '%s' has ggml type %u, not "
-                            "supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1)", path, t->name,
-                            t->type);
+        case SLATE__GGML_Q5_0: st2.type = SLATE__SRC_Q5_0; break;
+        case SLATE__GGML_Q5_1: st2.type = SLATE__SRC_Q5_1; break;
+        case SLATE__GGML_Q2_K: st2.type = SLATE__SRC_Q2_K; break;
+        case SLATE__GGML_Q3_K: st2.type = SLATE__SRC_Q3_K; break;
+        case SLATE__GGML_Q4_K: st2.type = SLATE__SRC_Q4_K; break;
+        case SLATE__GGML_Q5_K: st2.type = SLATE__SRC_Q5_K; break;
+        case SLATE__GGML_Q6_K: st2.type = SLATE__SRC_Q6_K; break;
+        case SLATE__GGML_IQ4_NL: st2.type = SLATE__SRC_IQ4_NL; break;
+        case SLATE__GGML_IQ4_XS: st2.type = SLATE__SRC_IQ4_XS; break;
+        default: /* the parser refuses every other type by name */
+            s = SLATE__INTERNAL(err, "a ggml type the parser accepts has no source type");
             goto fail;
         }
         if (t->n_dims > 2) {
