@@ -175,13 +175,24 @@ typedef struct slate_convert_params {
     const slate_convert_keep *keep;   /* n_keep rules (borrowed during the call); may be NULL */
     int32_t n_keep;
     bool convert_quantized;           /* false (default): tensors already quantized in the source
-                                         (GGUF Q8_0, Q4_0, Q4_1) keep their bytes, as Q8_0 and
-                                         Q4 block 32 (Q4_1: asymmetric), whatever dtype says; keep rules still apply
-                                         (a rule's Q4 takes block_size and asym, the bytes
-                                         are copied when that is the source's layout).
+                                         (GGUF block formats) get their nearest slate layout,
+                                         whatever dtype says: Q8_0, Q4_0, Q4_1 keep their bytes
+                                         (Q8_0, Q4 block 32, Q4_1: asymmetric); Q4_K becomes
+                                         asymmetric Q4 block 32, Q2_K asymmetric Q4 block 16,
+                                         Q3_K symmetric Q4 block 16, Q5_0, IQ4_NL and IQ4_XS
+                                         Q8_0, all transcoded (codes moved, not re-rounded; only
+                                         each sub-block scale d * sc is rounded to f16, and
+                                         Q5_0 / IQ4_NL are exact); Q5_1, Q5_K and Q6_K are
+                                         requantized to Q8_0 (a second rounding, at most half an
+                                         int8 step). A note on stderr says how many of each
+                                         (with `progress`, each one by name). Keep rules still
+                                         apply (a rule's Q4 takes block_size and asym, the bytes
+                                         are copied or transcoded when that is the source's
+                                         layout).
                                          true: they get the dtype chosen for them like any other
-                                         tensor (bytes copied unchanged when it is their own
-                                         format) */
+                                         tensor (bytes copied or transcoded when that is their
+                                         own layout, else dequantized to f32 exactly as ggml
+                                         does, then converted) */
     int32_t n_threads;                /* quantization threads; 0: one per online core */
     /* PAL (dtype or keep rule): k-means palettization, k = 2^pal_bits centroids per group of
      * pal_group output rows (1-D k-means on the group's weights: started from the optimum
@@ -203,9 +214,10 @@ slate_convert_params slate_convert_default_params(void);
  * left as it was. A package, a state file, or a lone JSON or safetensors file as src_path is
  * refused with E_INVALID_ARG (a Hugging Face folder is given as the folder).
  * Returns SLATE_OK, E_INVALID_ARG, E_IO, E_FORMAT (lying or corrupt source, including a weight
- * or a copied GGUF block scale that is not finite), E_UNSUPPORTED (unknown architecture or
- * tensor type, or a weight its dtype cannot hold: beyond the f16 or bf16 range, or a block
- * scale or centroid that does not fit f16; the message names the tensor), E_NOMEM. */
+ * or a GGUF block scale that is not finite), E_UNSUPPORTED (unknown architecture or tensor
+ * type, or a weight its dtype cannot hold: beyond the f16 or bf16 range, or a block scale,
+ * transcoded sub-block scale or centroid that does not fit f16; the message names the tensor),
+ * E_NOMEM. */
 slate_status slate_convert(const char *src_path, const char *out_path,
                            const slate_convert_params *params, slate_error *err);
 

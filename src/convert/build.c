@@ -193,37 +193,43 @@ typedef struct producer {
     int64_t n;
     slate_dtype dst;
     slate__qspec q;               /* dst compressed: the matrix and its layout */
-    bool copy;                    /* the source bytes are already dst's bytes */
+    /* SLATE__ROUTE_COPY: the source bytes are already dst's bytes; _TRANSCODE: dst is the
+     * source's nearest slate layout, rewritten block by block (slate__ggml_transcode); else
+     * the values go through f32 (dequantized, then quantized where dst is compressed). */
+    slate__ggml_route route;
     bool add_one;                 /* f32 source norm: write w + 1 (slate__arch.norm_add_one) */
     slate__pool *pool;            /* quantization threads */
 } producer;
 
-/* A source tensor in a quantized format whose bytes are copied as they are (GGUF Q8_0, Q4_0,
- * Q4_1): the index of the first block with a scale (or Q4_1 minimum) that is not finite, or -1.
- * Every value of a block with finite f16 d and m is finite (|d q + m| <= 65504 * 128 * 2). */
-static int64_t first_nonfinite_block(const slate__src_tensor *t, float *bad) {
-    size_t bb = t->type == SLATE__SRC_Q8_0 ? 34 : t->type == SLATE__SRC_Q4_0 ? 18 : 20;
-    int n_f16 = t->type == SLATE__SRC_Q4_1 ? 2 : 1; /* d, then m */
-    for (int64_t b = 0; (uint64_t)b < t->nbytes / bb; b++)
-        for (int i = 0; i < n_f16; i++) {
-            uint16_t h;
-            memcpy(&h, t->data + (size_t)b * bb + 2 * (size_t)i, 2);
-            *bad = slate__f16_to_f32(h);
-            if (!isfinite(*bad)) return b;
-        }
-    return -1;
-}
-
 static slate_status produce(const void *ctx, void *dst, slate_error *err) {
     const producer *p = ctx;
-    if (p->copy) {
+    if (p->src && slate__ggml_is_block(p->src->type)) {
+        /* A ggml block with a scale or minimum that is not finite (whatever the route: every
+         * value of a block with finite f16 scales is finite, see ggml_quants.h). */
+        int32_t elems, bytes;
+        slate__ggml_block(p->src->type, &elems, &bytes);
+        int64_t cols = p->src->n_dims == 2 ? p->src->dims[1] : p->src->dims[0];
         float bad;
-        int64_t b = first_nonfinite_block(p->src, &bad);
+        int64_t b = slate__ggml_first_nonfinite(p->src->type, p->src->data, p->src->nbytes, &bad);
         if (b >= 0)
-            return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': the block of 32 at element "
+            return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': the %s block of %d at element "
                                "[%lld][%lld] has a scale that is not finite (%g)", p->src->name,
-                               (long long)(b * 32 / p->src->dims[1]),
-                               (long long)(b * 32 % p->src->dims[1]), bad);
+                               slate__src_type_name(p->src->type), (int)elems,
+                               (long long)(b * elems / cols), (long long)(b * elems % cols), bad);
+        if (p->route == SLATE__ROUTE_TRANSCODE) {
+            b = slate__ggml_transcode(p->src->type, p->src->data, p->n, dst, &bad);
+            if (b >= 0)
+                return slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': the %s block of %d at "
+                                   "element [%lld][%lld] has a sub-block scale %g that does not "
+                                   "fit the f16 scale of %s; keep the tensor as f32 (--keep "
+                                   "f32:%s)", p->src->name, slate__src_type_name(p->src->type),
+                                   (int)elems, (long long)(b * elems / cols),
+                                   (long long)(b * elems % cols), bad, slate_dtype_name(p->dst),
+                                   p->src->name);
+            return SLATE_OK;
+        }
+    }
+    if (p->route == SLATE__ROUTE_COPY) {
         memcpy(dst, p->src->data, (size_t)p->src->nbytes);
         return SLATE_OK;
     }
@@ -301,6 +307,17 @@ typedef struct builder {
         const slate__src_tensor *first;
     } fallback[8];
     int32_t n_fallback;
+    /* Source matrices in a ggml block format that the default policy transcoded or
+     * requantized into their nearest slate layout (slate__ggml_layout): one entry per source
+     * type, summarized on stderr after the write. */
+    struct rewritten {
+        slate__src_type type;
+        slate__ggml_route route;
+        slate_dtype dtype;
+        int32_t block, n;
+        bool asym;
+    } rewritten[16];
+    int32_t n_rewritten;
     slate_error *err;
 } builder;
 
@@ -322,15 +339,41 @@ static void note_fallback(builder *b, const slate__src_tensor *t, slate_dtype dt
     b->fallback[i].n++;
 }
 
-/* The source format as a slate layout, if it is one (GGUF Q8_0, Q4_0 and Q4_1 bytes are
- * slate's Q8_0, Q4 block 32 and asymmetric Q4 block 32). */
-static bool src_layout(slate__src_type t, slate_dtype *dt, int32_t *block, bool *asym) {
-    *asym = t == SLATE__SRC_Q4_1;
-    if (t == SLATE__SRC_Q8_0) *dt = SLATE_DTYPE_Q8_0;
-    else if (t == SLATE__SRC_Q4_0 || t == SLATE__SRC_Q4_1) *dt = SLATE_DTYPE_Q4;
-    else return false;
-    *block = 32;
-    return true;
+/* A compressed layout in the words of `slate convert --dtype` ("int4-b32 asym", "int8-b32")
+ * into buf; returns buf. */
+static const char *layout_str(char *buf, size_t cap, slate_dtype dt, int32_t block, bool asym) {
+    if (dt == SLATE_DTYPE_Q4)
+        snprintf(buf, cap, "int4-b%d%s", (int)block, asym ? " asym" : "");
+    else if (dt == SLATE_DTYPE_Q8_0)
+        snprintf(buf, cap, "int8-b32");
+    else
+        snprintf(buf, cap, "%s", slate_dtype_name(dt));
+    return buf;
+}
+
+/* What a route did to the values, for the notes. */
+static const char *route_str(slate__src_type t, slate__ggml_route r) {
+    if (r == SLATE__ROUTE_REQUANT) return "requantized: a second rounding, up to half a step";
+    return slate__ggml_transcode_exact(t) ? "transcoded, exact"
+                                          : "transcoded, sub-block scales rounded to f16";
+}
+
+/* Counts a matrix that the default policy rewrote into its nearest slate layout. */
+static void note_rewritten(builder *b, const slate__src_tensor *t, const producer *p) {
+    char lay[32];
+    if (b->cp->progress)
+        fprintf(stderr, "note: tensor '%s': %s -> %s (%s)\n", t->name,
+                slate__src_type_name(t->type),
+                layout_str(lay, sizeof lay, p->dst, p->q.block, p->q.asym),
+                route_str(t->type, p->route));
+    int32_t i = 0;
+    while (i < b->n_rewritten && b->rewritten[i].type != t->type) i++;
+    if (i == b->n_rewritten) {
+        if (i == (int32_t)(sizeof b->rewritten / sizeof b->rewritten[0])) return;
+        b->rewritten[i] = (struct rewritten){t->type, p->route, p->dst, p->q.block, 0, p->q.asym};
+        b->n_rewritten++;
+    }
+    b->rewritten[i].n++;
 }
 
 static int32_t block_of(const slate_convert_params *cp, slate_dtype dt) {
@@ -342,16 +385,18 @@ static int32_t block_of(const slate_convert_params *cp, slate_dtype dt) {
                                     : 0;
 }
 
-/* The dtype of a matrix (module comment of slate_convert_params in slate.h): source format or
- * `dtype`, the Q8_0 default for the embedding and the head, then the keep rules (last match
- * wins), then F16 for rows that are not whole blocks. Sets p's layout and whether its bytes are
- * a plain copy of the source. */
+/* The dtype of a matrix (module comment of slate_convert_params in slate.h): the source's
+ * nearest slate layout (slate__ggml_layout) or `dtype`, the Q8_0 default for the embedding and
+ * the head, then the keep rules (last match wins), then F16 for rows that are not whole blocks.
+ * Sets p's layout and its route: the source bytes copied or transcoded when the layout is the
+ * source's own, else through f32. */
 static void choose_matrix(builder *b, const slate__src_tensor *t, producer *p) {
     const slate_convert_params *cp = b->cp;
     slate_dtype sdt = SLATE_DTYPE_F32, dt = cp->dtype;
     int32_t sblock = 0;
     bool sasym = false;
-    bool src_q = src_layout(t->type, &sdt, &sblock, &sasym);
+    slate__ggml_route route = slate__ggml_layout(t->type, &sdt, &sblock, &sasym);
+    bool src_q = route != SLATE__ROUTE_NONE;
     bool asym = cp->asym;
     if (src_q && !cp->convert_quantized) {
         dt = sdt;
@@ -379,7 +424,8 @@ static void choose_matrix(builder *b, const slate__src_tensor *t, producer *p) {
         asym = false;
     }
     p->dst = dt;
-    p->copy = src_q && dt == sdt && block == sblock && asym == sasym;
+    bool own = src_q && dt == sdt && block == sblock && asym == sasym;
+    p->route = own ? route : SLATE__ROUTE_NONE;
     p->q.src = t;
     p->q.dtype = dt;
     p->q.block = block;
@@ -387,6 +433,10 @@ static void choose_matrix(builder *b, const slate__src_tensor *t, producer *p) {
     p->q.rows = t->dims[0];
     p->q.cols = t->dims[1];
     p->pool = b->pool;
+    /* The converter's own choice (nothing asked for this matrix) changed the values' encoding:
+     * say so. */
+    if (own && !cp->convert_quantized && !kept && route != SLATE__ROUTE_COPY)
+        note_rewritten(b, t, p);
 }
 
 static const slate__src_tensor *find(const builder *b, const char *name, int32_t *idx) {
@@ -910,6 +960,14 @@ slate_status slate__build_package(const slate__import *imp, const slate_convert_
                 "the %s block %d (e.g. '%s', rows of %lld)\n", (int)f->n,
                 f->n == 1 ? "x" : "ces", slate_dtype_name(f->dtype), slate_dtype_name(f->dtype),
                 (int)f->block, f->first->name, (long long)f->first->dims[1]);
+    }
+    for (int32_t i = 0; !s && i < b.n_rewritten; i++) {
+        const struct rewritten *r = &b.rewritten[i];
+        char lay[32];
+        fprintf(stderr, "note: %d matri%s %s -> %s (%s)\n", (int)r->n, r->n == 1 ? "x" : "ces",
+                slate__src_type_name(r->type),
+                layout_str(lay, sizeof lay, r->dtype, r->block, r->asym),
+                route_str(r->type, r->route));
     }
 done:
     slate__buf_free(&tok);

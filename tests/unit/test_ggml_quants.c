@@ -5,8 +5,12 @@
  * Q3_K's hmask/scales in their high bits; random blocks bit for bit with ggml's order of f32
  * operations); transcoding equals dequantization within the f16 rounding of the sub-block
  * scales (exactly for Q5_0 and IQ4_NL); the GGUF parser sizes the types, refuses rows that are
- * not whole blocks and names every type it does not read. */
+ * not whole blocks and names every type it does not read; and the converter writes Q4_K as q4
+ * b32 asym by default (the transcoded bytes) and as f32 equal to the dequantization when asked,
+ * picks each type's nearest layout, refuses non-finite or unrepresentable scales naming the
+ * tensor and block, and gives packages whose logits follow the f32 conversion. */
 #include "testutil.h"
+#include "tinymodel.h"
 
 #include <float.h>
 #include <math.h>
@@ -19,6 +23,7 @@
 #include "convert/gguf.h"
 #include "core/core.h"
 #include "kernels/kernels.h"
+#include "pkg/pkg.h"
 
 /* ---- blocks from parameters (the spec, written independently of ggml_quants.c) ---------------- */
 
@@ -677,6 +682,231 @@ static void parser_names_every_type_it_does_not_read(void **st) {
     slate__buf_free(&b);
 }
 
+/* ---- the converter ------------------------------------------------------------------------- */
+
+typedef struct pkgview {
+    char *file;
+    size_t len;
+    slate__pkg pkg;
+} pkgview;
+
+static void view_open(pkgview *v, const char *path) {
+    assert_int_equal(slate__read_file(path, (size_t)1 << 30, &v->file, &v->len, NULL), SLATE_OK);
+    assert_int_equal(slate__pkg_open_mem((const uint8_t *)v->file, v->len, &v->pkg, NULL), SLATE_OK);
+}
+static void view_close(pkgview *v) {
+    slate__pkg_close(&v->pkg);
+    slate__free(v->file);
+}
+static const cJSON *view_tensor(const pkgview *v, const char *name) {
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(v->pkg.json, "tensors")) {
+        if (strcmp(cJSON_GetObjectItem(e, "name")->valuestring, name) == 0) return e;
+    }
+    fail_msg("tensor '%s' not in the package", name);
+    return NULL;
+}
+static const uint8_t *view_data(const pkgview *v, const cJSON *e) {
+    return (const uint8_t *)v->file + v->pkg.data_offset +
+           (uint64_t)cJSON_GetObjectItem(e, "offset")->valuedouble;
+}
+
+/* A one-layer tiny model whose matrices (the embedding and the head too) are random blocks of
+ * src_type: rows of 256. */
+static tm_opts kq_opts(slate__src_type src_type) {
+    tm_opts o = tm_default();
+    o.n_layers = 1;
+    o.dim = 256;
+    o.n_heads = 4;
+    o.n_kv_heads = 2;
+    o.ffn_dim = 256;
+    o.tied = false;
+    o.src_type = (int32_t)src_type;
+    return o;
+}
+
+/* Q4_K by default: every matrix is q4 b32 asym holding exactly the transcoded bytes; with an
+ * explicit f32 dtype every matrix is f32 equal, bit for bit, to the dequantization. */
+static void q4_k_converts_to_transcoded_q4_asym_or_exact_f32(void **st) {
+    (void)st;
+    tm_opts o = kq_opts(SLATE__SRC_Q4_K);
+    slate__import imp;
+    slate_error err;
+    assert_int_equal(tm_import(&o, &imp, &err), SLATE_OK);
+    char def[4096], f32[4096]; /* tu_tmp reuses one buffer */
+    snprintf(def, sizeof def, "%s", tu_tmp("kq_default.slate"));
+    snprintf(f32, sizeof f32, "%s", tu_tmp("kq_f32.slate"));
+    slate_convert_keep rules[2];
+    slate_convert_params cp = tm_params(&o, rules); /* nothing asked: dtype f32, not forced */
+    if (slate__build_package(&imp, &cp, def, &err) != SLATE_OK) fail_msg("%s", err.message);
+    cp.convert_quantized = true; /* slate convert --dtype fp32 */
+    if (slate__build_package(&imp, &cp, f32, &err) != SLATE_OK) fail_msg("%s", err.message);
+    pkgview vd, vf;
+    view_open(&vd, def);
+    view_open(&vf, f32);
+    int n_q = 0;
+    for (int32_t i = 0; i < imp.n_tensors; i++) {
+        const slate__src_tensor *t = &imp.tensors[i];
+        if (t->type != SLATE__SRC_Q4_K) continue;
+        n_q++;
+        int64_t n = t->dims[0] * t->dims[1];
+        const cJSON *e = view_tensor(&vd, t->name);
+        assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring, "q4");
+        assert_int_equal((int)cJSON_GetObjectItem(e, "block")->valuedouble, 32);
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItem(e, "asym")));
+        size_t want_bytes = (size_t)n / 32 * 20;
+        assert_int_equal((size_t)cJSON_GetObjectItem(e, "size")->valuedouble, want_bytes);
+        uint8_t *tc = malloc(want_bytes);
+        float bad;
+        assert_int_equal(slate__ggml_transcode(t->type, t->data, n, tc, &bad), -1);
+        if (memcmp(view_data(&vd, e), tc, want_bytes) != 0)
+            fail_msg("tensor '%s': package bytes are not the transcoded source", t->name);
+        free(tc);
+        const cJSON *ef = view_tensor(&vf, t->name);
+        assert_string_equal(cJSON_GetObjectItem(ef, "dtype")->valuestring, "f32");
+        float *deq = malloc(sizeof(float) * (size_t)n);
+        slate__ggml_dequantize(t->type, t->data, deq, n);
+        if (memcmp(view_data(&vf, ef), deq, sizeof(float) * (size_t)n) != 0)
+            fail_msg("tensor '%s': f32 package values are not the dequantization", t->name);
+        free(deq);
+    }
+    assert_int_equal(n_q, 9); /* q k v o gate up down, the embedding and the head */
+    view_close(&vd);
+    view_close(&vf);
+    tm_import_free(&imp);
+}
+
+/* Logits of a short prompt. */
+static void logits_of(const char *path, float *out) {
+    slate_model *m = NULL;
+    slate_error err;
+    if (slate_model_open(path, NULL, &m, &err) != SLATE_OK) fail_msg("%s", err.message);
+    slate_state *s = NULL;
+    assert_int_equal(slate_state_create(m, NULL, &s, NULL), SLATE_OK);
+    int32_t ids[6] = {1, 100, 37, 200, 5, 77};
+    assert_int_equal(slate_state_predict(s, ids, 6, NULL, NULL), SLATE_OK);
+    memcpy(out, slate_state_logits(s, NULL), sizeof(float) * TM_VOCAB);
+    slate_state_free(s);
+    slate_model_close(m);
+}
+
+/* Each type by default: its nearest layout in the package; the package runs (the run-time
+ * kernels, not only the reference: negative q4 scales from Q3_K, blocks of 16 from Q2_K and
+ * Q3_K) and its logits follow the f32 conversion of the same source. Tolerance: relative L2
+ * error of the logits below 2e-2. The weights differ from the f32 ones by the f16 rounding of
+ * scales (2^-11 relative) or, requantized, by up to half an int8 step (~0.4% of a block's
+ * largest value); the kernels also quantize activations to int8 (~0.4% per product); with
+ * random weights through one layer the measured error is below 1e-2. */
+static void every_type_converts_to_its_layout_and_runs_close_to_f32(void **st) {
+    (void)st;
+    static const struct {
+        slate__src_type t;
+        const char *dtype;
+        int block;
+        bool asym;
+    } cases[] = {
+        {SLATE__SRC_Q4_K, "q4", 32, true},   {SLATE__SRC_Q2_K, "q4", 16, true},
+        {SLATE__SRC_Q3_K, "q4", 16, false},  {SLATE__SRC_Q5_0, "q8_0", 32, false},
+        {SLATE__SRC_IQ4_NL, "q8_0", 32, false}, {SLATE__SRC_IQ4_XS, "q8_0", 32, false},
+        {SLATE__SRC_Q5_1, "q8_0", 32, false}, {SLATE__SRC_Q5_K, "q8_0", 32, false},
+        {SLATE__SRC_Q6_K, "q8_0", 32, false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tm_opts o = kq_opts(cases[c].t);
+        slate__import imp;
+        slate_error err;
+        assert_int_equal(tm_import(&o, &imp, &err), SLATE_OK);
+        char def[4096], f32[4096];
+        snprintf(def, sizeof def, "%s", tu_tmp("kq_type.slate"));
+        snprintf(f32, sizeof f32, "%s", tu_tmp("kq_type_f32.slate"));
+        slate_convert_keep rules[2];
+        slate_convert_params cp = tm_params(&o, rules);
+        if (slate__build_package(&imp, &cp, def, &err) != SLATE_OK)
+            fail_msg("%s: %s", slate__src_type_name(cases[c].t), err.message);
+        cp.convert_quantized = true;
+        if (slate__build_package(&imp, &cp, f32, &err) != SLATE_OK)
+            fail_msg("%s f32: %s", slate__src_type_name(cases[c].t), err.message);
+        pkgview v;
+        view_open(&v, def);
+        const char *names[] = {"token_embd.weight", "output.weight", "blk.0.attn_q.weight",
+                               "blk.0.ffn_down.weight"};
+        for (int k = 0; k < 4; k++) {
+            const cJSON *e = view_tensor(&v, names[k]);
+            assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring, cases[c].dtype);
+            assert_int_equal((int)cJSON_GetObjectItem(e, "block")->valuedouble, cases[c].block);
+            assert_int_equal(cJSON_IsTrue(cJSON_GetObjectItem(e, "asym")), cases[c].asym);
+        }
+        view_close(&v);
+        float lq[TM_VOCAB], lf[TM_VOCAB];
+        logits_of(def, lq);
+        logits_of(f32, lf);
+        double num = 0, den = 0;
+        for (int i = 0; i < TM_VOCAB; i++) {
+            assert_true(isfinite(lq[i]));
+            num += ((double)lq[i] - lf[i]) * ((double)lq[i] - lf[i]);
+            den += (double)lf[i] * lf[i];
+        }
+        double rel = sqrt(num / den);
+        if (!(rel < 2e-2))
+            fail_msg("%s: logits relative error %g vs the f32 conversion",
+                     slate__src_type_name(cases[c].t), rel);
+        tm_import_free(&imp);
+    }
+}
+
+/* A non-finite super-block scale is refused naming the tensor and the block (row 3 of
+ * blk.0.attn_q.weight: block 3), whatever the route; a sub-block scale past f16 stops the
+ * transcode with E_UNSUPPORTED naming the block and the way out. */
+static void convert_refuses_bad_super_block_scales_naming_tensor_and_block(void **st) {
+    (void)st;
+    static const struct {
+        slate__src_type t;
+        int at;            /* byte offset of the patched f16 in the block */
+        uint16_t h;
+        bool f32;          /* convert with an explicit f32 dtype (dequantize route) */
+        slate_status want;
+        const char *msg;
+    } cases[] = {
+        {SLATE__SRC_Q4_K, 0, 0x7e00, false, SLATE_E_FORMAT,
+         "tensor 'blk.0.attn_q.weight': the Q4_K block of 256 at element [3][0] has a scale "
+         "that is not finite (nan)"},
+        {SLATE__SRC_Q4_K, 2, 0x7c00, true, SLATE_E_FORMAT,
+         "the Q4_K block of 256 at element [3][0] has a scale that is not finite (inf)"},
+        {SLATE__SRC_Q6_K, 208, 0xfc00, false, SLATE_E_FORMAT,
+         "tensor 'blk.0.attn_q.weight': the Q6_K block of 256 at element [3][0] has a scale "
+         "that is not finite (-inf)"},
+        {SLATE__SRC_Q2_K, 82, 0x7e00, false, SLATE_E_FORMAT,
+         "the Q2_K block of 256 at element [3][0] has a scale that is not finite (nan)"},
+        {SLATE__SRC_Q4_K, 0, 0x7bff, false, SLATE_E_UNSUPPORTED,
+         "tensor 'blk.0.attn_q.weight': the Q4_K block of 256 at element [3][0] has a sub-block "
+         "scale"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tm_opts o = kq_opts(cases[c].t);
+        slate__import imp;
+        slate_error err;
+        assert_int_equal(tm_import(&o, &imp, &err), SLATE_OK);
+        int32_t elems, bytes;
+        slate__ggml_block(cases[c].t, &elems, &bytes);
+        for (int32_t i = 0; i < imp.n_tensors; i++)
+            if (strcmp(imp.tensors[i].name, "blk.0.attn_q.weight") == 0) {
+                uint8_t *blk = (uint8_t *)imp.tensors[i].data + 3 * bytes; /* tm's own buffer */
+                blk[cases[c].at] = (uint8_t)cases[c].h;
+                blk[cases[c].at + 1] = (uint8_t)(cases[c].h >> 8);
+                if (cases[c].want == SLATE_E_UNSUPPORTED) blk[4] = 63; /* sc 0 = 63 */
+            }
+        slate_convert_keep rules[2];
+        slate_convert_params cp = tm_params(&o, rules);
+        cp.convert_quantized = cases[c].f32;
+        memset(&err, 0, sizeof err);
+        slate_status s = slate__build_package(&imp, &cp, tu_tmp("kq_bad.slate"), &err);
+        if (s != cases[c].want || !strstr(err.message, cases[c].msg))
+            fail_msg("case %zu: %s: %s", c, slate_status_name(s), err.message);
+        if (s == SLATE_E_UNSUPPORTED) assert_non_null(strstr(err.message, "--keep f32:"));
+        tm_import_free(&imp);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(q4_k_hand_blocks_dequantize_to_the_formula),
@@ -689,6 +919,9 @@ int main(void) {
         cmocka_unit_test(parser_sizes_every_type_it_reads),
         cmocka_unit_test(parser_refuses_rows_that_are_not_whole_blocks),
         cmocka_unit_test(parser_names_every_type_it_does_not_read),
+        cmocka_unit_test(q4_k_converts_to_transcoded_q4_asym_or_exact_f32),
+        cmocka_unit_test(every_type_converts_to_its_layout_and_runs_close_to_f32),
+        cmocka_unit_test(convert_refuses_bad_super_block_scales_naming_tensor_and_block),
     };
     return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "convert/convert.h"
+#include "convert/ggml_quants.h"
 #include "exec/program.h"
 #include "tok/tok.h"
 
@@ -38,7 +39,29 @@ typedef struct blob {
     float *data;
     size_t used, cap;
     uint64_t seed;
+    int32_t src_type;
 } blob;
+
+/* Byte offsets of the f16 scales / minimums of a ggml block (the others are codes), and the
+ * largest |code * sub-block scale| factor, so that f16 fields of scale / mult keep values near
+ * scale (ggml_quants.h). */
+static int ggml_fields(slate__src_type t, int at[2], float *mult) {
+    switch (t) {
+    case SLATE__SRC_Q8_0: at[0] = 0, *mult = 127; return 1;
+    case SLATE__SRC_Q4_0: at[0] = 0, *mult = 8; return 1;
+    case SLATE__SRC_Q4_1: at[0] = 0, at[1] = 2, *mult = 15; return 2;
+    case SLATE__SRC_Q5_0: at[0] = 0, *mult = 16; return 1;
+    case SLATE__SRC_Q5_1: at[0] = 0, at[1] = 2, *mult = 31; return 2;
+    case SLATE__SRC_IQ4_NL: at[0] = 0, *mult = 127; return 1;
+    case SLATE__SRC_Q2_K: at[0] = 80, at[1] = 82, *mult = 45; return 2;
+    case SLATE__SRC_Q3_K: at[0] = 108, *mult = 128; return 1;
+    case SLATE__SRC_Q4_K: at[0] = 0, at[1] = 2, *mult = 945; return 2;
+    case SLATE__SRC_Q5_K: at[0] = 0, at[1] = 2, *mult = 1953; return 2;
+    case SLATE__SRC_Q6_K: at[0] = 208, *mult = 4096; return 1;
+    case SLATE__SRC_IQ4_XS: at[0] = 0, *mult = 4064; return 1;
+    default: return 0;
+    }
+}
 
 static void add(slate__import *imp, blob *b, const char *name, int64_t d0, int64_t d1, float base,
                 float scale) {
@@ -51,6 +74,29 @@ static void add(slate__import *imp, blob *b, const char *name, int64_t d0, int64
     t.dims[1] = d1;
     size_t n = (size_t)d0 * (size_t)(d1 ? d1 : 1);
     float *p = b->data + b->used;
+    int32_t elems = 0, bytes = 0;
+    slate__ggml_block((slate__src_type)b->src_type, &elems, &bytes);
+    if (d1 && elems && d1 % elems == 0) { /* random blocks of the source type */
+        uint8_t *q = (uint8_t *)p;
+        size_t nb = n / (size_t)elems;
+        int at[2];
+        float mult = 1;
+        int nf = ggml_fields((slate__src_type)b->src_type, at, &mult);
+        for (size_t i = 0; i < nb * (size_t)bytes; i++) q[i] = (uint8_t)(rnd(&b->seed) >> 32);
+        for (size_t k = 0; k < nb; k++)
+            for (int f = 0; f < nf; f++) {
+                uint16_t h = slate__f32_to_f16(scale / mult *
+                                               (0.5f + (float)(rnd(&b->seed) >> 40) / (float)(1 << 25)));
+                q[k * (size_t)bytes + (size_t)at[f]] = (uint8_t)h;
+                q[k * (size_t)bytes + (size_t)at[f] + 1] = (uint8_t)(h >> 8);
+            }
+        t.type = (slate__src_type)b->src_type;
+        t.data = q;
+        t.nbytes = nb * (size_t)bytes;
+        b->used += (nb * (size_t)bytes + 3) / 4;
+        slate__import_add(imp, &t, NULL);
+        return;
+    }
     for (size_t i = 0; i < n; i++)
         p[i] = base + scale * ((float)(rnd(&b->seed) >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
     b->used += n;
@@ -59,7 +105,22 @@ static void add(slate__import *imp, blob *b, const char *name, int64_t d0, int64
     slate__import_add(imp, &t, NULL);
 }
 
-slate_status tm_write(const char *path, const tm_opts *o, slate_error *err) {
+slate_convert_params tm_params(const tm_opts *o, slate_convert_keep rules[2]) {
+    slate_convert_params cp = slate_convert_default_params();
+    cp.dtype = o->dtype;
+    cp.block_size = o->block_size;
+    cp.asym = o->asym;
+    if (o->quantize_all) rules[cp.n_keep++] = (slate_convert_keep){o->dtype, "*.weight"};
+    if (o->keep_f16) rules[cp.n_keep++] = (slate_convert_keep){SLATE_DTYPE_F16, o->keep_f16};
+    cp.keep = rules;
+    cp.n_ctx = o->n_ctx;
+    cp.max_query = o->max_query;
+    return cp;
+}
+
+void tm_import_free(slate__import *imp) { slate__import_free(imp); }
+
+slate_status tm_import(const tm_opts *o, slate__import *imp_out, slate_error *err) {
     slate__import imp;
     memset(&imp, 0, sizeof imp);
     slate__arch *a = &imp.a;
@@ -91,6 +152,9 @@ slate_status tm_write(const char *path, const tm_opts *o, slate_error *err) {
                                            8 * o->dim + 4 * hd + 3 * qw) + o->dim + 64;
     b.data = calloc(b.cap, sizeof(float));
     b.seed = o->seed ? o->seed : 1;
+    b.src_type = o->src_type;
+    imp.cleanup = free; /* the tensors' data */
+    imp.cleanup_ctx = b.data;
     char n[96];
     add(&imp, &b, "token_embd.weight", TM_VOCAB, o->dim, 0, 1.0f);
     for (int l = 0; l < o->n_layers; l++) {
@@ -147,20 +211,21 @@ slate_status tm_write(const char *path, const tm_opts *o, slate_error *err) {
     spec.byte_fallback = true;
     slate_status s = slate__tok_create(&spec, &imp.tok, err);
     for (int i = 0; i < TM_VOCAB; i++) free(texts[i]);
-    if (s == SLATE_OK) {
-        slate_convert_params cp = slate_convert_default_params();
-        cp.dtype = o->dtype;
-        cp.block_size = o->block_size;
-        cp.asym = o->asym;
-        slate_convert_keep rules[2];
-        if (o->quantize_all) rules[cp.n_keep++] = (slate_convert_keep){o->dtype, "*.weight"};
-        if (o->keep_f16) rules[cp.n_keep++] = (slate_convert_keep){SLATE_DTYPE_F16, o->keep_f16};
-        cp.keep = rules;
-        cp.n_ctx = o->n_ctx;
-        cp.max_query = o->max_query;
-        s = slate__build_package(&imp, &cp, path, err);
+    if (s != SLATE_OK) {
+        slate__import_free(&imp);
+        return s;
     }
+    *imp_out = imp;
+    return SLATE_OK;
+}
+
+slate_status tm_write(const char *path, const tm_opts *o, slate_error *err) {
+    slate__import imp;
+    slate_status s = tm_import(o, &imp, err);
+    if (s != SLATE_OK) return s;
+    slate_convert_keep rules[2];
+    slate_convert_params cp = tm_params(o, rules);
+    s = slate__build_package(&imp, &cp, path, err);
     slate__import_free(&imp);
-    free(b.data);
     return s;
 }

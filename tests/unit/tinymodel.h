@@ -18,11 +18,22 @@ typedef struct tm_opts {
     bool quantize_all;      /* compressed dtype also for token_embd (else the Q8_0 default) */
     const char *keep_f16;   /* NULL, or a glob of matrices kept f16 (after quantize_all) */
     uint64_t seed;
+    int32_t src_type;       /* slate__src_type of the source matrices (0: F32); a ggml block
+                               format gives random blocks with finite scales (rows must be
+                               whole blocks: dim and ffn_dim multiples of 256 for the K types) */
 } tm_opts;
 
 tm_opts tm_default(void);
 /* Vocabulary: <unk>, <s>, </s>, then the 256 byte tokens <0x00>..<0xFF> (259 tokens). */
 #define TM_VOCAB 259
 slate_status tm_write(const char *path, const tm_opts *o, slate_error *err);
+
+/* The import tm_write converts (tensors, tokenizer), for tests that call the builder with their
+ * own parameters or read the source tensors; tm_import_free releases it. */
+struct slate__import;
+slate_status tm_import(const tm_opts *o, struct slate__import *imp, slate_error *err);
+void tm_import_free(struct slate__import *imp);
+/* The convert parameters tm_write uses for o (its keep rules are stored in rules). */
+slate_convert_params tm_params(const tm_opts *o, slate_convert_keep rules[2]);
 
 #endif
