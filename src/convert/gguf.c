@@ -168,14 +168,16 @@ static uint64_t vtype_size(uint32_t t) {
 }
 
 const char *slate__ggml_type_name(uint32_t type) {
-    /* ggml.h, enum ggml_type; ids 4, 5, 31..33 and 36..38 are retired upstream. */
+    /* ggml.h, enum ggml_type (llama.cpp 81ff7abe); ids 4, 5, 31..33 and 36..38 are retired
+     * upstream. */
     static const char *const names[SLATE__GGML_N_TYPES] = {
-        "F32",      "F16",      "Q4_0",       "Q4_1",       "Q4_2",       "Q4_3",    "Q5_0",
-        "Q5_1",     "Q8_0",     "Q8_1",       "Q2_K",       "Q3_K",       "Q4_K",    "Q5_K",
-        "Q6_K",     "Q8_K",     "IQ2_XXS",    "IQ2_XS",     "IQ3_XXS",    "IQ1_S",   "IQ4_NL",
-        "IQ3_S",    "IQ2_S",    "IQ4_XS",     "I8",         "I16",        "I32",     "I64",
-        "F64",      "IQ1_M",    "BF16",       "Q4_0_4_4",   "Q4_0_4_8",   "Q4_0_8_8", "TQ1_0",
-        "TQ2_0",    "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4",
+        "F32",     "F16",      "Q4_0",     "Q4_1",       "Q4_2",       "Q4_3",       "Q5_0",
+        "Q5_1",    "Q8_0",     "Q8_1",     "Q2_K",       "Q3_K",       "Q4_K",       "Q5_K",
+        "Q6_K",    "Q8_K",     "IQ2_XXS",  "IQ2_XS",     "IQ3_XXS",    "IQ1_S",      "IQ4_NL",
+        "IQ3_S",   "IQ2_S",    "IQ4_XS",   "I8",         "I16",        "I32",        "I64",
+        "F64",     "IQ1_M",    "BF16",     "Q4_0_4_4",   "Q4_0_4_8",   "Q4_0_8_8",   "TQ1_0",
+        "TQ2_0",   "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4",  "NVFP4",      "Q1_0",
+        "Q2_0",
     };
     return type < SLATE__GGML_N_TYPES ? names[type] : "?";
 }

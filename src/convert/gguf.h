@@ -27,8 +27,9 @@ typedef enum slate__ggml_type {
     SLATE__GGML_Q3_K = 11, SLATE__GGML_Q4_K = 12, SLATE__GGML_Q5_K = 13, SLATE__GGML_Q6_K = 14,
     SLATE__GGML_IQ4_NL = 20, SLATE__GGML_IQ4_XS = 23, SLATE__GGML_BF16 = 30,
 } slate__ggml_type;
-/* ggml type ids run 0..SLATE__GGML_N_TYPES - 1 (some of them retired upstream). */
-#define SLATE__GGML_N_TYPES 40
+/* ggml type ids run 0..SLATE__GGML_N_TYPES - 1 (some of them retired upstream), as of
+ * llama.cpp 81ff7abe (the commit ../shared/models was made with; NVFP4, Q1_0, Q2_0 newest). */
+#define SLATE__GGML_N_TYPES 43
 
 typedef struct slate__gguf slate__gguf;
 
@@ -93,7 +94,8 @@ const slate__gguf_tensor *slate__gguf_tensor_at(const slate__gguf *g, int64_t i)
 const slate__gguf_tensor *slate__gguf_find_tensor(const slate__gguf *g, const char *name);
 
 /* Static name of a ggml type as ggml spells it ("F32", "Q4_K", "IQ2_XXS", "MXFP4", ...) for
- * every id of ggml's enum, read or not (retired ids too: "Q4_0_4_4"); "?" past the enum. */
+ * every id of ggml's enum, read or not (retired ids too: "Q4_0_4_4"; the newest "NVFP4", "Q1_0",
+ * "Q2_0"); "?" past the enum. */
 const char *slate__ggml_type_name(uint32_t type);
 
 /* Builds a tokenizer from tokenizer.ggml.* keys (model "llama" -> SPM, "gpt2" -> BPE, with the

@@ -653,7 +653,7 @@ static void parser_names_every_type_it_does_not_read(void **st) {
         "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
         "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M",
         "BF16", "Q4_0_4_4", "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0", "IQ4_NL_4_4",
-        "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4"};
+        "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4", "NVFP4", "Q1_0", "Q2_0"};
     static const uint32_t read[] = {0, 1, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 30};
     for (uint32_t t = 0; t < SLATE__GGML_N_TYPES; t++) {
         assert_string_equal(slate__ggml_type_name(t), names[t]);
@@ -674,11 +674,11 @@ static void parser_names_every_type_it_does_not_read(void **st) {
     assert_string_equal(slate__ggml_type_name(SLATE__GGML_N_TYPES), "?");
     assert_string_equal(slate__ggml_type_name(UINT32_MAX), "?");
     slate__buf b;
-    one_tensor_gguf(&b, 40, 256, 4096);
+    one_tensor_gguf(&b, 43, 256, 4096);
     slate__gguf *g = NULL;
     slate_error e;
     assert_int_equal(slate__gguf_open_mem(b.data, b.len, &g, &e), SLATE_E_UNSUPPORTED);
-    assert_non_null(strstr(e.message, "tensor 'w': ggml type 40 is unknown (ggml's types are 0..39)"));
+    assert_non_null(strstr(e.message, "tensor 'w': ggml type 43 is unknown (ggml's types are 0..42)"));
     slate__buf_free(&b);
 }
 

@@ -437,7 +437,8 @@ static void handcrafted_file_opens_and_getters_check_types(void **st) {
     assert_null(slate__gguf_tensor_at(g, 2));
     assert_string_equal(slate__ggml_type_name(t1->type), "Q8_0");
     assert_string_equal(slate__ggml_type_name(12), "Q4_K");
-    assert_string_equal(slate__ggml_type_name(40), "?");
+    assert_string_equal(slate__ggml_type_name(40), "NVFP4");
+    assert_string_equal(slate__ggml_type_name(43), "?");
     slate__gguf_close(g);
     assert_int_equal(slate__alloc_live_bytes(), live);
     slate__buf_free(&b);
@@ -598,8 +599,8 @@ static const bad_case bad_cases[] = {
      SLATE_E_FORMAT, "tensor 'blk.0.q'", "overflows"},
     {"ggml type slate does not read", {.t1_type_set = true, .t1_type = 16}, SLATE_E_UNSUPPORTED,
      "tensor 'blk.0.q' is IQ2_XXS, which slate does not read", "Hugging Face folder"},
-    {"unknown ggml type", {.t1_type_set = true, .t1_type = 41}, SLATE_E_UNSUPPORTED,
-     "tensor 'blk.0.q': ggml type 41 is unknown", "0..39"},
+    {"unknown ggml type", {.t1_type_set = true, .t1_type = 43}, SLATE_E_UNSUPPORTED,
+     "tensor 'blk.0.q': ggml type 43 is unknown", "0..42"},
     {"Q8_0 row not a multiple of 32", {.t1_dims_set = true, .t1_n_dims = 2, .t1_ne = {48, 1}},
      SLATE_E_FORMAT, "tensor 'blk.0.q': Q8_0 needs ne[0] to be a multiple of 32", "found 48"},
     {"offset not aligned", {.t1_offset_set = true, .t1_offset = 257}, SLATE_E_FORMAT,
