@@ -201,6 +201,49 @@ typedef struct producer {
     slate__pool *pool;            /* quantization threads */
 } producer;
 
+/* Transcoding one tensor on the pool's threads, each a range of whole source blocks (every
+ * source block becomes whole slate blocks: out_bytes each). */
+typedef struct tjob {
+    const slate__src_tensor *src;
+    uint8_t *dst;
+    int64_t n_blocks;
+    int32_t elems, bytes;
+    size_t out_bytes;
+    int64_t bad_block[SLATE__QMAX_THREADS]; /* per thread: first block that failed, or -1 */
+    float bad_val[SLATE__QMAX_THREADS];
+} tjob;
+
+static void transcode_blocks(void *ctx, int ith, int nth) {
+    tjob *j = ctx;
+    int64_t b0 = j->n_blocks * ith / nth, b1 = j->n_blocks * (ith + 1) / nth;
+    int64_t b = slate__ggml_transcode(j->src->type, j->src->data + (size_t)b0 * (size_t)j->bytes,
+                                      (b1 - b0) * j->elems, j->dst + (size_t)b0 * j->out_bytes,
+                                      &j->bad_val[ith]);
+    j->bad_block[ith] = b < 0 ? -1 : b0 + b;
+}
+
+/* The first block of p's source whose transcode fails (*bad: the scale), or -1. */
+static int64_t transcode_tensor(const producer *p, void *dst, float *bad) {
+    tjob j;
+    memset(&j, 0, sizeof j);
+    j.src = p->src;
+    j.dst = dst;
+    slate__ggml_block(p->src->type, &j.elems, &j.bytes);
+    j.n_blocks = p->n / j.elems;
+    j.out_bytes = (size_t)slate__wmat_bytes(p->dst, p->q.block, p->q.asym, 1, j.elems);
+    int nth = p->pool ? slate__pool_size(p->pool) : 1;
+    if (nth > SLATE__QMAX_THREADS) nth = 1; /* the builder caps its pool at this */
+    if (p->pool && nth > 1) slate__pool_run(p->pool, transcode_blocks, &j);
+    else transcode_blocks(&j, 0, 1), nth = 1;
+    int64_t first = -1;
+    for (int t = 0; t < nth; t++)
+        if (j.bad_block[t] >= 0 && (first < 0 || j.bad_block[t] < first)) {
+            first = j.bad_block[t];
+            *bad = j.bad_val[t];
+        }
+    return first;
+}
+
 static slate_status produce(const void *ctx, void *dst, slate_error *err) {
     const producer *p = ctx;
     if (p->src && slate__ggml_is_block(p->src->type)) {
@@ -217,7 +260,7 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
                                slate__src_type_name(p->src->type), (int)elems,
                                (long long)(b * elems / cols), (long long)(b * elems % cols), bad);
         if (p->route == SLATE__ROUTE_TRANSCODE) {
-            b = slate__ggml_transcode(p->src->type, p->src->data, p->n, dst, &bad);
+            b = transcode_tensor(p, dst, &bad);
             if (b >= 0)
                 return slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': the %s block of %d at "
                                    "element [%lld][%lld] has a sub-block scale %g that does not "
