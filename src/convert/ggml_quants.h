@@ -79,10 +79,10 @@ bool slate__ggml_transcode_exact(slate__src_type type);
 
 /* Transcodes n elements (whole blocks) of type (route SLATE__ROUTE_TRANSCODE) from src into
  * the bytes of its slate layout at dst (slate__ggml_layout; rows of whole blocks are back to
- * back in both, so a tensor is transcoded as one run). Returns -1, or the index of the first
- * source block with a sub-block scale or minimum that does not fit f16 (|d * sc| > 65504),
- * with the f32 value in *bad (dst is then partly written). The source scales must be finite
- * (slate__ggml_first_nonfinite). */
+ * back in both, so a tensor may be transcoded as one run or in ranges of whole blocks).
+ * Returns -1, or the index of the first source block with a sub-block scale or minimum that
+ * does not fit f16 (|d * sc| rounds past 65504), with the f32 value in *bad (dst is then
+ * partly written). The source scales must be finite (slate__ggml_first_nonfinite). */
 int64_t slate__ggml_transcode(slate__src_type type, const uint8_t *src, int64_t n, uint8_t *dst,
                               float *bad);
 
