@@ -38,9 +38,12 @@ bool cli_parse_float(const char *s, double lo, double hi, double *out);
  * 1..the context (ctx_given, the --context, when in 1..package_ctx, else package_ctx; the
  * message says which), and not given with --kv-keep-all (which
  * keeps every row, so a reach would mean nothing); else a message on stderr and false (the
- * caller exits 2, as for any usage error). */
+ * caller exits 2, as for any usage error); when it holds, cli_kv_env_note. cli_kv_env_note: a
+ * note on stderr when n (0: not given) is moot because SLATE_KV_KEEP_ALL is set (serve, which
+ * checks the options in its backend, calls it once they passed). */
 bool cli_kv_rollback_parse(const char *cmd, const char *v, int32_t *out);
 bool cli_kv_options_ok(const char *cmd, int32_t n, bool keep_all, int32_t ctx_given,
                        int32_t package_ctx);
+void cli_kv_env_note(const char *cmd, int32_t n);
 
 #endif

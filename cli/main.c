@@ -57,11 +57,15 @@ bool cli_kv_options_ok(const char *cmd, int32_t n, bool keep_all, int32_t ctx_gi
                 ctx_what, n);
         return false;
     }
+    cli_kv_env_note(cmd, n);
+    return true;
+}
+
+void cli_kv_env_note(const char *cmd, int32_t n) {
     const char *env = getenv("SLATE_KV_KEEP_ALL");
     if (n && env && *env && strcmp(env, "0") != 0)
         fprintf(stderr, "slate %s: note: SLATE_KV_KEEP_ALL is set, so every row is kept and "
                         "--kv-rollback %d has no effect\n", cmd, n);
-    return true;
 }
 
 bool cli_parse_float(const char *s, double lo, double hi, double *out) {

@@ -281,6 +281,7 @@ int srv_main(int argc, char **argv) {
         free(s);
         return st == SLATE_E_INVALID_ARG ? 2 : 1;
     }
+    cli_kv_env_note("serve", c->kv_rollback_tokens); /* the backend found the options sound */
     if (!c->max_tokens_limit) c->max_tokens_limit = srv_backend_n_ctx(s->backend);
     s->pool.slots = calloc((size_t)c->n_slots, sizeof *s->pool.slots);
     if (!s->pool.slots) goto done;

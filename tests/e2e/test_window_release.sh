@@ -13,7 +13,8 @@
 # --kv-rollback N changes the bound `slate info` and `slate plan` count as slate.h's formula says
 # and lets `run --prompt-cache` reuse a prefix that departs N tokens back, which the default
 # reach cannot (the note names the N); info's total is weights + the KV that counts + scratch;
-# out-of-range values exit 2 in every command.
+# out-of-range values exit 2 in every command; SLATE_KV_KEEP_ALL=1 makes a --kv-rollback moot, and
+# plan and serve say so.
 source "$(dirname "$0")/lib.sh"
 d="$WORK/g3"
 $PY "$TOOLS/hfmodel.py" make --variant gemma3 --out "$d" --seed 5 \
@@ -103,6 +104,16 @@ SLATE_KV_KEEP_ALL=1 "$SLATE" plan "$d.slate" --kv-rollback 300 >"$WORK/plan-env.
 check "plan --kv-rollback under SLATE_KV_KEEP_ALL=1 says the reach has no effect" \
   grep -q "SLATE_KV_KEEP_ALL is set, so every row is kept and --kv-rollback 300 has no effect" \
   "$WORK/plan-env.txt"
+# serve says it too, once its backend accepted the options and before it listens: an address
+# that is no IPv4 address stops it right after (exit 1), so no server has to be stopped.
+rc=0
+SLATE_KV_KEEP_ALL=1 timeout 60 "$SLATE" serve "$d.slate" --host no.such.address --port 1 \
+  --slots 1 -t 1 --kv-rollback 300 >/dev/null 2>"$WORK/serve-env.err" || rc=$?
+check "serve --kv-rollback under SLATE_KV_KEEP_ALL=1 says the reach has no effect (exit $rc)" \
+  grep -q "slate serve: note: SLATE_KV_KEEP_ALL is set, so every row is kept and --kv-rollback 300 has no effect" \
+  "$WORK/serve-env.err"
+check "and stops at the address, not at the options" \
+  grep -q "slate serve: --host must be an IPv4 address, not 'no.such.address'" "$WORK/serve-env.err"
 "$SLATE" plan "$d.slate" --kv-keep-all >"$WORK/plan-flag.txt" 2>&1 || true
 reserved=$(sed -n 's/.*(reserved \([0-9.]* [KMG]*i*B\);.*/\1/p' "$WORK/plan.txt")
 check "plan --kv-keep-all counts the whole reservation ($reserved)" \
