@@ -193,6 +193,14 @@ int slate_cli_plan(int argc, char **argv) {
                "keep about window + %d rollback positions (reserved %s; --kv-keep-all or "
                "SLATE_KV_KEEP_ALL=1 keeps every row)\n", human(p.kv_bytes, b1, sizeof b1), p.n_ctx,
                p.kv_rollback_tokens, human(p.kv_reserved_bytes, b2, sizeof b2));
+    else if (p.n_window_caches && !p.kv_rollback_tokens)
+        printf("  KV per state     %12s  at context %d: sliding-window caches counted whole, "
+               "every row kept (%s)\n", human(p.kv_bytes, b1, sizeof b1), p.n_ctx,
+               pp.kv_keep_all ? "--kv-keep-all" : "SLATE_KV_KEEP_ALL=1");
+    else if (p.n_window_caches)
+        printf("  KV per state     %12s  at context %d: sliding-window caches counted whole, "
+               "window + %d rollback positions (and a release step) cover the context\n",
+               human(p.kv_bytes, b1, sizeof b1), p.n_ctx, p.kv_rollback_tokens);
     else
         printf("  KV per state     %12s  at context %d\n", human(p.kv_bytes, b1, sizeof b1),
                p.n_ctx);

@@ -479,7 +479,8 @@ const slate_tokenizer *slate_model_tokenizer(const slate_model *model);
 /* Writes a human-readable summary of the program (ops, tensors, states, memory plan) into
  * buf[0..cap). The memory plan is slate_model_plan's with default params (one state at the
  * package's context, the model's kv_keep_all and kv_rollback_tokens): the KV reservation, the
- * resident bound that counts instead when sliding-window caches release rows, and the total
+ * resident bound that counts instead when sliding-window caches release rows (or why they
+ * count whole: every row kept, or the window + reach cover the context), and the total
  * a budget counts (slate_plan.total_bytes). The text is NUL-terminated; *len_out is the length
  * without the NUL, or with E_BUFFER_TOO_SMALL the size needed with it (allocate *len_out bytes
  * and call again). */
@@ -1088,6 +1089,10 @@ typedef struct slate_plan {
                                       above); equals kv_reserved_bytes without windows */
     size_t kv_reserved_bytes;      /* one state at n_ctx, as reserved (page-rounded) */
     int32_t kv_rollback_tokens;    /* the rollback reach planned (0 when nothing is released) */
+    int32_t n_window_caches;       /* state tensors read only by sliding-window attention (0:
+                                      none); each counts whole when kv_rollback_tokens is 0
+                                      (kv_keep_all or SLATE_KV_KEEP_ALL) or when its bound is
+                                      not below its reservation (window + reach span n_ctx) */
     size_t scratch_bytes;          /* one state */
     size_t state_bytes;            /* kv_bytes + scratch_bytes */
     size_t total_bytes;            /* weights_bytes + n_states x state_bytes */

@@ -280,8 +280,14 @@ slate_status slate_model_describe(const slate_model *m, char *buf, size_t cap, s
         put(&o, "  weights           %12zu bytes (f32 %zu, f16 %zu, bf16 %zu)\n",
             wp.weights_bytes, by_dtype[0], by_dtype[1], by_dtype[2]);
         put(&o, "  KV per token      %12zu bytes\n", wp.kv_bytes_per_token);
-        put(&o, "  KV reserved       %12zu bytes (address space for %d positions, page-rounded)%s\n",
+        put(&o, "  KV reserved       %12zu bytes (address space for %d positions, page-rounded)%s",
             wp.kv_reserved_bytes, wp.n_ctx, bound ? "" : "; counted");
+        if (!bound && wp.n_window_caches && !wp.kv_rollback_tokens)
+            put(&o, ": sliding-window caches whole, every row kept");
+        else if (!bound && wp.n_window_caches)
+            put(&o, ": sliding-window caches whole, window + %d positions (and a release step) "
+                "cover the context", wp.kv_rollback_tokens);
+        put(&o, "\n");
         if (bound)
             put(&o, "  KV resident bound %12zu bytes (counted: sliding-window caches keep about "
                 "window + %d positions)\n", wp.kv_bytes, wp.kv_rollback_tokens);

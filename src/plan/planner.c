@@ -285,10 +285,9 @@ slate_status slate__plan(const slate__program *p, const slate__hparams *hp, cons
             slate__kv_row_bytes(plan->kv_dtype, plan->head_dim, plan->head_dim);
     /* Sliding-window caches count their resident bound unless the plan keeps every row. */
     int32_t rollback = params->kv_rollback_tokens ? params->kv_rollback_tokens : p->max_query;
-    bool windowed = false;
-    for (int32_t i = 0; window && !params->kv_keep_all && i < p->n_states; i++)
-        windowed = windowed || window[i] > 0;
-    if (!windowed) window = NULL;
+    for (int32_t i = 0; window && i < p->n_states; i++)
+        if (window[i] > 0) plan->n_window_caches++;
+    if (!plan->n_window_caches || params->kv_keep_all) window = NULL;
     plan->kv_rollback_tokens = window ? rollback : 0;
     plan->kv_reserved_bytes = kv_reserved(p, group, NULL, 0, params->kv_dtype_set,
                                           params->kv_dtype, plan->n_ctx);

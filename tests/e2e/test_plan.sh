@@ -22,6 +22,9 @@ check "plan: the KV formula agrees with the program's state tensors" grep -q "ag
 check "plan: new packages declare f16 caches" grep -q "cache f16" "$WORK/plan.txt"
 check "plan: 2 x 5 layers x 4 kv heads x 8 head_dim x 2 bytes" \
   grep -q "2 x 5 layers x 4 kv heads x 8 head_dim x 2 = 640 bytes" "$WORK/plan.txt"
+"$SLATE" plan "$WORK/m.slate" --kv-keep-all >"$WORK/keep.txt" 2>&1
+check "plan --kv-keep-all without sliding windows: the KV line says nothing of windows" \
+  grep -qE "^  KV per state +[0-9.]+ [KMG]?i?B  at context 512$" "$WORK/keep.txt"
 "$SLATE" plan "$WORK/m.slate" --device phone-6gb --states 4 --kv-dtype int8 >"$WORK/phone.txt" 2>&1
 check "plan for a device from the table" grep -q "budget phone-6gb" "$WORK/phone.txt"
 check "plan with int8 caches and 4 states" grep -q "4 state(s), cache i8" "$WORK/phone.txt"

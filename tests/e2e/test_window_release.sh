@@ -14,7 +14,8 @@
 # and lets `run --prompt-cache` reuse a prefix that departs N tokens back, which the default
 # reach cannot (the note names the N); info's total is weights + the KV that counts + scratch;
 # out-of-range values exit 2 in every command; SLATE_KV_KEEP_ALL=1 makes a --kv-rollback moot, and
-# plan and serve say so.
+# plan and serve say so. When the sliding caches count whole (every row kept, or a window + reach
+# that cover the context) plan's and info's KV line says so and why.
 source "$(dirname "$0")/lib.sh"
 d="$WORK/g3"
 $PY "$TOOLS/hfmodel.py" make --variant gemma3 --out "$d" --seed 5 \
@@ -60,6 +61,9 @@ check "info's memory plan shows the resident bound" \
 SLATE_KV_KEEP_ALL=1 "$SLATE" plan "$d.slate" >"$WORK/plan-all.txt" 2>&1 || true
 check "plan with SLATE_KV_KEEP_ALL=1 counts every row" \
   bash -c "! grep -q 'resident bound' '$WORK/plan-all.txt' && grep -q 'KV per state' '$WORK/plan-all.txt'"
+check "and says the sliding caches count whole because of SLATE_KV_KEEP_ALL" \
+  grep -q "at context 1024: sliding-window caches counted whole, every row kept (SLATE_KV_KEEP_ALL=1)$" \
+  "$WORK/plan-all.txt"
 
 # ---- --kv-rollback / --kv-keep-all on the command line ----
 # `slate info` prints the plan in bytes: its total is weights + the KV figure that counts +
@@ -84,6 +88,14 @@ check "info: the reservation is labelled as such beside it" grep -q "^  KV reser
 check "info --kv-keep-all: no bound; total = weights + KV reserved + scratch" \
   bash -c "! grep -q 'resident bound' '$WORK/info-all.txt' && grep -q 'KV reserved.*; counted' '$WORK/info-all.txt'"
 check "info --kv-keep-all: total = weights + KV reserved + scratch" sums "$WORK/info-all.txt" "KV reserved"
+check "info --kv-keep-all: says the sliding caches count whole, every row kept" \
+  grep -q "^  KV reserved .*; counted: sliding-window caches whole, every row kept$" "$WORK/info-all.txt"
+"$SLATE" info "$d.slate" --kv-rollback 1024 >"$WORK/info1024.txt" 2>&1 ||
+  bad "info --kv-rollback 1024: $(cat "$WORK/info1024.txt")"
+check "info --kv-rollback 1024: whole, and the line names the reach" \
+  grep -q "^  KV reserved .*; counted: sliding-window caches whole, window + 1024 positions (and a release step) cover the context$" \
+  "$WORK/info1024.txt"
+check "info --kv-rollback 1024: total = weights + KV reserved + scratch" sums "$WORK/info1024.txt" "KV reserved"
 check "info --kv-rollback 300: the resident bound follows slate.h's formula" \
   $PY - "$(info_num "$WORK/info300.txt" "KV reserved")" "$(info_num "$WORK/info300.txt" "KV resident bound")" \
   "$(info_num "$WORK/info.txt" "KV resident bound")" <<'PYEOF'
@@ -116,8 +128,19 @@ check "and stops at the address, not at the options" \
   grep -q "slate serve: --host must be an IPv4 address, not 'no.such.address'" "$WORK/serve-env.err"
 "$SLATE" plan "$d.slate" --kv-keep-all >"$WORK/plan-flag.txt" 2>&1 || true
 reserved=$(sed -n 's/.*(reserved \([0-9.]* [KMG]*i*B\);.*/\1/p' "$WORK/plan.txt")
-check "plan --kv-keep-all counts the whole reservation ($reserved)" \
-  grep -qE "^  KV per state +$reserved  at context 1024$" "$WORK/plan-flag.txt"
+check "plan --kv-keep-all counts the whole reservation ($reserved) and says why" \
+  grep -qE "^  KV per state +$reserved  at context 1024: sliding-window caches counted whole, every row kept \(--kv-keep-all\)$" \
+  "$WORK/plan-flag.txt"
+# A reach that, with the window and a release step, covers the context: whole again, and the
+# line names the reach (test_plan.sh: a package without windows says nothing of them).
+"$SLATE" plan "$d.slate" --kv-rollback 1024 >"$WORK/plan1024.txt" 2>&1 || true
+check "plan --kv-rollback 1024 counts the whole reservation ($reserved) and names the reach" \
+  grep -qE "^  KV per state +$reserved  at context 1024: sliding-window caches counted whole, window \+ 1024 rollback positions \(and a release step\) cover the context$" \
+  "$WORK/plan1024.txt"
+"$SLATE" plan "$d.slate" --context 64 >"$WORK/plan64.txt" 2>&1 || true
+check "plan --context 64 (under window + reach + a release step): whole, with the default reach 4" \
+  grep -q "at context 64: sliding-window caches counted whole, window + 4 rollback positions" \
+  "$WORK/plan64.txt"
 # run: --kv-keep-all holds as many rows as SLATE_KV_KEEP_ALL=1, with the same logits.
 "$SLATE" run "$d.slate" --ids "$prompt" -n 60 --temp 0 --kv-keep-all --dump-logits "$WORK/flag.f32" \
   --mem-stats >"$WORK/flag.out" 2>"$WORK/flag.err" || bad "run --kv-keep-all: $(cat "$WORK/flag.err")"

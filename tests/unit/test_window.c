@@ -186,7 +186,8 @@ static void release_step_and_bound_arithmetic(void **stp) {
 }
 
 /* The plan counts a windowed cache at its resident bound, the whole reservation when it keeps
- * every row or when the window is not smaller than the context. */
+ * every row or when the window is not smaller than the context; n_window_caches says how many
+ * caches are windowed whichever way they count. */
 static void plan_counts_windowed_caches_at_their_bound(void **stp) {
     fx *f = *stp;
     slate_plan_params pp = slate_plan_default_params();
@@ -198,18 +199,23 @@ static void plan_counts_windowed_caches_at_their_bound(void **stp) {
     assert_int_equal(p.kv_bytes, 4 * 2 * 7 * slate__page_size());
     assert_int_equal(p.kv_reserved_bytes, 4 * (size_t)CTX * 512);
     assert_int_equal(p.kv_rollback_tokens, MQ);
+    assert_int_equal(p.n_window_caches, 4);
     assert_int_equal(p.state_bytes, p.kv_bytes + p.scratch_bytes);
     pp.kv_keep_all = true;
     assert_int_equal(slate_model_plan(f->m, &pp, &keep, NULL), SLATE_OK);
     assert_int_equal(keep.kv_bytes, keep.kv_reserved_bytes);
     assert_int_equal(keep.kv_rollback_tokens, 0);
+    assert_int_equal(keep.n_window_caches, 4);
     pp.kv_keep_all = false;
     assert_int_equal(slate_model_plan(f->full, &pp, &full, NULL), SLATE_OK);
     assert_int_equal(full.kv_bytes, full.kv_reserved_bytes);
+    assert_int_equal(full.n_window_caches, 0);
     /* Context 64 < window + reach + step rows: nothing to gain, the reservation counts. */
     pp.n_ctx = 64;
     assert_int_equal(slate_model_plan(f->m, &pp, &p, NULL), SLATE_OK);
     assert_int_equal(p.kv_bytes, p.kv_reserved_bytes);
+    assert_int_equal(p.kv_rollback_tokens, MQ);
+    assert_int_equal(p.n_window_caches, 4);
     pp.n_ctx = 0;
     pp.kv_rollback_tokens = CTX + 1;
     slate_error e;
