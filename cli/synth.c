@@ -10,44 +10,32 @@
  */
 #include "cli.h"
 
-#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-/* The --dims keys, their fields and the limits slate_synth enforces (src/convert/synth.c,
- * make_plan), checked here too so that a bad value is a usage error (exit 2), named before
- * anything else happens. */
-static const struct dim_key {
-    const char *key;
-    size_t off;
-    long long lo, hi;
-    bool required;
-} KEYS[] = {
-    {"hidden", offsetof(slate_synth_params, dim), 2, 1 << 16, true},
-    {"layers", offsetof(slate_synth_params, n_layers), 1, 1024, true},
-    {"heads", offsetof(slate_synth_params, n_heads), 1, 1024, true},
-    {"kv_heads", offsetof(slate_synth_params, n_kv_heads), 1, 1024, false},
-    {"ffn", offsetof(slate_synth_params, ffn_dim), 1, 1 << 20, true},
-    {"vocab", offsetof(slate_synth_params, n_vocab), 259, 1 << 22, true},
-    {"ctx", offsetof(slate_synth_params, n_ctx), 1, 1 << 24, false},
-    {"head_dim", offsetof(slate_synth_params, head_dim), 2, 512, false},
-    {"window", offsetof(slate_synth_params, sliding_window), 1, 1 << 24, false},
-};
-#define N_KEYS (sizeof KEYS / sizeof KEYS[0])
+/* The --dims keys, their fields and limits: slate_synth's own table (slate_synth_dim_get),
+ * checked here so that a bad value is a usage error (exit 2), named before anything else
+ * happens. */
+static int32_t *dim_field(slate_synth_params *p, const slate_synth_dim *d) {
+    return (int32_t *)(void *)((char *)p + d->offset);
+}
 
 /* "hidden=64,layers=2,..." into p: every item KEY=VALUE (no empty one), each key at most once,
  * each value within its limit, the required keys present and the heads consistent with the
  * hidden size. false (with a message) otherwise. */
 static bool parse_dims(const char *s, slate_synth_params *p) {
-    char buf[512];
+    char buf[512], known[256] = "";
     if (strlen(s) >= sizeof buf) {
         fprintf(stderr, "slate synth: --dims is too long (%zu bytes, at most %zu)\n", strlen(s),
                 sizeof buf - 1);
         return false;
     }
     strcpy(buf, s);
-    bool seen[N_KEYS] = {false};
+    const slate_synth_dim *d;
+    for (int32_t k = 0; (d = slate_synth_dim_get(k)); k++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "",
+                 d->key);
     int item = 0;
     for (char *tok = buf, *next; tok; tok = next) {
         item++;
@@ -64,34 +52,34 @@ static bool parse_dims(const char *s, slate_synth_params *p) {
             return false;
         }
         *eq = '\0';
-        size_t k = 0;
-        while (k < N_KEYS && strcmp(KEYS[k].key, tok) != 0) k++;
-        if (k == N_KEYS) {
-            fprintf(stderr, "slate synth: unknown --dims key '%s' (known: hidden, layers, heads, "
-                            "kv_heads, ffn, vocab, ctx, head_dim, window)\n", tok);
+        int32_t k = 0;
+        while ((d = slate_synth_dim_get(k)) && strcmp(d->key, tok) != 0) k++;
+        if (!d) {
+            fprintf(stderr, "slate synth: unknown --dims key '%s' (known: %s)\n", tok, known);
             return false;
         }
-        if (seen[k]) {
+        /* Given before: every dim of p is 0 until given (no --shape beside --dims), and no
+         * limit admits 0. */
+        if (*dim_field(p, d) != 0) {
             fprintf(stderr, "slate synth: --dims gives %s twice (%d, then %s)\n", tok,
-                    *(int32_t *)((char *)p + KEYS[k].off), eq + 1);
+                    *dim_field(p, d), eq + 1);
             return false;
         }
         long long v;
-        if (!(eq[1] >= '0' && eq[1] <= '9') || !cli_parse_int(eq + 1, KEYS[k].lo, KEYS[k].hi, &v)) {
-            fprintf(stderr, "slate synth: --dims %s must be an integer in %lld..%lld%s, not '%s'\n",
-                    tok, KEYS[k].lo, KEYS[k].hi,
-                    strcmp(tok, "vocab") == 0 ? " (256 byte tokens + 3 special tokens at least)" : "", eq + 1);
+        if (!(eq[1] >= '0' && eq[1] <= '9') || !cli_parse_int(eq + 1, d->lo, d->hi, &v)) {
+            fprintf(stderr, "slate synth: --dims %s must be an integer in %d..%d%s%s%s, not '%s'\n",
+                    tok, d->lo, d->hi, d->why ? " (" : "", d->why ? d->why : "",
+                    d->why ? ")" : "", eq + 1);
             return false;
         }
-        seen[k] = true;
-        *(int32_t *)((char *)p + KEYS[k].off) = (int32_t)v;
+        *dim_field(p, d) = (int32_t)v;
     }
-    for (size_t k = 0; k < N_KEYS; k++)
-        if (KEYS[k].required && !seen[k]) {
+    for (int32_t k = 0; (d = slate_synth_dim_get(k)); k++)
+        if (d->required && *dim_field(p, d) == 0) {
             fprintf(stderr, "slate synth: --dims needs %s (hidden, layers, heads, ffn and vocab "
                             "are required; kv_heads defaults to heads, ctx to 2048, head_dim "
                             "to hidden / heads)\n",
-                    KEYS[k].key);
+                    d->key);
             return false;
         }
     int32_t kv = p->n_kv_heads ? p->n_kv_heads : p->n_heads;

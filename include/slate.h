@@ -302,6 +302,23 @@ slate_synth_params slate_synth_default_params(void);
 /* Name of built-in shape `index` (0-based), or NULL past the last one. Static strings. */
 const char *slate_synth_shape_name(int32_t index);
 
+/* One of the dims of slate_synth_params above, with the range slate_synth accepts for a value
+ * given (0 keeps the shape's value; without a shape the required ones must be given). The one
+ * table behind slate_synth's checks, for front ends that read dims as text (`slate synth
+ * --dims`), so that they refuse exactly what slate_synth refuses. */
+typedef struct slate_synth_dim {
+    const char *field; /* the field's name, as slate_synth's messages say it: "dim", "n_layers" */
+    const char *key;   /* its short name on the command line: "hidden", "layers", ... */
+    size_t offset;     /* offsetof(slate_synth_params, <field>); the field is an int32_t */
+    int32_t lo, hi;    /* the accepted range, inclusive; lo >= 1 (0 is never a value given) */
+    bool required;     /* must be given when params name no shape */
+    const char *why;   /* why the range is what it is, when it is not obvious (n_vocab: "256
+                          byte tokens + 3 special tokens at least"), else NULL */
+} slate_synth_dim;
+
+/* Dim `index` (0-based), in the order of the fields, or NULL past the last one. Static. */
+const slate_synth_dim *slate_synth_dim_get(int32_t index);
+
 /* What slate_synth would write for params, without writing it. */
 typedef struct slate_synth_info {
     int64_t n_params;        /* weights, in elements (embedding counted once when tied) */

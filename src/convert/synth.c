@@ -168,6 +168,33 @@ const char *slate_synth_shape_name(int32_t index) {
     return index >= 0 && index < N_SHAPES ? SHAPES[index].name : NULL;
 }
 
+/* The dims a caller may set and their limits (slate_synth_dim): make_plan checks them here, the
+ * CLI's --dims reads the same table. Every named shape lies within them. */
+#define DIM(f, k, lo, hi, req, why) {#f, k, offsetof(slate_synth_params, f), lo, hi, req, why}
+static const slate_synth_dim DIMS[] = {
+    DIM(dim, "hidden", 2, 1 << 16, true, NULL),
+    DIM(n_layers, "layers", 1, 1024, true, NULL),
+    DIM(n_heads, "heads", 1, 1024, true, NULL),
+    DIM(n_kv_heads, "kv_heads", 1, 1024, false, NULL),
+    DIM(ffn_dim, "ffn", 1, 1 << 20, true, NULL),
+    DIM(n_vocab, "vocab", MIN_VOCAB, MAX_VOCAB, true, "256 byte tokens + 3 special tokens at least"),
+    DIM(n_ctx, "ctx", 1, 1 << 24, false, NULL),
+    DIM(head_dim, "head_dim", 2, 512, false, NULL),
+    DIM(sliding_window, "window", 1, 1 << 24, false, NULL),
+};
+#undef DIM
+#define N_DIMS ((int32_t)(sizeof DIMS / sizeof DIMS[0]))
+
+const slate_synth_dim *slate_synth_dim_get(int32_t index) {
+    return index >= 0 && index < N_DIMS ? &DIMS[index] : NULL;
+}
+
+static int32_t dim_value(const slate_synth_params *sp, const slate_synth_dim *d) {
+    int32_t v;
+    memcpy(&v, (const char *)sp + d->offset, sizeof v);
+    return v;
+}
+
 /* ---- random numbers ------------------------------------------------------------------------ */
 
 static uint64_t splitmix64(uint64_t *s) {
@@ -275,13 +302,10 @@ static slate_status make_plan(const slate_synth_params *sp, plan *p, slate_error
         if ((st = find_shape(sp->shape, "shape", &named, err))) return st;
         *s = *named;
     } else {
-        const struct { const char *key; int32_t v; } req[] = {
-            {"dim (hidden)", sp->dim}, {"n_layers", sp->n_layers}, {"n_heads", sp->n_heads},
-            {"ffn_dim", sp->ffn_dim}, {"n_vocab", sp->n_vocab}};
-        for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
-            if (req[i].v == 0)
+        for (int32_t i = 0; i < N_DIMS; i++)
+            if (DIMS[i].required && dim_value(sp, &DIMS[i]) == 0)
                 return slate__fail(err, SLATE_E_INVALID_ARG, "custom shape: %s is required (no "
-                                   "named shape given)", req[i].key);
+                                   "named shape given)", DIMS[i].field);
         if (sp->like) {
             if ((st = find_shape(sp->like, "like", &named, err))) return st;
             *s = *named; /* the architecture; the dims are all replaced below */
@@ -298,6 +322,15 @@ static slate_status make_plan(const slate_synth_params *sp, plan *p, slate_error
         s->n_ctx = 2048;
         s->head_dim = 0;
     }
+    /* A value given is checked as given: the shape's own values lie within the limits. */
+    for (int32_t i = 0; i < N_DIMS; i++) {
+        const slate_synth_dim *d = &DIMS[i];
+        int32_t v = dim_value(sp, d);
+        if (v != 0 && (v < d->lo || v > d->hi))
+            return slate__fail(err, SLATE_E_INVALID_ARG, "%s is %d, expected %d..%d%s%s%s",
+                               d->field, v, d->lo, d->hi, d->why ? " (" : "",
+                               d->why ? d->why : "", d->why ? ")" : "");
+    }
     if (sp->dim) s->dim = sp->dim;
     if (sp->n_layers) s->n_layers = sp->n_layers;
     if (sp->n_heads) s->n_heads = sp->n_heads;
@@ -307,14 +340,8 @@ static slate_status make_plan(const slate_synth_params *sp, plan *p, slate_error
     if (sp->n_ctx) s->n_ctx = sp->n_ctx;
     /* A named shape's own head size stays only with its own dim and heads (Gemma's 256 is not
      * hidden / heads); other dims give dim / n_heads unless head_dim is given. */
-    if (sp->head_dim < 0 || sp->head_dim == 1 || sp->head_dim > 512)
-        return slate__fail(err, SLATE_E_INVALID_ARG, "head_dim is %d, expected 2..512 (or 0: "
-                           "dim / n_heads)", sp->head_dim);
     if (sp->dim || sp->n_heads) s->head_dim = 0;
     if (sp->head_dim) s->head_dim = sp->head_dim;
-    if (sp->sliding_window < 0 || sp->sliding_window > (1 << 24))
-        return slate__fail(err, SLATE_E_INVALID_ARG, "sliding_window is %d, expected 1..%d (or "
-                           "0: the shape's)", sp->sliding_window, 1 << 24);
     if (sp->sliding_window) {
         if (!s->window)
             return slate__fail(err, SLATE_E_INVALID_ARG, "sliding_window %d: %s '%s' has no "
@@ -336,17 +363,6 @@ static slate_status make_plan(const slate_synth_params *sp, plan *p, slate_error
         s->source = NULL;
         s->published = SLATE_DTYPE_BF16;
     }
-    const struct { const char *key; int32_t v, lo, hi; } lim[] = {
-        {"dim", s->dim, 2, 1 << 16},         {"n_layers", s->n_layers, 1, 1024},
-        {"n_heads", s->n_heads, 1, 1024},    {"n_kv_heads", s->n_kv_heads, 1, 1024},
-        {"ffn_dim", s->ffn_dim, 1, 1 << 20}, {"n_vocab", s->n_vocab, MIN_VOCAB, MAX_VOCAB},
-        {"n_ctx", s->n_ctx, 1, 1 << 24}};
-    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
-        if (lim[i].v < lim[i].lo || lim[i].v > lim[i].hi)
-            return slate__fail(err, SLATE_E_INVALID_ARG, "%s is %d, expected %d..%d%s",
-                               lim[i].key, lim[i].v, lim[i].lo, lim[i].hi,
-                               strcmp(lim[i].key, "n_vocab") == 0
-                                   ? " (256 byte tokens + 3 special tokens at least)" : "");
     if (s->head_dim) {
         if (s->head_dim % 2 != 0)
             return slate__fail(err, SLATE_E_INVALID_ARG, "head_dim %d must be even (RoPE "

@@ -430,6 +430,64 @@ static void bad_parameters_are_refused_naming_the_culprit(void **unused) {
     expect_refusal(&p, dir, SLATE_E_INVALID_ARG, "head_dim is 514, expected 2..512");
 }
 
+/* slate_synth_dim_get is the table slate_synth checks with (the CLI's --dims reads it): one
+ * entry per dim field, in field order, and a value past either end of an entry's range is
+ * refused naming the field and that range; a required one left 0 names the field too. */
+static void the_dims_table_is_what_synth_checks(void **unused) {
+    (void)unused;
+    static const char *const fields[] = {"dim",     "n_layers", "n_heads",  "n_kv_heads",
+                                         "ffn_dim", "n_vocab",  "n_ctx",    "head_dim",
+                                         "sliding_window"};
+    const size_t n_fields = sizeof fields / sizeof fields[0];
+    assert_null(slate_synth_dim_get(-1));
+    assert_null(slate_synth_dim_get((int32_t)n_fields));
+    size_t prev = 0;
+    for (int32_t k = 0; k < (int32_t)n_fields; k++) {
+        const slate_synth_dim *d = slate_synth_dim_get(k);
+        assert_non_null(d);
+        assert_string_equal(d->field, fields[k]);
+        assert_non_null(d->key);
+        if (k > 0) assert_true(d->offset > prev); /* field order */
+        prev = d->offset;
+        assert_true(d->offset % sizeof(int32_t) == 0);
+        assert_true(d->offset + sizeof(int32_t) <= sizeof(slate_synth_params));
+        assert_true(d->lo >= 1 && d->lo < d->hi);
+        /* mistral-7b's architecture: a window to set */
+        int32_t bad[2] = {d->lo - 1 == 0 ? -1 : d->lo - 1, d->hi + 1};
+        for (int j = 0; j < 2; j++) {
+            slate_synth_params p = tiny();
+            p.like = "mistral-7b";
+            memcpy((char *)&p + d->offset, &bad[j], sizeof bad[j]);
+            char want[128];
+            snprintf(want, sizeof want, "%s is %d, expected %d..%d", d->field, bad[j], d->lo,
+                     d->hi);
+            slate_synth_info info;
+            slate_error e;
+            memset(&e, 0, sizeof e);
+            slate_status st = slate_synth_describe(&p, &info, &e);
+            if (st != SLATE_E_INVALID_ARG || !strstr(e.message, want))
+                fail_msg("%s = %d: expected '%s', got %s: '%s'", d->field, bad[j], want,
+                         slate_status_name(st), e.message);
+            if (d->why && !strstr(e.message, d->why)) fail_msg("no '%s' in '%s'", d->why, e.message);
+        }
+        slate_synth_params p = tiny();
+        int32_t zero = 0;
+        memcpy((char *)&p + d->offset, &zero, sizeof zero);
+        slate_synth_info info;
+        slate_error e;
+        memset(&e, 0, sizeof e);
+        slate_status st = slate_synth_describe(&p, &info, &e);
+        char want[128];
+        snprintf(want, sizeof want, "custom shape: %s is required", d->field);
+        if (d->required && (st != SLATE_E_INVALID_ARG || !strstr(e.message, want)))
+            fail_msg("%s = 0: expected '%s', got %s: '%s'", d->field, want,
+                     slate_status_name(st), e.message);
+        if (!d->required && st != SLATE_OK)
+            fail_msg("%s = 0 (not required): got %s: '%s'", d->field, slate_status_name(st),
+                     e.message);
+    }
+}
+
 static void failed_synth_leaves_no_folder_and_a_stale_tmp_is_replaced(void **unused) {
     (void)unused;
     const char *dir = tu_tmp("faulty");
@@ -542,6 +600,7 @@ int main(void) {
         cmocka_unit_test(shards_give_the_same_logits_as_one_file),
         cmocka_unit_test(named_shapes_keep_their_architecture_under_dim_overrides),
         cmocka_unit_test(describe_counts_the_published_shapes_without_writing),
+        cmocka_unit_test(the_dims_table_is_what_synth_checks),
         cmocka_unit_test(like_gives_a_custom_shape_of_the_named_architecture),
         cmocka_unit_test(bad_parameters_are_refused_naming_the_culprit),
         cmocka_unit_test(failed_synth_leaves_no_folder_and_a_stale_tmp_is_replaced),
