@@ -393,6 +393,14 @@ int32_t slate_tokenizer_eos(const slate_tokenizer *tok);     /* -1 if none */
 /* Whether id is an end-of-generation token (EOS, EOT, <|im_end|>, ...). */
 bool slate_tokenizer_is_eog(const slate_tokenizer *tok, int32_t id);
 
+/* Length (1..4) of the valid UTF-8 character that starts s[0..n), or 0 when none does: s NULL
+ * or n 0, a stray continuation byte, an overlong form, a surrogate, a code point past U+10FFFF,
+ * or a sequence cut short by another byte or by n. The strict check (RFC 3629) the tokenizer
+ * and the detokenizer make, for callers that cut or clean text at character boundaries (the
+ * server's error messages quote client bytes through it). A NUL byte is U+0000: 1. Cannot
+ * fail; allocates nothing. */
+size_t slate_utf8_char_len(const char *s, size_t n);
+
 /* Streaming detokenizer: turns ids into text pieces that are always whole UTF-8 characters,
  * holding back the bytes of a character that spans several tokens. */
 typedef struct slate_detok slate_detok;

@@ -13,40 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-
-/* Length of the valid UTF-8 character at s (1..4), or 0 if s does not start one (an
- * overlong form, a surrogate, past U+10FFFF, a stray continuation byte, a NUL). Stops at a
- * NUL, so it never reads past a C string's end. */
-static size_t utf8_char_len(const unsigned char *s) {
-    unsigned c = s[0];
-    if (c >= 0x01 && c < 0x80) return 1;
-    size_t n;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) n = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else {
-        return 0;
-    }
-    if (s[1] < lo || s[1] > hi) return 0;
-    for (size_t i = 2; i < n; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF) return 0;
-    return n;
-}
-
 char *srv_utf8_clip(char *dst, size_t cap, const char *src, size_t max) {
-    const unsigned char *s = (const unsigned char *)src;
     size_t i = 0, k = 0;
-    while (i < max && s[i]) {
-        size_t n = utf8_char_len(s + i);
-        const char *bytes = (const char *)s + i;
+    while (i < max && src[i]) {
+        /* What src holds before its NUL, up to a character's 4 bytes: a character cut short by
+         * the NUL is invalid, one cut by max is left out below. */
+        size_t avail = 1;
+        while (avail < 4 && src[i + avail]) avail++;
+        size_t n = slate_utf8_char_len(src + i, avail);
+        const char *bytes = src + i;
         size_t out = n;
         if (n == 0) {
             bytes = "\xEF\xBF\xBD";

@@ -152,7 +152,7 @@ void srv_parsed_free(srv_parsed *p);
 
 /* Copies at most max bytes of the NUL-terminated src into dst (cap bytes, cap >= 4) as valid
  * UTF-8: a character is never split (one that does not fit in max or cap is left out) and each
- * byte that does not start a valid character becomes U+FFFD. dst is NUL-terminated; returns
+ * byte that does not start a valid character (slate_utf8_char_len) becomes U+FFFD. dst is NUL-terminated; returns
  * dst. For client text quoted in error messages (request.c). */
 char *srv_utf8_clip(char *dst, size_t cap, const char *src, size_t max);
 

@@ -1,6 +1,7 @@
 /*
  * utf8.c - byte-level helpers of the tokenizer: strict UTF-8 validation (RFC 3629: no
- * overlongs, no surrogates, nothing past U+10FFFF) and GPT-2's byte-to-unicode alphabet.
+ * overlongs, no surrogates, nothing past U+10FFFF; public as slate_utf8_char_len, which the
+ * server's clipper uses too) and GPT-2's byte-to-unicode alphabet.
  *
  * GPT-2 (openai/gpt-2 encoder.py, bytes_to_unicode) maps each byte to a printable code point so
  * that byte-level BPE vocabularies can be stored as text: the bytes '!'..'~', 0xA1..0xAC and
@@ -44,6 +45,10 @@ size_t slate__tok_utf8_lead(const uint8_t *s, size_t n, size_t *ok) {
 size_t slate__tok_utf8_len(const uint8_t *s, size_t n) {
     size_t ok, need = slate__tok_utf8_lead(s, n, &ok);
     return need && ok == need ? need : 0;
+}
+
+size_t slate_utf8_char_len(const char *s, size_t n) {
+    return s ? slate__tok_utf8_len((const uint8_t *)s, n) : 0;
 }
 
 /* The 68 bytes that do not stand for themselves are 0x00..0x20 (33), 0x7F..0xA0 (34) and 0xAD,
