@@ -6,7 +6,8 @@ permuted Q/K rows, smollm3_layout below) from a SmolLM3 one. Test fixture writer
 the folder's weights, so the two conversions must give the same logits. Needs NumPy (Debian's
 /usr/bin/python3).
 
-    hf_to_gguf.py DIR OUT.gguf [--quant TYPE:PATTERN]... [--dequant-out DIR2] [--vocab-from V.gguf]
+    hf_to_gguf.py DIR OUT.gguf [--quant TYPE:PATTERN]... [--quant-flat TYPE:PATTERN]...
+                  [--dequant-out DIR2] [--dequant-gguf OUT2.gguf] [--vocab-from V.gguf]
                   [--drop NAME]... [--rows NAME:N]... [--key KEY:u32|f32:VALUE]...
 
 Layout as llama.cpp's convert_hf_to_gguf.py (Phi3MiniModel) writes it:
@@ -22,17 +23,22 @@ Layout as llama.cpp's convert_hf_to_gguf.py (Phi3MiniModel) writes it:
     stored: gate rows, then up), ffn_down; GGUF dims are innermost first ([in, out]);
   - the tokenizer as tokenizer.ggml.model "gpt2" (the folder's byte-level BPE: tokens in id
     order, merges, added tokens CONTROL) and tokenizer.chat_template from tokenizer_config.json.
---quant Q8_0:NAME_SUBSTRING or Q4_0:NAME_SUBSTRING stores the matching 2-D tensors in that ggml
-format (ggml's reference quantizers: Q8_0 d = amax / 127, q = round(x / d); Q4_0 d = max / -8
-with max the signed value of largest magnitude, q = min(15, trunc(x / d + 8.5))).
+--quant TYPE:NAME_SUBSTRING stores the matching 2-D tensors in that ggml format (the last
+matching rule wins): Q8_0 or Q4_0 as ggml's reference quantizers (Q8_0 d = amax / 127, q =
+round(x / d); Q4_0 d = max / -8 with max the signed value of largest magnitude, q = min(15,
+trunc(x / d + 8.5))), or Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS as
+ggml_quants.py encodes them (simple valid encodings, not ggml's search). Rows must be whole
+blocks (32, or 256 for the K types and IQ4_XS). --quant-flat TYPE:NAME_SUBSTRING encodes the
+values as one sequence even when rows are not whole blocks: an invalid file, for refusal tests.
 --vocab-from V.gguf takes every tokenizer.* key from V.gguf instead (e.g. llama.cpp's
 ggml-vocab-phi-3.gguf: Phi-3's SentencePiece vocabulary and first chat template) and pads
 token_embd and output with zero rows up to its token count.
 --drop, --rows (keep the first N rows) and --key (set or add a phi3.* key) break one thing at a
 time, for refusal tests.
 --dequant-out DIR2 writes a copy of DIR whose weights are the GGUF's values decoded back from
-its bytes (dequantize_*: d * q, d * (q - 8)), so hfmodel.py forward on DIR2 is the reference for
-the quantized GGUF.
+its bytes (ggml_quants.decode: ggml's dequantize_row_* to the bit), so hfmodel.py forward on
+DIR2, or DIR2 written as an F32 GGUF, is the reference for the quantized GGUF. --dequant-gguf
+OUT2.gguf writes that F32 GGUF directly: OUT.gguf with every tensor F32, decoded from its bytes.
 """
 import argparse
 import json
@@ -44,6 +50,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ggml_quants  # noqa: E402
 import hfmodel  # noqa: E402
 
 T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR = 4, 5, 6, 7, 8, 9
@@ -103,16 +110,9 @@ def quantize_q4_0(x):
 
 
 def dequantize(raw, gtype, shape):
+    """The values of a tensor of ggml type gtype as ggml decodes them, float32 of shape."""
     n = int(np.prod(shape))
-    if gtype == GGML_Q8_0:
-        b = np.frombuffer(raw, dtype=np.uint8)[:n // 32 * 34].reshape(-1, 34)
-        d = b[:, 0:2].copy().view("<f2").astype(np.float32)
-        q = b[:, 2:].view(np.int8).astype(np.float32)
-        return (d * q).reshape(shape)
-    b = np.frombuffer(raw, dtype=np.uint8)[:n // 32 * 18].reshape(-1, 18)
-    d = b[:, 0:2].copy().view("<f2").astype(np.float32)
-    q = np.concatenate([b[:, 2:] & 0x0F, b[:, 2:] >> 4], axis=1).astype(np.float32) - 8.0
-    return (d * q).reshape(shape)
+    return ggml_quants.decode(raw, ggml_quants.TYPE_IDS[gtype], n).reshape(shape)
 
 
 def byte_bpe_keys(model_dir, cfg):
@@ -302,12 +302,27 @@ def smollm3_layout(cfg, w):
     return kv, tensors
 
 
+def write_gguf(path, kv, infos, blobs):
+    """A GGUF v3 file of the key/value records, tensor infos and padded data blobs."""
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(infos), len(kv)) + b"".join(kv) + b"".join(infos)
+    head += b"\0" * ((-len(head)) % ALIGN)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(head)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("model_dir")
     ap.add_argument("out")
     ap.add_argument("--quant", action="append", default=[], help="TYPE:NAME_SUBSTRING")
+    ap.add_argument("--quant-flat", action="append", default=[],
+                    help="TYPE:NAME_SUBSTRING, rows need not be whole blocks (invalid file)")
     ap.add_argument("--dequant-out", help="copy of the folder with the GGUF's decoded weights")
+    ap.add_argument("--dequant-gguf", help="OUT.gguf with the decoded weights, all F32")
     ap.add_argument("--vocab-from", help="a GGUF whose tokenizer.* keys to use")
     ap.add_argument("--drop", action="append", default=[], help="leave tensor NAME out")
     ap.add_argument("--rows", action="append", default=[], help="NAME:N keeps N rows of NAME")
@@ -378,9 +393,14 @@ def main(argv):
     else:
         kv += byte_bpe_keys(a.model_dir, cfg)
     # Tensor infos and data.
-    rules = [r.split(":", 1) for r in a.quant]
+    rules = [r.split(":", 1) + [False] for r in a.quant]
+    rules += [r.split(":", 1) + [True] for r in a.quant_flat]
+    for qt, _, _ in rules:
+        if qt not in ggml_quants.TYPES:
+            raise SystemExit("--quant type %s: one of %s" % (qt, ", ".join(ggml_quants.TYPES)))
     decoded = {}
     infos, blobs, off = [], [], 0
+    f32_infos, f32_blobs, f32_off = [], [], 0
     for e in a.key:
         key, typ, val = e.split(":")
         rec = _kv(key, T_U32 if typ == "u32" else T_F32, int(val) if typ == "u32" else float(val))
@@ -390,30 +410,38 @@ def main(argv):
     for name, arr in tensors:
         arr = np.asarray(arr, dtype=np.float32)
         gtype, raw = GGML_F32, arr.astype("<f4").tobytes()
-        for qt, pat in rules:
-            if pat in name and arr.ndim == 2:
-                if qt == "Q8_0":
-                    gtype, raw = GGML_Q8_0, quantize_q8_0(arr)
-                elif qt == "Q4_0":
-                    gtype, raw = GGML_Q4_0, quantize_q4_0(arr)
-                else:
-                    raise SystemExit("--quant type %s: Q8_0 or Q4_0" % qt)
+        rule = [r for r in rules if r[1] in name and arr.ndim == 2][-1:]
+        for qt, pat, flat in rule:
+            blk = ggml_quants.TYPES[qt][1]
+            if arr.shape[1] % blk and not flat:
+                raise SystemExit("--quant %s:%s: rows of %s (%d) are not whole blocks of %d"
+                                 % (qt, pat, name, arr.shape[1], blk))
+            if qt == "Q8_0":
+                gtype, raw = GGML_Q8_0, quantize_q8_0(arr)
+            elif qt == "Q4_0":
+                gtype, raw = GGML_Q4_0, quantize_q4_0(arr)
+            else:
+                gtype, raw = ggml_quants.TYPES[qt][0], ggml_quants.encode(arr, qt)
+        value = arr if gtype == GGML_F32 else dequantize(raw, gtype, arr.shape)
         if name in hf_name:
-            decoded[hf_name[name]] = arr if gtype == GGML_F32 else dequantize(raw, gtype, arr.shape)
+            decoded[hf_name[name]] = value
         ne = list(reversed(arr.shape))
-        infos.append(_str(name) + struct.pack("<I", len(ne)) +
-                     struct.pack("<%dQ" % len(ne), *ne) + struct.pack("<IQ", gtype, off))
+
+        def info(t, at):
+            return (_str(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
+                    + struct.pack("<IQ", t, at))
+        infos.append(info(gtype, off))
         pad = (-len(raw)) % ALIGN
         blobs.append(raw + b"\0" * pad)
         off += len(raw) + pad
-    head = b"GGUF" + struct.pack("<IQQ", 3, len(infos), len(kv)) + b"".join(kv) + b"".join(infos)
-    head += b"\0" * ((-len(head)) % ALIGN)
-    tmp = a.out + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(head)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, a.out)
+        if a.dequant_gguf:
+            f32_infos.append(info(GGML_F32, f32_off))
+            raw32 = value.astype("<f4").tobytes()
+            f32_blobs.append(raw32 + b"\0" * ((-len(raw32)) % ALIGN))
+            f32_off += len(f32_blobs[-1])
+    write_gguf(a.out, kv, infos, blobs)
+    if a.dequant_gguf:
+        write_gguf(a.dequant_gguf, kv, f32_infos, f32_blobs)
     if a.dequant_out:
         os.makedirs(a.dequant_out, exist_ok=True)
         for f in ("config.json", "tokenizer.json", "tokenizer_config.json"):
