@@ -1,0 +1,455 @@
+#!/usr/bin/env bash
+# GGUF K-quant and other non-Q4/Q8 block formats: Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+# IQ4_NL, IQ4_XS. No such GGUF ships in ../shared/models, so tests/tools/hf_to_gguf.py writes
+# them (tests/tools/ggml_quants.py: encoders and ggml's dequantize_row_* in NumPy, checked
+# against llama.cpp's gguf-py) from a tiny Phi-3 folder whose matrices have rows of 256 or 512
+# (one or two super-blocks; phi3 also splits the fused attn_qkv / ffn_up rows). For each type,
+# and for a mixed file as llama.cpp's Q4_K_M mixes them (Q4_K, Q6_K head and one ffn_down, plus
+# a Q5_0 and an IQ4_NL tensor):
+# - --dtype fp32 gives, tensor by tensor and bit for bit, the package of the F32 GGUF holding
+#   the NumPy-decoded weights (so the same logits, checked within 1e-4 relative too), and
+#   formats no block can be transcoded to (--quantize int8; mixed: fp16, int4 with blocks of
+#   64) that F32 GGUF's package byte for byte;
+# - the default conversion keeps what can be kept: Q4_K becomes slate's asymmetric q4 with
+#   blocks of 32, Q2_K asymmetric q4 with blocks of 16, Q3_K symmetric q4 with blocks of 16,
+#   each sub-block's scale (and offset) the f16 nearest to ggml's d * sc (and -dmin * m), the
+#   codes unchanged; Q5_0, IQ4_NL and IQ4_XS become q8_0 with their codes as int8 (q - 16, the
+#   IQ4 levels) and their own d (IQ4_XS: d * (ls - 32) in f16): exact for the first two; Q5_1,
+#   Q5_K and Q6_K become q8_0 with exactly the bytes slate's own int8-b32 quantizer gives the
+#   decoded weights; the logits (reference kernels) stay near the reference's, within a bound
+#   stated below;
+# - with random bytes in every block (all values of every code and sub-block scale field) and
+#   edge values in its super-block scales (f16 subnormals, zero, -0, negative, near the f16
+#   limit once times a sub-block scale) --dtype fp32 still gives ggml's values bit for bit and
+#   the default each transcoded scale as the f16 nearest the exact product, the codes kept; a
+#   sub-block scale that rounds past f16 (65520) is refused naming the tensor (or kept f32);
+# - bad files are refused naming the tensor: rows that are not whole super-blocks, truncated
+#   data, a super-block scale that is not finite, an unsupported type (IQ2_XXS) by name.
+source "$(dirname "$0")/lib.sh"
+ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33)
+csv=$(IFS=,; echo "${ids[*]}")
+check "the NumPy codecs pass their self-check (round trip, every field used)" \
+  $PY "$TOOLS/ggml_quants.py"
+
+d="$WORK/m"
+$PY "$TOOLS/hfmodel.py" make --variant phi3 --out "$d" --seed 11 --set hidden_size=256 \
+  --set intermediate_size=512 --set num_hidden_layers=2 >/dev/null
+
+# The checks, in one Python run per file (NumPy's start-up is most of this test's time); each
+# prints "ok|FAIL <tab> description <tab> detail" lines that report() counts.
+cat >"$WORK/kq.py" <<'PY'
+import struct
+import sys
+import numpy as np
+import ggml_quants as gq
+import slatefiles as sf
+
+Q4 = {"Q4_K": (32, True), "Q2_K": (16, True), "Q3_K": (16, False)}  # transcoded to q4
+Q8 = ("Q5_0", "IQ4_NL", "IQ4_XS")  # transcoded to q8_0
+REQUANT = ("Q5_1", "Q5_K", "Q6_K")  # requantized to q8_0
+
+
+def say(ok, what, detail):
+    print("%s\t%s\t%s" % ("ok" if ok else "FAIL", what, detail), flush=True)
+
+
+def package(path):
+    """name -> (entry, bytes); a failed conversion (no package) raises with its message."""
+    try:
+        return sf.package_tensors(path)
+    except OSError:
+        raise RuntimeError("no package: " + open(path + ".err").read().strip().split("\n")[-1])
+
+
+def rows_of(src):
+    """package matrix name -> (ggml type name, n_in, GGUF bytes, first row, end row): phi3's
+    fused attn_qkv -> attn_q | attn_k | attn_v and ffn_up -> ffn_gate | ffn_up, by rows."""
+    parts = {}
+    for name, (ne, tt, data) in src.items():
+        if len(ne) != 2:
+            continue
+        splits = [(name, 0, ne[1])]
+        kv = (ne[1] - ne[0]) // 2  # attn_qkv: q has hidden rows, k and v the rest
+        for fused, outs in (("attn_qkv", (("attn_q", ne[0]), ("attn_k", kv), ("attn_v", kv))),
+                            ("ffn_up", (("ffn_gate", ne[1] // 2), ("ffn_up", ne[1] // 2)))):
+            if name.endswith(fused + ".weight"):
+                p, r0, splits = name[:-len(fused + ".weight")], 0, []
+                for o, n in outs:
+                    splits.append((p + o + ".weight", r0, r0 + n))
+                    r0 += n
+        for out, r0, r1 in splits:
+            parts[out] = (gq.TYPE_IDS[tt], ne[0], bytes(data), r0, r1)
+    return parts
+
+
+def same(a, b):
+    """Every tensor of package a has package b's dtype, shape and bytes (names too)."""
+    pa, pb = package(a), package(b)
+    fa = {n: (t["dtype"], t["shape"], bytes(x)) for n, (t, x) in pa.items()}
+    fb = {n: (t["dtype"], t["shape"], bytes(x)) for n, (t, x) in pb.items()}
+    bad = sorted(n for n in set(fa) | set(fb) if fa.get(n) != fb.get(n))
+    return not bad and len(fa) >= 15, "%d tensors, %d differ: %s" % (len(fa), len(bad), bad[:3])
+
+
+def fp32(pkg_path, gguf_path):
+    """Every matrix of the package is f32 holding NumPy's decoding of its GGUF rows, bit for bit."""
+    pkg, n_ok, bad = package(pkg_path), 0, []
+    for out, (qt, n_in, data, r0, r1) in sorted(rows_of(sf.gguf_tensors(gguf_path)).items()):
+        t, blob = pkg[out]
+        want = gq.decode(data, qt, n_in * r1)[r0 * n_in:].view("<u4")
+        got = np.frombuffer(blob, dtype="<u4") if t["dtype"] == "f32" else None
+        if got is None or not np.array_equal(got, want):
+            i = int(np.flatnonzero(got != want)[0]) if got is not None else -1
+            bad.append("%s (%s): %s" % (out, qt, "%s, not f32" % t["dtype"] if got is None else
+                       "element %d is %r, ggml gives %r" % (i, float(got[i:i + 1].view("<f4")[0]),
+                                                             float(want[i:i + 1].view("<f4")[0]))))
+        else:
+            n_ok += 1
+    return not bad and n_ok >= 15, "%d matrices bit for bit, %d not: %s" % (n_ok, len(bad), bad[:3])
+
+
+def default(pkg_path, gguf_path, q8_path):
+    """The default conversion: Q4 types as q4 with transcode_q4's d, m and codes; Q8 types as
+    q8_0 with transcode_q8's d and codes; REQUANT types as the tensor of q8_path (the decoded
+    F32 GGUF converted with --quantize int8-b32: the same requantization)."""
+    pkg, n_ok, bad, kinds = package(pkg_path), 0, [], {}
+    q8 = package(q8_path) if q8_path else {}
+    for out, (qt, n_in, data, r0, r1) in sorted(rows_of(sf.gguf_tensors(gguf_path)).items()):
+        t, blob = pkg[out]
+        blob = bytes(blob)
+        got = (t["dtype"], t.get("block"), bool(t.get("asym")), t["shape"])
+        kinds.setdefault(qt, set()).add(got[:3])
+        if qt in REQUANT:
+            w = q8[out]
+            if (t["dtype"], t["shape"], blob) != (w[0]["dtype"], w[0]["shape"], bytes(w[1])):
+                bad.append("%s (%s): %s %s, expected int8-b32 (%s) of the decoded weights, "
+                           "byte for byte" % (out, qt, t["dtype"], t["shape"], w[0]["dtype"]))
+                continue
+            n_ok += 1
+            continue
+        blk, asym = Q4.get(qt, (32, False))
+        want = ("q4" if qt in Q4 else "q8_0", blk if qt in Q4 else got[1], asym, [r1 - r0, n_in])
+        if got != want:
+            bad.append("%s: %s as %s block %s asym %s shape %s, expected %s block %s asym %s"
+                       % ((out, qt) + got + want[:3]))
+            continue
+        sub, n = n_in // blk, n_in * (r1 - r0)  # sub-blocks per row, values
+        if qt in Q4:
+            _, _, d, m, q = gq.transcode_q4(data, qt, n_in * r1)
+            pd, pm, pq = gq.q4_fields(blob, blk, asym, n)
+        else:
+            (d, q), m = gq.transcode_q8(data, qt, n_in * r1), None
+            (pd, pq), pm = gq.q8_fields(blob, n), None
+        d, q, m = d[r0 * sub:], q[r0 * sub:], None if m is None else m[r0 * sub:]
+        diff = [f for f, a, b in (("scales", pd, d), ("codes", pq, q), ("offsets", pm, m))
+                if b is not None and not np.array_equal(a, b)]
+        if diff:
+            off = (pm != m) if m is not None else np.zeros(len(d), dtype=bool)
+            i = int(np.flatnonzero((pd != d) | (pq != q).any(axis=1) | off)[:1].sum())
+            bad.append("%s (%s): %s differ from the transcoding; sub-block %d: scale %r, "
+                       "expected %r%s" % (out, qt, " and ".join(diff), i, float(pd[i]), float(d[i]),
+                                          "" if m is None else "; offset %r, expected %r"
+                                          % (float(pm[i]), float(m[i]))))
+            continue
+        n_ok += 1
+    return not bad and n_ok >= 15, ("%d matrices as documented, %d not: %s; layouts: %s"
+                                    % (n_ok, len(bad), bad[:3],
+                                       {k: sorted(v) for k, v in kinds.items()}))
+
+
+def logits(path):
+    x = np.fromfile(path, dtype="<f4").astype(np.float64)
+    if x.size != 320:
+        raise RuntimeError("%s: the run failed" % path)
+    return x
+
+
+def close(a, b):
+    a, b = logits(a), logits(b)
+    err = np.abs(a - b) - 1e-4 * np.abs(b)
+    return bool((err <= 1e-6).all()), "max |diff| %.3g" % np.abs(a - b).max()
+
+
+def transcoded(qt, data, n):
+    """The values of n elements of qt as the default conversion stores them (transcode_q4/_q8)."""
+    if qt in Q4:
+        blk, asym, d, m, q = gq.transcode_q4(data, qt, n)
+        v = d[:, None] * q.astype(np.float32)
+        return (v + m[:, None] if asym else v - 8 * d[:, None]).reshape(-1)
+    d, q = gq.transcode_q8(data, qt, n)
+    return (d[:, None] * q.astype(np.float32)).reshape(-1)
+
+
+def drift_bound(g):
+    # Tolerance. The drift D(p) = max |logit_p - logit_ref| / max |logit_ref| from the logits of
+    # the decoded F32 GGUF (this random model amplifies weight errors: int8-b32 rounding alone
+    # moves its logits by a few 1e-2). Requantizing is the same int8-b32 rounding of the same
+    # values as slate's --quantize int8-b32 of the decoded GGUF (q8), so it may drift by D(q8)
+    # and no more. Transcoding changes a weight only by the f16 rounding of its sub-block's
+    # d * sc (and dmin * m): NumPy computes those changed weights, and their RMS change against
+    # that of rounding every weight to f16 (--dtype fp16 of the decoded GGUF, drift D(f16))
+    # gives r; drift grows about linearly with the perturbation, so transcoding may drift by
+    # 5 r D(f16) (measured: 0.5..2.1 r D(f16) over Q2_K, Q3_K, Q4_K, IQ4_XS and four seeds);
+    # Q5_0 and IQ4_NL keep their values exactly (r = 0). A file with several kinds adds the
+    # bounds. A misread field or a misplaced block moves the logits by O(1).
+    ref, dflt, q8, f16 = (logits(g + x) for x in (".ref.f32", ".def.f32", ".q8.f32", ".f16.f32"))
+    d_tc = d_f16 = 0.0
+    kinds = set()
+    for name, (ne, tt, data) in sf.gguf_tensors(g + ".gguf").items():
+        if len(ne) != 2:
+            continue
+        qt = gq.TYPE_IDS[tt]
+        if qt in REQUANT:
+            kinds.add("requant")
+            continue
+        y = gq.decode(bytes(data), qt, ne[0] * ne[1]).astype(np.float64)
+        d_tc += float(((transcoded(qt, bytes(data), ne[0] * ne[1]) - y) ** 2).sum())
+        d_f16 += float(((y.astype(np.float16).astype(np.float64) - y) ** 2).sum())
+        kinds.add("transcoded")
+    r = (d_tc / d_f16) ** 0.5 if "transcoded" in kinds else 0.0
+    drift = lambda x: float(np.abs(x - ref).max() / np.abs(ref).max())
+    bound = 1e-6 + 5 * r * drift(f16) + (drift(q8) if "requant" in kinds else 0.0)
+    return drift(dflt) <= bound, ("drift %.3g, bound %.3g (int8-b32 of the decoded weights %.3g, "
+                                  "fp16 %.3g, r %.3g: drift / (r fp16) = %.2f)"
+                                  % (drift(dflt), bound, drift(q8), drift(f16), r,
+                                     drift(dflt) / (r * drift(f16)) if r else 0))
+
+
+# Edge values of the f16 scales written into every random block's super-block d (and dmin): f16
+# subnormals (2^-24, the largest), zero and -0, a negative subnormal, the smallest normal, plain
+# values, 1023.5 and 1024 (times a 6-bit scale of 63: 64480 and 64512, near the f16 limit of
+# 65504 but within it).
+EDGES = [0x0001, 0x03ff, 0x0000, 0x8200, 0x0400, 0x3555, 0xb800, 0x8000, 0x0155, 0x63ff,
+         0x6400, 0x5c00, 0x1000]
+SCALE_AT = {"Q5_0": (0,), "Q5_1": (0, 2), "Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2),
+            "Q5_K": (0, 2), "Q6_K": (208,), "IQ4_NL": (0,), "IQ4_XS": (0,)}
+
+
+def edges(src, out):
+    """src with every block of every matrix random bytes (every value of every code and
+    sub-block scale field), except the super-block d (and dmin) taken from EDGES."""
+    buf = bytearray(open(src, "rb").read())
+    g = sf.Gguf(buf)
+    rng = np.random.default_rng(7)
+    for name, ne, tt, off in g.tensors:
+        if len(ne) == 2:
+            qt = gq.TYPE_IDS[tt]
+            _, blk, size = gq.TYPES[qt]
+            n_bytes = ne[0] * ne[1] // blk * size
+            buf[g.data0 + off:g.data0 + off + n_bytes] = rng.bytes(n_bytes)
+            for b in range(ne[0] * ne[1] // blk):
+                for k, at in enumerate(SCALE_AT[qt]):
+                    val = EDGES[(b + 5 * k) % len(EDGES)]
+                    struct.pack_into("<H", buf, g.data0 + off + b * size + at, val)
+    open(out, "wb").write(buf)
+
+
+# Asking for the layout a type is transcoded to (docs/format.md: "transcoded instead when that
+# format is the source's own layout"), for the embedding and the head too.
+OWN = {"Q4_K": "--quantize int4 --asym", "Q2_K": "--quantize int4 --asym --block-size 16",
+       "Q3_K": "--quantize int4 --block-size 16", "Q5_0": "--quantize int8-b32",
+       "IQ4_NL": "--quantize int8-b32", "IQ4_XS": "--quantize int8-b32"}
+
+
+def checks(g, tag):
+    types = {gq.TYPE_IDS[tt] for ne, tt, _ in sf.gguf_tensors(g + ".gguf").values() if len(ne) == 2}
+    todo = [
+        ("--dtype fp32: every tensor is the NumPy-decoded F32 GGUF's, bit for bit",
+         lambda: same(g + ".f32.slate", g + ".ref.slate")),
+        ("--dtype fp32: logits within 1e-4 relative of the decoded F32 GGUF's",
+         lambda: close(g + ".f32.f32", g + ".ref.f32")),
+        ("--quantize int8: the decoded F32 GGUF's int8 package, byte for byte",
+         lambda: same(g + ".i8.slate", g + ".ri8.slate")),
+        ("default: transcoded q4 / q8_0, or requantized q8_0, as documented",
+         lambda: default(g + ".def.slate", g + ".gguf", g + ".q8.slate")),
+        ("default: logits (reference kernels) drift from the reference within the bound",
+         lambda: drift_bound(g)),
+        ("scales at f16 edges, --dtype fp32: ggml's values bit for bit",
+         lambda: fp32(g + ".edge.f32.slate", g + ".edge.gguf")),
+    ]
+    if not types & set(REQUANT):
+        todo.append(("scales at f16 edges, default: each transcoded scale the nearest f16",
+                     lambda: default(g + ".edge.def.slate", g + ".edge.gguf", None)))
+    if tag in OWN:
+        todo.append(("%s: transcoded as by default, byte for byte" % OWN[tag],
+                     lambda: same(g + ".own.slate", g + ".def.slate")))
+    if tag == "mixed":
+        todo += [("has Q4_K, Q6_K, Q5_0 and IQ4_NL tensors",
+                  lambda: ({"Q4_K", "Q6_K", "Q5_0", "IQ4_NL"} <= types, sorted(types))),
+                 ("--dtype fp16: the decoded F32 GGUF's package, byte for byte",
+                  lambda: same(g + ".h.slate", g + ".rh.slate")),
+                 ("--quantize int4 --asym --block-size 64: the decoded F32 GGUF's package, "
+                  "byte for byte", lambda: same(g + ".i4.slate", g + ".ri4.slate"))]
+    for what, fn in todo:
+        try:
+            ok, detail = fn()
+        except (RuntimeError, KeyError, ValueError) as e:
+            ok, detail = False, "%s: %s" % (type(e).__name__, e)
+        say(ok, "%s %s" % (tag, what), detail)
+
+
+if sys.argv[1] == "edges":
+    edges(*sys.argv[2:4])
+else:
+    checks(*sys.argv[2:4])
+    print("done")
+PY
+
+# report COMMAND...: counts the command's "ok|FAIL <tab> what <tab> detail" lines as checks (a
+# command that stops before its "done" line is one more failure).
+report() {
+  local st what detail done=0
+  while IFS=$'\t' read -r st what detail; do
+    case $st in
+      ok) ok "$what"; echo "     $detail" ;;
+      FAIL) bad "$what: $detail" ;;
+      done) done=1 ;;
+    esac
+  done < <("$@" 2>&1)
+  [ $done = 1 ] || bad "checker stopped early: $*"
+}
+
+# conv SRC OUT OPTION...: slate convert, the error message in OUT.err when it fails.
+conv() {
+  local src=$1 out=$2; shift 2
+  "$SLATE" convert "$src" -o "$out" --kv-dtype fp32 "$@" >/dev/null 2>"$out.err" || true
+}
+# logits PKG OUT: the last position's logits with the reference kernels (exact f32 products of
+# the stored weights, no int8 activations), or an empty file when the run fails.
+logits() {
+  SLATE_KERNELS=ref "$SLATE" run "$1" --ids "$csv" -n 1 --temp 0 --dump-logits "$2" \
+    >/dev/null 2>&1 || : >"$2"
+}
+
+# check_type TAG QUANT_ARGS...: a GGUF with those --quant rules, its decoded F32 twin, their
+# conversions, and the checks above.
+check_type() {
+  local tag=$1; shift
+  local g="$WORK/$tag"
+  local i8=(--quantize int8 --keep int8:token_embd.weight --keep int8:output.weight)
+  $PY "$TOOLS/hf_to_gguf.py" "$d" "$g.gguf" "$@" --dequant-gguf "$g.ref.gguf"
+  conv "$g.ref.gguf" "$g.ref.slate"
+  conv "$g.ref.gguf" "$g.q8.slate" --quantize int8-b32
+  conv "$g.ref.gguf" "$g.f16.slate" --dtype fp16
+  conv "$g.gguf" "$g.f32.slate" --dtype fp32
+  conv "$g.gguf" "$g.def.slate"
+  # A format no block transcodes to (int8 per channel, for the embedding and the head too: they
+  # would otherwise stay int8-b32): the decoded values through slate's own quantizer.
+  conv "$g.gguf" "$g.i8.slate" "${i8[@]}"
+  conv "$g.ref.gguf" "$g.ri8.slate" "${i8[@]}"
+  # The layout the type is transcoded to, asked for (the embedding and the head too).
+  local own= keep4="--keep int4:token_embd.weight --keep int4:output.weight"
+  case $tag in
+    Q4_K) own="--quantize int4 --asym --block-size 32 $keep4" ;;
+    Q2_K) own="--quantize int4 --asym --block-size 16 $keep4" ;;
+    Q3_K) own="--quantize int4 --block-size 16 $keep4" ;;
+    Q5_0 | IQ4_NL | IQ4_XS) own="--quantize int8-b32" ;;
+  esac
+  # shellcheck disable=SC2086
+  [ -z "$own" ] || conv "$g.gguf" "$g.own.slate" $own
+  if [ "$tag" = mixed ]; then
+    conv "$g.gguf" "$g.h.slate" --dtype fp16
+    conv "$g.ref.gguf" "$g.rh.slate" --dtype fp16
+    conv "$g.gguf" "$g.i4.slate" --quantize int4 --asym --block-size 64
+    conv "$g.ref.gguf" "$g.ri4.slate" --quantize int4 --asym --block-size 64
+  fi
+  for p in ref q8 f16 f32 def; do logits "$g.$p.slate" "$g.$p.f32"; done
+  $PY "$WORK/kq.py" edges "$g.gguf" "$g.edge.gguf"
+  conv "$g.edge.gguf" "$g.edge.f32.slate" --dtype fp32
+  conv "$g.edge.gguf" "$g.edge.def.slate"
+  report $PY "$WORK/kq.py" checks "$g" "$tag"
+}
+
+for t in Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS; do
+  check_type "$t" --quant "$t:weight"
+done
+# As llama.cpp's Q4_K_M mixes them: Q4_K, the head and one ffn_down Q6_K; a Q5_0 and an IQ4_NL
+# tensor besides ("output.weight" also matches attn_output, set again after it).
+check_type mixed --quant Q4_K:weight --quant Q6_K:output.weight --quant Q4_K:attn_output \
+  --quant Q6_K:blk.0.ffn_down --quant Q5_0:blk.1.attn_output --quant IQ4_NL:blk.1.ffn_down
+
+# Refusals. The small phi3 folder has rows of 64 (hidden 64): whole blocks of 32, not of 256.
+s="$WORK/small"
+$PY "$TOOLS/hfmodel.py" make --variant phi3 --out "$s" --seed 5 >/dev/null
+gguf_refused "Q4_K rows of 64 (not whole super-blocks of 256) are refused, naming the tensor" \
+  SLATE_E_FORMAT "blk.0.attn_qkv.weight" "$s" --quant-flat Q4_K:blk.0.attn_qkv
+# patch GGUF OUT TENSOR BLOCK BYTE_OFFSET F16_HEX: a copy with the f16 at BYTE_OFFSET of block
+# BLOCK of TENSOR replaced (a super-block's d or dmin).
+patch_f16() {
+  $PY - "$@" <<'PY'
+import struct, sys
+import ggml_quants as gq
+import slatefiles as sf
+src, out, name, blk, at, val = sys.argv[1:7]
+buf = bytearray(open(src, "rb").read())
+g = sf.Gguf(buf)
+for n, ne, tt, off in g.tensors:
+    if n == name:
+        size = gq.TYPES[gq.TYPE_IDS[tt]][2]
+        struct.pack_into("<H", buf, g.data0 + off + int(blk) * size + int(at), int(val, 16))
+        break
+else:
+    sys.exit("no tensor " + name)
+open(out, "wb").write(buf)
+PY
+}
+G="$WORK/Q4_K.gguf"
+patch_f16 "$G" "$WORK/inf_d.gguf" blk.0.attn_output.weight 5 0 7c00
+expect_fail "a Q4_K super-block d of +inf is refused (default), naming the tensor" \
+  SLATE_E_FORMAT "blk.0.attn_output.weight" "$SLATE" convert "$WORK/inf_d.gguf" -o "$WORK/x.slate"
+patch_f16 "$G" "$WORK/nan_dmin.gguf" blk.1.ffn_down.weight 3 2 7e00
+expect_fail "a Q4_K super-block dmin of NaN is refused (--dtype fp32), naming the tensor" \
+  SLATE_E_FORMAT "blk.1.ffn_down.weight" \
+  "$SLATE" convert "$WORK/nan_dmin.gguf" -o "$WORK/x.slate" --dtype fp32
+patch_f16 "$WORK/Q6_K.gguf" "$WORK/inf_q6.gguf" blk.1.attn_output.weight 7 208 fc00
+expect_fail "a Q6_K super-block d of -inf is refused (requantized to q8_0), naming the tensor" \
+  SLATE_E_FORMAT "blk.1.attn_output.weight" \
+  "$SLATE" convert "$WORK/inf_q6.gguf" -o "$WORK/x.slate"
+head -c -1000 "$WORK/Q6_K.gguf" >"$WORK/trunc.gguf"
+expect_fail "a truncated Q6_K file is refused, naming the last tensor" SLATE_E_FORMAT \
+  "blk.1.ffn_down.weight" "$SLATE" convert "$WORK/trunc.gguf" -o "$WORK/x.slate"
+$PY "$TOOLS/gguf_patch.py" "$G" "$WORK/iq2.gguf" tensor:blk.0.ffn_down.weight:16
+expect_fail "an IQ2_XXS tensor is refused by type name, naming the tensor" SLATE_E_UNSUPPORTED \
+  "IQ2_XXS" "$SLATE" convert "$WORK/iq2.gguf" -o "$WORK/x.slate"
+expect_fail "... and the message names the tensor" SLATE_E_UNSUPPORTED "blk.0.ffn_down.weight" \
+  "$SLATE" convert "$WORK/iq2.gguf" -o "$WORK/x.slate"
+
+# A valid but extreme Q4_K block: d = 1040, so the sub-block whose 6-bit scale is 63 (every
+# block has one: the encoder maps the largest sub-block to 63) has d * sc = 65520, which f16
+# rounds to infinity (halfway between 65504 and 65536, ties to even). --dtype fp32 holds the
+# values (up to about 1e6) and must give NumPy's decoding; the default conversion cannot store
+# that scale: it must refuse naming the tensor (docs/format.md: a block scale past the f16 range
+# is refused, never stored as infinity) or write f32 holding ggml's values exactly.
+patch_f16 "$G" "$WORK/big.gguf" blk.0.attn_output.weight 2 0 6410
+cat >"$WORK/big.py" <<'PY'
+# argv 1 holds blk.0.attn_output.weight as f32 with exactly NumPy's decoding of argv 2's.
+import sys
+import numpy as np
+import ggml_quants as gq
+import slatefiles as sf
+ne, tt, data = sf.gguf_tensors(sys.argv[2])["blk.0.attn_output.weight"]
+want = gq.decode(bytes(data), "Q4_K", ne[0] * ne[1])
+t, blob = sf.package_tensors(sys.argv[1])["blk.0.attn_output.weight"]
+got = np.frombuffer(blob, dtype="<f4") if t["dtype"] == "f32" else None
+same = got is not None and np.array_equal(got, want)
+print("%s, max |value| %.3g, equal to NumPy's: %s" % (t["dtype"], np.abs(want).max(), same))
+sys.exit(0 if same and np.abs(want).max() > 5e5 else 1)
+PY
+if "$SLATE" convert "$WORK/big.gguf" -o "$WORK/big.slate" --dtype fp32 2>"$WORK/big.err"; then
+  check "a Q4_K block with d = 1040 converts with --dtype fp32 to ggml's values" \
+    $PY "$WORK/big.py" "$WORK/big.slate" "$WORK/big.gguf"
+else
+  bad "a Q4_K block with d = 1040 and --dtype fp32: $(tail -1 "$WORK/big.err")"
+fi
+if "$SLATE" convert "$WORK/big.gguf" -o "$WORK/big.slate" 2>"$WORK/big.err"; then
+  check "... by default it is written as f32 holding ggml's values (not refused)" \
+    $PY "$WORK/big.py" "$WORK/big.slate" "$WORK/big.gguf"
+else
+  check "... by default it is refused naming the tensor: $(tail -1 "$WORK/big.err")" \
+    grep -q "blk.0.attn_output.weight" "$WORK/big.err"
+fi
+"$SLATE" convert "$WORK/big.gguf" -o "$WORK/big.slate" --keep f32:blk.0.attn_output.weight \
+  2>/dev/null || true
+check "... and with --keep f32 for that tensor its f32 values are ggml's" \
+  $PY "$WORK/big.py" "$WORK/big.slate" "$WORK/big.gguf"
+finish
