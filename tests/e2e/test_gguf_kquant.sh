@@ -24,7 +24,7 @@
 #   the default each transcoded scale as the f16 nearest the exact product, the codes kept; a
 #   sub-block scale that rounds past f16 (65520) is refused naming the tensor (or kept f32);
 # - bad files are refused naming the tensor: rows that are not whole super-blocks, truncated
-#   data, a super-block scale that is not finite, an unsupported type (IQ2_XXS) by name.
+#   data, a super-block scale that is not finite, unsupported types (IQ2_XXS, NVFP4) by name.
 source "$(dirname "$0")/lib.sh"
 ids=(304 72 101 108 108 111 44 32 119 111 114 108 100 33)
 csv=$(IFS=,; echo "${ids[*]}")
@@ -413,6 +413,11 @@ expect_fail "an IQ2_XXS tensor is refused by type name, naming the tensor" SLATE
   "IQ2_XXS" "$SLATE" convert "$WORK/iq2.gguf" -o "$WORK/x.slate"
 expect_fail "... and the message names the tensor" SLATE_E_UNSUPPORTED "blk.0.ffn_down.weight" \
   "$SLATE" convert "$WORK/iq2.gguf" -o "$WORK/x.slate"
+# ggml's newest ids at the llama.cpp commit ../shared/models was made with (81ff7abe, ggml.h):
+# NVFP4 = 40, Q1_0 = 41, Q2_0 = 42 (GGML_TYPE_COUNT 43): unsupported, but named, not "unknown".
+$PY "$TOOLS/gguf_patch.py" "$G" "$WORK/nvfp4.gguf" tensor:blk.1.attn_output.weight:40
+expect_fail "an NVFP4 tensor (ggml type 40) is refused by type name" SLATE_E_UNSUPPORTED \
+  "NVFP4" "$SLATE" convert "$WORK/nvfp4.gguf" -o "$WORK/x.slate"
 
 # A valid but extreme Q4_K block: d = 1040, so the sub-block whose 6-bit scale is 63 (every
 # block has one: the encoder maps the largest sub-block to 63) has d * sc = 65520, which f16
