@@ -31,6 +31,7 @@
  * 2 (s / 4) .. of bytes[8 + s % 4]; the scale is that value - 32.
  */
 #include "convert/ggml_quants.h"
+#include "convert/gguf.h"
 
 #include "kernels/quant.h"
 
@@ -95,6 +96,27 @@ void slate__ggml_block(slate__src_type type, int32_t *elems, int32_t *bytes) {
 bool slate__ggml_is_block(slate__src_type type) { return geometry(type).elems > 0; }
 
 const char *slate__src_type_name(slate__src_type type) { return geometry(type).name; }
+
+bool slate__ggml_src_type(uint32_t ggml_type, slate__src_type *out) {
+    switch (ggml_type) {
+    case SLATE__GGML_F32: *out = SLATE__SRC_F32; return true;
+    case SLATE__GGML_F16: *out = SLATE__SRC_F16; return true;
+    case SLATE__GGML_BF16: *out = SLATE__SRC_BF16; return true;
+    case SLATE__GGML_Q8_0: *out = SLATE__SRC_Q8_0; return true;
+    case SLATE__GGML_Q4_0: *out = SLATE__SRC_Q4_0; return true;
+    case SLATE__GGML_Q4_1: *out = SLATE__SRC_Q4_1; return true;
+    case SLATE__GGML_Q5_0: *out = SLATE__SRC_Q5_0; return true;
+    case SLATE__GGML_Q5_1: *out = SLATE__SRC_Q5_1; return true;
+    case SLATE__GGML_Q2_K: *out = SLATE__SRC_Q2_K; return true;
+    case SLATE__GGML_Q3_K: *out = SLATE__SRC_Q3_K; return true;
+    case SLATE__GGML_Q4_K: *out = SLATE__SRC_Q4_K; return true;
+    case SLATE__GGML_Q5_K: *out = SLATE__SRC_Q5_K; return true;
+    case SLATE__GGML_Q6_K: *out = SLATE__SRC_Q6_K; return true;
+    case SLATE__GGML_IQ4_NL: *out = SLATE__SRC_IQ4_NL; return true;
+    case SLATE__GGML_IQ4_XS: *out = SLATE__SRC_IQ4_XS; return true;
+    }
+    return false;
+}
 
 /* ---- scales ------------------------------------------------------------------------------ */
 

@@ -39,6 +39,9 @@ void slate__ggml_block(slate__src_type type, int32_t *elems, int32_t *bytes);
 bool slate__ggml_is_block(slate__src_type type);
 /* Short ggml name of a source type ("Q4_K", "F16", ...). */
 const char *slate__src_type_name(slate__src_type type);
+/* The source type of a ggml type id (SLATE__GGML_*, gguf.h) that slate reads; false for every
+ * other id (the GGUF parser refuses those by name). */
+bool slate__ggml_src_type(uint32_t ggml_type, slate__src_type *out);
 
 /* Dequantizes n elements (a multiple of the block) of type (a block format) from src into dst,
  * with ggml's float arithmetic (each product evaluated as in dequantize_row_*, no contraction),

@@ -44,6 +44,7 @@
  * refused (llama.cpp's graph has no window).
  */
 #include "convert.h"
+#include "convert/ggml_quants.h"
 #include "exec/program.h"
 #include "gguf.h"
 
@@ -349,23 +350,8 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
             goto fail;
         }
         strcpy(st2.name, t->name);
-        switch (t->type) {
-        case SLATE__GGML_F32: st2.type = SLATE__SRC_F32; break;
-        case SLATE__GGML_F16: st2.type = SLATE__SRC_F16; break;
-        case SLATE__GGML_BF16: st2.type = SLATE__SRC_BF16; break;
-        case SLATE__GGML_Q8_0: st2.type = SLATE__SRC_Q8_0; break;
-        case SLATE__GGML_Q4_0: st2.type = SLATE__SRC_Q4_0; break;
-        case SLATE__GGML_Q4_1: st2.type = SLATE__SRC_Q4_1; break;
-        case SLATE__GGML_Q5_0: st2.type = SLATE__SRC_Q5_0; break;
-        case SLATE__GGML_Q5_1: st2.type = SLATE__SRC_Q5_1; break;
-        case SLATE__GGML_Q2_K: st2.type = SLATE__SRC_Q2_K; break;
-        case SLATE__GGML_Q3_K: st2.type = SLATE__SRC_Q3_K; break;
-        case SLATE__GGML_Q4_K: st2.type = SLATE__SRC_Q4_K; break;
-        case SLATE__GGML_Q5_K: st2.type = SLATE__SRC_Q5_K; break;
-        case SLATE__GGML_Q6_K: st2.type = SLATE__SRC_Q6_K; break;
-        case SLATE__GGML_IQ4_NL: st2.type = SLATE__SRC_IQ4_NL; break;
-        case SLATE__GGML_IQ4_XS: st2.type = SLATE__SRC_IQ4_XS; break;
-        default: /* the parser refuses every other type by name */
+        if (!slate__ggml_src_type(t->type, &st2.type)) {
+            /* the parser refuses every other type by name */
             s = SLATE__INTERNAL(err, "a ggml type the parser accepts has no source type");
             goto fail;
         }

@@ -1,12 +1,20 @@
 /* fuzz_gguf.c - libFuzzer target for the GGUF reader: opens the bytes with
  * slate__gguf_open_mem and, when they are accepted, reads every key through every getter and
  * every tensor's metadata and data bytes, so a wrong offset recorded at open shows up as an
- * out-of-bounds read under ASan. A leak of counted allocations aborts. The corpus is in
+ * out-of-bounds read under ASan. The first blocks of each tensor in a ggml block format are
+ * dequantized and, where the converter would transcode them, transcoded: with finite scales
+ * every value must be finite (ggml_quants.h), and a transcode must give back the dequantized
+ * values up to the f16 rounding of its scales. A leak of counted allocations aborts. The corpus is in
  * corpus/gguf/; replay_main.c replays it in the normal test run. */
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "convert/ggml_quants.h"
 #include "convert/gguf.h"
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
+
+#include <math.h>
 #include "core/core.h"
 
 static volatile uint64_t sink; /* keeps the reads from being optimised away */
@@ -44,6 +52,42 @@ static void walk_key(const slate__gguf *g, int64_t i) {
     if (slate__gguf_arr_str(g, key, n, &s, &len) || slate__gguf_arr_num(g, key, n, &d)) abort();
 }
 
+/* Up to MAX_BLOCKS blocks of a ggml block-format tensor: dequantized, and transcoded into the
+ * converter's default layout where that is a transcode; both checked. */
+enum { MAX_BLOCKS = 8, MAX_ELEMS = MAX_BLOCKS * 256 };
+
+static void decode(const slate__gguf_tensor *t) {
+    slate__src_type st;
+    if (!slate__ggml_src_type(t->type, &st) || !slate__ggml_is_block(st)) return;
+    int32_t elems, bytes;
+    slate__ggml_block(st, &elems, &bytes);
+    int64_t nb = (int64_t)(t->nbytes / (uint64_t)bytes);
+    if (nb > MAX_ELEMS / elems) nb = MAX_ELEMS / elems;
+    if (nb == 0) return;
+    static float x[MAX_ELEMS], y[MAX_ELEMS];
+    static uint8_t q[MAX_ELEMS * 2];
+    int64_t n = nb * elems;
+    slate__ggml_dequantize(st, t->data, x, n);
+    float bad;
+    if (slate__ggml_first_nonfinite(st, t->data, (uint64_t)(nb * bytes), &bad) >= 0) return;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) abort(); /* finite scales, a value that is not */
+    slate_dtype dt;
+    int32_t block;
+    bool asym;
+    if (slate__ggml_layout(st, &dt, &block, &asym) != SLATE__ROUTE_TRANSCODE) return;
+    if ((size_t)slate__wmat_bytes(dt, block, asym, 1, n) > sizeof q) abort();
+    if (slate__ggml_transcode(st, t->data, n, q, &bad) >= 0) return; /* a scale past f16 */
+    slate__wmat w;
+    slate__wmat_init(&w, q, dt, block, asym, 1, n);
+    slate__ref_dequant(&w, 0, 0, n, y);
+    /* each value is a code times a scale (plus an offset), each rounded once to f16: a
+     * relative error of 2^-11 in each, on top of the code's magnitude */
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabsf(y[i] - x[i]) <= 1e-3f * fabsf(x[i]) + 1e-3f * (fabsf(y[i]) + 1.0f) * 130.0f))
+            abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     long long live = slate__alloc_live_bytes();
@@ -60,6 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             sink += t->type + t->n_dims + t->ne[0] + t->ne[3] + t->n_elements;
             touch(t->data, t->nbytes);
             sink += (uintptr_t)slate__ggml_type_name(t->type);
+            decode(t);
         }
         slate__gguf_close(g);
     } else if (g != NULL || err.message[0] == '\0') {
