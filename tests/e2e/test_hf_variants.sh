@@ -31,6 +31,16 @@ for variant in llama llama-tied llama3-rope qwen2 qwen3 mistral smollm phi3 phi3
   check "$variant: logits at all $n positions match the NumPy reference (atol 1e-4)" \
     $PY "$TOOLS/compare_logits.py" "$d.slate.f32" "$d.ref.f32" --vocab 320 --atol 1e-4 --quiet
 done
+# Soft-cap keys on a Llama config are ignored by transformers (only Gemma 2 / 3's modeling code
+# reads them), and by slate: the reference must ignore them too, or it checks nothing there.
+d="$WORK/llama-stray-caps"
+$PY "$TOOLS/hfmodel.py" make --variant llama --out "$d" --seed 11 \
+  --set attn_logit_softcapping=0.5 --set final_logit_softcapping=0.5 >/dev/null
+"$SLATE" convert "$d" -o "$d.slate" --kv-dtype fp32 >/dev/null 2>&1 || : >"$d.slate"
+$PY "$TOOLS/hfmodel.py" forward "$d" --tokens "$csv" --out "$d.ref.f32"
+prefix_logits "$d.slate" "$d.slate.f32" "${ids[@]}"
+check "llama with Gemma's soft-cap keys: they are ignored, as transformers does (atol 1e-4)" \
+  $PY "$TOOLS/compare_logits.py" "$d.slate.f32" "$d.ref.f32" --vocab 320 --atol 1e-4 --quiet
 # Gemma 3's per-layer program, read from the package's META: the sliding layers (0 and 2 with
 # pattern 2) carry the window and rotate with rope_local.freqs, the global ones neither; one
 # scale op (sqrt(64) = 8) after the embedding; GeGLU, no SwiGLU; 6 norms per layer + the final.

@@ -760,9 +760,12 @@ def forward(model, tokens, context=None):
         raise ValueError("model_type %r not supported by the reference" % mt)
     gemma, gemma3 = mt in GEMMA_TYPES, mt == "gemma3_text"
     post = mt in GEMMA_POST_NORMS  # Gemma 2 / 3's four norms and query_pre_attn_scalar
-    # Gemma 2's caps: absent, Gemma2Config's defaults; null, none (Gemma 1 / 3: none)
-    attn_cap = cfg.get("attn_logit_softcapping", 50.0 if mt == "gemma2" else None)
-    final_cap = cfg.get("final_logit_softcapping", 30.0 if mt == "gemma2" else None)
+    # Gemma 2's caps: absent, Gemma2Config's defaults; null, none (Gemma 3: none unless set).
+    # transformers reads the keys only in Gemma 2 and 3's modeling code: on any other
+    # model_type they are ignored, so a stray key must not cap the reference's scores either.
+    capped = mt in ("gemma2", "gemma3_text")
+    attn_cap = cfg.get("attn_logit_softcapping", 50.0 if mt == "gemma2" else None) if capped else None
+    final_cap = cfg.get("final_logit_softcapping", 30.0 if mt == "gemma2" else None) if capped else None
     if gemma and cfg.get("hidden_activation", "gelu_pytorch_tanh") not in (None,
                                                                              "gelu_pytorch_tanh"):
         raise ValueError("hidden_activation %r not supported by the reference"
