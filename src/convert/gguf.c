@@ -716,11 +716,15 @@ slate_status slate__gguf_open(const char *path, slate__gguf **out, slate_error *
     if (!path) return slate__fail(err, SLATE_E_INVALID_ARG, "slate__gguf_open: path is NULL");
     slate__map m;
     slate_status s = slate__map_open(path, &m, err);
-    if (s) return s;
+    if (s) {
+        slate__error_name_file(err, path);
+        return s;
+    }
     slate__gguf *g = NULL;
     s = slate__gguf_open_mem(m.data, m.size, &g, err);
     if (s) {
         slate__map_close(&m);
+        slate__error_name_file(err, path); /* the parser saw only bytes */
         return s;
     }
     g->map = m;

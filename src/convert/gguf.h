@@ -47,9 +47,10 @@ typedef struct slate__gguf_tensor {
 } slate__gguf_tensor;
 
 /* Opens and validates path. Returns OK, E_IO, E_FORMAT (with offset), E_UNSUPPORTED (version,
- * tensor type), E_NOMEM. */
+ * tensor type), E_NOMEM; every failure's message names path once ("'PATH': ..."). */
 slate_status slate__gguf_open(const char *path, slate__gguf **out, slate_error *err);
-/* The same over bytes in memory (the fuzz target uses it); data must outlive the handle. */
+/* The same over bytes in memory (the fuzz target uses it); data must outlive the handle. The
+ * messages name no file (the caller knows it: slate__error_name_file). */
 slate_status slate__gguf_open_mem(const uint8_t *data, size_t size, slate__gguf **out,
                                   slate_error *err);
 void slate__gguf_close(slate__gguf *g);
@@ -99,7 +100,8 @@ const slate__gguf_tensor *slate__gguf_find_tensor(const slate__gguf *g, const ch
 const char *slate__ggml_type_name(uint32_t type);
 
 /* Builds a tokenizer from tokenizer.ggml.* keys (model "llama" -> SPM, "gpt2" -> BPE, with the
- * pre-tokenizer chosen from tokenizer.ggml.pre). Implemented in src/tok/tok_gguf.c. */
+ * pre-tokenizer chosen from tokenizer.ggml.pre). Implemented in src/tok/tok_gguf.c. Its messages
+ * name no file: callers add it (slate__error_name_file). */
 slate_status slate__tok_from_gguf(const slate__gguf *g, slate_tokenizer **out, slate_error *err);
 
 #endif /* SLATE_GGUF_H */

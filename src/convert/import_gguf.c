@@ -384,7 +384,10 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
         goto fail;
     }
     a->n_vocab = (int32_t)emb->ne[1];
-    if ((s = slate__tok_from_gguf(g, &imp->tok, err))) goto fail;
+    if ((s = slate__tok_from_gguf(g, &imp->tok, err))) {
+        slate__error_name_file(err, path);
+        goto fail;
+    }
     const char *tmpl;
     uint64_t tl;
     if (slate__gguf_get_str(g, "tokenizer.chat_template", &tmpl, &tl) &&

@@ -26,6 +26,12 @@ slate_status slate__fail(slate_error *err, slate_status code, const char *fmt, .
 /* Same, with a byte offset into the input file. */
 slate_status slate__fail_at(slate_error *err, slate_status code, uint64_t offset,
                             const char *fmt, ...) SLATE__PRINTF(4, 5);
+/* Makes err's message name the file it is about: prefixes "'PATH': " unless the message already
+ * quotes 'PATH' (as "cannot open 'PATH': ..." does), so a reader that only sees bytes (the GGUF
+ * parser) and the caller that knows the path together name the file exactly once. Keeps the
+ * code and offset; the end of a message near the size limit may be cut. No-op when err or path
+ * is NULL, path is empty, or err holds SLATE_OK. */
+void slate__error_name_file(slate_error *err, const char *path);
 /* Resets err to SLATE_OK with an empty message. */
 void slate__error_clear(slate_error *err);
 

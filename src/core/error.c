@@ -57,6 +57,18 @@ slate_status slate__fail_at(slate_error *err, slate_status code, uint64_t offset
     return code;
 }
 
+void slate__error_name_file(slate_error *err, const char *path) {
+    if (!err || !path || !*path || err->code == SLATE_OK) return;
+    size_t n = strlen(path);
+    for (const char *m = strstr(err->message, path); m; m = strstr(m + 1, path))
+        if (m > err->message && m[-1] == '\'' && m[n] == '\'') return; /* already quoted */
+    char msg[sizeof err->message];
+    /* A cut end is accepted (the culprit comes first in our messages); a negative result
+     * (an encoding error) leaves the message as it was. */
+    if (snprintf(msg, sizeof msg, "'%s': %s", path, err->message) < 0) return;
+    memcpy(err->message, msg, sizeof msg);
+}
+
 void slate__error_clear(slate_error *err) {
     if (!err) return;
     err->code = SLATE_OK;

@@ -54,6 +54,7 @@ slate_status slate_tokenizer_open(const char *path, slate_tokenizer **out, slate
         if (st != SLATE_OK) return st;
         st = slate__tok_from_gguf(g, out, err);
         slate__gguf_close(g);
+        if (st != SLATE_OK) slate__error_name_file(err, path);
         return st;
     }
     case FMT_JSON: return slate__tok_load_hf(path, out, err);

@@ -106,6 +106,10 @@ rc=0; timeout 10 "$SLATE" tokenize "$WORK/missing.json" <"$WORK/never_ends" 2>"$
 exec 3>&-
 check "tokenize of a missing SOURCE fails without waiting for stdin ($rc)" test "$rc" -eq 1
 check "... naming it" grep -q "cannot open '$WORK/missing.json'" "$WORK/err"
+# A GGUF the parser refuses: the message names the file (the parser itself sees only bytes).
+dup=$SLATE_SOURCE_DIR/tests/fuzz/corpus/gguf/bad_dup_key.gguf
+expect_fail "tokenize of a broken GGUF names the file" SLATE_E_FORMAT \
+  "'$dup': duplicate key 'llama.embedding_length'" "$SLATE" tokenize "$dup" </dev/null
 
 # Lying sources refused by convert, with no output file left behind.
 cp -r "$WORK/hf" "$WORK/lie"
@@ -315,7 +319,8 @@ if [ -d "$SLATE_MODELS_DIR/stories260K" ]; then
     kv:llama.attention.head_count_kv:i32:-2
   gg_case SLATE_E_FORMAT "key llama.attention.sliding_window is -7 (i32)" \
     kv:llama.attention.sliding_window:i32:-7
-  gg_case SLATE_E_FORMAT "tensor 'output_norm.weight' (F32, 256 bytes) at data offset 131072, expected 34816" \
+  # A parser error names the file first, as the importer's own errors do.
+  gg_case SLATE_E_FORMAT "'$WORK/p.gguf': tensor 'output_norm.weight' (F32, 256 bytes) at data offset 131072, expected 34816" \
     tensor:token_embd.weight:8
   for f in "$M"/*.gguf; do
     check "$(basename "$f") still converts" "$SLATE" convert "$f" -o "$WORK/all.slate" 2>/dev/null

@@ -646,6 +646,80 @@ static void each_broken_file_is_refused_with_status_and_culprit(void **st) {
     }
 }
 
+/* Occurrences of needle in hay. */
+static int count_of(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+static void write_bytes(const char *path, const slate__buf *b) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b->data, 1, b->len, f), b->len);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The parser sees only bytes; slate__gguf_open puts the file's name in front of each of its
+ * messages ("'PATH': tensor 'w': ..."), once, with the same status and offset. */
+static void each_broken_file_opened_by_path_names_the_file_once(void **st) {
+    (void)st;
+    for (size_t c = 0; c < sizeof bad_cases / sizeof bad_cases[0]; c++) {
+        const bad_case *bc = &bad_cases[c];
+        slate__buf b;
+        build(&bc->spec, &b);
+        slate__gguf *g = NULL;
+        slate_error mem, file;
+        assert_int_equal(slate__gguf_open_mem(b.data, b.len, &g, &mem), bc->status);
+        const char *path = tu_tmp("broken.gguf");
+        write_bytes(path, &b);
+        long long live = slate__alloc_live_bytes();
+        assert_int_equal(slate__gguf_open(path, &g, &file), bc->status);
+        assert_null(g);
+        assert_int_equal(slate__alloc_live_bytes(), live);
+        char want[1024]; /* path + message; both fit in 511 here */
+        snprintf(want, sizeof want, "'%s': %s", path, mem.message);
+        if (strcmp(file.message, want) != 0)
+            fprintf(stderr, "case '%s': got '%s', want '%s'\n", bc->what, file.message, want);
+        assert_string_equal(file.message, want);
+        assert_int_equal(file.code, bc->status);
+        assert_true(file.has_offset && file.offset == mem.offset);
+        slate__buf_free(&b);
+    }
+}
+
+/* Messages that already quote the path (the file cannot be opened, is empty) keep it once, and
+ * a GGUF without a tokenizer is refused by slate_tokenizer_open naming the file. */
+static void open_and_tokenizer_errors_do_not_double_the_path(void **st) {
+    (void)st;
+    slate_error e;
+    slate__gguf *g = NULL;
+    assert_int_equal(slate__gguf_open("/nonexistent/x.gguf", &g, &e), SLATE_E_IO);
+    assert_int_equal(count_of(e.message, "/nonexistent/x.gguf"), 1);
+    const char *empty = tu_tmp("empty.gguf");
+    slate__buf none = {0};
+    write_bytes(empty, &none);
+    assert_int_equal(slate__gguf_open(empty, &g, &e), SLATE_E_FORMAT);
+    assert_int_equal(count_of(e.message, empty), 1);
+
+    gspec spec = {0}; /* valid, with no tokenizer.ggml.* keys */
+    slate__buf b;
+    build(&spec, &b);
+    const char *path = tu_tmp("no_vocab.gguf");
+    write_bytes(path, &b);
+    slate__buf_free(&b);
+    slate_tokenizer *tok = NULL;
+    slate_status s = slate_tokenizer_open(path, &tok, &e);
+    assert_int_not_equal(s, SLATE_OK);
+    assert_null(tok);
+    char head[600];
+    snprintf(head, sizeof head, "'%s': ", path);
+    if (strncmp(e.message, head, strlen(head)) != 0 || count_of(e.message, path) != 1)
+        fprintf(stderr, "tokenizer: '%s'\n", e.message);
+    assert_memory_equal(e.message, head, strlen(head));
+    assert_int_equal(count_of(e.message, path), 1);
+}
+
 static void every_truncation_is_refused_cleanly(void **st) {
     (void)st;
     gspec spec = {0};
@@ -715,6 +789,8 @@ int main(void) {
         cmocka_unit_test(valid_variants_open_v2_other_alignment_and_default_alignment),
         cmocka_unit_test(lookups_from_several_threads_agree),
         cmocka_unit_test(each_broken_file_is_refused_with_status_and_culprit),
+        cmocka_unit_test(each_broken_file_opened_by_path_names_the_file_once),
+        cmocka_unit_test(open_and_tokenizer_errors_do_not_double_the_path),
         cmocka_unit_test(every_truncation_is_refused_cleanly),
         cmocka_unit_test(each_failed_allocation_returns_nomem_without_leak),
     };
