@@ -117,9 +117,18 @@ slate_status slate__import_add(slate__import *imp, const slate__src_tensor *t, s
 static_assert(SLATE__MAX_ROPE_FACTORS == SLATE__MAX_HEAD_DIM / 2,
               "a LongRoPE list holds one factor per rotated pair of the largest head");
 
-slate_status slate__import_add_split(slate__import *imp, const slate__src_tensor *t, int32_t n,
-                                     const char *const *names, const int64_t *rows,
-                                     slate_error *err) {
+const char *slate__src_desc(const slate__src_tensor *t, char *buf, size_t cap) {
+    if (!t->fused[0])
+        snprintf(buf, cap, "tensor '%s'", t->name);
+    else
+        snprintf(buf, cap, "tensor '%s' (rows %lld..%lld of it are %s)", t->fused,
+                 (long long)t->fused_row0, (long long)(t->fused_row0 + t->dims[0] - 1), t->name);
+    return buf;
+}
+
+slate_status slate__import_add_split(slate__import *imp, const slate__src_tensor *t,
+                                     const char *src_name, int32_t n, const char *const *names,
+                                     const int64_t *rows, slate_error *err) {
     int64_t total = 0;
     for (int32_t i = 0; i < n; i++) total += rows[i];
     bool ok = t->n_dims == 2 && t->dims[0] == total;
@@ -134,6 +143,8 @@ slate_status slate__import_add_split(slate__import *imp, const slate__src_tensor
     for (int32_t i = 0; i < n; i++) {
         slate__src_tensor part = *t;
         snprintf(part.name, sizeof part.name, "%s", names[i]);
+        snprintf(part.fused, sizeof part.fused, "%s", src_name);
+        part.fused_row0 = r0;
         part.dims[0] = rows[i];
         part.data = t->data + (size_t)r0 * row_bytes;
         part.nbytes = (uint64_t)rows[i] * row_bytes;
@@ -182,7 +193,7 @@ slate_status slate__import_add_fused(slate__import *imp, const slate__src_tensor
                            keys->ffn, a->ffn_dim, keys->dim, a->dim);
     }
     const char *const pn[3] = {names[0], names[1], names[2]};
-    return slate__import_add_split(imp, t, qkv ? 3 : 2, pn, rows, err);
+    return slate__import_add_split(imp, t, src_name, qkv ? 3 : 2, pn, rows, err);
 }
 
 /* ---- tensor producers -------------------------------------------------------------------- */
@@ -253,20 +264,26 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
         slate__ggml_block(p->src->type, &elems, &bytes);
         int64_t cols = p->src->n_dims == 2 ? p->src->dims[1] : p->src->dims[0];
         float bad;
+        char what[256];
         int64_t b = slate__ggml_first_nonfinite(p->src->type, p->src->data, p->src->nbytes, &bad);
         if (b >= 0)
-            return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': the %s block of %d at element "
-                               "[%lld][%lld] has a scale that is not finite (%g)", p->src->name,
+            return slate__fail(err, SLATE_E_FORMAT, "%s: the %s block of %d at element "
+                               "[%lld][%lld] has a scale that is not finite (%g)",
+                               slate__src_desc(p->src, what, sizeof what),
                                slate__src_type_name(p->src->type), (int)elems,
-                               (long long)(b * elems / cols), (long long)(b * elems % cols), bad);
+                               (long long)(p->src->fused_row0 + b * elems / cols),
+                               (long long)(b * elems % cols), bad);
         if (p->route == SLATE__ROUTE_TRANSCODE) {
             b = transcode_tensor(p, dst, &bad);
+            /* --keep matches slate's tensor names (a fused matrix's parts), so the hint names
+             * the part. */
             if (b >= 0)
-                return slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': the %s block of %d at "
+                return slate__fail(err, SLATE_E_UNSUPPORTED, "%s: the %s block of %d at "
                                    "element [%lld][%lld] has a sub-block scale %g that does not "
                                    "fit the f16 scale of %s; keep the tensor as f32 (--keep "
-                                   "f32:%s)", p->src->name, slate__src_type_name(p->src->type),
-                                   (int)elems, (long long)(b * elems / cols),
+                                   "f32:%s)", slate__src_desc(p->src, what, sizeof what),
+                                   slate__src_type_name(p->src->type), (int)elems,
+                                   (long long)(p->src->fused_row0 + b * elems / cols),
                                    (long long)(b * elems % cols), bad, slate_dtype_name(p->dst),
                                    p->src->name);
             return SLATE_OK;
@@ -280,6 +297,9 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
     if (slate__wdtype_quantized(p->dst)) return slate__quantize_tensor(&p->q, dst, p->pool, err);
     enum { CHUNK = 4096 }; /* multiple of 256: ggml blocks never straddle chunks */
     float buf[CHUNK];
+    char what[256];
+    /* Element i of a fused matrix's part is element first + i of the matrix (whole rows). */
+    int64_t first = p->src && p->src->n_dims == 2 ? p->src->fused_row0 * p->src->dims[1] : 0;
     for (int64_t i = 0; i < p->n; i += CHUNK) {
         int64_t m = p->n - i < CHUNK ? p->n - i : CHUNK;
         if (p->src) {
@@ -291,8 +311,9 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
         }
         for (int64_t j = 0; j < m; j++) {
             if (!isfinite(buf[j]) && p->src)
-                return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': element %lld is not "
-                                   "finite (%g)", p->src->name, (long long)(i + j), buf[j]);
+                return slate__fail(err, SLATE_E_FORMAT, "%s: element %lld is not finite (%g)",
+                                   slate__src_desc(p->src, what, sizeof what),
+                                   (long long)(first + i + j), buf[j]);
             if (p->add_one) buf[j] += 1.0f; /* finite + 1 stays finite */
         }
         switch (p->dst) {
@@ -307,11 +328,13 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
                 uint16_t h = f16 ? slate__f32_to_f16(buf[j]) : slate__f32_to_bf16(buf[j]);
                 /* a finite value past the largest finite half rounds to infinity */
                 if ((h & inf) == inf)
-                    return slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': element %lld = "
-                                       "%g does not fit %s (largest finite %g); keep the "
-                                       "tensor as f32 (--keep f32:%s)", p->src->name,
-                                       (long long)(i + j), buf[j], slate_dtype_name(p->dst),
-                                       f16 ? 65504.0 : 3.3895314e38, p->src->name);
+                    return slate__fail(err, SLATE_E_UNSUPPORTED, "%s: element %lld = %g does "
+                                       "not fit %s (largest finite %g); keep the tensor as "
+                                       "f32 (--keep f32:%s)",
+                                       slate__src_desc(p->src, what, sizeof what),
+                                       (long long)(first + i + j), buf[j],
+                                       slate_dtype_name(p->dst), f16 ? 65504.0 : 3.3895314e38,
+                                       p->src->name);
                 ((uint16_t *)dst)[i + j] = h;
             }
             break;

@@ -529,15 +529,16 @@ slate_status slate__palettize_tensor(const slate__qspec *s, void *dst, slate__po
     for (int t = 0; t < nth; t++)
         if (j.bad_row[t] >= 0 && (worst < 0 || j.bad_row[t] < j.bad_row[worst])) worst = t;
     if (worst >= 0) {
+        char what[256];
+        slate__src_desc(s->src, what, sizeof what);
+        long long row = (long long)(s->src->fused_row0 + j.bad_row[worst]); /* of the named */
         if (!isfinite(j.bad_val[worst]))
-            st = slate__fail(err, SLATE_E_FORMAT, "tensor '%s': element [%lld][%lld] is not "
-                             "finite (%g)", s->src->name, (long long)j.bad_row[worst],
-                             (long long)j.bad_col[worst], j.bad_val[worst]);
+            st = slate__fail(err, SLATE_E_FORMAT, "%s: element [%lld][%lld] is not finite (%g)",
+                             what, row, (long long)j.bad_col[worst], j.bad_val[worst]);
         else
-            st = slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': element [%lld][%lld] = %g "
-                             "is too large for pal (a centroid does not fit f16); keep the "
-                             "tensor as f32 (--keep)", s->src->name,
-                             (long long)j.bad_row[worst], (long long)j.bad_col[worst],
+            st = slate__fail(err, SLATE_E_UNSUPPORTED, "%s: element [%lld][%lld] = %g is too "
+                             "large for pal (a centroid does not fit f16); keep the tensor as "
+                             "f32 (--keep)", what, row, (long long)j.bad_col[worst],
                              j.bad_val[worst]);
     }
 done:

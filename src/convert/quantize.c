@@ -191,12 +191,14 @@ slate_status slate__quantize_tensor(const slate__qspec *s, void *dst, slate__poo
     for (int t = 0; t < nth; t++)
         if (j.bad_row[t] >= 0 && (worst < 0 || j.bad_row[t] < j.bad_row[worst])) worst = t;
     if (worst < 0) return SLATE_OK;
+    char what[256];
+    slate__src_desc(s->src, what, sizeof what);
+    long long row = (long long)(s->src->fused_row0 + j.bad_row[worst]); /* row of the named */
     if (!isfinite(j.bad_val[worst]))
-        return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': element [%lld][%lld] is not finite "
-                           "(%g)", s->src->name, (long long)j.bad_row[worst],
-                           (long long)j.bad_col[worst], j.bad_val[worst]);
-    return slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': element [%lld][%lld] = %g is too "
-                       "large for %s (its scale does not fit f16); keep the tensor as f32 or "
-                       "f16 (--keep)", s->src->name, (long long)j.bad_row[worst],
-                       (long long)j.bad_col[worst], j.bad_val[worst], slate_dtype_name(s->dtype));
+        return slate__fail(err, SLATE_E_FORMAT, "%s: element [%lld][%lld] is not finite (%g)",
+                           what, row, (long long)j.bad_col[worst], j.bad_val[worst]);
+    return slate__fail(err, SLATE_E_UNSUPPORTED, "%s: element [%lld][%lld] = %g is too large "
+                       "for %s (its scale does not fit f16); keep the tensor as f32 or f16 "
+                       "(--keep)", what, row, (long long)j.bad_col[worst], j.bad_val[worst],
+                       slate_dtype_name(s->dtype));
 }

@@ -36,6 +36,26 @@ gguf_refused() {
   $PY "$TOOLS/hf_to_gguf.py" "$src" "$WORK/refused.gguf" "$@"
   expect_fail "$d" "$st" "$msg" "$SLATE" convert "$WORK/refused.gguf" -o "$WORK/refused.slate"
 }
+# patch_f16 GGUF OUT TENSOR BLOCK BYTE_OFFSET F16_HEX: a copy of GGUF with the f16 at BYTE_OFFSET
+# of block BLOCK of TENSOR replaced (a block's d, a super-block's d or dmin).
+patch_f16() {
+  $PY - "$@" <<'PY'
+import struct, sys
+import ggml_quants as gq
+import slatefiles as sf
+src, out, name, blk, at, val = sys.argv[1:7]
+buf = bytearray(open(src, "rb").read())
+g = sf.Gguf(buf)
+for n, ne, tt, off in g.tensors:
+    if n == name:
+        size = gq.TYPES[gq.TYPE_IDS[tt]][2]
+        struct.pack_into("<H", buf, g.data0 + off + int(blk) * size + int(at), int(val, 16))
+        break
+else:
+    sys.exit("no tensor " + name)
+open(out, "wb").write(buf)
+PY
+}
 # prefix_logits PKG OUT ID...: the last-position logits (slate run --dump-logits, temperature 0)
 # of every prefix 1..N of the ids, one row each, into OUT; a failed run writes an empty row, so
 # a comparison of OUT then fails. $WORK/row is left holding the last row (all N ids).

@@ -373,26 +373,6 @@ s="$WORK/small"
 $PY "$TOOLS/hfmodel.py" make --variant phi3 --out "$s" --seed 5 >/dev/null
 gguf_refused "Q4_K rows of 64 (not whole super-blocks of 256) are refused, naming the tensor" \
   SLATE_E_FORMAT "blk.0.attn_qkv.weight" "$s" --quant-flat Q4_K:blk.0.attn_qkv
-# patch GGUF OUT TENSOR BLOCK BYTE_OFFSET F16_HEX: a copy with the f16 at BYTE_OFFSET of block
-# BLOCK of TENSOR replaced (a super-block's d or dmin).
-patch_f16() {
-  $PY - "$@" <<'PY'
-import struct, sys
-import ggml_quants as gq
-import slatefiles as sf
-src, out, name, blk, at, val = sys.argv[1:7]
-buf = bytearray(open(src, "rb").read())
-g = sf.Gguf(buf)
-for n, ne, tt, off in g.tensors:
-    if n == name:
-        size = gq.TYPES[gq.TYPE_IDS[tt]][2]
-        struct.pack_into("<H", buf, g.data0 + off + int(blk) * size + int(at), int(val, 16))
-        break
-else:
-    sys.exit("no tensor " + name)
-open(out, "wb").write(buf)
-PY
-}
 G="$WORK/Q4_K.gguf"
 patch_f16 "$G" "$WORK/inf_d.gguf" blk.0.attn_output.weight 5 0 7c00
 expect_fail "a Q4_K super-block d of +inf is refused (default), naming the tensor" \

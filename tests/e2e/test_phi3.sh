@@ -12,6 +12,8 @@
 # - HF: sharded bf16 checkpoints; --quantize and --palettize compress the split matrices, as
 #   they would the same weights given unfused (a Mistral twin: same tensors, same logits);
 # - refusals name the culprit: a qkv_proj / gate_up_proj / attn_qkv with the wrong row count,
+#   a non-finite value or block scale in one (as the file's tensor and its row there, with the
+#   split part it went to),
 #   a partial_rotary_factor giving an odd rotated width or LongRoPE lists of the whole head's
 #   length, an odd GGUF rope.dimension_count, an unknown rope_scaling type;
 # - a Phi-3.5 chat template is picked as the phi3 family, Phi-4-mini's as phi4-mini, by the HF
@@ -109,6 +111,13 @@ SLATE_KERNELS=ref "$SLATE" run "$WORK/q.slate" --ids "$csv" -n 1 --temp 0 \
 $PY "$TOOLS/hfmodel.py" forward "$WORK/deq" --tokens "$csv" --last --out "$WORK/deq.f32" >/dev/null
 check "the quantized GGUF package (reference kernels) matches the reference of its decoded weights" \
   $PY "$TOOLS/compare_logits.py" "$WORK/q.f32" "$WORK/deq.f32" --vocab 320 --atol 1e-4 --quiet
+# A bad element of a fused tensor is named as the file's tensor and its row there, with the
+# split part it went to (the file has no blk.1.attn_k.weight). Q8_0 rows of 64 are 2 blocks of
+# 34 bytes: block 141 starts at row 70, column 32, in attn_k's rows 64..95.
+patch_f16 "$WORK/q.gguf" "$WORK/inf_qkv.gguf" blk.1.attn_qkv.weight 141 0 7c00
+expect_fail "an infinite Q8_0 scale in attn_qkv is named by the file's tensor and row" \
+  SLATE_E_FORMAT "tensor 'blk.1.attn_qkv.weight' (rows 64..95 of it are blk.1.attn_k.weight): the Q8_0 block of 32 at element [70][32] has a scale that is not finite (inf)" \
+  "$SLATE" convert "$WORK/inf_qkv.gguf" -o "$WORK/x.slate"
 
 # HF: three bf16 shards; --quantize int8 and --palettize compress the split matrices.
 $PY "$TOOLS/hfmodel.py" make --variant phi3 --out "$WORK/bf" --seed 5 --dtype BF16 --shards 3 >/dev/null
@@ -189,6 +198,38 @@ expect_fail "a qkv_proj with 96 rows is refused, naming it and the expected rows
 expect_fail "a gate_up_proj with 128 rows is refused, naming it" SLATE_E_FORMAT \
   "tensor 'model.layers.2.mlp.gate_up_proj.weight' has shape [128][64] (rows by inputs), expected [256][64]: gate 128 + up 128 rows" \
   "$SLATE" convert "$WORK/badgu" -o "$WORK/x.slate"
+# The same for an HF fused matrix, on each route its values take (f32 copy, int8, palettes,
+# f16): qkv_proj element [70][5] (attn_k's row 6) is NaN; gate_up_proj [130][7] (up's row 2)
+# is +inf in another folder.
+mkdir -p "$WORK/nanqkv" "$WORK/infgu"
+TOOLS=$TOOLS $PY - "$d" "$WORK/nanqkv" "$WORK/infgu" <<'PY'
+import os, shutil, sys
+sys.path.insert(0, os.environ["TOOLS"])
+import hfmodel
+src, qkv, gu = sys.argv[1:4]
+w, _ = hfmodel.read_safetensors(src + "/model.safetensors")
+for out, name, at, v in ((qkv, "model.layers.1.self_attn.qkv_proj.weight", (70, 5), "nan"),
+                         (gu, "model.layers.3.mlp.gate_up_proj.weight", (130, 7), "inf")):
+    for f in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(src, f), out)
+    bad = dict(w)
+    bad[name] = w[name].copy()
+    bad[name][at] = float(v)
+    hfmodel.write_weights(out, bad)
+PY
+qkv="tensor 'model.layers.1.self_attn.qkv_proj.weight' (rows 64..95 of it are blk.1.attn_k.weight)"
+expect_fail "a NaN in an HF qkv_proj (f32) is named by the file's tensor and element" \
+  SLATE_E_FORMAT "$qkv: element $((70 * 64 + 5)) is not finite (nan)" \
+  "$SLATE" convert "$WORK/nanqkv" -o "$WORK/x.slate"
+expect_fail "... (--quantize int8) by the file's tensor and row" \
+  SLATE_E_FORMAT "$qkv: element [70][5] is not finite (nan)" \
+  "$SLATE" convert "$WORK/nanqkv" -o "$WORK/x.slate" --quantize int8
+expect_fail "... (--palettize 4) by the file's tensor and row" \
+  SLATE_E_FORMAT "$qkv: element [70][5] is not finite (nan)" \
+  "$SLATE" convert "$WORK/nanqkv" -o "$WORK/x.slate" --palettize 4
+expect_fail "an inf in an HF gate_up_proj (--dtype fp16) is named by the file's tensor" \
+  SLATE_E_FORMAT "tensor 'model.layers.3.mlp.gate_up_proj.weight' (rows 128..255 of it are blk.3.ffn_up.weight): element $((130 * 64 + 7)) is not finite (inf)" \
+  "$SLATE" convert "$WORK/infgu" -o "$WORK/x.slate" --dtype fp16
 $PY "$TOOLS/hf_to_gguf.py" "$WORK/badqkv" "$WORK/badqkv.gguf"
 expect_fail "a GGUF attn_qkv with 96 rows is refused, naming it" SLATE_E_FORMAT \
   "tensor 'blk.0.attn_qkv.weight' has shape [96][64] (rows by inputs), expected [128][64]" \
