@@ -39,11 +39,14 @@ bool cli_parse_float(const char *s, double lo, double hi, double *out);
  * message says which), and not given with --kv-keep-all (which
  * keeps every row, so a reach would mean nothing); else a message on stderr and false (the
  * caller exits 2, as for any usage error); when it holds, cli_kv_env_note. cli_kv_env_note: a
- * note on stderr when n (0: not given) is moot because SLATE_KV_KEEP_ALL is set (serve, which
- * checks the options in its backend, calls it once they passed). */
+ * note on stderr when n (0: not given) is moot because SLATE_KV_KEEP_ALL is set.
+ * cli_kv_options_ok_ctx: the same for a command whose context option is not --context
+ * (serve's --ctx): ctx_option is how the message names it. */
 bool cli_kv_rollback_parse(const char *cmd, const char *v, int32_t *out);
 bool cli_kv_options_ok(const char *cmd, int32_t n, bool keep_all, int32_t ctx_given,
                        int32_t package_ctx);
+bool cli_kv_options_ok_ctx(const char *cmd, const char *ctx_option, int32_t n, bool keep_all,
+                           int32_t ctx_given, int32_t package_ctx);
 void cli_kv_env_note(const char *cmd, int32_t n);
 
 #endif

@@ -43,10 +43,17 @@ bool cli_kv_rollback_parse(const char *cmd, const char *v, int32_t *out) {
 
 bool cli_kv_options_ok(const char *cmd, int32_t n, bool keep_all, int32_t ctx_given,
                        int32_t package_ctx) {
-    /* A --context beyond the package's is refused elsewhere (plan, state creation). */
+    return cli_kv_options_ok_ctx(cmd, "--context", n, keep_all, ctx_given, package_ctx);
+}
+
+bool cli_kv_options_ok_ctx(const char *cmd, const char *ctx_option, int32_t n, bool keep_all,
+                           int32_t ctx_given, int32_t package_ctx) {
+    /* A context option beyond the package's is refused elsewhere (plan, state creation, the
+     * server's backend). */
     bool given = ctx_given > 0 && ctx_given <= package_ctx;
     int32_t n_ctx = given ? ctx_given : package_ctx;
-    const char *ctx_what = given ? "the --context" : "the package's context";
+    char ctx_what[64] = "the package's context";
+    if (given) snprintf(ctx_what, sizeof ctx_what, "the %s", ctx_option);
     if (n && keep_all) {
         fprintf(stderr, "slate %s: --kv-rollback and --kv-keep-all exclude each other "
                         "(--kv-keep-all keeps every row, so there is no reach to set)\n", cmd);

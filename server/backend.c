@@ -81,17 +81,6 @@ slate_status srv_backend_open(const srv_config *cfg, srv_backend **out, slate_er
         goto fail;
     }
     b->n_ctx = cfg->n_ctx ? cfg->n_ctx : info.n_ctx;
-    if (cfg->kv_rollback_tokens && cfg->kv_keep_all) {
-        s = fail(err, SLATE_E_INVALID_ARG, "--kv-rollback and --kv-keep-all exclude each other "
-                 "(--kv-keep-all keeps every row, so there is no reach to set)");
-        goto fail;
-    }
-    if (cfg->kv_rollback_tokens > b->n_ctx) {
-        s = fail(err, SLATE_E_INVALID_ARG, "--kv-rollback %d is outside 1..%d (%s)",
-                 cfg->kv_rollback_tokens, b->n_ctx, cfg->n_ctx ? "the --ctx" : "the package's "
-                 "context");
-        goto fail;
-    }
     b->template_name = cfg->template_name;
     if ((s = probe_template(b, err))) goto fail;
     *out = b;

@@ -228,7 +228,12 @@ int srv_main(int argc, char **argv) {
         else if (strcmp(a, "--queue") == 0) ok = parse_int(v, 0, 100000, &n) && ((c->queue_max = (int)n), true);
         else if (strcmp(a, "--api-key") == 0 && v && *v) c->api_key = v;
         else if (strcmp(a, "--ctx") == 0) ok = parse_int(v, 1, 1 << 24, &n) && (c->n_ctx = (int32_t)n);
-        else if (strcmp(a, "--kv-rollback") == 0) ok = parse_int(v, 1, 1 << 24, &n) && (c->kv_rollback_tokens = (int32_t)n);
+        else if (strcmp(a, "--kv-rollback") == 0) { /* run's parser and wording: exit 2 */
+            if (!cli_kv_rollback_parse("serve", v, &c->kv_rollback_tokens)) {
+                free(s);
+                return 2;
+            }
+        }
         else if (strcmp(a, "--kv-keep-all") == 0) {
             c->kv_keep_all = true;
             continue; /* takes no value */
@@ -281,7 +286,14 @@ int srv_main(int argc, char **argv) {
         free(s);
         return st == SLATE_E_INVALID_ARG ? 2 : 1;
     }
-    cli_kv_env_note("serve", c->kv_rollback_tokens); /* the backend found the options sound */
+    /* The sliding-window options against the slots' context, as `slate run` checks them (same
+     * messages, exit 2). srv_backend_n_ctx is --ctx when given (the backend refused one past
+     * the package's context), else the package's. */
+    if (!cli_kv_options_ok_ctx("serve", "--ctx", c->kv_rollback_tokens, c->kv_keep_all, c->n_ctx,
+                               srv_backend_n_ctx(s->backend))) {
+        rc = 2;
+        goto done;
+    }
     if (!c->max_tokens_limit) c->max_tokens_limit = srv_backend_n_ctx(s->backend);
     s->pool.slots = calloc((size_t)c->n_slots, sizeof *s->pool.slots);
     if (!s->pool.slots) goto done;

@@ -29,7 +29,9 @@ typedef struct srv_config {
     const char *api_key;      /* NULL: no authentication */
     int32_t n_ctx;            /* per-slot context (0: the package's) */
     int32_t kv_rollback_tokens; /* --kv-rollback: each slot's reach (slate_state_params; 0: the
-                                   package's max_query); 1..n_ctx, checked at open */
+                                   package's max_query); 1..n_ctx and not with kv_keep_all,
+                                   checked by srv_main as `slate run` does
+                                   (cli_kv_options_ok_ctx) before the slots are made */
     bool kv_keep_all;         /* --kv-keep-all: slots keep every sliding-window cache row */
     int32_t max_tokens_limit; /* largest max_tokens accepted (default: the context) */
     size_t max_body_bytes;    /* default 1 MiB */

@@ -208,10 +208,21 @@ usage_err "bench --kv-rollback beyond the context is refused" "--kv-rollback mus
   "$SLATE" bench "$d.slate" --mode state --prompt 8 -n 2 --kv-rollback 1025
 usage_err "bench --mode kv-io --kv-rollback is refused (kv-io keeps every row)" "kv-io exports every row" \
   "$SLATE" bench "$d.slate" --mode kv-io --prompt 8 -n 2 --kv-rollback 8
-usage_err "serve --kv-rollback beyond the context is refused" "--kv-rollback 2000 is outside 1..1024" \
+# serve refuses what run refuses, in run's words (before it listens: --port 1 is never bound).
+usage_err "serve --kv-rollback beyond the context is refused as run does" \
+  "slate serve: --kv-rollback must be in 1..1024 (the package's context), not 2000" \
   "$SLATE" serve "$d.slate" --port 1 --kv-rollback 2000
-usage_err "serve --kv-rollback 0 is refused" "bad value for --kv-rollback" \
+usage_err "serve --kv-rollback beyond --ctx is refused, naming --ctx" \
+  "slate serve: --kv-rollback must be in 1..64 (the --ctx), not 65" \
+  "$SLATE" serve "$d.slate" --port 1 --ctx 64 --kv-rollback 65
+usage_err "serve --kv-rollback 0 is refused as run does" \
+  "slate serve: --kv-rollback must be an integer in 1..the context (positions a sliding-window cache keeps behind its window), not '0'" \
   "$SLATE" serve "$d.slate" --port 1 --kv-rollback 0
+usage_err "serve --kv-rollback x is refused" "slate serve: --kv-rollback must be an integer" \
+  "$SLATE" serve "$d.slate" --port 1 --kv-rollback x
+usage_err "serve --kv-rollback with --kv-keep-all is refused as run does" \
+  "slate serve: --kv-rollback and --kv-keep-all exclude each other" \
+  "$SLATE" serve "$d.slate" --port 1 --kv-rollback 8 --kv-keep-all
 
 # ---- server: a prefix edit beyond the reach ----
 if command -v curl >/dev/null; then
