@@ -9,7 +9,10 @@ TOOLS="$SLATE_SOURCE_DIR/tests/tools"
 # The tests' Python (inline checks too) imports the shared readers from tests/tools:
 # slatefiles (package META, program, tensor bytes; GGUF keys and tensors).
 export PYTHONPATH="$TOOLS${PYTHONPATH:+:$PYTHONPATH}"
-WORK=$(mktemp -d /tmp/slate-e2e.XXXXXX)
+# Scratch under POSIX's temporary directory, TMPDIR (/tmp when unset or empty).
+slate_tmp=${TMPDIR:-/tmp}
+WORK=$(mktemp -d "${slate_tmp%/}/slate-e2e.XXXXXX")
+unset slate_tmp
 trap 'rm -rf "$WORK"' EXIT
 N_PASS=0
 N_FAIL=0

@@ -55,8 +55,12 @@ static uint32_t rd32(const uint8_t *p) {
 }
 
 static int open_model(int k, const tm_opts *o) {
-    char path[80];
-    snprintf(path, sizeof path, "/tmp/slate-fuzz-state-%ld-%d.slate", (long)getpid(), k);
+    char path[4096];
+    const char *tmp = getenv("TMPDIR"); /* POSIX's temporary directory, /tmp when unset */
+    if (!tmp || !*tmp) tmp = "/tmp";
+    int n = snprintf(path, sizeof path, "%s/slate-fuzz-state-%ld-%d.slate", tmp, (long)getpid(),
+                     k);
+    if (n < 0 || (size_t)n >= sizeof path) return -1;
     if (tm_write(path, o, NULL) != SLATE_OK) return -1;
     slate_model_params mp = slate_model_default_params();
     mp.n_threads = 1;

@@ -4,6 +4,7 @@
 #include "../rng.h"
 #include "core/core.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,23 +28,40 @@ int tu_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
+int tu_mkdtemp(char *dir, size_t cap) {
+    /* POSIX's temporary directory: a machine or a CI job may point it away from /tmp (a
+     * per-job folder, a roomier disk), and the tests must follow. */
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    size_t n = strlen(base);
+    while (n > 1 && base[n - 1] == '/') n--; /* "/scratch/" -> "/scratch/slate-test-..." */
+    int len = snprintf(dir, cap, "%.*s/slate-test-XXXXXX", (int)n, base);
+    if (len < 0 || (size_t)len >= cap) {
+        if (cap) dir[0] = '\0';
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return mkdtemp(dir) ? 0 : -1;
+}
+
 const char *tu_tmpdir(void) {
-    static char dir[256];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/slate-test-XXXXXX");
-        if (!mkdtemp(dir)) {
-            perror("mkdtemp");
-            exit(1);
-        }
+    static char dir[4096];
+    if (!dir[0] && tu_mkdtemp(dir, sizeof dir) != 0) {
+        perror("tu_tmpdir: mkdtemp under $TMPDIR (or /tmp)");
+        exit(1);
     }
     return dir;
 }
 
 const char *tu_tmp(const char *name) {
-    static char bufs[4][512];
+    static char bufs[4][4096];
     static int i;
     char *b = bufs[i++ & 3];
-    snprintf(b, 512, "%s/%s", tu_tmpdir(), name);
+    int n = snprintf(b, sizeof bufs[0], "%s/%s", tu_tmpdir(), name);
+    if (n < 0 || (size_t)n >= sizeof bufs[0]) {
+        fprintf(stderr, "tu_tmp: '%s/%s' is too long\n", tu_tmpdir(), name);
+        exit(1);
+    }
     return b;
 }
 

@@ -15,7 +15,11 @@
 const char *tu_model_path(const char *rel);
 /* Whether a file exists (tests on real models skip when it is missing). */
 int tu_exists(const char *path);
-/* A fresh temporary directory for this test process (created once). */
+/* Creates a fresh directory slate-test-XXXXXX under $TMPDIR (/tmp when TMPDIR is unset or
+ * empty) and writes its path into dir (cap bytes). Returns 0, or -1 (errno set; ENAMETOOLONG
+ * when the path does not fit). */
+int tu_mkdtemp(char *dir, size_t cap);
+/* A fresh temporary directory for this test process (tu_mkdtemp, once; exits if it cannot). */
 const char *tu_tmpdir(void);
 /* Joins tu_tmpdir() and name into a static rotating buffer. */
 const char *tu_tmp(const char *name);
