@@ -84,7 +84,8 @@ bool slate__ggml_transcode_exact(slate__src_type type);
  * the bytes of its slate layout at dst (slate__ggml_layout; rows of whole blocks are back to
  * back in both, so a tensor may be transcoded as one run or in ranges of whole blocks).
  * Returns -1, or the index of the first source block with a sub-block scale or minimum that
- * does not fit f16 (|d * sc| rounds past 65504), with the f32 value in *bad (dst is then
+ * does not fit f16 (the f32 product rounds to infinity: |d * sc| >= 65520; below that it is
+ * stored as at most 65504), with the f32 value in *bad (dst is then
  * partly written). The source scales must be finite (slate__ggml_first_nonfinite). */
 int64_t slate__ggml_transcode(slate__src_type type, const uint8_t *src, int64_t n, uint8_t *dst,
                               float *bad);

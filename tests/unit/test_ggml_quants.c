@@ -564,6 +564,34 @@ static void nonfinite_and_overflowing_scales_are_found_by_block(void **st) {
     assert_true(bad == 131008.0f);
 }
 
+/* The f16 limit of a transcoded sub-block scale, exactly: the f32 product d * sc is rounded to
+ * nearest even, so a magnitude below 65520 (halfway between 65504, the largest f16, and 65536)
+ * is stored as +-65504 and only 65520 or more, which rounds to infinity, is refused
+ * (docs/format.md, "K-quant transcoding"). Q4_K: 1074 * 61 = 65514 as d' and -(dmin * m) =
+ * -65514 as m' in block 0; 1040 * 63 = 65520 in block 1. */
+static void sub_block_scales_round_to_65504_below_65520_and_are_refused_from_it(void **st) {
+    (void)st;
+    const tinfo *ti = info(SLATE__SRC_Q4_K);
+    uint8_t run[2 * 144], out[2 * 8 * 20];
+    for (int b = 0; b < 2; b++) {
+        kparams p;
+        memset(&p, 0, sizeof p);
+        p.d = b == 0 ? 1074.0f : 1040.0f;
+        p.dmin = b == 0 ? 1074.0f : 1.0f;
+        for (int j = 0; j < 8; j++) p.sc[j] = p.m[j] = 1;
+        if (b == 0) p.sc[0] = p.m[0] = 61;
+        else p.sc[3] = 63;
+        for (int e = 0; e < 256; e++) p.code[e] = e % 16;
+        encode(ti, &p, run + b * 144);
+    }
+    float bad = 0;
+    assert_int_equal(slate__ggml_transcode(SLATE__SRC_Q4_K, run, 256, out, &bad), -1);
+    assert_int_equal(out[0] | out[1] << 8, 0x7bff);  /* d' = 65504 */
+    assert_int_equal(out[2] | out[3] << 8, 0xfbff);  /* m' = -65504 */
+    assert_int_equal(slate__ggml_transcode(SLATE__SRC_Q4_K, run, 512, out, &bad), 1);
+    assert_true(bad == 65520.0f);
+}
+
 /* ---- the GGUF parser ----------------------------------------------------------------------- */
 
 /* A v3 GGUF with one key (general.architecture) and one tensor "w" [ne0][2] of ggml type,
@@ -916,6 +944,7 @@ int main(void) {
         cmocka_unit_test(transcode_equals_dequantize_within_the_scale_rounding),
         cmocka_unit_test(each_type_has_its_nearest_layout),
         cmocka_unit_test(nonfinite_and_overflowing_scales_are_found_by_block),
+        cmocka_unit_test(sub_block_scales_round_to_65504_below_65520_and_are_refused_from_it),
         cmocka_unit_test(parser_sizes_every_type_it_reads),
         cmocka_unit_test(parser_refuses_rows_that_are_not_whole_blocks),
         cmocka_unit_test(parser_names_every_type_it_does_not_read),
