@@ -1,10 +1,11 @@
 /* testutil.c - see testutil.h. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* POSIX 2008 + XSI: nftw */
 #include "testutil.h"
 #include "../rng.h"
 #include "core/core.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,13 +45,36 @@ int tu_mkdtemp(char *dir, size_t cap) {
     return mkdtemp(dir) ? 0 : -1;
 }
 
-const char *tu_tmpdir(void) {
-    static char dir[4096];
-    if (!dir[0] && tu_mkdtemp(dir, sizeof dir) != 0) {
-        perror("tu_tmpdir: mkdtemp under $TMPDIR (or /tmp)");
-        exit(1);
+static char tmpdir_path[4096];
+static pid_t tmpdir_owner;
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path) == 0 ? 0 : (perror(path), 0); /* go on: remove what can be removed */
+}
+
+/* At exit of the process that made it (not of a forked child): the scratch directory and
+ * everything the tests left in it, unless SLATE_TEST_KEEP is set (to look at the files). */
+static void remove_tmpdir(void) {
+    const char *keep = getenv("SLATE_TEST_KEEP");
+    if (!tmpdir_path[0] || getpid() != tmpdir_owner) return;
+    if (keep && *keep) {
+        fprintf(stderr, "tu_tmpdir: kept %s (SLATE_TEST_KEEP)\n", tmpdir_path);
+        return;
     }
-    return dir;
+    nftw(tmpdir_path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *tu_tmpdir(void) {
+    if (!tmpdir_path[0]) {
+        if (tu_mkdtemp(tmpdir_path, sizeof tmpdir_path) != 0) {
+            perror("tu_tmpdir: mkdtemp under $TMPDIR (or /tmp)");
+            exit(1);
+        }
+        tmpdir_owner = getpid();
+        atexit(remove_tmpdir);
+    }
+    return tmpdir_path;
 }
 
 const char *tu_tmp(const char *name) {

@@ -19,7 +19,9 @@ int tu_exists(const char *path);
  * empty) and writes its path into dir (cap bytes). Returns 0, or -1 (errno set; ENAMETOOLONG
  * when the path does not fit). */
 int tu_mkdtemp(char *dir, size_t cap);
-/* A fresh temporary directory for this test process (tu_mkdtemp, once; exits if it cannot). */
+/* A fresh temporary directory for this test process (tu_mkdtemp, once; exits if it cannot),
+ * removed with its contents when the process exits (not a forked child's exit), unless
+ * SLATE_TEST_KEEP is set in the environment. */
 const char *tu_tmpdir(void);
 /* Joins tu_tmpdir() and name into a static rotating buffer. */
 const char *tu_tmp(const char *name);
