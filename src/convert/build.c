@@ -118,11 +118,13 @@ static_assert(SLATE__MAX_ROPE_FACTORS == SLATE__MAX_HEAD_DIM / 2,
               "a LongRoPE list holds one factor per rotated pair of the largest head");
 
 const char *slate__src_desc(const slate__src_tensor *t, char *buf, size_t cap) {
-    if (!t->fused[0])
+    if (!t->src_name[0])
         snprintf(buf, cap, "tensor '%s'", t->name);
+    else if (!t->part)
+        snprintf(buf, cap, "tensor '%s' (%s)", t->src_name, t->name);
     else
-        snprintf(buf, cap, "tensor '%s' (rows %lld..%lld of it are %s)", t->fused,
-                 (long long)t->fused_row0, (long long)(t->fused_row0 + t->dims[0] - 1), t->name);
+        snprintf(buf, cap, "tensor '%s' (rows %lld..%lld of it are %s)", t->src_name,
+                 (long long)t->src_row0, (long long)(t->src_row0 + t->dims[0] - 1), t->name);
     return buf;
 }
 
@@ -143,8 +145,9 @@ slate_status slate__import_add_split(slate__import *imp, const slate__src_tensor
     for (int32_t i = 0; i < n; i++) {
         slate__src_tensor part = *t;
         snprintf(part.name, sizeof part.name, "%s", names[i]);
-        snprintf(part.fused, sizeof part.fused, "%s", src_name);
-        part.fused_row0 = r0;
+        snprintf(part.src_name, sizeof part.src_name, "%s", src_name);
+        part.part = true;
+        part.src_row0 = r0;
         part.dims[0] = rows[i];
         part.data = t->data + (size_t)r0 * row_bytes;
         part.nbytes = (uint64_t)rows[i] * row_bytes;
@@ -271,7 +274,7 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
                                "[%lld][%lld] has a scale that is not finite (%g)",
                                slate__src_desc(p->src, what, sizeof what),
                                slate__src_type_name(p->src->type), (int)elems,
-                               (long long)(p->src->fused_row0 + b * elems / cols),
+                               (long long)(p->src->src_row0 + b * elems / cols),
                                (long long)(b * elems % cols), bad);
         if (p->route == SLATE__ROUTE_TRANSCODE) {
             b = transcode_tensor(p, dst, &bad);
@@ -283,7 +286,7 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
                                    "fit the f16 scale of %s; keep the tensor as f32 (--keep "
                                    "f32:%s)", slate__src_desc(p->src, what, sizeof what),
                                    slate__src_type_name(p->src->type), (int)elems,
-                                   (long long)(p->src->fused_row0 + b * elems / cols),
+                                   (long long)(p->src->src_row0 + b * elems / cols),
                                    (long long)(b * elems % cols), bad, slate_dtype_name(p->dst),
                                    p->src->name);
             return SLATE_OK;
@@ -299,7 +302,7 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
     float buf[CHUNK];
     char what[256];
     /* Element i of a fused matrix's part is element first + i of the matrix (whole rows). */
-    int64_t first = p->src && p->src->n_dims == 2 ? p->src->fused_row0 * p->src->dims[1] : 0;
+    int64_t first = p->src && p->src->n_dims == 2 ? p->src->src_row0 * p->src->dims[1] : 0;
     for (int64_t i = 0; i < p->n; i += CHUNK) {
         int64_t m = p->n - i < CHUNK ? p->n - i : CHUNK;
         if (p->src) {

@@ -43,17 +43,20 @@ typedef struct slate__src_tensor {
     int64_t dims[2];      /* outermost first: matrices [out][in] */
     const uint8_t *data;  /* borrowed from the importer's mapping */
     uint64_t nbytes;
-    /* A part of a fused source matrix (slate__import_add_split): the source's own name of that
-     * matrix ("blk.1.attn_qkv.weight") and the row of it where this part starts. fused[0] is
-     * '\0' for every other tensor. Messages about elements name the fused matrix and its rows
-     * (slate__src_desc), since the file has no tensor called `name`. */
-    char fused[96];
-    int64_t fused_row0;
+    /* The file's own name of this tensor where it differs from `name` ('\0' where it does not):
+     * an HF tensor ("model.layers.1.self_attn.q_proj.weight"), or, with `part`, the fused
+     * source matrix ("blk.1.attn_qkv.weight", Phi-3) that this tensor is rows src_row0.. of
+     * (slate__import_add_split). Messages about elements name it (slate__src_desc): the file
+     * has no tensor called `name`. */
+    char src_name[160];
+    bool part;
+    int64_t src_row0;     /* 0 unless part */
 } slate__src_tensor;
 
-/* For messages about t's elements: "tensor 'NAME'", or for a part of a fused matrix "tensor
- * 'FUSED' (rows A..B of it are NAME)", into buf (truncated to cap). Returns buf. Rows of t
- * are rows t->fused_row0 + r of the tensor named (fused_row0 is 0 when not fused). */
+/* For messages about t's elements: "tensor 'NAME'"; "tensor 'SRC' (NAME)" when the file
+ * names it SRC; for a part of a fused matrix "tensor 'SRC' (rows A..B of it are NAME)". Into
+ * buf (truncated to cap); returns buf. Rows of t are rows t->src_row0 + r of the tensor
+ * named. */
 const char *slate__src_desc(const slate__src_tensor *t, char *buf, size_t cap);
 
 enum {
@@ -149,7 +152,7 @@ slate_status slate__import_add(slate__import *imp, const slate__src_tensor *t, s
 /* Appends the parts of a fused matrix t ([sum of rows][cols]) as n tensors: part i is the next
  * rows[i] rows, named names[i], borrowing t's data (whole rows, so quantized blocks are copied
  * byte for byte); each part records src_name (the source's name of t) and its first row there
- * (slate__src_tensor.fused) for messages. The caller has checked t's shape against the
+ * (slate__src_tensor.src_name, part) for messages. The caller has checked t's shape against the
  * architecture (naming the source key); a mismatch here is E_FORMAT naming t. */
 slate_status slate__import_add_split(slate__import *imp, const slate__src_tensor *t,
                                      const char *src_name, int32_t n, const char *const *names,

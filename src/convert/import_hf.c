@@ -277,6 +277,7 @@ static slate_status add_shard(const char *dir, const char *file, shards *sh, sla
         if (!map_name(t->name, imp->a.n_layers, imp->a.name, c.name, sizeof c.name))
             return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': tensor '%s' is not part of any "
                                "supported architecture", path, t->name);
+        snprintf(c.src_name, sizeof c.src_name, "%s", t->name); /* messages name the file's */
         switch (t->dtype) {
         case SLATE__ST_F32: c.type = SLATE__SRC_F32; break;
         case SLATE__ST_F16: c.type = SLATE__SRC_F16; break;

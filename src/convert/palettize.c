@@ -531,7 +531,7 @@ slate_status slate__palettize_tensor(const slate__qspec *s, void *dst, slate__po
     if (worst >= 0) {
         char what[256];
         slate__src_desc(s->src, what, sizeof what);
-        long long row = (long long)(s->src->fused_row0 + j.bad_row[worst]); /* of the named */
+        long long row = (long long)(s->src->src_row0 + j.bad_row[worst]); /* of the named */
         if (!isfinite(j.bad_val[worst]))
             st = slate__fail(err, SLATE_E_FORMAT, "%s: element [%lld][%lld] is not finite (%g)",
                              what, row, (long long)j.bad_col[worst], j.bad_val[worst]);

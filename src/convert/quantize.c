@@ -193,7 +193,7 @@ slate_status slate__quantize_tensor(const slate__qspec *s, void *dst, slate__poo
     if (worst < 0) return SLATE_OK;
     char what[256];
     slate__src_desc(s->src, what, sizeof what);
-    long long row = (long long)(s->src->fused_row0 + j.bad_row[worst]); /* row of the named */
+    long long row = (long long)(s->src->src_row0 + j.bad_row[worst]); /* row of the named */
     if (!isfinite(j.bad_val[worst]))
         return slate__fail(err, SLATE_E_FORMAT, "%s: element [%lld][%lld] is not finite (%g)",
                            what, row, (long long)j.bad_col[worst], j.bad_val[worst]);

@@ -200,16 +200,18 @@ expect_fail "a gate_up_proj with 128 rows is refused, naming it" SLATE_E_FORMAT 
   "$SLATE" convert "$WORK/badgu" -o "$WORK/x.slate"
 # The same for an HF fused matrix, on each route its values take (f32 copy, int8, palettes,
 # f16): qkv_proj element [70][5] (attn_k's row 6) is NaN; gate_up_proj [130][7] (up's row 2)
-# is +inf in another folder.
-mkdir -p "$WORK/nanqkv" "$WORK/infgu"
-TOOLS=$TOOLS $PY - "$d" "$WORK/nanqkv" "$WORK/infgu" <<'PY'
+# is +inf in another folder; an unfused o_proj [3][9] is NaN in a third (named by the file's
+# name, with slate's after it).
+mkdir -p "$WORK/nanqkv" "$WORK/infgu" "$WORK/nano"
+TOOLS=$TOOLS $PY - "$d" "$WORK/nanqkv" "$WORK/infgu" "$WORK/nano" <<'PY'
 import os, shutil, sys
 sys.path.insert(0, os.environ["TOOLS"])
 import hfmodel
-src, qkv, gu = sys.argv[1:4]
+src, qkv, gu, o = sys.argv[1:5]
 w, _ = hfmodel.read_safetensors(src + "/model.safetensors")
 for out, name, at, v in ((qkv, "model.layers.1.self_attn.qkv_proj.weight", (70, 5), "nan"),
-                         (gu, "model.layers.3.mlp.gate_up_proj.weight", (130, 7), "inf")):
+                         (gu, "model.layers.3.mlp.gate_up_proj.weight", (130, 7), "inf"),
+                         (o, "model.layers.2.self_attn.o_proj.weight", (3, 9), "nan")):
     for f in ("config.json", "tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(src, f), out)
     bad = dict(w)
@@ -230,6 +232,9 @@ expect_fail "... (--palettize 4) by the file's tensor and row" \
 expect_fail "an inf in an HF gate_up_proj (--dtype fp16) is named by the file's tensor" \
   SLATE_E_FORMAT "tensor 'model.layers.3.mlp.gate_up_proj.weight' (rows 128..255 of it are blk.3.ffn_up.weight): element $((130 * 64 + 7)) is not finite (inf)" \
   "$SLATE" convert "$WORK/infgu" -o "$WORK/x.slate" --dtype fp16
+expect_fail "a NaN in an HF o_proj is named by the file's tensor, then slate's name" \
+  SLATE_E_FORMAT "tensor 'model.layers.2.self_attn.o_proj.weight' (blk.2.attn_output.weight): element [3][9] is not finite (nan)" \
+  "$SLATE" convert "$WORK/nano" -o "$WORK/x.slate" --quantize int8
 $PY "$TOOLS/hf_to_gguf.py" "$WORK/badqkv" "$WORK/badqkv.gguf"
 expect_fail "a GGUF attn_qkv with 96 rows is refused, naming it" SLATE_E_FORMAT \
   "tensor 'blk.0.attn_qkv.weight' has shape [96][64] (rows by inputs), expected [128][64]" \
