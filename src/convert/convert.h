@@ -234,6 +234,11 @@ int32_t slate__pal_bins(int32_t bits);
  * Deterministic: a function of x, bits and n_bins. */
 bool slate__palettize_group(const float *x, int64_t n, int32_t bits, int32_t n_bins,
                             uint16_t *lut, uint8_t *idx, slate__pal_work *w);
+/* The fit behind slate__palettize_group, before f16 rounding: c[1 << bits] the sorted centroids
+ * (in double); returns the squared error of x about them (each value to its cluster's centroid),
+ * in double. Same arguments and limits as slate__palettize_group; allocates nothing. */
+double slate__pal_fit(const float *x, int64_t n, int32_t bits, int32_t n_bins, double *c,
+                      slate__pal_work *w);
 /* Packs idx[0..n) (each < 2^bits) into one PAL row: LSB-first, ceil(n * bits / 8) bytes. */
 void slate__pal_pack_row(const uint8_t *idx, int64_t n, int32_t bits, uint8_t *row);
 /* The PAL tensor of spec (dtype PAL, block = slate__pal_layout(bits, group)) into dst

@@ -7,7 +7,10 @@
  * is a contiguous run of the sorted values between midpoints, found by binary search, and its
  * mean comes from prefix sums. One Lloyd iteration therefore costs O(k log n) after one
  * O(n log n) sort, so we can afford many (up to PAL_ITERS, stopping early when no boundary
- * moves). A group with at most k distinct values needs no search: each value is a centroid
+ * moves). The prefix sums, centroids and midpoints are all taken relative to the group's
+ * median: a cluster's error from sums about 0 cancels catastrophically when the group sits far
+ * from 0 against its spread, and about the median the fit does not depend on where the group
+ * sits (a group plus a constant, both exact in f32, gets the same clusters; slate__pal_fit). A group with at most k distinct values needs no search: each value is a centroid
  * (error 0; the unused entries repeat the largest). Otherwise Lloyd is run from two starts:
  *   exact     the optimal 1-D k-means of the sorted values cut into bins (slate__pal_bins(N):
  *             2048, 4096 at 8 bits), by dynamic programming over the bins with the
@@ -46,26 +49,28 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Index of the first sorted value > t in v[0..n). */
-static int64_t upper(const float *v, int64_t n, double t) {
+/* Index of the first sorted value with v - ctr > t in v[0..n). */
+static int64_t upper(const float *v, int64_t n, double ctr, double t) {
     int64_t lo = 0, hi = n;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
-        if ((double)v[mid] <= t) lo = mid + 1;
+        if ((double)v[mid] - ctr <= t) lo = mid + 1;
         else hi = mid;
     }
     return lo;
 }
 
-/* Squared error of cluster [a, b) of sorted v about centroid c, from the prefix sums. */
+/* Squared error of cluster [a, b) of sorted v about centroid c, from the prefix sums (c and the
+ * sums both relative to the group's centre). */
 static double cluster_sse(const double *s1, const double *s2, int64_t a, int64_t b, double c) {
     return b > a ? (s2[b] - s2[a]) - 2.0 * c * (s1[b] - s1[a]) + (double)(b - a) * c * c : 0.0;
 }
 
-/* Cluster boundaries of sorted c[k] on sorted v: cluster j = v[end[j-1] .. end[j]), the values
- * nearer to c[j] than to c[j+1] (a value exactly between goes to the lower centroid). */
-static void assign(const float *v, int64_t n, int k, const double *c, int64_t *end) {
-    for (int j = 0; j < k - 1; j++) end[j] = upper(v, n, 0.5 * (c[j] + c[j + 1]));
+/* Cluster boundaries of sorted c[k] (relative to ctr) on sorted v: cluster j = v[end[j-1] ..
+ * end[j]), the values nearer to c[j] than to c[j+1] (a value exactly between goes to the lower
+ * centroid). */
+static void assign(const float *v, int64_t n, double ctr, int k, const double *c, int64_t *end) {
+    for (int j = 0; j < k - 1; j++) end[j] = upper(v, n, ctr, 0.5 * (c[j] + c[j + 1]));
     end[k - 1] = n;
 }
 
@@ -87,7 +92,7 @@ static void sort_centroids(double *c, int k) {
  * when no cluster is empty or every value equals a centroid (then there is nothing to gain).
  * Without it an empty cluster keeps its centroid forever (Lloyd's update has no mean to give
  * it) and the palette has fewer than k useful entries. */
-static void fill_empty(const float *v, int64_t n, int k, double *c, int64_t *end) {
+static void fill_empty(const float *v, int64_t n, double ctr, int k, double *c, int64_t *end) {
     for (int moves = 0; moves < k; moves++) {
         int empty = -1;
         double worst = 0.0, at = 0.0;
@@ -97,14 +102,15 @@ static void fill_empty(const float *v, int64_t n, int k, double *c, int64_t *end
             if (b == a) {
                 if (empty < 0) empty = j;
             } else {
-                double lo = c[j] - (double)v[a], hi = (double)v[b - 1] - c[j];
+                double va = (double)v[a] - ctr, vb = (double)v[b - 1] - ctr;
+                double lo = c[j] - va, hi = vb - c[j];
                 if (lo * lo > worst) {
                     worst = lo * lo;
-                    at = v[a];
+                    at = va;
                 }
                 if (hi * hi > worst) {
                     worst = hi * hi;
-                    at = v[b - 1];
+                    at = vb;
                 }
             }
             a = b;
@@ -112,20 +118,21 @@ static void fill_empty(const float *v, int64_t n, int k, double *c, int64_t *end
         if (empty < 0 || !(worst > 0.0)) return;
         c[empty] = at;
         sort_centroids(c, k);
-        assign(v, n, k, c, end);
+        assign(v, n, ctr, k, c, end);
     }
 }
 
-/* Up to max_iters Lloyd iterations on sorted v with prefix sums s1, s2 ([n + 1], double); c[k]
- * sorted in and out; empty clusters are refilled (fill_empty) before every update. Returns the
- * squared error of the final assignment (with max_iters 0: of c after fill_empty, no update). */
-static double lloyd(const float *v, const double *s1, const double *s2, int64_t n, int k,
-                    int max_iters, double *c) {
+/* Up to max_iters Lloyd iterations on sorted v with prefix sums s1, s2 ([n + 1], double) of
+ * v - ctr and its squares; c[k] (relative to ctr) sorted in and out; empty clusters are refilled
+ * (fill_empty) before every update. Returns the squared error of the final assignment (with
+ * max_iters 0: of c after fill_empty, no update). */
+static double lloyd(const float *v, const double *s1, const double *s2, int64_t n, double ctr,
+                    int k, int max_iters, double *c) {
     int64_t end[PAL_KMAX], prev[PAL_KMAX];
     double sse = 0.0;
     for (int it = 0; it <= max_iters; it++) {
-        assign(v, n, k, c, end);
-        fill_empty(v, n, k, c, end);
+        assign(v, n, ctr, k, c, end);
+        fill_empty(v, n, ctr, k, c, end);
         /* the error of this assignment with the current centroids (before the update) */
         sse = 0.0;
         int64_t a = 0;
@@ -154,7 +161,8 @@ struct slate__pal_work {
     int64_t n_max;
     int32_t bits, bins_max;
     float *sorted;       /* [n_max] */
-    double *s1, *s2;     /* [n_max + 1] prefix sums of sorted values and squares */
+    double *s1, *s2;     /* [n_max + 1] prefix sums of sorted values - ctr and their squares */
+    double ctr;          /* the group's centre: its median (sorted[n / 2]) */
     int64_t *bin_end;    /* [bins_max + 2] */
     double *bin_n, *bin_s1, *bin_s2; /* [bins_max + 2] the bins as prefix sums (dp_layer) */
     double *dp_a, *dp_b; /* [bins_max + 2] one layer of the dynamic programme each */
@@ -260,7 +268,8 @@ static int64_t make_bins(const float *v, int64_t n, int64_t n_distinct, int32_t 
 
 /* The least squared error partition of the bins into k contiguous clusters (the optimal 1-D
  * k-means when every distinct value is a bin: clusters of an optimal 1-D k-means are runs of
- * the sorted values) by dynamic programming, its cluster means into c[k] (sorted, distinct).
+ * the sorted values) by dynamic programming, its cluster means into c[k] (sorted, distinct,
+ * relative to the group's centre w->ctr, like the prefix sums).
  * With fewer bins than k, each bin is a cluster and the other centroids repeat the largest
  * (fill_empty puts them to use). */
 static void dp_start(const slate__pal_work *w, int64_t n, int k, int64_t n_distinct,
@@ -364,42 +373,64 @@ void slate__pal_work_free(slate__pal_work *w) {
     slate__free(w);
 }
 
-bool slate__palettize_group(const float *x, int64_t n, int32_t bits, int32_t n_bins,
-                            uint16_t *lut, uint8_t *idx, slate__pal_work *w) {
+double slate__pal_fit(const float *x, int64_t n, int32_t bits, int32_t n_bins, double *c,
+                      slate__pal_work *w) {
     int k = 1 << bits;
     float *sorted = w->sorted;
     double *s1 = w->s1, *s2 = w->s2;
     memcpy(sorted, x, (size_t)n * sizeof *x);
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_float);
+    /* The sums are taken about the median: about 0, a cluster's error (s2[b] - s2[a]) -
+     * sum^2 / n cancels catastrophically when the group sits far from 0 against its spread
+     * (3.0 +- 1e-4: the sums carry ~1e-15 relative error of terms ~9, the error is ~1e-8 a
+     * value). A difference of two floats whose exponents differ by at most 28 is exact in
+     * double, so a group and the same group plus a constant (both exact in f32) get identical
+     * sums, bins and clusters, and centroids that differ by the constant. */
+    double ctr = sorted[n / 2];
+    w->ctr = ctr;
     s1[0] = s2[0] = 0.0;
     int64_t n_distinct = 1;
     for (int64_t i = 0; i < n; i++) {
-        s1[i + 1] = s1[i] + sorted[i];
-        s2[i + 1] = s2[i] + (double)sorted[i] * sorted[i];
+        double d = (double)sorted[i] - ctr;
+        s1[i + 1] = s1[i] + d;
+        s2[i + 1] = s2[i] + d * d;
         n_distinct += i > 0 && sorted[i] != sorted[i - 1];
     }
-    double lo = sorted[0], hi = sorted[n - 1];
-    double cd[PAL_KMAX], cu[PAL_KMAX];
-    const double *c = cd;
+    double lo = (double)sorted[0] - ctr, hi = (double)sorted[n - 1] - ctr;
+    double cd[PAL_KMAX], cu[PAL_KMAX], e = 0.0;
+    const double *cc = cd;
     if (n_distinct <= k) {
         /* every distinct value is a centroid (the optimum, error 0); the unused entries repeat
          * the largest value */
         int j = 0;
-        cd[0] = sorted[0];
+        c[0] = sorted[0];
         for (int64_t i = 1; i < n; i++)
-            if (sorted[i] != sorted[i - 1]) cd[++j] = sorted[i];
-        for (j++; j < k; j++) cd[j] = hi;
-    } else {
-        dp_start(w, n, k, n_distinct, n_bins, cd);
-        double ed = lloyd(sorted, s1, s2, n, k, PAL_ITERS, cd);
-        /* the uniform start only where the exact one ended above the uniform grid's error (so
-         * far seen only with a handful of bins per centroid): Lloyd from it costs tens of
-         * iterations, and the guarantee needs only the comparison */
-        for (int j = 0; j < k; j++) cu[j] = lo + (hi - lo) * j / (k - 1);
-        if (!(ed <= lloyd(sorted, s1, s2, n, k, 0, cu)) &&
-            lloyd(sorted, s1, s2, n, k, PAL_ITERS, cu) < ed)
-            c = cu;
+            if (sorted[i] != sorted[i - 1]) c[++j] = sorted[i];
+        for (j++; j < k; j++) c[j] = sorted[n - 1];
+        return 0.0;
     }
+    dp_start(w, n, k, n_distinct, n_bins, cd);
+    e = lloyd(sorted, s1, s2, n, ctr, k, PAL_ITERS, cd);
+    /* the uniform start only where the exact one ended above the uniform grid's error (so far
+     * seen only with a handful of bins per centroid): Lloyd from it costs tens of iterations,
+     * and the guarantee needs only the comparison */
+    for (int j = 0; j < k; j++) cu[j] = lo + (hi - lo) * j / (k - 1);
+    if (!(e <= lloyd(sorted, s1, s2, n, ctr, k, 0, cu))) {
+        double eu = lloyd(sorted, s1, s2, n, ctr, k, PAL_ITERS, cu);
+        if (eu < e) {
+            cc = cu;
+            e = eu;
+        }
+    }
+    for (int j = 0; j < k; j++) c[j] = ctr + cc[j];
+    return e;
+}
+
+bool slate__palettize_group(const float *x, int64_t n, int32_t bits, int32_t n_bins,
+                            uint16_t *lut, uint8_t *idx, slate__pal_work *w) {
+    int k = 1 << bits;
+    double c[PAL_KMAX];
+    slate__pal_fit(x, n, bits, n_bins, c, w);
     float cf[PAL_KMAX];
     for (int j = 0; j < k; j++) {
         lut[j] = slate__f32_to_f16((float)c[j]);

@@ -350,6 +350,58 @@ static void groups_with_at_most_k_distinct_values_are_exact(void **st) {
     gbuf_free(&b);
 }
 
+/* Squared error of x[n] (plus shift) about its nearest centroid of sorted c[k], in double. */
+static double fit_sse(const float *x, int64_t n, double shift, const double *c, int k) {
+    double e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = (double)x[i] + shift, best = INFINITY;
+        for (int j = 0; j < k; j++)
+            best = fmin(best, (v - c[j]) * (v - c[j]));
+        e += best;
+    }
+    return e;
+}
+
+/* The fit does not depend on where the group sits: x and x + 8 (both exact in f32: multiples
+ * of 2^-20 below 16) give the same squared error (before f16 rounding) and centroids that differ
+ * by 8. With the prefix sums taken about 0, a cluster's error (s2[b] - s2[a]) - sum^2 / n
+ * cancels there (terms ~64 n against errors ~1e-12 a value): at 8 bits the off-centre copy
+ * ended 4e-6 to 9e-4 (relative) worse over seeds 1..5, its centroids moved. The tolerance
+ * leaves room for the rounding of c + 8 in double (~1e-15 against distances ~1e-6). */
+static void kmeans_fit_is_invariant_to_a_constant_shift(void **st) {
+    (void)st;
+    uint64_t seed = tu_seed(), rng = seed ^ 0x51;
+    enum { N = 4096 };
+    const double C = 8.0;
+    float *x = xmalloc(N * sizeof(float)), *y = xmalloc(N * sizeof(float));
+    slate__pal_work *w;
+    assert_int_equal(slate__pal_work_create(N, 8, slate__pal_bins(8), &w, NULL), SLATE_OK);
+    for (int i = 0; i < N; i++) { /* ~2000 distinct multiples of 2^-20, normal-ish */
+        float u = tu_randf(&rng) + tu_randf(&rng) + tu_randf(&rng) + tu_randf(&rng);
+        x[i] = ldexpf(roundf(500.0f * u), -20);
+        y[i] = (float)(x[i] + C);
+        assert_true((double)y[i] - C == (double)x[i]);
+    }
+    static const int bits_all[] = {4, 8};
+    for (int bi = 0; bi < 2; bi++) {
+        int bits = bits_all[bi], k = 1 << bits;
+        double c0[256], c1[256];
+        slate__pal_fit(x, N, bits, slate__pal_bins(bits), c0, w);
+        slate__pal_fit(y, N, bits, slate__pal_bins(bits), c1, w);
+        double e0 = fit_sse(x, N, 0.0, c0, k), e1 = fit_sse(x, N, C, c1, k);
+        if (!(fabs(e1 - e0) <= 1e-7 * e0))
+            fail_msg("%d bits: squared error %.9g for x, %.9g for x + %g (seed %llu)", bits, e0,
+                     e1, C, (unsigned long long)seed);
+        for (int j = 0; j < k; j++)
+            if (!(fabs((c1[j] - C) - c0[j]) <= 1e-12))
+                fail_msg("%d bits: centroid %d is %.12g for x, %.12g - %g for x + %g (seed "
+                         "%llu)", bits, j, c0[j], c1[j], C, C, (unsigned long long)seed);
+    }
+    slate__pal_work_free(w);
+    free(x);
+    free(y);
+}
+
 /* Lloyd runs until no boundary moves: on large groups of smooth data each stored centroid is the
  * mean of the elements that decode to it, up to its f16 rounding (half an f16 step) and the
  * elements whose nearest centroid the rounding of it or its neighbours changes. Bound: 1.1 f16
@@ -645,6 +697,7 @@ int main(void) {
         cmocka_unit_test(kmeans_uses_every_centroid_when_half_the_values_are_equal),
         cmocka_unit_test(kmeans_error_is_near_the_exact_optimum),
         cmocka_unit_test(groups_with_at_most_k_distinct_values_are_exact),
+        cmocka_unit_test(kmeans_fit_is_invariant_to_a_constant_shift),
         cmocka_unit_test(kmeans_centroids_are_the_means_of_their_elements),
         cmocka_unit_test(palettize_tensor_is_deterministic_and_uses_nearest_centroids),
         cmocka_unit_test(palettized_model_gives_logits_close_to_f32),
