@@ -10,12 +10,17 @@
  * moves). The prefix sums, centroids and midpoints are all taken relative to the group's
  * median: a cluster's error from sums about 0 cancels catastrophically when the group sits far
  * from 0 against its spread, and about the median the fit does not depend on where the group
- * sits (a group plus a constant, both exact in f32, gets the same clusters; slate__pal_fit). A group with at most k distinct values needs no search: each value is a centroid
- * (error 0; the unused entries repeat the largest). Otherwise Lloyd is run from two starts:
+ * sits (a group plus a constant, both exact in f32, gets the same clusters; slate__pal_fit).
+ * A group with at most k distinct values needs no search: each value is a centroid (error 0;
+ * the unused entries repeat the largest). Otherwise Lloyd is run from two starts:
  *   exact     the optimal 1-D k-means of the sorted values cut into bins (slate__pal_bins(N):
- *             2048, 4096 at 8 bits), by dynamic programming over the bins with the
- *             divide-and-conquer speed-up, O(k B log B) for B bins (Gronlund et al., "Fast
- *             exact k-means, k-medians and Bregman divergence clustering in 1D", 2017). A
+ *             1024 up to 6 bits, 2048 at 7, 4096 at 8), by dynamic programming over the bins,
+ *             one layer per cluster count j: with the divide-and-conquer speed-up, O(B log B)
+ *             a layer for B bins (Gronlund et al., "Fast exact k-means, k-medians and Bregman
+ *             divergence clustering in 1D", 2017), until the Knuth-Yao bounds (the best start
+ *             of the last cluster lies between its best starts with j - 1 clusters and for one
+ *             more bin) would search fewer starts, ~B (1 + B / j^2) a layer: from j ~ 13-23 at
+ *             4096 bins; both find the same starts (dp_knuth). A
  *             group with at most B distinct values has each as a bin, so this start is the
  *             exact optimum; otherwise bins are bounded in count and width, and Lloyd on the
  *             real values refines the binned optimum (within 1.01x of the exact one in the
@@ -178,6 +183,7 @@ typedef struct dp_layer {
     const double *prev; /* [m + 1] least error of the first t bins in j - 1 clusters */
     double *cur;        /* [m + 1] the same for j clusters */
     int32_t *from;      /* [m + 1] start bin of the last of those j clusters */
+    int64_t n_tried;    /* candidate starts tried (dp_solve adds to it) */
 } dp_layer;
 
 /* Squared error of the values of bins [a, b) about their mean. */
@@ -196,6 +202,7 @@ static void dp_solve(const dp_layer *d, int64_t i_lo, int64_t i_hi, int64_t t_lo
         int64_t mid = i_lo + (i_hi - i_lo) / 2, last = t_hi < mid - 1 ? t_hi : mid - 1;
         double best = INFINITY;
         int64_t bt = t_lo;
+        ((dp_layer *)d)->n_tried += last >= t_lo ? last - t_lo + 1 : 0;
         for (int64_t t = t_lo; t <= last; t++) {
             double v = d->prev[t] + bins_sse(d, t, mid);
             if (v < best) {
@@ -216,6 +223,52 @@ static void dp_solve(const dp_layer *d, int64_t i_lo, int64_t i_hi, int64_t t_lo
             t_hi = bt;
         }
     }
+}
+
+/* The same layer as dp_solve, by the Knuth-Yao bounds: the best start for i with j clusters
+ * lies between the best start for i with j - 1 clusters (pfrom, the previous layer, defined
+ * for i <= pfrom_hi) and the best start for i + 1 with j clusters (both in exact arithmetic,
+ * from the quadrangle inequality), so i runs down from i_hi and tries only that window, in
+ * the same order and with the same strict < (the lowest t among equals) as dp_solve. A window
+ * costs about the difference in size of the last cluster with j - 1 and j clusters, ~i / j^2,
+ * so summed over i it is ~m (1 + m / j^2): far less than dp_solve's ~m log2 m once j passes
+ * ~sqrt(m), but up to ~m^2 / 8 at j = 2 (dp_start picks per layer). Returns the starts tried. */
+static int64_t dp_knuth(const dp_layer *d, int64_t i_lo, int64_t i_hi, int64_t t_lo,
+                        const int32_t *pfrom, int64_t pfrom_hi) {
+    int64_t n_tried = 0, up = i_hi - 1;
+    for (int64_t i = i_hi; i >= i_lo; i--) {
+        int64_t lo = pfrom[i < pfrom_hi ? i : pfrom_hi], hi = i - 1 < up ? i - 1 : up;
+        /* rounding could break the bounds' order: then search all that dp_solve could */
+        if (lo < t_lo || lo > hi) lo = t_lo;
+        double best = INFINITY;
+        int64_t bt = lo;
+        for (int64_t t = lo; t <= hi; t++) {
+            double v = d->prev[t] + bins_sse(d, t, i);
+            if (v < best) {
+                best = v;
+                bt = t;
+            }
+        }
+        n_tried += hi - lo + 1;
+        d->cur[i] = best;
+        d->from[i] = (int32_t)bt;
+        up = bt;
+    }
+    return n_tried;
+}
+
+/* What dp_knuth would try for a layer already solved: from[i] of this layer over i in
+ * [i_lo, i_hi], pfrom of the one before (NULL: every start 0). */
+static int64_t knuth_cost(const int32_t *from, const int32_t *pfrom, int64_t pfrom_hi,
+                          int64_t i_lo, int64_t i_hi) {
+    int64_t n = 0, up = i_hi - 1;
+    for (int64_t i = i_hi; i >= i_lo; i--) {
+        int64_t lo = pfrom ? pfrom[i < pfrom_hi ? i : pfrom_hi] : 0;
+        int64_t hi = i - 1 < up ? i - 1 : up;
+        n += hi >= lo ? hi - lo + 1 : 1;
+        up = from[i];
+    }
+    return n;
 }
 
 /* One binning pass over sorted v[n]: cut only between different values, and there only when the
@@ -284,8 +337,9 @@ static void dp_start(const slate__pal_work *w, int64_t n, int k, int64_t n_disti
     }
     double *prev = w->dp_a, *cur = w->dp_b;
     const int64_t stride = (int64_t)n_bins + 2; /* m <= n_bins + 1 */
-    dp_layer d = {w->bin_n, w->bin_s1, w->bin_s2, NULL, NULL, NULL}; /* layer 1: no prev */
+    dp_layer d = {w->bin_n, w->bin_s1, w->bin_s2, NULL, NULL, NULL, 0}; /* layer 1: no prev */
     for (int64_t i = 1; i <= m; i++) prev[i] = bins_sse(&d, 0, i);
+    bool knuth = false;
     for (int j = 2; j <= kk; j++) {
         /* j clusters over the first i bins: j <= i, and k - j bins must remain after them */
         int64_t i_lo = j, i_hi = m - (kk - j);
@@ -293,7 +347,17 @@ static void dp_start(const slate__pal_work *w, int64_t n, int k, int64_t n_disti
         d.prev = prev;
         d.cur = cur;
         d.from = w->dp_from + (size_t)(j - 1) * (size_t)stride;
-        dp_solve(&d, i_lo, i_hi, j - 1, i_hi - 1);
+        /* layer j - 1 is defined for i in [j - 1, i_hi - 1] */
+        const int32_t *pfrom = j > 2 ? d.from - stride : NULL;
+        if (knuth) {
+            dp_knuth(&d, i_lo, i_hi, j - 1, pfrom, i_hi - 1);
+        } else {
+            /* dp_solve until dp_knuth would have tried fewer starts on the layer just solved
+             * (its cost only falls with j); both give the same starts */
+            d.n_tried = 0;
+            dp_solve(&d, i_lo, i_hi, j - 1, i_hi - 1);
+            knuth = knuth_cost(d.from, pfrom, i_hi - 1, i_lo, i_hi) < d.n_tried;
+        }
         double *t = prev;
         prev = cur;
         cur = t;
@@ -316,9 +380,11 @@ static void dp_start(const slate__pal_work *w, int64_t n, int k, int64_t n_disti
  * earlier starts ended up to 15x at 3 bits (half zeros with outliers), 4.0x at 4, 4.2x at 6 and
  * 5.2x at 8. CPU per group at 4 bits: 9216 values 1.1-1.8 ms against 0.9-1.4 before, 32768
  * values ~5 ms as before (the sort dominates); 2048 bins took ~0.5 ms more for no measurable
- * gain. At 8 bits the programme dominates: 4-14 ms against 2-3.5 (9216) and 18-25 against 6-15
+ * gain. At 8 bits the programme dominated: 4-14 ms against 2-3.5 (9216) and 18-25 against 6-15
  * (32768); 2048 bins there ended within 1.03x. The programme over every distinct value would
- * take 15-400 ms per group of 32768. Whole-model conversion times: docs/design.md. */
+ * take 15-400 ms per group of 32768. Those figures are with divide and conquer on every
+ * layer; the switch to the Knuth-Yao bounds took 8-bit conversions from ~5x to ~3.3x the
+ * time at 4 bits (docs/design.md). Whole-model conversion times: docs/design.md. */
 int32_t slate__pal_bins(int32_t bits) {
     int32_t b = 16 << bits;
     return b > 1024 ? b : 1024;

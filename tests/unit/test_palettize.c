@@ -402,6 +402,31 @@ static void kmeans_fit_is_invariant_to_a_constant_shift(void **st) {
     free(y);
 }
 
+/* Before the f16 rounding, the fit is the exact optimum when every distinct value is a bin: at
+ * 6 and 8 bits the programme runs enough layers (64, 256 over ~600 bins) to switch from divide
+ * and conquer to the Knuth-Yao windows (dp_knuth) part way, so both are checked against the
+ * plain O(k n^2) programme. */
+static void kmeans_fit_is_the_exact_optimum_at_6_and_8_bits(void **st) {
+    (void)st;
+    uint64_t seed = tu_seed(), rng = seed ^ 0x6b;
+    enum { N = 600 };
+    float x[N];
+    slate__pal_work *w;
+    assert_int_equal(slate__pal_work_create(N, 8, slate__pal_bins(8), &w, NULL), SLATE_OK);
+    for (int kind = 0; kind < 3; kind++)
+        for (int bits = 6; bits <= 8; bits += 2) {
+            fill(x, N, kind, &rng);
+            double c[256], opt = kmeans_optimum(x, N, 1 << bits);
+            double e = slate__pal_fit(x, N, bits, slate__pal_bins(bits), c, w);
+            double e_check = fit_sse(x, N, 0.0, c, 1 << bits);
+            if (!(fabs(e - opt) <= 1e-7 * opt && fabs(e_check - opt) <= 1e-7 * opt))
+                fail_msg("kind %d, %d bits: fit error %.12g (recomputed %.12g), exact optimum "
+                         "%.12g (seed %llu)", kind, bits, e, e_check, opt,
+                         (unsigned long long)seed);
+        }
+    slate__pal_work_free(w);
+}
+
 /* Lloyd runs until no boundary moves: on large groups of smooth data each stored centroid is the
  * mean of the elements that decode to it, up to its f16 rounding (half an f16 step) and the
  * elements whose nearest centroid the rounding of it or its neighbours changes. Bound: 1.1 f16
@@ -698,6 +723,7 @@ int main(void) {
         cmocka_unit_test(kmeans_error_is_near_the_exact_optimum),
         cmocka_unit_test(groups_with_at_most_k_distinct_values_are_exact),
         cmocka_unit_test(kmeans_fit_is_invariant_to_a_constant_shift),
+        cmocka_unit_test(kmeans_fit_is_the_exact_optimum_at_6_and_8_bits),
         cmocka_unit_test(kmeans_centroids_are_the_means_of_their_elements),
         cmocka_unit_test(palettize_tensor_is_deterministic_and_uses_nearest_centroids),
         cmocka_unit_test(palettized_model_gives_logits_close_to_f32),
