@@ -32,6 +32,14 @@
  *     cap makes every attention op "attention_softcap" (with attribute softcap: a reader that
  *     predates it refuses the op, where it would ignore an attribute) and its final logit cap
  *     is a "softcap" op on the logits;
+ *   - Granite: its embedding multiplier is the "scale" op after the embedding (as Gemma's
+ *     scale), its attention multiplier the attention op's scale (replacing 1 / sqrt(head_dim)),
+ *     its residual multiplier a "scale" op on the attention and the feed-forward outputs
+ *     before each residual add, and its logits_scaling a "scale" op by 1 / logits_scaling on
+ *     the logits. Existing ops only, so no reader needs to learn anything; nothing is folded
+ *     into weights (GGUF blocks stay byte for byte, and a tied head shares the embedding).
+ *     The logits are multiplied by the f32 reciprocal where transformers and llama.cpp
+ *     divide: the same for a power of two (granite-3.x's 8, 16), within an ulp otherwise;
  *   - SmolLM3: NoPE layers (slate__arch.layer_nope) get no rope op on q and k, and keep the
  *     plain attention scale where LongRoPE folds m^2 into the rotated layers' (their q and k
  *     are not scaled by m).
@@ -656,12 +664,17 @@ static slate_status check_arch(const slate__arch *a, slate_error *err) {
         !(isfinite(a->attn_scale) && a->attn_scale >= 0 && a->attn_scale <= 1e6f) ||
         !(isfinite(a->rope_local_theta) && a->rope_local_theta >= 0) ||
         !(a->attn_softcap >= 0 && a->attn_softcap <= 1e6f) ||
-        !(a->final_softcap >= 0 && a->final_softcap <= 1e6f))
+        !(a->final_softcap >= 0 && a->final_softcap <= 1e6f) ||
+        !(isfinite(a->residual_scale) && a->residual_scale >= 0 && a->residual_scale <= 1e6f) ||
+        /* 1 / logit_scale is the scale op's factor, which must be <= 1e6 */
+        !(a->logit_scale == 0 || (a->logit_scale >= 1e-6f && a->logit_scale <= 1e6f)))
         return slate__fail(err, SLATE_E_FORMAT, "implausible %s parameters: feed-forward %d, "
                            "embedding scale %g, attention scale %g, local rope theta %g, "
-                           "soft-caps %g / %g (attention / logits)",
+                           "soft-caps %g / %g (attention / logits), residual scale %g, logit "
+                           "scale %g (accepted: 0 for none, else 1e-6..1e6)",
                            a->name, a->ffn_act, a->embd_scale, a->attn_scale,
-                           a->rope_local_theta, a->attn_softcap, a->final_softcap);
+                           a->rope_local_theta, a->attn_softcap, a->final_softcap,
+                           a->residual_scale, a->logit_scale);
     if (a->rope_scaling == SLATE__ROPE_SCALING_LONGROPE) {
         if (a->n_rope_factors != a->rope_dim / 2)
             return slate__fail(err, SLATE_E_FORMAT, "LongRoPE needs %d factors per list (one "
@@ -808,6 +821,8 @@ static slate_status build_program(builder *b) {
             if ((s = norm_weight(b, n, a->dim))) return s;
             rms_norm_op(b, "ao", "ao", n, 0);
         }
+        if (a->residual_scale > 0)
+            cJSON_AddNumberToObject(op(b, "scale", "ao", 1, "ao"), "factor", a->residual_scale);
         op(b, "add", "x", 2, "x", "ao");
         snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l);
         if ((s = norm_weight(b, n, a->dim))) return s;
@@ -828,6 +843,8 @@ static slate_status build_program(builder *b) {
             if ((s = norm_weight(b, n, a->dim))) return s;
             rms_norm_op(b, "ao", "ao", n, 0);
         }
+        if (a->residual_scale > 0)
+            cJSON_AddNumberToObject(op(b, "scale", "ao", 1, "ao"), "factor", a->residual_scale);
         op(b, "add", "x", 2, "x", "ao");
     }
     act(b, "xl", a->dim, true);
@@ -840,6 +857,9 @@ static slate_status build_program(builder *b) {
     op(b, "matmul", "logits", 2, "xl", head);
     if (a->final_softcap > 0)
         cJSON_AddNumberToObject(op(b, "softcap", "logits", 1, "logits"), "cap", a->final_softcap);
+    if (a->logit_scale > 0)
+        cJSON_AddNumberToObject(op(b, "scale", "logits", 1, "logits"), "factor",
+                                (double)(1.0f / a->logit_scale));
     /* rope.freqs (and rope_local.freqs): computed here, not read from the source. */
     size_t nf = (size_t)(a->rope_dim / 2);
     if (use_global) {

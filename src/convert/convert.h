@@ -88,7 +88,7 @@ enum {
 
 typedef struct slate__arch {
     char name[32];        /* "llama", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gemma2",
-                             "gemma3", "smollm3" */
+                             "gemma3", "smollm3", "granite" */
     int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim;
     int32_t n_ctx;        /* the source's context length (may exceed SLATE__MAX_CTX: the
                              builder then needs an explicit n_ctx) */
@@ -129,6 +129,10 @@ typedef struct slate__arch {
      * attention sees the unrotated vectors, so only the causal mask orders positions). False
      * for every layer of the other architectures. */
     bool layer_nope[SLATE__MAX_LAYERS];
+    /* Granite's multipliers (0: none; embd_scale and attn_scale above carry its embedding and
+     * attention multipliers): residual_scale multiplies the attention and feed-forward outputs
+     * before each residual add, the logits are divided by logit_scale. */
+    float residual_scale, logit_scale;
 } slate__arch;
 
 typedef struct slate__import {

@@ -1,6 +1,6 @@
 /*
  * import_gguf.c - importer for llama-family GGUF files (architectures "llama", "qwen2",
- * "qwen3", "phi3", "gemma", "gemma2", "gemma3", "smollm3"). Hyper-parameters come from the "<arch>.*" keys, tensors keep their GGUF
+ * "qwen3", "phi3", "gemma", "gemma2", "gemma3", "smollm3", "granite"). Hyper-parameters come from the "<arch>.*" keys, tensors keep their GGUF
  * names (the canonical names), GGUF's ne[0] (innermost) is the input dimension, so a [ne0=in,
  * ne1=out] tensor is already the [out][in] row-major matrix. llama.cpp's converter permutes
  * llama Q/K rows into adjacent-pair RoPE order; qwen2/qwen3/phi3 keep the HF "half" (NeoX)
@@ -42,6 +42,15 @@
  * is fixed at 4, not read from the file), so layers 3, 7, 11, ... are NoPE, as the config.json
  * default no_rope_layer_interval 4 of SmolLM3-3B. A non-zero smollm3.attention.sliding_window is
  * refused (llama.cpp's graph has no window).
+ *
+ * granite (convert_hf_to_gguf.py GraniteModel, a LlamaModel: llama's keys and tensors under
+ * "granite.", Q/K rows permuted into adjacent-pair order, output.weight absent when tied) adds
+ * four f32 keys, applied as llama.cpp's graph does: granite.embedding_scale multiplies the
+ * embedding, granite.attention.scale is the attention scale, granite.residual_scale multiplies
+ * the attention and feed-forward outputs before each residual add, and the logits are divided
+ * by granite.logit_scale. llama.cpp requires logit_scale and reads the other three as optional;
+ * an absent key, or 0, means none (attention scale: 1 / sqrt(key_length)), as there. The
+ * GraniteMoe architectures ("granitemoe", "granitehybrid") are refused by name.
  */
 #include "convert.h"
 #include "convert/ggml_quants.h"
@@ -180,6 +189,47 @@ static slate_status phi3_rope_factors(const slate__gguf *g, const char *path, sl
     return SLATE_OK;
 }
 
+/* "<arch>.<suffix>" as an f32 (key_f32) that is 0 (none) or in lo..hi; absent, it is 0 (or an
+ * error when required). */
+static slate_status key_scale(const slate__gguf *g, const char *path, const char *arch,
+                              const char *suffix, bool required, float lo, float hi, float *out,
+                              slate_error *err) {
+    char k[128], v[96], expected[96];
+    snprintf(k, sizeof k, "%s.%s", arch, suffix);
+    snprintf(expected, sizeof expected, "0 (none) or a number in %g..%g", (double)lo, (double)hi);
+    *out = 0;
+    if (slate__gguf_find_key(g, k) < 0) {
+        if (required)
+            return slate__fail(err, SLATE_E_FORMAT, "'%s': key %s is missing (%s)", path, k,
+                               expected);
+        return SLATE_OK;
+    }
+    float x;
+    slate_status s = key_f32(g, path, k, expected, &x, err);
+    if (s) return s;
+    if (!(x == 0 || (x >= lo && x <= hi)))
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': key %s is %s, expected %s", path, k,
+                           slate__gguf_value_str(g, k, v, sizeof v), expected);
+    *out = x;
+    return SLATE_OK;
+}
+
+/* granite (module comment): the four multipliers. */
+static slate_status granite_params(const slate__gguf *g, const char *path, slate__arch *a,
+                                   slate_error *err) {
+    slate_status s;
+    if ((s = key_scale(g, path, a->name, "logit_scale", true, 1e-6f, 1e6f, &a->logit_scale,
+                       err)) ||
+        (s = key_scale(g, path, a->name, "residual_scale", false, 0x1p-126f, 1e6f,
+                       &a->residual_scale, err)) ||
+        (s = key_scale(g, path, a->name, "embedding_scale", false, 0x1p-126f, 1e6f,
+                       &a->embd_scale, err)) ||
+        (s = key_scale(g, path, a->name, "attention.scale", false, 0x1p-126f, 1e6f,
+                       &a->attn_scale, err)))
+        return s;
+    return SLATE_OK;
+}
+
 /* gemma / gemma2 / gemma3 (module comment): what llama.cpp derives rather than reads. */
 static slate_status gemma_params(const slate__gguf *g, const char *path, bool gemma3,
                                  slate__arch *a, slate_error *err) {
@@ -252,11 +302,16 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
     bool llama = strcmp(a->name, "llama") == 0, qwen2 = strcmp(a->name, "qwen2") == 0,
          qwen3 = strcmp(a->name, "qwen3") == 0, phi3 = strcmp(a->name, "phi3") == 0,
          gemma = strcmp(a->name, "gemma") == 0, gemma3 = strcmp(a->name, "gemma3") == 0,
-         gemma2 = strcmp(a->name, "gemma2") == 0, smollm3 = strcmp(a->name, "smollm3") == 0;
-    if (!llama && !qwen2 && !qwen3 && !phi3 && !gemma && !gemma2 && !gemma3 && !smollm3) {
-        s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported "
-                        "(supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, smollm3)",
-                        path, a->name);
+         gemma2 = strcmp(a->name, "gemma2") == 0, smollm3 = strcmp(a->name, "smollm3") == 0,
+         granite = strcmp(a->name, "granite") == 0;
+    if (!llama && !qwen2 && !qwen3 && !phi3 && !gemma && !gemma2 && !gemma3 && !smollm3 &&
+        !granite) {
+        bool moe = strcmp(a->name, "granitemoe") == 0 || strcmp(a->name, "granitehybrid") == 0;
+        s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported%s "
+                        "(supported: llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, smollm3, "
+                        "granite)", path, a->name,
+                        moe ? " (Granite's mixture-of-experts models are not; the dense "
+                              "granite is)" : "");
         goto fail;
     }
     /* Limits: check_arch's (build.c); the context may exceed slate's maximum here, the
@@ -295,7 +350,7 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
                         a->n_heads);
         goto fail;
     }
-    a->rope_mode = llama || smollm3 ? SLATE__ROPE_ADJACENT : SLATE__ROPE_HALF;
+    a->rope_mode = llama || smollm3 || granite ? SLATE__ROPE_ADJACENT : SLATE__ROPE_HALF;
     if (smollm3) {
         /* llama.cpp's smollm3 graph has no window: a key asking for one is refused, not
          * dropped. Its NoPE layers are fixed, not read: (l + 1) % 4 == 0. */
@@ -310,6 +365,7 @@ slate_status slate__import_gguf(const char *path, slate__import *imp, slate_erro
     a->qkv_bias = qwen2;
     a->qk_norm = qwen3 || gemma3;
     if ((gemma || gemma2 || gemma3) && (s = gemma_params(g, path, gemma3, a, err))) goto fail;
+    if (granite && (s = granite_params(g, path, a, err))) goto fail;
     char k[128];
     const char *st;
     uint64_t st_len;

@@ -6,8 +6,9 @@
  * Qwen3ForCausalLM (q/k norm), Phi3ForCausalLM (Phi-3 mini/medium, Phi-3.5-mini, Phi-4),
  * GemmaForCausalLM (Gemma 1), Gemma2ForCausalLM (Gemma 2: soft-capped attention scores and
  * final logits), Gemma3ForCausalLM (Gemma 3 text: gemma-3-1b, or a larger one's language
- * model saved on its own) and SmolLM3ForCausalLM (SmolLM3-3B: Llama with "NoPE" layers that
- * skip RoPE; parse_smollm3_layers).
+ * model saved on its own), SmolLM3ForCausalLM (SmolLM3-3B: Llama with "NoPE" layers that
+ * skip RoPE; parse_smollm3_layers) and GraniteForCausalLM (IBM Granite 3.x dense: Llama with
+ * four scalar multipliers; parse_granite). GraniteMoe* (mixture of experts) is refused by name.
  * HF stores Q/K rows in "rotate_half" order, so the program uses the "half" RoPE layout and no
  * permutation is applied. Names are mapped to the canonical (GGUF-style) ones; a tensor that
  * maps to nothing is refused, except rotary_emb.inv_freq buffers (recomputed from config).
@@ -634,6 +635,40 @@ static slate_status parse_smollm3_layers(const cJSON *cfg, const char *path, sla
     return SLATE_OK;
 }
 
+/* Granite (GraniteForCausalLM; transformers' configuration_granite / modeling_granite): a Llama
+ * decoder with four multipliers, each a float defaulting to 1 in GraniteConfig:
+ *   embedding_multiplier  inputs_embeds = embed_tokens(ids) * embedding_multiplier
+ *   attention_multiplier  the attention's scaling, instead of 1 / sqrt(head_dim) (so an absent
+ *                         one is a scale of 1, not 1 / sqrt(head_dim))
+ *   residual_multiplier   hidden = residual + out * residual_multiplier, after the attention and
+ *                         after the feed-forward
+ *   logits_scaling        logits = lm_head(hidden) / logits_scaling
+ * Zero or negative values are refused (no published model has one, and 0 would mean "none" to
+ * the builder). A multiplier of exactly 1 writes no op. attention_bias / mlp_bias true are
+ * refused by parse_config; GraniteConfig's tie_word_embeddings defaults to false. */
+static slate_status parse_granite(const cJSON *cfg, const char *path, slate__arch *a,
+                                  slate_error *err) {
+    float em, rm;
+    slate_status s;
+    if ((s = cfg_pos_float(cfg, path, NULL, "embedding_multiplier", KEY_OPTIONAL, 1e6, 1.0f, &em,
+                           err)) ||
+        (s = cfg_pos_float(cfg, path, NULL, "attention_multiplier", KEY_OPTIONAL, 1e6, 1.0f,
+                           &a->attn_scale, err)) ||
+        (s = cfg_pos_float(cfg, path, NULL, "residual_multiplier", KEY_OPTIONAL, 1e6, 1.0f, &rm,
+                           err)) ||
+        (s = cfg_pos_float(cfg, path, NULL, "logits_scaling", KEY_OPTIONAL, 1e6, 1.0f,
+                           &a->logit_scale, err)))
+        return s;
+    if (!(a->logit_scale >= 1e-6f))
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': logits_scaling is %g, expected a number "
+                           "in 1e-6..1e6 (the logits are multiplied by its reciprocal)", path,
+                           a->logit_scale);
+    a->embd_scale = em == 1.0f ? 0.0f : em;
+    a->residual_scale = rm == 1.0f ? 0.0f : rm;
+    if (a->logit_scale == 1.0f) a->logit_scale = 0.0f;
+    return SLATE_OK;
+}
+
 /* Reads the architecture and hyper-parameters from a parsed config.json into *a. `path`
  * names the file in messages. */
 static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch *a,
@@ -652,21 +687,26 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
     else if (strcmp(an, "Gemma2ForCausalLM") == 0) family = "gemma2";
     else if (strcmp(an, "Gemma3ForCausalLM") == 0) family = "gemma3";
     else if (strcmp(an, "SmolLM3ForCausalLM") == 0) family = "smollm3";
+    else if (strcmp(an, "GraniteForCausalLM") == 0) family = "granite";
     if (!family) {
         const char *why = strcmp(an, "Gemma3ForConditionalGeneration") == 0
                               ? ": the multimodal Gemma 3 (text model under text_config, vision "
                                 "tower) is not; its text-only Gemma3ForCausalLM form is"
+                          : strncmp(an, "GraniteMoe", 10) == 0
+                              ? ": Granite's mixture-of-experts models are not; the dense "
+                                "GraniteForCausalLM is"
                               : "";
         s = slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': architecture '%s' is not supported%s "
                         "(supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                         "Qwen3ForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, "
-                        "Gemma2ForCausalLM, Gemma3ForCausalLM, SmolLM3ForCausalLM)", path, an,
-                        why);
+                        "Gemma2ForCausalLM, Gemma3ForCausalLM, SmolLM3ForCausalLM, "
+                        "GraniteForCausalLM)", path, an, why);
         return s;
     }
     snprintf(a->name, sizeof a->name, "%s", family);
     bool gemma = strcmp(family, "gemma") == 0, gemma3 = strcmp(family, "gemma3") == 0;
     bool gemma2 = strcmp(family, "gemma2") == 0, smollm3 = strcmp(family, "smollm3") == 0;
+    bool granite = strcmp(family, "granite") == 0;
     /* Limits: check_arch's (build.c); the context may exceed slate's maximum here, the
      * builder then asks for --context. */
     if ((s = cfg_int(cfg, path, NULL, "vocab_size", KEY_REQUIRED, 1, SLATE__MAX_VOCAB, 0,
@@ -740,8 +780,9 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
                         path, an);
         return s;
     }
-    /* SmolLM3Config's mlp_bias gives gate/up/down biases the program has no input for. */
-    if (smollm3 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "mlp_bias")))
+    /* SmolLM3Config's and GraniteConfig's mlp_bias give gate/up/down biases the program has no
+     * input for. */
+    if ((smollm3 || granite) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "mlp_bias")))
         return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': mlp_bias on %s is not supported "
                            "(the feed-forward has no biases)", path, an);
     /* Newer configs (transformers 5) move rope_theta and the scaling keys into one
@@ -850,6 +891,7 @@ static slate_status parse_config(const cJSON *cfg, const char *path, slate__arch
     }
     if (gemma || gemma2 || gemma3)
         return parse_gemma(cfg, path, gemma ? 1 : gemma2 ? 2 : 3, a, err);
+    if (granite) return parse_granite(cfg, path, a, err);
     return SLATE_OK;
 }
 

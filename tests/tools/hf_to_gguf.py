@@ -2,13 +2,15 @@
 """hf_to_gguf.py - write a GGUF file (llama.cpp's "phi3" layout) from a small Phi3ForCausalLM
 folder made by hfmodel.py, or (llama.cpp's "gemma" / "gemma2" / "gemma3" layout, gemma_layout
 below) from a Gemma / Gemma 2 / Gemma 3 one, or (llama.cpp's "smollm3" layout: llama's, with
-permuted Q/K rows, smollm3_layout below) from a SmolLM3 one. Test fixture writer for slate's GGUF phi3 and gemma imports: the GGUF holds
+permuted Q/K rows, smollm3_layout below) from a SmolLM3 one, or (llama.cpp's "granite" layout:
+the same with Granite's four multiplier keys, granite_layout below) from a Granite one. Test fixture writer for slate's GGUF phi3 and gemma imports: the GGUF holds
 the folder's weights, so the two conversions must give the same logits. Needs NumPy (Debian's
 /usr/bin/python3).
 
     hf_to_gguf.py DIR OUT.gguf [--quant TYPE:PATTERN]... [--quant-flat TYPE:PATTERN]...
                   [--dequant-out DIR2] [--dequant-gguf OUT2.gguf] [--vocab-from V.gguf]
                   [--drop NAME]... [--rows NAME:N]... [--key KEY:u32|f32:VALUE]...
+                  [--no-key KEY]...
 
 Layout as llama.cpp's convert_hf_to_gguf.py (Phi3MiniModel) writes it:
   - keys phi3.context_length, embedding_length, feed_forward_length, block_count,
@@ -250,7 +252,16 @@ def permute_llama(w, n_head):
             .swapaxes(1, 2).reshape(w.shape))
 
 
-def smollm3_layout(cfg, w):
+def granite_layout(cfg, w):
+    """llama.cpp's GraniteModel (a LlamaModel, convert_hf_to_gguf.py): smollm3_layout's keys and
+    tensors under "granite.", plus the f32 keys granite.embedding_scale, residual_scale,
+    attention.scale and logit_scale from config.json's embedding_multiplier,
+    residual_multiplier, attention_multiplier and logits_scaling (each written when the folder
+    gives it, as the converter does)."""
+    return smollm3_layout(cfg, w, "granite")
+
+
+def smollm3_layout(cfg, w, arch="smollm3"):
     """llama.cpp's SmolLM3Model (a LlamaModel, convert_hf_to_gguf.py): the llama keys under
     "smollm3." (context_length, embedding_length, block_count, feed_forward_length,
     rope.dimension_count = head_dim, attention.head_count / head_count_kv,
@@ -262,16 +273,17 @@ def smollm3_layout(cfg, w):
     nkv = cfg.get("num_key_value_heads") or nh
     hd = hfmodel.head_dim_of(cfg)
     n_layers = cfg["num_hidden_layers"]
-    ropes = [hfmodel.smollm3_uses_rope(cfg, i) for i in range(n_layers)]
-    if ropes != [(i + 1) % 4 != 0 for i in range(n_layers)]:
+    ropes = ([hfmodel.smollm3_uses_rope(cfg, i) for i in range(n_layers)] if arch == "smollm3"
+             else [True] * n_layers)
+    if ropes != [arch != "smollm3" or (i + 1) % 4 != 0 for i in range(n_layers)]:
         raise SystemExit("smollm3 in GGUF: llama.cpp's NoPE layers are (l + 1) %% 4 == 0; this "
                          "folder has RoPE on %s" % ropes)
     theta, sc = hfmodel.rope_params(cfg)
     if sc is not None:
-        raise SystemExit("smollm3 in GGUF: rope_scaling is not written by this tool")
-    a = "smollm3."
-    kv = [_kv("general.architecture", T_STR, "smollm3"),
-          _kv("general.name", T_STR, "tiny smollm3 test model"),
+        raise SystemExit("%s in GGUF: rope_scaling is not written by this tool" % arch)
+    a = arch + "."
+    kv = [_kv("general.architecture", T_STR, arch),
+          _kv("general.name", T_STR, "tiny %s test model" % arch),
           _kv(a + "context_length", T_U32, cfg["max_position_embeddings"]),
           _kv(a + "embedding_length", T_U32, cfg["hidden_size"]),
           _kv(a + "block_count", T_U32, n_layers),
@@ -284,9 +296,15 @@ def smollm3_layout(cfg, w):
     if cfg.get("head_dim"):
         kv += [_kv(a + "attention.key_length", T_U32, hd),
                _kv(a + "attention.value_length", T_U32, hd)]
+    for hf_key, key in (("embedding_multiplier", "embedding_scale"),
+                        ("residual_multiplier", "residual_scale"),
+                        ("attention_multiplier", "attention.scale"),
+                        ("logits_scaling", "logit_scale")):
+        if arch == "granite" and hf_key in cfg:
+            kv.append(_kv(a + key, T_F32, cfg[hf_key]))
     tensors = [("token_embd.weight", w["model.embed_tokens.weight"]),
                ("output_norm.weight", w["model.norm.weight"])]
-    if not cfg.get("tie_word_embeddings", True):
+    if not cfg.get("tie_word_embeddings", arch == "smollm3"):
         tensors.append(("output.weight", w["lm_head.weight"]))
     for i in range(n_layers):
         p, b = "model.layers.%d." % i, "blk.%d." % i
@@ -327,17 +345,20 @@ def main(argv):
     ap.add_argument("--drop", action="append", default=[], help="leave tensor NAME out")
     ap.add_argument("--rows", action="append", default=[], help="NAME:N keeps N rows of NAME")
     ap.add_argument("--key", action="append", default=[], help="KEY:u32|f32:VALUE")
+    ap.add_argument("--no-key", action="append", default=[], help="leave key KEY out")
     a = ap.parse_args(argv)
     cfg, w = hfmodel.load_model(a.model_dir)
     gemma = cfg.get("model_type") in hfmodel.GEMMA_TYPES
     smollm3 = cfg.get("model_type") == "smollm3"
-    if cfg.get("model_type") != "phi3" and not gemma and not smollm3:
+    granite = cfg.get("model_type") == "granite"
+    if cfg.get("model_type") != "phi3" and not gemma and not smollm3 and not granite:
         raise SystemExit("only Phi3ForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, "
-                         "Gemma3ForCausalLM and SmolLM3ForCausalLM folders")
-    if gemma or smollm3:
+                         "Gemma3ForCausalLM, SmolLM3ForCausalLM and GraniteForCausalLM folders")
+    if gemma or smollm3 or granite:
         if a.dequant_out:
             raise SystemExit("--dequant-out: phi3 folders only")
-        kv, tensors = gemma_layout(cfg, w) if gemma else smollm3_layout(cfg, w)
+        kv, tensors = (gemma_layout(cfg, w) if gemma else granite_layout(cfg, w) if granite
+                       else smollm3_layout(cfg, w))
         hf_name = {}
     else:
         nh = cfg["num_attention_heads"]
@@ -405,6 +426,8 @@ def main(argv):
         key, typ, val = e.split(":")
         rec = _kv(key, T_U32 if typ == "u32" else T_F32, int(val) if typ == "u32" else float(val))
         kv = [r for r in kv if not r.startswith(_str(key))] + [rec]
+    for key in a.no_key:
+        kv = [r for r in kv if not r.startswith(_str(key))]
     cut = dict((r.split(":")[0], int(r.split(":")[1])) for r in a.rows)
     tensors = [(n_, arr[:cut[n_]] if n_ in cut else arr) for n_, arr in tensors if n_ not in a.drop]
     for name, arr in tensors:

@@ -64,6 +64,11 @@ modelling code:
     i is even; and two soft-caps, cap * tanh(x / cap): attn_logit_softcapping on the scores
     after the scale and before the mask (eager_attention_forward), final_logit_softcapping on
     the logits. Absent, they are Gemma2Config's 50 and 30; null turns one off.
+  - Granite (modeling_granite, model_type granite): Llama's layer with four multipliers, each
+    1.0 when absent (GraniteConfig): the embedding output times embedding_multiplier; the
+    attention scores scaled by attention_multiplier instead of 1 / sqrt(head_dim); the attention
+    and MLP outputs times residual_multiplier before each residual add; the logits divided by
+    logits_scaling. tie_word_embeddings defaults to false.
 Precision: weights are upcast to float64 and the whole forward runs in float64 (transformers
 runs a float32 model in float32; the difference is ~1e-6 relative). The output is rounded to
 float32. F16/BF16 files are read exactly as stored (the reference sees the rounded weights).
@@ -376,6 +381,18 @@ def _llama(**kw):
     return _base("LlamaForCausalLM", "llama", **extra)
 
 
+def _granite(**kw):
+    """GraniteForCausalLM with granite-3.1-2b-instruct's config.json keys (scaled down); kw
+    overrides, a None value removes the key (GraniteConfig's default 1.0 then applies)."""
+    extra = {"attention_bias": False, "mlp_bias": False, "pad_token_id": EOT_ID,
+             "rms_norm_eps": 1e-5, "rope_theta": 5000000.0, "tie_word_embeddings": True,
+             "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+             "attention_multiplier": 0.015625, "logits_scaling": 8.0}
+    extra.update(kw)
+    cfg = _base("GraniteForCausalLM", "granite", **extra)
+    return {k: v for k, v in cfg.items() if v is not None or k not in kw}
+
+
 def _smollm3(**kw):
     """SmolLM3ForCausalLM with its config.json keys; kw overrides (None values are written as
     null)."""
@@ -502,6 +519,14 @@ VARIANTS = {
         rope_scaling={"rope_type": "longrope", "original_max_position_embeddings": 64,
                       "short_factor": [1.0, 1.02, 1.05, 1.1, 1.3, 1.6, 2.0, 2.5],
                       "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 12.0, 16.0]}),
+    # granite-3.1-2b-instruct shaped (tied, theta 5e6, GQA 4/2) with its multipliers far from 1
+    # (12, 0.22, 1/64, 8): dropping any one of them moves every logit.
+    "granite": lambda: _granite(),
+    # No multiplier keys: GraniteConfig's defaults of 1.0, so the attention scale is 1 (not
+    # 1 / sqrt(head_dim)); untied.
+    "granite-defaults": lambda: _granite(embedding_multiplier=None, residual_multiplier=None,
+                                         attention_multiplier=None, logits_scaling=None,
+                                         tie_word_embeddings=False),
     # SmolLM2-shaped: odd head count (3), multi-query (1 kv head), tied, theta 1e5.
     "smollm": lambda: _llama(hidden_size=48, intermediate_size=128, num_hidden_layers=3,
                              num_attention_heads=3, num_key_value_heads=1, head_dim=16,
@@ -756,7 +781,7 @@ def forward(model, tokens, context=None):
     Returns float32 logits [n, vocab_size]."""
     cfg, w = load_model(model) if isinstance(model, str) else model
     mt = cfg.get("model_type")
-    if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3") + GEMMA_TYPES:
+    if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "granite") + GEMMA_TYPES:
         raise ValueError("model_type %r not supported by the reference" % mt)
     gemma, gemma3 = mt in GEMMA_TYPES, mt == "gemma3_text"
     post = mt in GEMMA_POST_NORMS  # Gemma 2 / 3's four norms and query_pre_attn_scalar
@@ -814,6 +839,10 @@ def forward(model, tokens, context=None):
     qi = np.arange(n)[:, None]
     kj = np.arange(n)[None, :]
     scale = float(cfg.get("query_pre_attn_scalar", 256)) ** -0.5 if post else 1.0 / math.sqrt(hd)
+    granite = mt == "granite"  # GraniteConfig's four multipliers, 1.0 when absent
+    if granite:
+        scale = float(cfg.get("attention_multiplier", 1.0))
+    resid = float(cfg.get("residual_multiplier", 1.0)) if granite else 1.0
 
     def norm(x, name):  # Gemma: x / rms(x) * (1 + w)
         return rms_norm(x, w[name] + 1.0 if gemma else w[name], eps)
@@ -826,6 +855,8 @@ def forward(model, tokens, context=None):
     x = emb[tokens]
     if gemma:
         x = x * float(np.float32(math.sqrt(h_dim)))
+    if granite:
+        x = x * float(cfg.get("embedding_multiplier", 1.0))
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % i
         hs = norm(x, p + "input_layernorm.weight")
@@ -863,7 +894,7 @@ def forward(model, tokens, context=None):
         ao = lin(att.reshape(n, nh * hd), p + "self_attn.o_proj")
         if post:  # the attention output normalized before the residual add
             ao = norm(ao, p + "post_attention_layernorm.weight")
-        x = x + ao
+        x = x + ao * resid
         hs = norm(x, p + ("pre_feedforward_layernorm.weight" if post else
                           "post_attention_layernorm.weight"))
         if p + "mlp.gate_up_proj.weight" in w:  # Phi3: chunk(2), gate first
@@ -875,9 +906,11 @@ def forward(model, tokens, context=None):
         mo = lin((gelu_tanh(g) if gemma else g / (1.0 + np.exp(-g))) * u, p + "mlp.down_proj")
         if post:
             mo = norm(mo, p + "post_feedforward_layernorm.weight")
-        x = x + mo
+        x = x + mo * resid
     x = norm(x, "model.norm.weight")
     logits = x @ head.T
+    if granite:
+        logits = logits / float(cfg.get("logits_scaling", 1.0))
     if final_cap is not None:
         logits = final_cap * np.tanh(logits / final_cap)
     return logits.astype(np.float32)
