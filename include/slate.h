@@ -266,7 +266,10 @@ void slate_output_discard(slate_output *out);
  *     512 with sliding_window_pattern 6, local RoPE base 1e4),
  *   "mistral-7b" (MistralForCausalLM, mistralai/Mistral-7B-v0.1: window 4096),
  *   "smollm3-3b" (SmolLM3ForCausalLM, HuggingFaceTB/SmolLM3-3B: Llama's tensors, tied, every
- *     fourth layer NoPE: config.json's no_rope_layers, written for the shape's layer count).
+ *     fourth layer NoPE: config.json's no_rope_layers, written for the shape's layer count),
+ *   "granite-3.1-2b" (GraniteForCausalLM, ibm-granite/granite-3.1-2b-instruct: Llama's
+ *     tensors, tied; config.json's multipliers embedding 12, attention 0.015625, residual 0.22,
+ *     logits_scaling 8, kept as published whatever the dims).
  * Weights are normal-ish (sum of four uniforms) with std 0.02, norm weights ~1 (Gemma: the
  * stored w of its (1 + w) norms, ~0), so activations and logits stay finite and spread out. The
  * tokenizer is a synthetic byte-level BPE with

@@ -9,8 +9,9 @@
  *     shapes them: Llama / Mistral (q/k/v/o, gate/up/down, two norms), Qwen2 (+ q/k/v biases),
  *     Phi-3 (fused self_attn.qkv_proj = q | k | v rows and mlp.gate_up_proj = gate | up rows),
  *     Gemma 2 (four norms per layer: input, post-attention, pre- and post-feed-forward),
- *     Gemma 3 (Gemma 2's + q/k norms over head_dim) and SmolLM3 (Llama's tensors; its config
- *     lists the NoPE layers). `like` gives a custom shape one of these
+ *     Gemma 3 (Gemma 2's + q/k norms over head_dim), SmolLM3 (Llama's tensors; its config
+ *     lists the NoPE layers) and Granite (Llama's tensors; its config gives granite-3.1-2b's
+ *     embedding, attention, residual and logits multipliers). `like` gives a custom shape one of these
  *     architectures with other dims (tests make tiny ones); its config says "custom".
  *   - Streaming: each tensor is generated in chunks of CHUNK elements and written at once, so
  *     memory use is a few MiB whatever the model size. Each tensor has its own random stream,
@@ -71,6 +72,7 @@ typedef enum family {
     FAM_GEMMA2,
     FAM_GEMMA3,
     FAM_SMOLLM3, /* Llama's tensors; config.json lists the NoPE layers */
+    FAM_GRANITE, /* Llama's tensors; config.json gives the four multipliers */
 } family;
 
 typedef struct shape {
@@ -154,6 +156,13 @@ static const shape SHAPES[] = {
      .source = "HuggingFaceTB/SmolLM3-3B", .fam = FAM_SMOLLM3, .dim = 2048, .n_layers = 36,
      .n_heads = 16, .n_kv_heads = 4, .ffn_dim = 11008, .n_vocab = 128256, .n_ctx = 65536,
      .rope_theta = 5000000.0, .norm_eps = 1e-6, .tied = true, .published = SLATE_DTYPE_BF16},
+    /* granite-3.1-2b: Llama's tensors, GQA 32/8, tied, theta 5e6, no head_dim key; multipliers
+     * embedding 12, attention 0.015625 (1 / head_dim), residual 0.22, logits_scaling 8. */
+    {.name = "granite-3.1-2b", .arch = "GraniteForCausalLM", .model_type = "granite",
+     .source = "ibm-granite/granite-3.1-2b-instruct", .fam = FAM_GRANITE, .dim = 2048,
+     .n_layers = 40, .n_heads = 32, .n_kv_heads = 8, .ffn_dim = 8192, .n_vocab = 49155,
+     .n_ctx = 131072, .rope_theta = 5000000.0, .norm_eps = 1e-5, .tied = true,
+     .published = SLATE_DTYPE_BF16},
 };
 #define N_SHAPES ((int32_t)(sizeof SHAPES / sizeof SHAPES[0]))
 
@@ -693,6 +702,13 @@ static slate_status write_config(folder *fo, const plan *p) {
         for (int32_t l = 0; l < s->n_layers; l++)
             out_printf(o, "%s%d", l ? ", " : "", (l + 1) % 4 != 0);
         out_printf(o, "],\n  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n"
+                   "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n"
+                   "  \"rope_scaling\": null,\n");
+        break;
+    case FAM_GRANITE:
+        /* granite-3.1-2b-instruct's keys (the published values whatever the dims) */
+        out_printf(o, "  \"embedding_multiplier\": 12.0,\n  \"attention_multiplier\": 0.015625,\n"
+                   "  \"residual_multiplier\": 0.22,\n  \"logits_scaling\": 8.0,\n"
                    "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n"
                    "  \"rope_scaling\": null,\n");
         break;

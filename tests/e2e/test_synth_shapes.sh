@@ -71,10 +71,11 @@ PYEOF
 
 for c in "phi-3-mini-4k|Phi3ForCausalLM" "gemma-2-2b|Gemma2ForCausalLM" \
          "gemma-3-1b|Gemma3ForCausalLM" "mistral-7b|MistralForCausalLM" \
-         "smollm3-3b|SmolLM3ForCausalLM"; do
+         "smollm3-3b|SmolLM3ForCausalLM" "granite-3.1-2b|GraniteForCausalLM"; do
   shape=${c%%|*} arch=${c#*|} d="$WORK/${c%%|*}"
   sd=$dims
-  [ "$shape" = smollm3-3b ] && sd=${dims/,window=4/} # no window; layer 3 of 6 is NoPE
+  # no window (smollm3: layer 3 of 6 is NoPE; granite: its four multipliers)
+  [ "$shape" = smollm3-3b ] || [ "$shape" = granite-3.1-2b ] && sd=${dims/,window=4/}
   if ! "$SLATE" synth --like "$shape" --dims "$sd" --dtype f32 --seed 11 -o "$d" 2>"$WORK/err"; then
     bad "$shape: synth --like failed: $(cat "$WORK/err")"
     continue
@@ -117,9 +118,9 @@ check "gemma-2-2b bf16: decode steps match the NumPy reference (atol 1e-4)" step
 # cards' 3.82B, 2.61B, 1.00B, 7.24B) within 1 %, and the checkpoints' tensor counts (their
 # model.safetensors.index.json weight maps: 195, 288, 340, 291). SmolLM3-3B: 3.08B and 326
 # tensors as its config.json gives them (embedding, 36 x 9, final norm; tied), its weight map
-# not checked here.
+# not checked here; granite-3.1-2b likewise: 2.53B, 362 (embedding, 40 x 9, final norm; tied).
 for c in "phi-3-mini-4k 3.82e9 195" "gemma-2-2b 2.61e9 288" "gemma-3-1b 1.00e9 340" \
-         "mistral-7b 7.24e9 291" "smollm3-3b 3.08e9 326"; do
+         "mistral-7b 7.24e9 291" "smollm3-3b 3.08e9 326" "granite-3.1-2b 2.53e9 362"; do
   set -- $c
   rc=0; "$SLATE" synth --shape "$1" --dry-run >"$WORK/dry" 2>&1 || rc=$?
   check "$1: --dry-run exits 0 ($rc) and writes nothing" bash -c '[ "$1" -eq 0 ] && [ ! -e "$2" ]' _ "$rc" "$1"

@@ -221,6 +221,7 @@ static void named_shapes_keep_their_architecture_under_dim_overrides(void **unus
         {"gemma-3-1b", "\"sliding_window_pattern\": 6"},
         {"mistral-7b", "\"sliding_window\": 4096"},
         {"smollm3-3b", "\"no_rope_layers\": [1]"}, /* one layer: no NoPE layer */
+        {"granite-3.1-2b", "\"logits_scaling\": 8.0"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         slate_synth_params p = slate_synth_default_params();
@@ -292,6 +293,9 @@ static void describe_counts_the_published_shapes_without_writing(void **unused) 
         /* 128256 x 2048 + 36 x (2 x 2048 x 2048 + 2 x 512 x 2048 + 3 x 11008 x 2048 + 2 x 2048)
          * + 2048, tied: the model card's 3B (3.08B) */
         {"smollm3-3b", 3075098624, 326, 128, SLATE_DTYPE_BF16},
+        /* 49155 x 2048 + 40 x (2 x 2048 x 2048 + 2 x 512 x 2048 + 3 x 8192 x 2048 + 2 x 2048)
+         * + 2048, tied: granite-3.1-2b's 2.53B */
+        {"granite-3.1-2b", 2533531648, 362, 64, SLATE_DTYPE_BF16},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         slate_synth_params p = slate_synth_default_params();
@@ -588,7 +592,8 @@ static void shape_names_are_listed_in_order(void **unused) {
     assert_string_equal(slate_synth_shape_name(6), "gemma-3-1b");
     assert_string_equal(slate_synth_shape_name(7), "mistral-7b");
     assert_string_equal(slate_synth_shape_name(8), "smollm3-3b");
-    assert_null(slate_synth_shape_name(9));
+    assert_string_equal(slate_synth_shape_name(9), "granite-3.1-2b");
+    assert_null(slate_synth_shape_name(10));
     assert_null(slate_synth_shape_name(-1));
 }
 
