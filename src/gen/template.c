@@ -75,6 +75,11 @@ const char *slate__tmpl_end_of_turn(slate__tmpl t) {
 
 slate__tmpl slate__tmpl_detect(const char *j) {
     if (!j) return SLATE__TMPL_NONE;
+    /* IBM Granite 3.x: '<|start_of_role|>' + role + '<|end_of_role|>' ... '<|end_of_text|>'
+     * turns and, without a system message, a default one with today's date (strftime_now): no
+     * family renders it, and whatever other family's marker its tool or document sections
+     * might carry, it is refused first. */
+    if (strstr(j, "<|start_of_role|>")) return SLATE__TMPL_NONE;
     if (strstr(j, "<|im_start|>")) {
         /* A generation prompt that opens the reasoning block itself (QwQ, Qwen3.5 and other
          * reasoning models: '<|im_start|>assistant\n<think>\n') is neither family's layout:

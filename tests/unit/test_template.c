@@ -494,6 +494,18 @@ static void families_are_detected_from_official_template_sources(void **unused) 
          "\"<|im_start|>assistant\\n\" }}\n  {%- else -%}\n    {{ \"<|im_start|>assistant\\n"
          "\" + \"<think>\\n\\n</think>\\n\"  }}\n  {%- endif -%}\n{%- endif -%}",
          SLATE__TMPL_NONE},
+        /* Granite 3.x (ibm-granite/granite-3.1-2b-instruct's chat_template, abridged: its
+         * default system message with today's date and its turns): no family's layout. */
+        {"{%- if messages[0]['role'] == 'system' %}\n    {%- set system_message = "
+         "messages[0]['content'] %}\n{%- else %}\n    {%- set system_message = \"Knowledge "
+         "Cutoff Date: April 2024.\\nToday's Date: \" + strftime_now('%B %d, %Y') + "
+         "\".\\nYou are Granite, developed by IBM. You are a helpful AI assistant.\" %}\n"
+         "{%- endif %}\n{{- '<|start_of_role|>system<|end_of_role|>' + system_message + "
+         "'<|end_of_text|>\\n' }}\n{%- for message in loop_messages %}\n    {{- "
+         "'<|start_of_role|>' + message['role'] + '<|end_of_role|>' + message['content'] + "
+         "'<|end_of_text|>\\n' }}\n    {%- if loop.last and add_generation_prompt %}\n"
+         "        {{- '<|start_of_role|>assistant<|end_of_role|>' }}\n    {%- endif %}\n"
+         "{%- endfor %}", SLATE__TMPL_NONE},
         {"{{ bos_token }}{% for m in messages %}{{ '[INST] ' + m['content'] + '[/INST]' }}"
          "{% endfor %}", SLATE__TMPL_NONE}, /* Mistral v0.3: no space before [/INST] */
         {"{% for m in messages %}<|{{ m['role'] }}|>\n {{ m['content'] }}{% endfor %}"
