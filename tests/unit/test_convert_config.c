@@ -555,6 +555,46 @@ static void llama2c_header_vocab_int32_min_is_refused(void **st) {
     }
 }
 
+/* Granite: GraniteConfig's multipliers (1 when absent: no scale op, an attention scale of 1,
+ * not 1 / sqrt(head_dim)), granite-3.1-2b-instruct's values, and refusals naming the key. */
+static void hf_config_granite_reads_its_multipliers(void **st) {
+    (void)st;
+    slate__arch a;
+    slate_error e;
+    const char *head = "{\"architectures\": [\"GraniteForCausalLM\"], \"vocab_size\": 320, "
+                       "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": "
+                       "4, \"intermediate_size\": 128, \"rms_norm_eps\": 1e-5";
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg, "%s}", head);
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_string_equal(a.name, "granite");
+    assert_true(a.embd_scale == 0 && a.residual_scale == 0 && a.logit_scale == 0);
+    assert_true(a.attn_scale == 1.0f && a.rope_mode == SLATE__ROPE_HALF && !a.qkv_bias);
+    snprintf(cfg, sizeof cfg, "%s, \"embedding_multiplier\": 12.0, \"attention_multiplier\": "
+             "0.015625, \"residual_multiplier\": 0.22, \"logits_scaling\": 8.0, "
+             "\"attention_bias\": false, \"mlp_bias\": false, \"rope_theta\": 5000000.0, "
+             "\"tie_word_embeddings\": true}", head);
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_OK);
+    assert_true(a.embd_scale == 12.0f && a.attn_scale == 0.015625f);
+    assert_true(a.residual_scale == 0.22f && a.logit_scale == 8.0f && a.rope_theta == 5e6f);
+    static const struct { const char *kv, *msg; slate_status st; } bad[] = {
+        {"\"embedding_multiplier\": 0", "embedding_multiplier is 0", SLATE_E_FORMAT},
+        {"\"attention_multiplier\": -1", "attention_multiplier is -1", SLATE_E_FORMAT},
+        {"\"residual_multiplier\": null", "residual_multiplier is null", SLATE_E_FORMAT},
+        {"\"logits_scaling\": 1e-9", "logits_scaling is 1e-09", SLATE_E_FORMAT},
+        {"\"mlp_bias\": true", "mlp_bias on GraniteForCausalLM", SLATE_E_UNSUPPORTED},
+        {"\"attention_bias\": true", "attention_bias on GraniteForCausalLM", SLATE_E_UNSUPPORTED},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cfg, sizeof cfg, "%s, %s}", head, bad[i].kv);
+        assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), bad[i].st);
+        if (!strstr(e.message, bad[i].msg)) fail_msg("%s: got: %s", bad[i].kv, e.message);
+    }
+    snprintf(cfg, sizeof cfg, "{\"architectures\": [\"GraniteMoeForCausalLM\"]}");
+    assert_int_equal(slate__hf_parse_config(cfg, strlen(cfg), &a, &e), SLATE_E_UNSUPPORTED);
+    assert_non_null(strstr(e.message, "mixture-of-experts"));
+}
+
 /* A minimal import that reaches the builder's checks (which run before the tokenizer is used). */
 static void tiny_import(slate__import *imp) {
     memset(imp, 0, sizeof *imp);
@@ -584,6 +624,26 @@ static void builder_refuses_implausible_softcaps(void **st) {
             assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("cap.slate"), &e),
                              SLATE_E_FORMAT);
             assert_non_null(strstr(e.message, "soft-caps"));
+        }
+}
+
+/* Granite's residual and logit scales reach the builder from either importer: NaN, negative,
+ * past 1e6, or a logit scale whose reciprocal (the scale op's factor) is past 1e6, is refused
+ * before anything is written (0 is "none"). */
+static void builder_refuses_implausible_granite_scales(void **st) {
+    (void)st;
+    slate_convert_params cp = slate_convert_default_params();
+    slate__import imp;
+    slate_error e;
+    static const float bad[] = {NAN, -1.0f, 2e6f, INFINITY, 1e-7f};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        for (int which = 0; which < 2; which++) {
+            if (!which && bad[i] == 1e-7f) continue; /* a tiny residual scale is fine */
+            tiny_import(&imp);
+            *(which ? &imp.a.logit_scale : &imp.a.residual_scale) = bad[i];
+            assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("gs.slate"), &e),
+                             SLATE_E_FORMAT);
+            assert_non_null(strstr(e.message, which ? "logit scale" : "residual scale"));
         }
 }
 
@@ -688,6 +748,8 @@ int main(void) {
         cmocka_unit_test(hf_config_gemma2_reads_its_caps_and_layers),
         cmocka_unit_test(hf_config_partial_rotary_sets_the_rotated_dims_and_the_longrope_length),
         cmocka_unit_test(hf_config_smollm3_reads_its_nope_layers_and_defaults),
+        cmocka_unit_test(hf_config_granite_reads_its_multipliers),
+        cmocka_unit_test(builder_refuses_implausible_granite_scales),
         cmocka_unit_test(llama2c_header_vocab_int32_min_is_refused),
         cmocka_unit_test(builder_refuses_non_finite_rope_parameters),
         cmocka_unit_test(builder_refuses_implausible_softcaps),
