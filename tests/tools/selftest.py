@@ -147,6 +147,9 @@ def naive_forward(model_dir, tokens, context=None):
         assert rtype == "default", "rope type %r" % rtype
     tied = cfg.get("tie_word_embeddings", gemma or mt == "smollm3")
     head = w["model.embed_tokens.weight"] if tied else w["lm_head.weight"]
+    # Granite: GraniteConfig's four multipliers, 1.0 when absent (1 for other families)
+    gm = {k: float(cfg.get(k, 1.0)) if mt == "granite" else 1.0
+          for k in ("embedding_multiplier", "residual_multiplier", "logits_scaling")}
 
     def nope(l):  # SmolLM3's layers without RoPE
         if mt != "smollm3":
@@ -201,6 +204,7 @@ def naive_forward(model_dir, tokens, context=None):
         x = w["model.embed_tokens.weight"][t].copy()
         if gemma:  # HF multiplies by the normalizer as a tensor of the model's dtype (float32)
             x *= float(np.float32(math.sqrt(cfg["hidden_size"])))
+        x *= gm["embedding_multiplier"]
         for l in range(L_):
             p = "model.layers.%d.self_attn." % l
             h = norm(x, w["model.layers.%d.input_layernorm.weight" % l])
@@ -228,6 +232,8 @@ def naive_forward(model_dir, tokens, context=None):
             kcache[l].append(k)
             vcache[l].append(v)
             scale = cfg.get("query_pre_attn_scalar", 256) ** -0.5 if post else 1 / math.sqrt(hd)
+            if mt == "granite":
+                scale = float(cfg.get("attention_multiplier", 1.0))
             first = 0 if sw is None else max(0, pos - sw + 1)
             o = np.zeros(nh * hd)
             for hh in range(nh):
@@ -248,7 +254,7 @@ def naive_forward(model_dir, tokens, context=None):
                 x = x + norm(w[p + "o_proj.weight"] @ o, w[lp + "post_attention_layernorm.weight"])
                 h = norm(x, w[lp + "pre_feedforward_layernorm.weight"])
             else:
-                x = x + w[p + "o_proj.weight"] @ o
+                x = x + (w[p + "o_proj.weight"] @ o) * gm["residual_multiplier"]
                 h = norm(x, w[lp + "post_attention_layernorm.weight"])
             m_ = "model.layers.%d.mlp." % l
             if (m_ + "gate_up_proj.weight") in w:
@@ -258,8 +264,9 @@ def naive_forward(model_dir, tokens, context=None):
                 g = w[m_ + "gate_proj.weight"] @ h
                 u = w[m_ + "up_proj.weight"] @ h
             mo = w[m_ + "down_proj.weight"] @ (act(g) * u)
-            x = x + (norm(mo, w[lp + "post_feedforward_layernorm.weight"]) if post else mo)
-        row = head @ norm(x, w["model.norm.weight"])
+            x = x + (norm(mo, w[lp + "post_feedforward_layernorm.weight"]) if post
+                     else mo * gm["residual_multiplier"])
+        row = head @ norm(x, w["model.norm.weight"]) / gm["logits_scaling"]
         if final_cap is not None:
             row = np.array([final_cap * math.tanh(z / final_cap) for z in row])
         rows.append(row)
