@@ -73,6 +73,38 @@ prefix_logits() {
     cat "$WORK/row" >>"$out"
   done
 }
+# variant_matches V: makes hfmodel.py's variant V (seed 11) in $WORK/V, converts it with f32
+# caches, and checks slate's logits at every position of the prompt $ids (the caller's array;
+# $csv the same ids comma-separated, $n their count) against the NumPy reference (atol 1e-4).
+variant_matches() {
+  local v=$1 d="$WORK/$1"
+  $PY "$TOOLS/hfmodel.py" make --variant "$v" --out "$d" --seed 11 >/dev/null
+  if ! "$SLATE" convert "$d" -o "$d.slate" --kv-dtype fp32 2>"$d.err"; then # f32 caches: 1e-4
+    bad "$v: convert failed: $(cat "$d.err")"
+    return
+  fi
+  $PY "$TOOLS/hfmodel.py" forward "$d" --tokens "$csv" --out "$d.ref.f32" >/dev/null
+  prefix_logits "$d.slate" "$d.slate.f32" "${ids[@]}"
+  check "$v: logits at all $n positions match the NumPy reference (atol 1e-4)" \
+    $PY "$TOOLS/compare_logits.py" "$d.slate.f32" "$d.ref.f32" --vocab 320 --atol 1e-4 --quiet
+}
+# steps_match PKG DIR: a greedy run of PKG (an hfmodel.py folder DIR's package, vocab 320) from
+# 4 prompt ids, 12 steps, one token at a time (each step reads the cache the previous ones
+# wrote): each step's logits match the NumPy reference over the same tokens within 1e-4.
+steps_match() {
+  "$SLATE" run "$1" --ids 304,72,101,108 -n 12 --temp 0 --dump-logits "$1.steps" \
+    >/dev/null 2>&1 || return 1
+  $PY - "$TOOLS" "$2" "$1.steps" <<'PYEOF'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import hfmodel
+rows = np.fromfile(sys.argv[3], dtype="<f4").reshape(-1, 320)
+toks = [304, 72, 101, 108] + [int(np.argmax(r)) for r in rows[:-1]]
+ref = hfmodel.forward(sys.argv[2], toks)[3:]
+sys.exit(0 if len(rows) == 12 and np.max(np.abs(ref - rows)) < 1e-4 else 1)
+PYEOF
+}
 need_models() {
   if [ ! -d "$SLATE_MODELS_DIR/stories260K" ]; then
     echo "skipping: $SLATE_MODELS_DIR/stories260K not found"
