@@ -82,3 +82,23 @@ cJSON *pu_meta(const uint8_t *pkg) {
     const uint8_t *m = pu_section(pkg, SLATE__SEC_META);
     return cJSON_ParseWithLength((const char *)pkg + pu_rd64(m + 8), pu_rd64(m + 16));
 }
+
+void pu_view_open(pkgview *v, const char *path) {
+    assert_int_equal(slate__read_file(path, (size_t)1 << 30, &v->file, &v->len, NULL), SLATE_OK);
+    assert_int_equal(slate__pkg_open_mem((const uint8_t *)v->file, v->len, &v->pkg, NULL), SLATE_OK);
+}
+void pu_view_close(pkgview *v) {
+    slate__pkg_close(&v->pkg);
+    slate__free(v->file);
+}
+const cJSON *pu_view_tensor(const pkgview *v, const char *name) {
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(v->pkg.json, "tensors")) {
+        if (strcmp(cJSON_GetObjectItem(e, "name")->valuestring, name) == 0) return e;
+    }
+    return NULL;
+}
+const uint8_t *pu_view_data(const pkgview *v, const cJSON *e) {
+    return (const uint8_t *)v->file + v->pkg.data_offset +
+           (uint64_t)cJSON_GetObjectItem(e, "offset")->valuedouble;
+}

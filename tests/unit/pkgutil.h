@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "slate.h"
+#include "pkg/pkg.h"
 
 uint32_t pu_rd32(const uint8_t *p);
 uint64_t pu_rd64(const uint8_t *p);
@@ -24,6 +25,20 @@ cJSON *pu_meta(const uint8_t *pkg);
  * open returns `want` with a message naming both `msg` and the tensor, and leaks nothing. */
 void pu_expect_edit(const uint8_t *pkg, const char *tensor, void (*edit)(cJSON *e),
                     slate_status want, const char *msg);
+
+/* A package file read whole and opened (slate__pkg_open_mem) to look at its tensor table and
+ * bytes; the helpers fail the test when the file cannot be read or opened. */
+typedef struct pkgview {
+    char *file;
+    size_t len;
+    slate__pkg pkg;
+} pkgview;
+void pu_view_open(pkgview *v, const char *path);
+void pu_view_close(pkgview *v);
+/* The META tensor entry named `name`, or NULL. */
+const cJSON *pu_view_tensor(const pkgview *v, const char *name);
+/* The bytes of tensor entry e in the DATA section. */
+const uint8_t *pu_view_data(const pkgview *v, const cJSON *e);
 
 slate_status slate__model_open_mem(const uint8_t *data, size_t size,
                                    const slate_model_params *params, slate_model **out,

@@ -10,6 +10,7 @@
  * picks each type's nearest layout, refuses non-finite or unrepresentable scales naming the
  * tensor and block, and gives packages whose logits follow the f32 conversion. */
 #include "testutil.h"
+#include "pkgutil.h"
 #include "tinymodel.h"
 
 #include <float.h>
@@ -712,32 +713,6 @@ static void parser_names_every_type_it_does_not_read(void **st) {
 
 /* ---- the converter ------------------------------------------------------------------------- */
 
-typedef struct pkgview {
-    char *file;
-    size_t len;
-    slate__pkg pkg;
-} pkgview;
-
-static void view_open(pkgview *v, const char *path) {
-    assert_int_equal(slate__read_file(path, (size_t)1 << 30, &v->file, &v->len, NULL), SLATE_OK);
-    assert_int_equal(slate__pkg_open_mem((const uint8_t *)v->file, v->len, &v->pkg, NULL), SLATE_OK);
-}
-static void view_close(pkgview *v) {
-    slate__pkg_close(&v->pkg);
-    slate__free(v->file);
-}
-static const cJSON *view_tensor(const pkgview *v, const char *name) {
-    const cJSON *e;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItem(v->pkg.json, "tensors")) {
-        if (strcmp(cJSON_GetObjectItem(e, "name")->valuestring, name) == 0) return e;
-    }
-    fail_msg("tensor '%s' not in the package", name);
-    return NULL;
-}
-static const uint8_t *view_data(const pkgview *v, const cJSON *e) {
-    return (const uint8_t *)v->file + v->pkg.data_offset +
-           (uint64_t)cJSON_GetObjectItem(e, "offset")->valuedouble;
-}
 
 /* A one-layer tiny model whose matrices (the embedding and the head too) are random blocks of
  * src_type: rows of 256. */
@@ -770,15 +745,15 @@ static void q4_k_converts_to_transcoded_q4_asym_or_exact_f32(void **st) {
     cp.convert_quantized = true; /* slate convert --dtype fp32 */
     if (slate__build_package(&imp, &cp, f32, &err) != SLATE_OK) fail_msg("%s", err.message);
     pkgview vd, vf;
-    view_open(&vd, def);
-    view_open(&vf, f32);
+    pu_view_open(&vd, def);
+    pu_view_open(&vf, f32);
     int n_q = 0;
     for (int32_t i = 0; i < imp.n_tensors; i++) {
         const slate__src_tensor *t = &imp.tensors[i];
         if (t->type != SLATE__SRC_Q4_K) continue;
         n_q++;
         int64_t n = t->dims[0] * t->dims[1];
-        const cJSON *e = view_tensor(&vd, t->name);
+        const cJSON *e = pu_view_tensor(&vd, t->name);
         assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring, "q4");
         assert_int_equal((int)cJSON_GetObjectItem(e, "block")->valuedouble, 32);
         assert_true(cJSON_IsTrue(cJSON_GetObjectItem(e, "asym")));
@@ -787,20 +762,20 @@ static void q4_k_converts_to_transcoded_q4_asym_or_exact_f32(void **st) {
         uint8_t *tc = malloc(want_bytes);
         float bad;
         assert_int_equal(slate__ggml_transcode(t->type, t->data, n, tc, &bad), -1);
-        if (memcmp(view_data(&vd, e), tc, want_bytes) != 0)
+        if (memcmp(pu_view_data(&vd, e), tc, want_bytes) != 0)
             fail_msg("tensor '%s': package bytes are not the transcoded source", t->name);
         free(tc);
-        const cJSON *ef = view_tensor(&vf, t->name);
+        const cJSON *ef = pu_view_tensor(&vf, t->name);
         assert_string_equal(cJSON_GetObjectItem(ef, "dtype")->valuestring, "f32");
         float *deq = malloc(sizeof(float) * (size_t)n);
         slate__ggml_dequantize(t->type, t->data, deq, n);
-        if (memcmp(view_data(&vf, ef), deq, sizeof(float) * (size_t)n) != 0)
+        if (memcmp(pu_view_data(&vf, ef), deq, sizeof(float) * (size_t)n) != 0)
             fail_msg("tensor '%s': f32 package values are not the dequantization", t->name);
         free(deq);
     }
     assert_int_equal(n_q, 9); /* q k v o gate up down, the embedding and the head */
-    view_close(&vd);
-    view_close(&vf);
+    pu_view_close(&vd);
+    pu_view_close(&vf);
     tm_import_free(&imp);
 }
 
@@ -855,16 +830,16 @@ static void every_type_converts_to_its_layout_and_runs_close_to_f32(void **st) {
         if (slate__build_package(&imp, &cp, f32, &err) != SLATE_OK)
             fail_msg("%s f32: %s", slate__src_type_name(cases[c].t), err.message);
         pkgview v;
-        view_open(&v, def);
+        pu_view_open(&v, def);
         const char *names[] = {"token_embd.weight", "output.weight", "blk.0.attn_q.weight",
                                "blk.0.ffn_down.weight"};
         for (int k = 0; k < 4; k++) {
-            const cJSON *e = view_tensor(&v, names[k]);
+            const cJSON *e = pu_view_tensor(&v, names[k]);
             assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring, cases[c].dtype);
             assert_int_equal((int)cJSON_GetObjectItem(e, "block")->valuedouble, cases[c].block);
             assert_int_equal(cJSON_IsTrue(cJSON_GetObjectItem(e, "asym")), cases[c].asym);
         }
-        view_close(&v);
+        pu_view_close(&v);
         float lq[TM_VOCAB], lf[TM_VOCAB];
         logits_of(def, lq);
         logits_of(f32, lf);

@@ -254,33 +254,8 @@ static void quantizers_refuse_values_whose_scale_overflows_f16(void **st) {
 /* ---- packages ------------------------------------------------------------------------------ */
 
 /* Opens a package file's META (parsed) and DATA bytes. */
-typedef struct pkgview {
-    char *file;
-    size_t len;
-    slate__pkg pkg;
-} pkgview;
-
-static void view_open(pkgview *v, const char *path) {
-    assert_int_equal(slate__read_file(path, (size_t)1 << 30, &v->file, &v->len, NULL), SLATE_OK);
-    assert_int_equal(slate__pkg_open_mem((const uint8_t *)v->file, v->len, &v->pkg, NULL), SLATE_OK);
-}
-static void view_close(pkgview *v) {
-    slate__pkg_close(&v->pkg);
-    slate__free(v->file);
-}
-static const cJSON *view_tensor(const pkgview *v, const char *name) {
-    const cJSON *e;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItem(v->pkg.json, "tensors")) {
-        if (strcmp(cJSON_GetObjectItem(e, "name")->valuestring, name) == 0) return e;
-    }
-    return NULL;
-}
-static const uint8_t *view_data(const pkgview *v, const cJSON *e) {
-    return (const uint8_t *)v->file + v->pkg.data_offset +
-           (uint64_t)cJSON_GetObjectItem(e, "offset")->valuedouble;
-}
 static const char *view_dtype(const pkgview *v, const char *name) {
-    const cJSON *e = view_tensor(v, name);
+    const cJSON *e = pu_view_tensor(v, name);
     assert_non_null(e);
     return cJSON_GetObjectItem(e, "dtype")->valuestring;
 }
@@ -315,11 +290,11 @@ static void gguf_q8_0_and_q4_0_tensors_import_bit_exact(void **st) {
             slate__gguf *g = NULL;
             assert_int_equal(slate__gguf_open(src, &g, NULL), SLATE_OK);
             pkgview v;
-            view_open(&v, out);
+            pu_view_open(&v, out);
             int n_q = 0;
             for (int64_t i = 0; i < slate__gguf_n_tensors(g); i++) {
                 const slate__gguf_tensor *t = slate__gguf_tensor_at(g, i);
-                const cJSON *e = view_tensor(&v, t->name);
+                const cJSON *e = pu_view_tensor(&v, t->name);
                 assert_non_null(e);
                 const char *dt = cJSON_GetObjectItem(e, "dtype")->valuestring;
                 bool is_q8 = t->type == SLATE__GGML_Q8_0, is_q4 = t->type == SLATE__GGML_Q4_0;
@@ -338,12 +313,12 @@ static void gguf_q8_0_and_q4_0_tensors_import_bit_exact(void **st) {
                 assert_null(cJSON_GetObjectItem(e, "asym"));
                 if (strcmp(want, is_q8 ? "q8_0" : "q4") != 0) continue; /* re-quantized */
                 assert_int_equal((uint64_t)cJSON_GetObjectItem(e, "size")->valuedouble, t->nbytes);
-                if (memcmp(view_data(&v, e), t->data, (size_t)t->nbytes) != 0)
+                if (memcmp(pu_view_data(&v, e), t->data, (size_t)t->nbytes) != 0)
                     fail_msg("%s mode %d: tensor '%s' bytes differ from the GGUF", files[fi], mode,
                              t->name);
             }
             assert_true(n_q >= 31);
-            view_close(&v);
+            pu_view_close(&v);
             slate__gguf_close(g);
             /* The package runs. */
             slate_model *m = NULL;
@@ -380,15 +355,15 @@ static void convert_policy_defaults_keep_rules_and_f16_fallback(void **st) {
     slate_error err;
     if (slate_convert(src, out, &cp, &err) != SLATE_OK) fail_msg("%s", err.message);
     pkgview v;
-    view_open(&v, out);
+    pu_view_open(&v, out);
     assert_string_equal(view_dtype(&v, "token_embd.weight"), "q8_0");
     assert_string_equal(view_dtype(&v, "blk.0.attn_q.weight"), "q4");
     assert_string_equal(view_dtype(&v, "blk.4.ffn_gate.weight"), "q4");
     assert_string_equal(view_dtype(&v, "blk.2.ffn_down.weight"), "f16");
     assert_string_equal(view_dtype(&v, "blk.2.ffn_norm.weight"), "f32");
     assert_string_equal(view_dtype(&v, "rope.freqs"), "f32");
-    assert_int_equal((int)cJSON_GetObjectItem(view_tensor(&v, "blk.0.attn_q.weight"), "block")->valuedouble, 32);
-    view_close(&v);
+    assert_int_equal((int)cJSON_GetObjectItem(pu_view_tensor(&v, "blk.0.attn_q.weight"), "block")->valuedouble, 32);
+    pu_view_close(&v);
 
     /* Keep rules: later wins; block size and asym reach Q4 tensors. */
     slate_convert_keep keep[3] = {{SLATE_DTYPE_F16, "blk.*.attn_*"},
@@ -399,15 +374,15 @@ static void convert_policy_defaults_keep_rules_and_f16_fallback(void **st) {
     cp.block_size = 64;
     cp.asym = true;
     if (slate_convert(src, out, &cp, &err) != SLATE_OK) fail_msg("%s", err.message);
-    view_open(&v, out);
+    pu_view_open(&v, out);
     assert_string_equal(view_dtype(&v, "blk.0.attn_q.weight"), "f16");
     assert_string_equal(view_dtype(&v, "blk.1.attn_v.weight"), "q8_c");
     assert_string_equal(view_dtype(&v, "token_embd.weight"), "q4");
-    const cJSON *e = view_tensor(&v, "blk.3.ffn_up.weight");
+    const cJSON *e = pu_view_tensor(&v, "blk.3.ffn_up.weight");
     assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring, "q4");
     assert_int_equal((int)cJSON_GetObjectItem(e, "block")->valuedouble, 64);
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(e, "asym")));
-    view_close(&v);
+    pu_view_close(&v);
 
     /* A rule that matches nothing, and a bad block size, are refused with the culprit. */
     slate_convert_keep typo = {SLATE_DTYPE_F16, "blk.*.ffn_dwn.weight"};
