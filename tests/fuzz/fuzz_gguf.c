@@ -81,11 +81,20 @@ static void decode(const slate__gguf_tensor *t) {
     slate__wmat w;
     slate__wmat_init(&w, q, dt, block, asym, 1, n);
     slate__ref_dequant(&w, 0, 0, n, y);
-    /* each value is a code times a scale (plus an offset), each rounded once to f16: a
-     * relative error of 2^-11 in each, on top of the code's magnitude */
-    for (int64_t i = 0; i < n; i++)
-        if (!(fabsf(y[i] - x[i]) <= 1e-3f * fabsf(x[i]) + 1e-3f * (fabsf(y[i]) + 1.0f) * 130.0f))
-            abort();
+    /* Each slate block holds an f16 scale d' (and offset m') that differ from the source's
+     * products by one f16 rounding (2^-11 relative, or 2^-25 absolute below f16's normal
+     * range), times a code of at most max_code: the bound, per slate block, on |y - x|. */
+    int32_t be = dt == SLATE_DTYPE_Q8_0 ? 32 : block; /* elements per slate block */
+    size_t bb = (size_t)slate__wmat_bytes(dt, block, asym, 1, be);
+    float max_code = dt == SLATE_DTYPE_Q8_0 ? 127.0f : asym ? 15.0f : 8.0f;
+    for (int64_t b = 0; b < n / be; b++) {
+        const uint8_t *blk = q + (size_t)b * bb;
+        float d = slate__f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        float m = asym ? slate__f16_to_f32((uint16_t)(blk[2] | blk[3] << 8)) : 0.0f;
+        float tol = (fabsf(d) * max_code + fabsf(m)) * 0x1p-10f + max_code * 0x1p-24f;
+        for (int64_t i = b * be; i < (b + 1) * be; i++)
+            if (!(fabsf(y[i] - x[i]) <= tol)) abort();
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
