@@ -275,7 +275,7 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
         slate__ggml_block(p->src->type, &elems, &bytes);
         int64_t cols = p->src->n_dims == 2 ? p->src->dims[1] : p->src->dims[0];
         float bad;
-        char what[256];
+        char what[SLATE__SRC_DESC_CAP];
         int64_t b = slate__ggml_first_nonfinite(p->src->type, p->src->data, p->src->nbytes, &bad);
         if (b >= 0)
             return slate__fail(err, SLATE_E_FORMAT, "%s: the %s block of %d at element "
@@ -308,7 +308,7 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
     if (slate__wdtype_quantized(p->dst)) return slate__quantize_tensor(&p->q, dst, p->pool, err);
     enum { CHUNK = 4096 }; /* multiple of 256: ggml blocks never straddle chunks */
     float buf[CHUNK];
-    char what[256];
+    char what[SLATE__SRC_DESC_CAP];
     /* Element i of a fused matrix's part is element first + i of the matrix (whole rows). */
     int64_t first = p->src && p->src->n_dims == 2 ? p->src->src_row0 * p->src->dims[1] : 0;
     for (int64_t i = 0; i < p->n; i += CHUNK) {

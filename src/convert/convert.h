@@ -57,6 +57,9 @@ typedef struct slate__src_tensor {
  * names it SRC; for a part of a fused matrix "tensor 'SRC' (rows A..B of it are NAME)". Into
  * buf (truncated to cap); returns buf. Rows of t are rows t->src_row0 + r of the tensor
  * named. */
+/* A buffer that always holds slate__src_desc's text whole: "tensor '" + src_name + "' (rows
+ * " + two int64 + " of it are " + name + ")". */
+#define SLATE__SRC_DESC_CAP 384
 const char *slate__src_desc(const slate__src_tensor *t, char *buf, size_t cap);
 
 enum {

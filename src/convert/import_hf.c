@@ -648,7 +648,7 @@ static slate_status parse_smollm3_layers(const cJSON *cfg, const char *path, sla
  * refused by parse_config; GraniteConfig's tie_word_embeddings defaults to false. */
 static slate_status parse_granite(const cJSON *cfg, const char *path, slate__arch *a,
                                   slate_error *err) {
-    float em, rm;
+    float em = 1.0f, rm = 1.0f; /* set by cfg_pos_float; -O3 cannot see it on every path */
     slate_status s;
     if ((s = cfg_pos_float(cfg, path, NULL, "embedding_multiplier", KEY_OPTIONAL, 1e6, 1.0f, &em,
                            err)) ||

@@ -626,7 +626,7 @@ slate_status slate__palettize_tensor(const slate__qspec *s, void *dst, slate__po
     for (int t = 0; t < nth; t++)
         if (j.bad_row[t] >= 0 && (worst < 0 || j.bad_row[t] < j.bad_row[worst])) worst = t;
     if (worst >= 0) {
-        char what[256];
+        char what[SLATE__SRC_DESC_CAP];
         slate__src_desc(s->src, what, sizeof what);
         long long row = (long long)(s->src->src_row0 + j.bad_row[worst]); /* of the named */
         if (!isfinite(j.bad_val[worst]))

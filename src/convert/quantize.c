@@ -191,7 +191,7 @@ slate_status slate__quantize_tensor(const slate__qspec *s, void *dst, slate__poo
     for (int t = 0; t < nth; t++)
         if (j.bad_row[t] >= 0 && (worst < 0 || j.bad_row[t] < j.bad_row[worst])) worst = t;
     if (worst < 0) return SLATE_OK;
-    char what[256];
+    char what[SLATE__SRC_DESC_CAP];
     slate__src_desc(s->src, what, sizeof what);
     long long row = (long long)(s->src->src_row0 + j.bad_row[worst]); /* row of the named */
     if (!isfinite(j.bad_val[worst]))
