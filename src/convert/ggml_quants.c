@@ -120,17 +120,6 @@ bool slate__ggml_src_type(uint32_t ggml_type, slate__src_type *out) {
 
 /* ---- scales ------------------------------------------------------------------------------ */
 
-/* Scale and minimum j (0..7) of a Q4_K / Q5_K block's 12 scale bytes. */
-static void k4_scale_min(const uint8_t *s, int j, int *sc, int *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
-        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-    }
-}
-
 /* Scale s (0..15) of a Q3_K block's 12 scale bytes, -32..31. */
 static int k3_scale(const uint8_t *s, int i) {
     int lo = i < 8 ? s[i] & 15 : s[i - 8] >> 4;
@@ -245,7 +234,7 @@ static void dequant_block(slate__src_type t, const uint8_t *blk, float *y) {
         const uint8_t *qh = blk + 16, *qs = blk + (five ? 48 : 16);
         for (int j = 0; j < 8; j++) {
             int sc, m;
-            k4_scale_min(blk + 4, j, &sc, &m);
+            slate__q4k_scale_min(blk + 4, j, &sc, &m);
             float dl = d * (float)sc, ml = dmin * (float)m;
             for (int e = 32 * j; e < 32 * j + 32; e++) {
                 int q = k45_code(qs, e) + (five && (qh[e % 32] >> j & 1) ? 16 : 0);
@@ -335,7 +324,7 @@ static bool transcode_block(slate__src_type t, const uint8_t *blk, uint8_t *out,
         float d = f16_at(blk), dmin = f16_at(blk + 2);
         for (int j = 0; j < 8; j++, out += sizeof(slate__block_q4a_32)) {
             int sc, m;
-            k4_scale_min(blk + 4, j, &sc, &m);
+            slate__q4k_scale_min(blk + 4, j, &sc, &m);
             float dl = d * (float)sc, ml = -(dmin * (float)m);
             if (!put_scale(out, dl)) return *bad = dl, false;
             if (!put_scale(out + 2, ml)) return *bad = ml, false;

@@ -16,6 +16,8 @@ bool slate__wdtype_valid(slate_dtype dt) {
     case SLATE_DTYPE_Q4:
     case SLATE_DTYPE_Q8_C:
     case SLATE_DTYPE_PAL:
+    case SLATE_DTYPE_Q4_K:
+    case SLATE_DTYPE_Q6_K:
         return true;
     default:
         return false;
@@ -24,7 +26,7 @@ bool slate__wdtype_valid(slate_dtype dt) {
 
 bool slate__wdtype_quantized(slate_dtype dt) {
     return dt == SLATE_DTYPE_Q8_0 || dt == SLATE_DTYPE_Q4 || dt == SLATE_DTYPE_Q8_C ||
-           dt == SLATE_DTYPE_PAL;
+           dt == SLATE_DTYPE_PAL || slate__wdtype_superblock(dt);
 }
 
 bool slate__wlayout_check(slate_dtype dt, int32_t block, bool asym, int64_t n_in, char *why,
@@ -60,6 +62,13 @@ bool slate__wlayout_check(slate_dtype dt, int32_t block, bool asym, int64_t n_in
             return false;
         }
         need = block;
+    } else if (slate__wdtype_superblock(dt)) {
+        need = SLATE__SUPERBLOCK;
+        if (block != SLATE__SUPERBLOCK) {
+            snprintf(why, cap, "%s has super-blocks of %d, not %d", slate_dtype_name(dt),
+                     SLATE__SUPERBLOCK, (int)block);
+            return false;
+        }
     } else if (block != 0) {
         snprintf(why, cap, "%s has no blocks (block %d given)", slate_dtype_name(dt), (int)block);
         return false;
@@ -81,6 +90,8 @@ static size_t row_bytes(slate_dtype dt, int32_t block, bool asym, int64_t n_in) 
     case SLATE_DTYPE_Q4: return (size_t)(n_in / block) * slate__q4_block_bytes(block, asym);
     case SLATE_DTYPE_Q8_C: return (size_t)n_in;
     case SLATE_DTYPE_PAL: return ((size_t)n_in * (size_t)slate__pal_bits(block) + 7) / 8;
+    case SLATE_DTYPE_Q4_K: return (size_t)(n_in / 256) * sizeof(slate__block_q4_k);
+    case SLATE_DTYPE_Q6_K: return (size_t)(n_in / 256) * sizeof(slate__block_q6_k);
     default: return 0;
     }
 }

@@ -19,6 +19,18 @@
  *         row is at data + o * row_bytes for every format and the tables stay 64-aligned.
  *         The tensor table says "bits" and "group"; in memory (slate__wmat_init, the tensor
  *         table's `block` fields) they travel packed as block = slate__pal_layout(bits, group).
+ *   Q4_K  super-blocks of 256 (GGUF Q4_K byte for byte, 144 bytes): {f16 d, dmin; u8
+ *         scales[12]; u8 qs[128]}. Sub-block j (0..7) holds elements 32 j .. 32 j + 31 with a
+ *         6-bit scale sc_j and minimum m_j: for j < 4, sc_j = scales[j] & 63 and m_j =
+ *         scales[j + 4] & 63; for j >= 4, sc_j = (scales[j + 4] & 15) | (scales[j - 4] >> 6) << 4
+ *         and m_j = (scales[j + 4] >> 4) | (scales[j] >> 6) << 4. Element 32 j + l has the code
+ *         q = low nibble (j even) or high nibble (j odd) of qs[32 (j / 2) + l]; value
+ *         (d * sc_j) * q - dmin * m_j, as f32 products in that order (ggml's).
+ *   Q6_K  super-blocks of 256 (GGUF Q6_K byte for byte, 210 bytes): {u8 ql[128]; u8 qh[64];
+ *         i8 scales[16]; f16 d}. Element e, in half n = e / 128, group g = (e % 128) / 32,
+ *         position l = e % 32: the low 4 bits of its code are the low (g < 2) or high (g >= 2)
+ *         nibble of ql[64 n + 32 (g % 2) + l], the high 2 bits are bits 2 g, 2 g + 1 of
+ *         qh[32 n + l]; value (d * scales[e / 16]) * (code - 32).
  *
  * Rows of the blocked formats are whole blocks: n_in must be a multiple of the block. A row of
  * Q8_0 / Q4 is n_in / B blocks back to back, rows back to back. f16 is IEEE binary16.
@@ -34,8 +46,8 @@
 #include <stdint.h>
 
 /* Weight dtypes are 0..SLATE__N_WDTYPES-1 (F32, F16, BF16, I32 (never a weight), Q8_0, Q4,
- * Q8_C, PAL); kernel tables are indexed by them. */
-#define SLATE__N_WDTYPES 8
+ * Q8_C, PAL, Q4_K, Q6_K); kernel tables are indexed by them. */
+#define SLATE__N_WDTYPES 10
 
 typedef struct slate__block_q8_0 {
     uint16_t d;    /* f16 scale */
@@ -70,6 +82,32 @@ static_assert(sizeof(slate__block_q4a_32) == 20, "Q4 asym B=32 block (GGUF Q4_1)
 static_assert(sizeof(slate__block_q4a_64) == 36, "Q4 asym B=64 block");
 static_assert(sizeof(slate__block_q4a_128) == 68, "Q4 asym B=128 block");
 
+typedef struct slate__block_q4_k {
+    uint16_t d, dmin;    /* f16 super-block scale and minimum scale */
+    uint8_t scales[12];  /* eight 6-bit scales and eight 6-bit minimums, packed (above) */
+    uint8_t qs[128];     /* 4-bit codes: sub-blocks 2p and 2p + 1 in the nibbles of qs[32 p..] */
+} slate__block_q4_k;
+static_assert(sizeof(slate__block_q4_k) == 144, "Q4_K super-block is 144 bytes (GGUF Q4_K)");
+
+typedef struct slate__block_q6_k {
+    uint8_t ql[128];     /* low 4 bits of the codes */
+    uint8_t qh[64];      /* high 2 bits */
+    int8_t scales[16];   /* one per 16 elements */
+    uint16_t d;          /* f16 super-block scale */
+} slate__block_q6_k;
+static_assert(sizeof(slate__block_q6_k) == 210, "Q6_K super-block is 210 bytes (GGUF Q6_K)");
+
+/* Scale and minimum j (0..7) of a Q4_K super-block's 12 scale bytes (the rule above). */
+static inline void slate__q4k_scale_min(const uint8_t *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
 /* Bytes of one Q4 block of B elements. */
 static inline size_t slate__q4_block_bytes(int32_t block, bool asym) {
     return (asym ? 4u : 2u) + (size_t)block / 2;
@@ -82,14 +120,17 @@ static inline int32_t slate__pal_bits(int32_t layout) { return layout & 15; }
 static inline int32_t slate__pal_group(int32_t layout) { return layout >> 4; }
 #define SLATE__PAL_GROUP_MAX 4096
 
-/* Largest block of any format (kernels size their stack buffers with it). */
+/* Largest block of the Q8_0 / Q4 formats (kernels size their stack buffers with it); the
+ * super-block formats (Q4_K, Q6_K) have 256. */
 #define SLATE__QBLOCK_MAX 128
+#define SLATE__SUPERBLOCK 256
 
 /* A weight matrix W[n_out][n_in] as stored (the bytes of one tensor). */
 typedef struct slate__wmat {
     const void *data;
     slate_dtype dtype;
-    int32_t block;        /* Q8_0: 32; Q4: 16, 32, 64 or 128; F32/F16/BF16/Q8_C: 0 */
+    int32_t block;        /* Q8_0: 32; Q4: 16, 32, 64 or 128; Q4_K, Q6_K: 256;
+                             F32/F16/BF16/Q8_C: 0 */
     bool asym;            /* Q4 only: d * q + m */
     int64_t n_out, n_in;
     size_t row_bytes;     /* bytes from row o to row o + 1 */
@@ -99,12 +140,17 @@ typedef struct slate__wmat {
                              rows); else NULL */
 } slate__wmat;
 
-/* Whether dtype is stored as a matrix format (F32, F16, BF16, Q8_0, Q4, Q8_C, PAL). */
+/* Whether dtype is stored as a matrix format (F32, F16, BF16, Q8_0, Q4, Q8_C, PAL, Q4_K, Q6_K). */
 bool slate__wdtype_valid(slate_dtype dtype);
-/* Whether dtype is one of the compressed formats (Q8_0, Q4, Q8_C, PAL): 2-D only. */
+/* Whether dtype is one of the compressed formats (Q8_0, Q4, Q8_C, PAL, Q4_K, Q6_K): 2-D only. */
 bool slate__wdtype_quantized(slate_dtype dtype);
+/* Whether dtype is a super-block format (Q4_K, Q6_K: blocks of SLATE__SUPERBLOCK). */
+static inline bool slate__wdtype_superblock(slate_dtype dt) {
+    return dt == SLATE_DTYPE_Q4_K || dt == SLATE_DTYPE_Q6_K;
+}
 
-/* Checks a layout: block and asym must fit the dtype (Q4: 16/32/64/128; Q8_0: 32; others 0,
+/* Checks a layout: block and asym must fit the dtype (Q4: 16/32/64/128; Q8_0: 32; Q4_K and
+ * Q6_K: 256; others 0,
  * asym only for Q4; PAL: block = slate__pal_layout of bits 2/3/4/6/8 and group 1..4096) and
  * n_in must be a multiple of the block (PAL: any n_in). On failure writes the reason
  * ("block 48 is not one of 16, 32, 64, 128") into why[0..cap) and returns false. */

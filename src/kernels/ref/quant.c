@@ -52,6 +52,23 @@ static float deq1(const slate__wmat *w, int64_t o, int64_t i) {
         unsigned idx = (v >> (bit % 8)) & ((1u << w->bits) - 1);
         return slate__f16_to_f32(w->lut[(size_t)(o / w->group) * ((size_t)1 << w->bits) + idx]);
     }
+    case SLATE_DTYPE_Q4_K: {
+        const uint8_t *blk = row + (size_t)(i / 256) * sizeof(slate__block_q4_k);
+        int e = (int)(i % 256), j = e / 32, sc, m;
+        slate__q4k_scale_min(blk + 4, j, &sc, &m);
+        uint8_t b = blk[16 + 32 * (j / 2) + e % 32];
+        int q = j % 2 ? b >> 4 : b & 15;
+        float dl = f16_at(blk) * (float)sc, ml = f16_at(blk + 2) * (float)m;
+        return dl * (float)q - ml;
+    }
+    case SLATE_DTYPE_Q6_K: {
+        const uint8_t *blk = row + (size_t)(i / 256) * sizeof(slate__block_q6_k);
+        int e = (int)(i % 256), n = e / 128, g = (e % 128) / 32, l = e % 32;
+        uint8_t lo = blk[64 * n + 32 * (g % 2) + l];
+        int code = (g < 2 ? lo & 15 : lo >> 4) | ((blk[128 + 32 * n + l] >> (2 * g)) & 3) << 4;
+        float dl = f16_at(blk + 208) * (float)(int8_t)blk[192 + e / 16];
+        return dl * (float)(code - 32);
+    }
     default: return 0.0f; /* not a weight dtype: the compiler refuses such tensors */
     }
 }
@@ -93,6 +110,8 @@ void slate__ref_quant_fill(slate__kernels *k) {
     k->matmul[SLATE_DTYPE_Q4] = matmul_q;
     k->matmul[SLATE_DTYPE_Q8_C] = matmul_q;
     k->matmul[SLATE_DTYPE_PAL] = matmul_q;
+    k->matmul[SLATE_DTYPE_Q4_K] = matmul_q;
+    k->matmul[SLATE_DTYPE_Q6_K] = matmul_q;
     for (int dt = 0; dt < SLATE__N_WDTYPES; dt++)
         if (slate__wdtype_valid((slate_dtype)dt)) k->row_to_f32[dt] = row_to_f32;
 }
