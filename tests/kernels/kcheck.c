@@ -197,7 +197,7 @@ const kc_qfmt kc_qfmts[KC_N_QFMTS] = {
     {SLATE_DTYPE_Q8_0, 32, false}, {SLATE_DTYPE_Q4, 16, false},  {SLATE_DTYPE_Q4, 16, true},
     {SLATE_DTYPE_Q4, 32, false},   {SLATE_DTYPE_Q4, 32, true},   {SLATE_DTYPE_Q4, 64, false},
     {SLATE_DTYPE_Q4, 64, true},    {SLATE_DTYPE_Q4, 128, false}, {SLATE_DTYPE_Q4, 128, true},
-    {SLATE_DTYPE_Q8_C, 0, false},
+    {SLATE_DTYPE_Q8_C, 0, false},  {SLATE_DTYPE_Q4_K, 256, false}, {SLATE_DTYPE_Q6_K, 256, false},
 };
 
 /* n bytes that end where a PROT_NONE page begins, so that a kernel reading past them faults. */
@@ -230,8 +230,12 @@ static void put_f16(uint8_t *p, float f) {
  * converter's quantizers never write (int8 -128; the kernels take any stored bytes), and per
  * block (per row for Q8_C) a scale of random sign whose magnitude is drawn from three
  * (1, 0.05, 3, times 0.5..1) over the format's range (127 for int8, 8 or 15 for Q4) so that
- * blocks of one row differ in scale, and for asymmetric Q4 an offset of the same size. */
-static void fill_qweights(uint8_t *w, const slate__wmat *wm, uint64_t *rng) {
+ * blocks of one row differ in scale, and for asymmetric Q4 an offset of the same size. The
+ * super-block formats keep their random sub-block scales (Q4_K: 6-bit scales and minimums;
+ * Q6_K: int8 scales, -128 included) and get d (and Q4_K's dmin) so that a value reaches the
+ * same magnitudes: d = +-s / (15 * 63) and dmin = s * u / 63 (u in [-1, 1)) for Q4_K, d = +-s /
+ * (32 * 128) for Q6_K. */
+void kc_fill_qweights(uint8_t *w, const slate__wmat *wm, uint64_t *rng) {
     static const float mags[3] = {1.0f, 0.05f, 3.0f};
     size_t bytes = (size_t)slate__wmat_bytes(wm->dtype, wm->block, wm->asym, wm->n_out, wm->n_in);
     for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)kc_rand(rng);
@@ -240,6 +244,22 @@ static void fill_qweights(uint8_t *w, const slate__wmat *wm, uint64_t *rng) {
         if (wm->dtype == SLATE_DTYPE_Q8_C) {
             float s = mags[kc_rand(rng) % 3] * (0.5f + 0.5f * fabsf(kc_randf(rng))) / range;
             ((float *)wm->scales)[o] = s; /* inside w, after the rows */
+            continue;
+        }
+        if (slate__wdtype_superblock(wm->dtype)) {
+            bool k4 = wm->dtype == SLATE_DTYPE_Q4_K;
+            size_t bb = k4 ? sizeof(slate__block_q4_k) : sizeof(slate__block_q6_k);
+            for (int64_t b = 0; b < wm->n_in / 256; b++) {
+                uint8_t *blk = w + (size_t)o * wm->row_bytes + (size_t)b * bb;
+                float s = mags[kc_rand(rng) % 3] * (0.5f + 0.5f * fabsf(kc_randf(rng)));
+                s = kc_rand(rng) % 2 ? s : -s;
+                if (k4) {
+                    put_f16(blk, s / (15.0f * 63.0f));
+                    put_f16(blk + 2, fabsf(s) * kc_randf(rng) / 63.0f);
+                } else {
+                    put_f16(blk + 208, s / (32.0f * 128.0f));
+                }
+            }
             continue;
         }
         size_t bb = wm->dtype == SLATE_DTYPE_Q8_0 ? sizeof(slate__block_q8_0)
@@ -325,8 +345,8 @@ bool kc_matmul_q(const slate__kernels *k, const slate__kernels *ref, slate_dtype
     char why[120];
     if (!slate__wlayout_check(dt, block, asym, n_in, why, sizeof why) ||
         !slate__wdtype_quantized(dt) || dt == SLATE_DTYPE_PAL)
-        return verdict(what, "not a valid case: needs Q8_0, Q4 or Q8_C with n_in a multiple of "
-                             "the block", problem, cap);
+        return verdict(what, "not a valid case: needs Q8_0, Q4, Q8_C, Q4_K or Q6_K with n_in a "
+                             "multiple of the block", problem, cap);
     float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
     float *bias = xmalloc((size_t)n_out * sizeof(float));
     float *got = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
@@ -337,7 +357,7 @@ bool kc_matmul_q(const slate__kernels *k, const slate__kernels *ref, slate_dtype
     guarded g = guarded_alloc((size_t)slate__wmat_bytes(dt, block, asym, n_out, n_in));
     slate__wmat wm;
     slate__wmat_init(&wm, g.p, dt, block, asym, n_out, n_in);
-    fill_qweights(g.p, &wm, rng);
+    kc_fill_qweights(g.p, &wm, rng);
     const float sentinel = 12345.0f;
     for (int64_t i = 0; i < n_rows * n_out; i++) got[i] = want[i] = sentinel;
 

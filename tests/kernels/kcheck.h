@@ -35,14 +35,19 @@ bool kc_matmul(const slate__kernels *k, const slate__kernels *ref, slate_dtype d
                uint64_t *rng, char *problem, size_t cap);
 
 /* The compressed formats and their layouts: Q8_0; Q4 with blocks of 16, 32, 64 and 128,
- * symmetric and asymmetric; Q8_C. */
+ * symmetric and asymmetric; Q8_C; the super-block formats Q4_K and Q6_K (the last two). */
 typedef struct kc_qfmt {
     slate_dtype dt;
     int32_t block; /* Q8_C: 0 */
     bool asym;
 } kc_qfmt;
-#define KC_N_QFMTS 10
+#define KC_N_QFMTS 12
 extern const kc_qfmt kc_qfmts[KC_N_QFMTS];
+
+/* Random stored bytes for the compressed matrix wm (its data, of slate__wmat_bytes bytes):
+ * every code value the format can hold, per block a scale of random sign and of one of three
+ * magnitudes (details in kcheck.c). */
+void kc_fill_qweights(uint8_t *w, const slate__wmat *wm, uint64_t *rng);
 
 /* The tolerance of one output y = w . x (+ bias) of a compressed format's matmul against ref
  * (the reason is in kcheck.c): n inputs, w as ref dequantizes it, bias_abs = |bias| (0 without),
