@@ -469,6 +469,37 @@ static slate_status parse_gemma3_rope_types(const cJSON *rp, const char *path, s
     return SLATE_OK;
 }
 
+/* layer_types (transformers' per-layer attention kinds): *given says whether it is there (not
+ * null); then it must be an array of n_layers strings, "full_attention" or "sliding_attention";
+ * sliding[l] (when not NULL) says which. no_sliding non-NULL refuses "sliding_attention" with
+ * that reason. */
+static slate_status read_layer_types(const cJSON *cfg, const char *path, int32_t n_layers,
+                                     const char *no_sliding, bool *sliding, bool *given,
+                                     slate_error *err) {
+    char got[64];
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types"), *e;
+    *given = lt && !cJSON_IsNull(lt);
+    if (!*given) return SLATE_OK;
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != n_layers)
+        return slate__fail(err, SLATE_E_FORMAT, "'%s': layer_types must be an array of %d "
+                           "strings (num_hidden_layers)", path, n_layers);
+    int32_t l = 0;
+    cJSON_ArrayForEach(e, lt) {
+        bool sl = cJSON_IsString(e) && strcmp(e->valuestring, "sliding_attention") == 0;
+        if (sl && no_sliding)
+            return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': layer_types[%d] is %s: %s (only "
+                               "\"full_attention\")", path, l, json_str(e, got, sizeof got),
+                               no_sliding);
+        if (!sl && !(cJSON_IsString(e) && strcmp(e->valuestring, "full_attention") == 0))
+            return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': layer_types[%d] is %s "
+                               "(expected \"sliding_attention\" or \"full_attention\")", path, l,
+                               json_str(e, got, sizeof got));
+        if (sliding) sliding[l] = sl;
+        l++;
+    }
+    return SLATE_OK;
+}
+
 /* Gemma (GemmaForCausalLM, version 1), Gemma 2 (Gemma2ForCausalLM) and Gemma 3 text
  * (Gemma3ForCausalLM), on top of the Llama-style keys parse_config read: transformers'
  * modeling_gemma / modeling_gemma2 / modeling_gemma3.
@@ -543,21 +574,11 @@ static slate_status parse_gemma(const cJSON *cfg, const char *path, int version,
                             &a->rope_local_theta, err))))
         return s;
     a->attn_scale = (float)(1.0 / sqrt((double)qpas));
-    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
-    if (lt && !cJSON_IsNull(lt)) {
-        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != a->n_layers)
-            return slate__fail(err, SLATE_E_FORMAT, "'%s': layer_types must be an array of %d "
-                               "strings (num_hidden_layers)", path, a->n_layers);
-        int32_t l = 0;
-        const cJSON *e;
-        cJSON_ArrayForEach(e, lt) {
-            bool sl = cJSON_IsString(e) && strcmp(e->valuestring, "sliding_attention") == 0;
-            if (!sl && !(cJSON_IsString(e) && strcmp(e->valuestring, "full_attention") == 0))
-                return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': layer_types[%d] is %s "
-                                   "(expected \"sliding_attention\" or \"full_attention\")",
-                                   path, l, json_str(e, got, sizeof got));
-            a->layer_sliding[l++] = sl;
-        }
+    bool given;
+    if ((s = read_layer_types(cfg, path, a->n_layers, NULL, a->layer_sliding, &given, err)))
+        return s;
+    if (given) {
+        /* a->layer_sliding is read */
     } else if (version == 2) {
         for (int32_t l = 0; l < a->n_layers; l++) a->layer_sliding[l] = l % 2 == 0;
     } else {
@@ -608,22 +629,10 @@ static slate_status parse_smollm3_layers(const cJSON *cfg, const char *path, sla
         if (s) return s;
         for (int32_t l = 0; l < a->n_layers; l++) a->layer_nope[l] = (l + 1) % interval == 0;
     }
-    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
-    if (lt && !cJSON_IsNull(lt)) {
-        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != a->n_layers)
-            return slate__fail(err, SLATE_E_FORMAT, "'%s': layer_types must be an array of %d "
-                               "strings (num_hidden_layers)", path, a->n_layers);
-        int32_t l = 0;
-        cJSON_ArrayForEach(e, lt) {
-            if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention") != 0)
-                return slate__fail(err, SLATE_E_UNSUPPORTED, "'%s': layer_types[%d] is %s: "
-                                   "SmolLM3's sliding-window layers are not supported (only "
-                                   "\"full_attention\")", path, l,
-                                   json_str(e, got, sizeof got));
-            l++;
-        }
-        return SLATE_OK;
-    }
+    bool given;
+    slate_status s = read_layer_types(cfg, path, a->n_layers, "SmolLM3's sliding-window layers "
+                                      "are not supported", NULL, &given, err);
+    if (s || given) return s;
     const cJSON *use_sw = cJSON_GetObjectItemCaseSensitive(cfg, "use_sliding_window");
     if (cJSON_IsTrue(use_sw) && a->sliding_window)
         for (int32_t l = 0; l < a->n_layers; l++)
