@@ -99,15 +99,14 @@ static slate_status key_f32(const slate__gguf *g, const char *path, const char *
     return SLATE_OK;
 }
 
-/* "<arch>.<suffix>" must be an f32 (key_f32), finite, > 0 and below `below` (0: no bound);
- * absent, it is *out = dflt (or an error when required). */
-static slate_status key_pos_float(const slate__gguf *g, const char *path, const char *arch,
-                                  const char *suffix, bool required, float below, float dflt,
-                                  float *out, slate_error *err) {
-    char k[128], v[96], expected[64];
+/* "<arch>.<suffix>" as an f32 (key_f32) that accept(x, lo, hi) takes; absent, it is *out =
+ * dflt (or an error when required). `expected` describes the accepted values. */
+static slate_status key_float(const slate__gguf *g, const char *path, const char *arch,
+                              const char *suffix, bool required, float dflt, const char *expected,
+                              bool (*accept)(float x, float lo, float hi), float lo, float hi,
+                              float *out, slate_error *err) {
+    char k[128], v[96];
     snprintf(k, sizeof k, "%s.%s", arch, suffix);
-    if (below > 0) snprintf(expected, sizeof expected, "a number > 0 and < %g", (double)below);
-    else snprintf(expected, sizeof expected, "a finite number > 0");
     if (slate__gguf_find_key(g, k) < 0) {
         if (required)
             return slate__fail(err, SLATE_E_FORMAT, "'%s': key %s is missing (%s)", path, k,
@@ -118,11 +117,28 @@ static slate_status key_pos_float(const slate__gguf *g, const char *path, const 
     float x;
     slate_status s = key_f32(g, path, k, expected, &x, err);
     if (s) return s;
-    if (!isfinite(x) || !(x > 0) || (below > 0 && !(x < below)))
+    if (!accept(x, lo, hi))
         return slate__fail(err, SLATE_E_FORMAT, "'%s': key %s is %s, expected %s", path, k,
                            slate__gguf_value_str(g, k, v, sizeof v), expected);
     *out = x;
     return SLATE_OK;
+}
+
+static bool positive_below(float x, float lo, float below) {
+    (void)lo;
+    return isfinite(x) && x > 0 && (below <= 0 || x < below);
+}
+
+/* "<arch>.<suffix>" must be an f32 (key_f32), finite, > 0 and below `below` (0: no bound);
+ * absent, it is *out = dflt (or an error when required). */
+static slate_status key_pos_float(const slate__gguf *g, const char *path, const char *arch,
+                                  const char *suffix, bool required, float below, float dflt,
+                                  float *out, slate_error *err) {
+    char expected[64];
+    if (below > 0) snprintf(expected, sizeof expected, "a number > 0 and < %g", (double)below);
+    else snprintf(expected, sizeof expected, "a finite number > 0");
+    return key_float(g, path, arch, suffix, required, dflt, expected, positive_below, 0, below,
+                     out, err);
 }
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -189,29 +205,16 @@ static slate_status phi3_rope_factors(const slate__gguf *g, const char *path, sl
     return SLATE_OK;
 }
 
+static bool zero_or_in(float x, float lo, float hi) { return x == 0 || (x >= lo && x <= hi); }
+
 /* "<arch>.<suffix>" as an f32 (key_f32) that is 0 (none) or in lo..hi; absent, it is 0 (or an
  * error when required). */
 static slate_status key_scale(const slate__gguf *g, const char *path, const char *arch,
                               const char *suffix, bool required, float lo, float hi, float *out,
                               slate_error *err) {
-    char k[128], v[96], expected[96];
-    snprintf(k, sizeof k, "%s.%s", arch, suffix);
+    char expected[96];
     snprintf(expected, sizeof expected, "0 (none) or a number in %g..%g", (double)lo, (double)hi);
-    *out = 0;
-    if (slate__gguf_find_key(g, k) < 0) {
-        if (required)
-            return slate__fail(err, SLATE_E_FORMAT, "'%s': key %s is missing (%s)", path, k,
-                               expected);
-        return SLATE_OK;
-    }
-    float x;
-    slate_status s = key_f32(g, path, k, expected, &x, err);
-    if (s) return s;
-    if (!(x == 0 || (x >= lo && x <= hi)))
-        return slate__fail(err, SLATE_E_FORMAT, "'%s': key %s is %s, expected %s", path, k,
-                           slate__gguf_value_str(g, k, v, sizeof v), expected);
-    *out = x;
-    return SLATE_OK;
+    return key_float(g, path, arch, suffix, required, 0, expected, zero_or_in, lo, hi, out, err);
 }
 
 /* granite (module comment): the four multipliers. */
