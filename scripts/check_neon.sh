@@ -30,15 +30,18 @@ fi
 flags=(-std=c11 -O2 -static -pthread -Wall -Wextra -Wshadow -Wstrict-prototypes
        -Wno-unused-parameter -Werror -DSLATE_HAVE_neon -Iinclude -Isrc)
 srcs=(tests/kernels/neon_check.c tests/kernels/kcheck.c src/kernels/dispatch.c src/kernels/quant.c
-      src/kernels/ref/*.c src/kernels/arm/neon.c src/kernels/arm/neon_q.c src/core/num.c
-      src/core/error.c)
+      src/kernels/ref/*.c src/kernels/arm/neon.c src/kernels/arm/neon_q.c src/kernels/arm/neon_k.c
+      src/core/num.c src/core/error.c)
 mkdir -p "$dir"
 start=$(date +%s)
-# neon_dotprod.c alone is built for ARMv8.2 + dot product, as CMakeLists.txt does.
+# neon_dotprod.c and neon_dotprod_k.c alone are built for ARMv8.2 + dot product, as
+# CMakeLists.txt does.
 if ! "$cc" "${flags[@]}" -DSLATE_HAVE_neon_dotprod -march=armv8.2-a+dotprod -c \
        src/kernels/arm/neon_dotprod.c -o "$dir/neon_dotprod.o" ||
+   ! "$cc" "${flags[@]}" -DSLATE_HAVE_neon_dotprod -march=armv8.2-a+dotprod -c \
+       src/kernels/arm/neon_dotprod_k.c -o "$dir/neon_dotprod_k.o" ||
    ! "$cc" "${flags[@]}" -DSLATE_HAVE_neon_dotprod "${srcs[@]}" "$dir/neon_dotprod.o" \
-       -o "$dir/neon_check" -lm; then
+       "$dir/neon_dotprod_k.o" -o "$dir/neon_check" -lm; then
   echo "check_neon: the AArch64 build failed" >&2
   exit 1
 fi

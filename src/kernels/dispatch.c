@@ -111,6 +111,7 @@ static void init(void) {
     g_neon = g_ref;
     slate__neon_fill(&g_neon);
     slate__neon_q_fill(&g_neon);
+    slate__neon_k_fill(&g_neon); /* after neon_q: it reuses its x quantizer */
     g_best = &g_neon;
 #ifdef SLATE_HAVE_neon_dotprod
     /* neon with SDOT in the compressed formats' matmuls */
@@ -118,6 +119,7 @@ static void init(void) {
     if (g_has_neon_dotprod) {
         g_neon_dotprod = g_neon;
         slate__neon_dotprod_fill(&g_neon_dotprod);
+        slate__neon_dotprod_k_fill(&g_neon_dotprod);
         g_neon_dotprod.name = "neon_dotprod";
         g_best = &g_neon_dotprod;
     }

@@ -1,0 +1,316 @@
+/*
+ * neon_k.c - integer matmul of the GGUF super-block formats (Q4_K, Q6_K: quant.h) with AArch64
+ * Advanced SIMD: the "neon" table (dispatch.c adds them after neon_q.c's kernels). Same
+ * signatures and meaning as kernels/ref/quant.c up to the rounding of x; the design is
+ * arm/neon_q.c's, whose header explains it.
+ *
+ * x is neon_q.c's: this file installs the table's Q4 quantizer (xq_plan + quantize_x, layout
+ * 'N' << 24) for Q4_K and Q6_K too, so exec quantizes x once for q/k/v and gate/up whatever
+ * their formats (Q4_K_M files mix Q4_K and Q6_K in attn_v and ffn_down). Per row of x: int8
+ * q[units * 32], f32 dx[units], f32 hs[units * 2] (dx * sum of q over each half of 16), units of
+ * 32 inputs, dx = max|x| / 127 over the unit. A unit of x is one Q4_K sub-block (one 6-bit
+ * scale and minimum) or two Q6_K scale groups of 16, so the integer products never cross a
+ * scale of x or of w:
+ *   Q4_K  codes 0..15 as s8; unit u of the super-block gives isum_u = sum q_w q_x, and
+ *         y += (d sc_u) dx_u isum_u - (dmin m_u) (dx_u sum q_x), the second from hs: the same
+ *         rounded x in both terms, so y is exactly w . x^ up to f32 sums (kcheck.c's bound);
+ *   Q6_K  codes - 32 (-32..31) as s8; each group of 16 gives isum_g and
+ *         y += (d sc_g) dx_u isum_g.
+ * The f32 work is per 4 units (128 inputs), not per unit as in neon_q.c: the integer sums of 4
+ * units (Q4_K) or 8 groups (Q6_K) are reduced with pairwise adds into one or two vectors whose
+ * lanes are the units (groups), then one conversion and one FMA each against the lane-wise
+ * scales (d sc, from the super-block, times dx of the 4 units, which lie side by side in xq).
+ *   - baseline (plain Advanced SIMD): vmull_s8 / vmlal_s8 products summed in s16 as far as
+ *     they cannot overflow (Q4_K: |q_w q_x| <= 15 * 127, 16 per lane, 30480; Q6_K: 32 * 127,
+ *     8 per lane, 32512), then vpaddlq_s16 to s32;
+ *   - arm/neon_dotprod_k.c (this file again, built with SLATE_NEON_Q_DOTPROD, table
+ *     "neon_dotprod"): one SDOT per 16 products, vpaddq_s32 to reduce.
+ * The Q4_K scales and minimums are unpacked once per super-block and weight row (the 12 bytes
+ * as three u32, ggml's masks), to f32 d sc and dmin m vectors; Q6_K's 16 int8 scales the same.
+ *
+ * Tiling as neon_q.c: decode (n_rows == 1) streams each weight row once into two sets of
+ * accumulators (the two halves of a super-block); prefill unpacks each half super-block of a
+ * weight row (8 registers of codes, its scales) once for up to 4 rows of x and goes over the
+ * outputs in blocks of OB = 16 weight rows (16 rows of 4096 inputs are 36 KiB of Q4_K, 53 KiB
+ * of Q6_K: L2) while every group of 4 rows passes over them; a single row left over takes the
+ * decode path. Nothing is read past the arrays: rows are whole super-blocks, so x has no short
+ * unit.
+ *
+ * Why: without it the neon table ran Q4_K / Q6_K on ref, which dequantizes one weight at a time.
+ * Correctness is checked under qemu (tests/kernels/neon_check.c, scripts/check_neon.sh); speed
+ * on ARM hardware is not measured (qemu says nothing about it).
+ * What it lacks: row_to_f32 stays ref's; no i8mm (SMMLA) prefill tiles.
+ */
+#include "kernels/kernels.h"
+
+#include <arm_neon.h>
+#include <string.h>
+
+/* GCC's scheduling before register allocation (on at -O2 for AArch64) hoists the loads of x and
+ * the products of the 2 to 4 rows of a prefill step above one another and spilled 30-80
+ * vectors per half super-block (GCC 12); without it the same code keeps them all in registers
+ * (neon_q.c's kernels hold fewer values and do not need this). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-schedule-insns")
+#endif
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 8")
+
+enum {
+    XU = 32,                      /* inputs per unit of x (neon_q.c's) */
+    UPS = SLATE__SUPERBLOCK / XU, /* units per super-block: 8 */
+};
+
+/* neon_q.c's layout of one row of x: n_in is a multiple of 256, so units = n_in / 32. */
+static int64_t x_units(const slate__wmat *w) { return w->n_in / XU; }
+static size_t x_stride(const slate__wmat *w) {
+    return (size_t)x_units(w) * (XU + 3 * sizeof(float));
+}
+
+INLINE float f16_at(const uint8_t *p) {
+    __fp16 h;
+    memcpy(&h, p, 2);
+    return (float)h;
+}
+
+/* ---- integer dot products of 4 units ------------------------------------------------------
+ * w[2 k], w[2 k + 1]: the s8 weights of inputs 0-15 and 16-31 of unit k (0..3); x the same.
+ * dot_units4: lane k = the dot product of unit k (Q4_K codes 0..15 only, see the bounds above).
+ * dot_groups4: lo = {unit 0 inputs 0-15, unit 0 16-31, unit 1 0-15, unit 1 16-31}, hi the same
+ * for units 2 and 3 (Q6_K codes -32..31 only). */
+#ifdef SLATE_NEON_Q_DOTPROD
+INLINE int32x4_t dot_units4(const int8x16_t *w, const int8x16_t *x) {
+    const int32x4_t z = vdupq_n_s32(0);
+    int32x4_t p[4];
+    UNROLL for (int k = 0; k < 4; k++)
+        p[k] = vdotq_s32(vdotq_s32(z, w[2 * k], x[2 * k]), w[2 * k + 1], x[2 * k + 1]);
+    return vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));
+}
+INLINE void dot_groups4(const int8x16_t *w, const int8x16_t *x, int32x4_t *lo, int32x4_t *hi) {
+    const int32x4_t z = vdupq_n_s32(0);
+    int32x4_t p[8];
+    UNROLL for (int k = 0; k < 8; k++) p[k] = vdotq_s32(z, w[k], x[k]);
+    *lo = vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));
+    *hi = vpaddq_s32(vpaddq_s32(p[4], p[5]), vpaddq_s32(p[6], p[7]));
+}
+#else
+/* 8 x s16: w[j] x[j] + w[j + 8] x[j + 8] */
+INLINE int16x8_t mul_pairs(int8x16_t w, int8x16_t x) {
+    return vmlal_high_s8(vmull_s8(vget_low_s8(w), vget_low_s8(x)), w, x);
+}
+INLINE int32x4_t dot_units4(const int8x16_t *w, const int8x16_t *x) {
+    int16x8_t s[4]; /* 4 products per lane: at most 4 * 15 * 127 = 7620 */
+    UNROLL for (int k = 0; k < 4; k++)
+        s[k] = vmlal_high_s8(vmlal_s8(mul_pairs(w[2 * k], x[2 * k]), vget_low_s8(w[2 * k + 1]),
+                                      vget_low_s8(x[2 * k + 1])),
+                             w[2 * k + 1], x[2 * k + 1]);
+    /* 16 products per lane (at most 30480): {u0, u0, u1, u1, u2, u2, u3, u3} */
+    int16x8_t t = vpaddq_s16(vpaddq_s16(s[0], s[1]), vpaddq_s16(s[2], s[3]));
+    return vpaddlq_s16(t);
+}
+INLINE void dot_groups4(const int8x16_t *w, const int8x16_t *x, int32x4_t *lo, int32x4_t *hi) {
+    int16x8_t p[8]; /* 2 products per lane: at most 2 * 32 * 127 = 8128 */
+    UNROLL for (int k = 0; k < 8; k++) p[k] = mul_pairs(w[k], x[k]);
+    /* 8 products per lane (at most 32512): {g0, g0, g1, g1, g2, g2, g3, g3} */
+    *lo = vpaddlq_s16(vpaddq_s16(vpaddq_s16(p[0], p[1]), vpaddq_s16(p[2], p[3])));
+    *hi = vpaddlq_s16(vpaddq_s16(vpaddq_s16(p[4], p[5]), vpaddq_s16(p[6], p[7])));
+}
+#endif
+
+/* ---- super-blocks -------------------------------------------------------------------------- */
+
+/* Q4_K: fs[h] = d * sc_j and fm[h] = dmin * m_j for j = 4 h .. 4 h + 3 (quant.h's rule, on the
+ * 12 bytes as three u32 with ggml's masks). */
+INLINE void q4k_scales(const uint8_t *blk, float32x4_t *fs, float32x4_t *fm) {
+    uint32_t u[4];
+    memcpy(u, blk + 4, 12);
+    const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    u[3] = ((u[2] >> 4) & m4) | ((u[1] >> 6) & m2) << 4; /* m_4..7 */
+    uint32_t mins_lo = u[1] & m6;                         /* m_0..3 */
+    u[1] = (u[2] & m4) | ((u[0] >> 6) & m2) << 4;         /* sc_4..7 */
+    u[2] = mins_lo;
+    u[0] &= m6; /* sc_0..3 */
+    uint8x16_t b = vreinterpretq_u8_u32(vld1q_u32(u)); /* sc_0..7, m_0..7 */
+    uint16x8_t s = vmovl_u8(vget_low_u8(b)), m = vmovl_high_u8(b);
+    float d = f16_at(blk), dmin = f16_at(blk + 2);
+    fs[0] = vmulq_n_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(s))), d);
+    fs[1] = vmulq_n_f32(vcvtq_f32_u32(vmovl_high_u16(s)), d);
+    fm[0] = vmulq_n_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(m))), dmin);
+    fm[1] = vmulq_n_f32(vcvtq_f32_u32(vmovl_high_u16(m)), dmin);
+}
+
+/* Q4_K: the codes of units 4 h .. 4 h + 3 (sub-blocks 2p, 2p + 1 are the low and high nibbles
+ * of qs[32 p ..]). */
+INLINE void q4k_codes(const uint8_t *blk, int h, int8x16_t *w) {
+    const uint8_t *qs = blk + 16 + 64 * h;
+    const uint8x16_t m4 = vdupq_n_u8(15);
+    UNROLL for (int p = 0; p < 2; p++)
+        UNROLL for (int k = 0; k < 2; k++) {
+            uint8x16_t v = vld1q_u8(qs + 32 * p + 16 * k);
+            w[4 * p + k] = vreinterpretq_s8_u8(vandq_u8(v, m4));
+            w[4 * p + 2 + k] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+        }
+}
+
+/* Q6_K: fs[k] = d * scales[4 k .. 4 k + 3], k = 0..3 (groups of 16 in input order). */
+INLINE void q6k_scales(const uint8_t *blk, float32x4_t *fs) {
+    int8x16_t sc = vld1q_s8((const int8_t *)blk + 192);
+    int16x8_t s0 = vmovl_s8(vget_low_s8(sc)), s1 = vmovl_high_s8(sc);
+    float d = f16_at(blk + 208);
+    fs[0] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(s0))), d);
+    fs[1] = vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(s0)), d);
+    fs[2] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(s1))), d);
+    fs[3] = vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(s1)), d);
+}
+
+/* Q6_K: the codes - 32 of units 4 n .. 4 n + 3 (half n): unit 4 n + g takes the low (g < 2) or
+ * high nibbles of ql[64 n + 32 (g % 2) ..] and bits 2 g, 2 g + 1 of qh[32 n ..] as bits 4-5. */
+INLINE void q6k_codes(const uint8_t *blk, int n, int8x16_t *w) {
+    const uint8_t *ql = blk + 64 * n, *qh = blk + 128 + 32 * n;
+    const uint8x16_t m4 = vdupq_n_u8(15), m30 = vdupq_n_u8(0x30);
+    const int8x16_t off = vdupq_n_s8(32);
+    UNROLL for (int k = 0; k < 2; k++) {
+        uint8x16_t l0 = vld1q_u8(ql + 16 * k), l1 = vld1q_u8(ql + 32 + 16 * k);
+        uint8x16_t h = vld1q_u8(qh + 16 * k);
+        uint8x16_t c[4] = {
+            vorrq_u8(vandq_u8(l0, m4), vandq_u8(vshlq_n_u8(h, 4), m30)),
+            vorrq_u8(vandq_u8(l1, m4), vandq_u8(vshlq_n_u8(h, 2), m30)),
+            vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h, m30)),
+            vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(vshrq_n_u8(h, 2), m30)),
+        };
+        UNROLL for (int g = 0; g < 4; g++)
+            w[2 * g + k] = vsubq_s8(vreinterpretq_s8_u8(c[g]), off);
+    }
+}
+
+/* ---- matmul ------------------------------------------------------------------------------ */
+
+enum { F_Q4_K, F_Q6_K };
+
+/* Where row r of quantized x lives. */
+typedef struct xrow {
+    const int8_t *q;
+    const float *dx, *hs;
+} xrow;
+
+INLINE void load_x4(const xrow *xr, int64_t u, int8x16_t *x) {
+    UNROLL for (int k = 0; k < 8; k++) x[k] = vld1q_s8(xr->q + u * XU + 16 * k);
+}
+
+/* y[r][o] = W[o] . x[r] (+ bias[o]) for rows r0 .. r0+R-1 of x, one pass over weight row o. */
+INLINE void rows_k(int F, int R, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
+                   const float *bias, int64_t r0, int64_t o) {
+    int64_t units = x_units(w), n_sb = w->n_in / SLATE__SUPERBLOCK;
+    size_t bb = F == F_Q4_K ? sizeof(slate__block_q4_k) : sizeof(slate__block_q6_k);
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    /* One row (decode): the second half of each super-block (Q4_K) or the second vector of
+     * groups (Q6_K) goes into a second accumulator so that the FMAs do not wait on each other;
+     * with 2 to 4 rows the rows do that (and fewer registers stay live). */
+    const int odd = R == 1;
+    xrow xr[4];
+    float32x4_t acc[2][4]; /* [set][row] */
+    UNROLL for (int r = 0; r < R; r++) {
+        xr[r].q = (const int8_t *)(xq + (size_t)(r0 + r) * xs);
+        xr[r].dx = (const float *)(xr[r].q + units * XU);
+        xr[r].hs = xr[r].dx + units;
+        acc[0][r] = acc[1][r] = vdupq_n_f32(0.0f);
+    }
+    for (int64_t b = 0; b < n_sb; b++) {
+        const uint8_t *blk = row + (size_t)b * bb;
+        if (F == F_Q4_K) {
+            float32x4_t fs[2], fm[2];
+            q4k_scales(blk, fs, fm);
+            UNROLL for (int h = 0; h < 2; h++) {
+                int8x16_t wv[8];
+                q4k_codes(blk, h, wv);
+                int64_t u = b * UPS + 4 * h;
+                UNROLL for (int r = 0; r < R; r++) {
+                    int8x16_t xv[8];
+                    load_x4(&xr[r], u, xv);
+                    int32x4_t is = dot_units4(wv, xv);
+                    float32x4x2_t hs = vld2q_f32(xr[r].hs + 2 * u); /* halves of units u.. */
+                    float32x4_t *a = &acc[h * odd][r], dx = vld1q_f32(xr[r].dx + u);
+                    *a = vfmaq_f32(*a, vcvtq_f32_s32(is), vmulq_f32(fs[h], dx));
+                    *a = vfmsq_f32(*a, fm[h], vaddq_f32(hs.val[0], hs.val[1]));
+                }
+            }
+        } else {
+            float32x4_t fs[4];
+            q6k_scales(blk, fs);
+            UNROLL for (int n = 0; n < 2; n++) {
+                int8x16_t wv[8];
+                q6k_codes(blk, n, wv);
+                int64_t u = b * UPS + 4 * n;
+                UNROLL for (int r = 0; r < R; r++) {
+                    int8x16_t xv[8];
+                    load_x4(&xr[r], u, xv);
+                    int32x4_t lo, hi;
+                    dot_groups4(wv, xv, &lo, &hi);
+                    float32x4_t dx = vld1q_f32(xr[r].dx + u); /* units u .. u + 3 */
+                    acc[0][r] = vfmaq_f32(acc[0][r], vcvtq_f32_s32(lo),
+                                          vmulq_f32(fs[2 * n], vzip1q_f32(dx, dx)));
+                    acc[odd][r] = vfmaq_f32(acc[odd][r], vcvtq_f32_s32(hi),
+                                            vmulq_f32(fs[2 * n + 1], vzip2q_f32(dx, dx)));
+                }
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) {
+        float v = vaddvq_f32(odd ? vaddq_f32(acc[0][r], acc[1][r]) : acc[0][r]);
+        y[(r0 + r) * w->n_out + o] = v + (bias ? bias[o] : 0.0f);
+    }
+}
+
+/* Outputs per block (neon_q.c's): the block's weight rows stay in L2 while each group of 4 rows
+ * of x passes over them from L1. */
+enum { OB = 16 };
+
+#define ROWS_OVER_BLOCK(R)                                                                         \
+    for (int64_t o = ob; o < oe; o++) rows_k(F, R, y, xq, xs, w, bias, r, o)
+
+INLINE void matmul_fmt(int F, float *y, const void *xq, const slate__wmat *w, const float *bias,
+                       int64_t n_rows, int64_t o0, int64_t o1) {
+    size_t xs = x_stride(w);
+    for (int64_t ob = o0; ob < o1; ob += OB) {
+        int64_t oe = ob + OB < o1 ? ob + OB : o1;
+        for (int64_t r = 0; r < n_rows; r += 4) {
+            switch (n_rows - r) {
+            case 1: ROWS_OVER_BLOCK(1); break;
+            case 2: ROWS_OVER_BLOCK(2); break;
+            case 3: ROWS_OVER_BLOCK(3); break;
+            default: ROWS_OVER_BLOCK(4); break;
+            }
+        }
+    }
+}
+
+#undef ROWS_OVER_BLOCK
+
+static void matmul_q4_k(float *y, const float *x, const void *xq, const slate__wmat *w,
+                        const float *b, int64_t n_rows, int64_t o0, int64_t o1) {
+    (void)x;
+    matmul_fmt(F_Q4_K, y, xq, w, b, n_rows, o0, o1);
+}
+
+static void matmul_q6_k(float *y, const float *x, const void *xq, const slate__wmat *w,
+                        const float *b, int64_t n_rows, int64_t o0, int64_t o1) {
+    (void)x;
+    matmul_fmt(F_Q6_K, y, xq, w, b, n_rows, o0, o1);
+}
+
+#ifdef SLATE_NEON_Q_DOTPROD
+void slate__neon_dotprod_k_fill(slate__kernels *k) {
+#else
+void slate__neon_k_fill(slate__kernels *k) {
+#endif
+    /* x as neon_q.c quantizes it (already in the table's Q4 slot): the layout read above. */
+    if (!k->quantize_x[SLATE_DTYPE_Q4]) return; /* not filled by neon_q.c: stay ref */
+    static const slate_dtype kq[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K};
+    k->matmul[SLATE_DTYPE_Q4_K] = matmul_q4_k;
+    k->matmul[SLATE_DTYPE_Q6_K] = matmul_q6_k;
+    for (size_t i = 0; i < sizeof kq / sizeof *kq; i++) {
+        k->xq_plan[kq[i]] = k->xq_plan[SLATE_DTYPE_Q4];
+        k->quantize_x[kq[i]] = k->quantize_x[SLATE_DTYPE_Q4];
+    }
+}
