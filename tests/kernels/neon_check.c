@@ -1,10 +1,13 @@
-/* neon_check.c - the "neon" kernel table (kernels/arm/neon.c, neon_q.c) or "neon_dotprod"
- * (the same with arm/neon_dotprod.c's matmuls) against the scalar reference ("ref",
- * kernels/ref/) on random data with odd sizes and tails: matmul (F32, F16, BF16 weights; n_rows
- * 1 (decode) to 9, n_in 1 to 1000, output sub-ranges, with and without bias); matmul of the
- * compressed formats (Q8_0; Q4 with blocks of 16, 32, 64, 128, symmetric and asymmetric; Q8_C)
- * with x quantized in two row ranges (n_rows 1 to 9 and 13, one block, odd block counts, short
- * last x units, 37 rows, rows of 4096+ inputs, several output blocks); to_f32 (every f16 / bf16
+/* neon_check.c - the "neon" kernel table (kernels/arm/neon.c, neon_q.c, neon_k.c) or
+ * "neon_dotprod" (the same with arm/neon_dotprod.c's and neon_dotprod_k.c's matmuls) against
+ * the scalar reference ("ref", kernels/ref/) on random data with odd sizes and tails: matmul
+ * (F32, F16, BF16 weights; n_rows 1 (decode) to 9, n_in 1 to 1000, output sub-ranges, with and
+ * without bias); matmul of the compressed formats (Q8_0; Q4 with blocks of 16, 32, 64, 128,
+ * symmetric and asymmetric; Q8_C; Q4_K, Q6_K) with x quantized in two row ranges (n_rows 1 to
+ * 9 and 13, one block, odd block counts, short last x units, 37 rows, rows of 4096+ inputs,
+ * several output blocks; for Q4_K and Q6_K also row counts around the groups of 4, many
+ * super-blocks, the tables' own kernels sharing Q8_0's x, and every code at its extreme against
+ * every x at +-max, the largest integer sums); to_f32 (every f16 / bf16
  * bit pattern at several tail lengths), rms_norm, attention (F32 and F16 caches, head_dim 1 to
  * 128, GQA groups of 1 to 9 heads, empty ranges, strides wider than head_dim, masks with -inf
  * and NaN, every score masked, with and without Gemma 2's score cap), the vector tanh (as
@@ -27,6 +30,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "kcheck.h"
@@ -115,6 +119,136 @@ static void check_quant_matmuls(const slate__kernels *k, const slate__kernels *r
                            problem, sizeof problem), problem);
         report(kc_matmul_q(k, ref, q->dt, q->block, q->asym, 13, 1280, 50, 0, 50, false, &rng,
                            problem, sizeof problem), problem);
+    }
+}
+
+/* ---- the super-block formats (Q4_K, Q6_K: arm/neon_k.c) ------------------------------------ */
+
+/* Shapes of neon_k.c's tiling that check_quant_matmuls draws only by chance: row counts around
+ * its groups of 4 (a single row left over takes the decode path), several output blocks of 16
+ * with odd n_out and o0 > 0, exactly one block, and many super-blocks per row (both halves of
+ * each, decode and prefill). */
+static void check_kquant_tiles(const slate__kernels *k, const slate__kernels *ref) {
+    uint64_t rng = g_seed ^ 0x6b7175616e74ull;
+    char problem[512];
+    static const struct { int64_t rows, n_sb, n_out, o0, o1; } cs[] = {
+        {4, 3, 33, 3, 32},  {5, 2, 33, 1, 33},  {8, 1, 17, 0, 17}, {12, 2, 31, 15, 31},
+        {17, 3, 49, 2, 47}, {6, 2, 16, 0, 16},  {1, 17, 35, 1, 34}, {2, 16, 19, 7, 19},
+        {3, 5, 1, 0, 1},    {1, 1, 1, 0, 1},    {9, 20, 21, 4, 21},
+    };
+    static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K};
+    for (size_t d = 0; d < 2; d++)
+        for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+            report(kc_matmul_q(k, ref, dts[d], 256, false, cs[c].rows, 256 * cs[c].n_sb,
+                               cs[c].n_out, cs[c].o0, cs[c].o1, c % 2 == 0, &rng, problem,
+                               sizeof problem),
+                   problem);
+}
+
+/* The neon tables run their own Q4_K / Q6_K matmuls (not ref's). The table's x for Q4_K / Q6_K
+ * is the one it writes for Q8_0 (the same plan: bytes, layout
+ * id, row alignment; the same bytes), so exec may share it between q/k/v or gate/up of mixed
+ * formats, as a Q4_K_M file has them. Tables without an x quantizer for these pass. */
+static void check_kquant_shared_x(const slate__kernels *k, const slate__kernels *ref) {
+    uint64_t rng = g_seed ^ 0x7368617265ull;
+    char problem[512];
+    static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K};
+    for (size_t d = 0; d < 2; d++) {
+        slate_dtype dt = dts[d];
+        snprintf(problem, sizeof problem, "%s %s: ", k->name, slate_dtype_name(dt));
+        size_t len = strlen(problem);
+        if (strncmp(k->name, "neon", 4) == 0 && (k->matmul[dt] == ref->matmul[dt] ||
+                                                 !k->xq_plan[dt] || !k->quantize_x[dt])) {
+            snprintf(problem + len, sizeof problem - len, "the table runs ref's matmul or has no "
+                     "x quantizer (arm/neon_k.c not installed)");
+            report(false, problem);
+            continue;
+        }
+        if (!k->xq_plan[dt] || !k->xq_plan[SLATE_DTYPE_Q8_0]) {
+            report(!k->xq_plan[dt] && !k->quantize_x[dt], problem);
+            continue;
+        }
+        const int64_t n_rows = 3, n_in = 768;
+        slate__wmat wk, w8;
+        slate__wmat_init(&wk, NULL, dt, 256, false, 1, n_in);
+        slate__wmat_init(&w8, NULL, SLATE_DTYPE_Q8_0, 32, false, 1, n_in);
+        slate__xq_plan pk = k->xq_plan[dt](&wk, n_rows);
+        slate__xq_plan p8 = k->xq_plan[SLATE_DTYPE_Q8_0](&w8, n_rows);
+        if (pk.bytes != p8.bytes || pk.layout != p8.layout || pk.row_align != p8.row_align) {
+            snprintf(problem + len, sizeof problem - len, "x plan {%zu bytes, layout %#x, align "
+                     "%d} is not Q8_0's {%zu, %#x, %d}", pk.bytes, (unsigned)pk.layout,
+                     (int)pk.row_align, p8.bytes, (unsigned)p8.layout, (int)p8.row_align);
+            report(false, problem);
+            continue;
+        }
+        float x[3 * 768];
+        for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = kc_randf(&rng) * (i % 5 ? 1.0f : 9.0f);
+        uint8_t *a = malloc(pk.bytes), *b = malloc(pk.bytes);
+        if (!a || !b) exit(1);
+        memset(a, 0x11, pk.bytes);
+        memset(b, 0x22, pk.bytes);
+        k->quantize_x[dt](a, x, &wk, n_rows, 0, n_rows);
+        k->quantize_x[SLATE_DTYPE_Q8_0](b, x, &w8, n_rows, 0, n_rows);
+        bool same = memcmp(a, b, pk.bytes) == 0;
+        if (!same)
+            snprintf(problem + len, sizeof problem - len, "quantize_x writes other bytes than "
+                     "Q8_0's under the same layout id %#x", (unsigned)pk.layout);
+        report(same, problem);
+        free(a);
+        free(b);
+    }
+}
+
+/* The largest integer sums the kernel keeps: every x of a row at +-max (so every |q_x| is 127)
+ * against the largest codes: Q4_K all 15 (16 products of 15 * 127 per s16 lane of the NEON
+ * baseline), Q6_K all -32 or all 31 (8 of 32 * 127), with x's sign the same or opposite
+ * everywhere; the scales stay random. A sum kept in too narrow a lane overflows here. */
+static void check_kquant_extremes(const slate__kernels *k, const slate__kernels *ref) {
+    uint64_t rng = g_seed ^ 0x65787472656dull;
+    const int64_t n_rows = 5, n_in = 512, n_out = 19, o0 = 2, o1 = 19;
+    for (int c = 0; c < 6; c++) { /* bit 0: x's sign; c / 2: 0 Q4_K, 1 Q6_K codes -32, 2 Q6_K 31 */
+        slate_dtype dt = c / 2 ? SLATE_DTYPE_Q6_K : SLATE_DTYPE_Q4_K;
+        char problem[512], detail[300] = "";
+        snprintf(problem, sizeof problem, "%s matmul %s saturated codes (case %d): ", k->name,
+                 slate_dtype_name(dt), c);
+        size_t len = strlen(problem);
+        size_t wbytes = (size_t)slate__wmat_bytes(dt, 256, false, n_out, n_in);
+        uint8_t *wd = malloc(wbytes);
+        float *x = malloc((size_t)(n_rows * n_in) * sizeof(float));
+        float got[5 * 19], want[5 * 19];
+        if (!wd || !x) exit(1);
+        slate__wmat wm;
+        slate__wmat_init(&wm, wd, dt, 256, false, n_out, n_in);
+        kc_fill_qweights(wd, &wm, &rng);
+        for (int64_t o = 0; o < n_out; o++)
+            for (int64_t b = 0; b < n_in / 256; b++) {
+                uint8_t *blk = wd + (size_t)o * wm.row_bytes;
+                if (dt == SLATE_DTYPE_Q4_K) {
+                    blk += (size_t)b * sizeof(slate__block_q4_k);
+                    memset(blk + 16, 0xFF, 128);
+                } else {
+                    blk += (size_t)b * sizeof(slate__block_q6_k);
+                    memset(blk, c / 2 == 1 ? 0x00 : 0xFF, 192); /* ql and qh */
+                }
+            }
+        for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = c % 2 ? -0.75f : 0.75f;
+        for (int64_t i = 0; i < n_rows * n_out; i++) got[i] = want[i] = 12345.0f;
+        uint8_t *xq = NULL;
+        if (k->xq_plan[dt]) {
+            slate__xq_plan pl = k->xq_plan[dt](&wm, n_rows);
+            xq = malloc(pl.bytes);
+            if (!xq) exit(1);
+            k->quantize_x[dt](xq, x, &wm, n_rows, 0, n_rows);
+        }
+        k->matmul[dt](got, x, xq, &wm, NULL, n_rows, o0, o1);
+        ref->matmul[dt](want, x, NULL, &wm, NULL, n_rows, o0, o1);
+        kc_check_q_outputs(&wm, x, NULL, got, want, 12345.0f, n_rows, o0, o1, xq != NULL, detail,
+                           sizeof detail);
+        snprintf(problem + len, sizeof problem - len, "%s", detail);
+        report(!detail[0], problem);
+        free(wd);
+        free(x);
+        free(xq);
     }
 }
 
@@ -242,6 +376,9 @@ int main(int argc, char **argv) {
     } else {
         check_matmuls(k, ref);
         check_quant_matmuls(k, ref);
+        check_kquant_tiles(k, ref);
+        check_kquant_shared_x(k, ref);
+        check_kquant_extremes(k, ref);
         check_to_f32(k, ref);
         check_rms_norms(k, ref);
         check_attentions(k, ref);
