@@ -25,8 +25,8 @@
  *     8 per lane, 32512), then vpaddlq_s16 to s32;
  *   - arm/neon_dotprod_k.c (this file again, built with SLATE_NEON_Q_DOTPROD, table
  *     "neon_dotprod"): one SDOT per 16 products, vpaddq_s32 to reduce.
- * The Q4_K scales and minimums are unpacked once per super-block and weight row (the 12 bytes
- * as three u32, ggml's masks), to f32 d sc and dmin m vectors; Q6_K's 16 int8 scales the same.
+ * The Q4_K scales and minimums are unpacked once per super-block and weight row (ggml's masks,
+ * in vector registers), to f32 d sc and dmin m vectors; Q6_K's 16 int8 scales the same.
  *
  * Tiling as neon_q.c: decode (n_rows == 1) streams each weight row once into two sets of
  * accumulators (the two halves of a super-block); prefill unpacks each half super-block of a
@@ -120,22 +120,23 @@ INLINE void dot_groups4(const int8x16_t *w, const int8x16_t *x, int32x4_t *lo, i
 
 /* ---- super-blocks -------------------------------------------------------------------------- */
 
-/* Q4_K: fs[h] = d * sc_j and fm[h] = dmin * m_j for j = 4 h .. 4 h + 3 (quant.h's rule, on the
- * 12 bytes as three u32 with ggml's masks). */
+/* Q4_K: fs[h] = d * sc_j and fm[h] = dmin * m_j for j = 4 h .. 4 h + 3 (quant.h's rule with
+ * ggml's masks, on the 12 bytes as u32 s0, s1, s2, two at a time: {sc_0..3, m_0..3} = {s0, s1}
+ * & 0x3f.., {sc_4..7, m_4..7} = ({s2, s2 >> 4} & 0x0f..) | ({s0, s1} >> 6 & 0x03..) << 4). The
+ * 16-byte load reads 4 bytes of qs past the scales: inside the super-block. */
 INLINE void q4k_scales(const uint8_t *blk, float32x4_t *fs, float32x4_t *fm) {
-    uint32_t u[4];
-    memcpy(u, blk + 4, 12);
-    const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
-    u[3] = ((u[2] >> 4) & m4) | ((u[1] >> 6) & m2) << 4; /* m_4..7 */
-    uint32_t mins_lo = u[1] & m6;                         /* m_0..3 */
-    u[1] = (u[2] & m4) | ((u[0] >> 6) & m2) << 4;         /* sc_4..7 */
-    u[2] = mins_lo;
-    u[0] &= m6; /* sc_0..3 */
-    uint8x16_t b = vreinterpretq_u8_u32(vld1q_u32(u)); /* sc_0..7, m_0..7 */
-    uint16x8_t s = vmovl_u8(vget_low_u8(b)), m = vmovl_high_u8(b);
+    uint32x4_t s = vreinterpretq_u32_u8(vld1q_u8(blk + 4));
+    uint32x2_t a = vget_low_u32(s), s2 = vdup_laneq_u32(s, 2);
+    const int32_t sh[2] = {0, -4};
+    uint32x2_t lo = vand_u32(a, vdup_n_u32(0x3f3f3f3fu));
+    uint32x2_t hi = vorr_u32(vand_u32(vshl_u32(s2, vld1_s32(sh)), vdup_n_u32(0x0f0f0f0fu)),
+                             vshl_n_u32(vand_u32(vshr_n_u32(a, 6), vdup_n_u32(0x03030303u)), 4));
+    /* sc_0..7, m_0..7 */
+    uint8x16_t b = vreinterpretq_u8_u32(vcombine_u32(vzip1_u32(lo, hi), vzip2_u32(lo, hi)));
+    uint16x8_t sc = vmovl_u8(vget_low_u8(b)), m = vmovl_high_u8(b);
     float d = f16_at(blk), dmin = f16_at(blk + 2);
-    fs[0] = vmulq_n_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(s))), d);
-    fs[1] = vmulq_n_f32(vcvtq_f32_u32(vmovl_high_u16(s)), d);
+    fs[0] = vmulq_n_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(sc))), d);
+    fs[1] = vmulq_n_f32(vcvtq_f32_u32(vmovl_high_u16(sc)), d);
     fm[0] = vmulq_n_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(m))), dmin);
     fm[1] = vmulq_n_f32(vcvtq_f32_u32(vmovl_high_u16(m)), dmin);
 }
