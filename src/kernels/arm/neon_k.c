@@ -169,16 +169,18 @@ INLINE void q6k_scales(const uint8_t *blk, float32x4_t *fs) {
  * high nibbles of ql[64 n + 32 (g % 2) ..] and bits 2 g, 2 g + 1 of qh[32 n ..] as bits 4-5. */
 INLINE void q6k_codes(const uint8_t *blk, int n, int8x16_t *w) {
     const uint8_t *ql = blk + 64 * n, *qh = blk + 128 + 32 * n;
-    const uint8x16_t m4 = vdupq_n_u8(15), m30 = vdupq_n_u8(0x30);
+    const uint8x16_t m3 = vdupq_n_u8(3), m30 = vdupq_n_u8(0x30);
     const int8x16_t off = vdupq_n_s8(32);
     UNROLL for (int k = 0; k < 2; k++) {
         uint8x16_t l0 = vld1q_u8(ql + 16 * k), l1 = vld1q_u8(ql + 32 + 16 * k);
-        uint8x16_t h = vld1q_u8(qh + 16 * k);
+        uint8x16_t h = vld1q_u8(qh + 16 * k), h2 = vshrq_n_u8(h, 2);
+        /* vsli keeps the low nibble and inserts bits 4-5; vsri keeps bits 4-5 and inserts the
+         * high nibble below them */
         uint8x16_t c[4] = {
-            vorrq_u8(vandq_u8(l0, m4), vandq_u8(vshlq_n_u8(h, 4), m30)),
-            vorrq_u8(vandq_u8(l1, m4), vandq_u8(vshlq_n_u8(h, 2), m30)),
-            vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h, m30)),
-            vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(vshrq_n_u8(h, 2), m30)),
+            vsliq_n_u8(l0, vandq_u8(h, m3), 4),
+            vsliq_n_u8(l1, vandq_u8(h2, m3), 4),
+            vsriq_n_u8(vandq_u8(h, m30), l0, 4),
+            vsriq_n_u8(vandq_u8(h2, m30), l1, 4),
         };
         UNROLL for (int g = 0; g < 4; g++)
             w[2 * g + k] = vsubq_s8(vreinterpretq_s8_u8(c[g]), off);
