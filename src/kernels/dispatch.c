@@ -65,6 +65,9 @@ static void init(void) {
 #ifdef SLATE_HAVE_avx2_q
         slate__avx2_q_fill(&g_avx2);
 #endif
+#ifdef SLATE_HAVE_avx2_k
+        slate__avx2_k_fill(&g_avx2); /* after avx2_q: Q4_K/Q6_K read x as Q4's quantizer writes it */
+#endif
         g_best = &g_avx2;
     }
 #endif
@@ -75,6 +78,9 @@ static void init(void) {
     if (g_has_avx2_vnni) {
         g_avx2_vnni = g_avx2;
         slate__avx2_vnni_fill(&g_avx2_vnni);
+#ifdef SLATE_HAVE_avx2_vnni_k
+        slate__avx2_vnni_k_fill(&g_avx2_vnni);
+#endif
         g_avx2_vnni.name = "avx2_vnni";
         g_best = &g_avx2_vnni;
     }

@@ -132,6 +132,17 @@ void slate__avx2_q_fill(slate__kernels *k);
 /* The same matmuls with AVX-VNNI (VEX vpdpbusd) dot products (x86/avx2_vnni.c). */
 void slate__avx2_vnni_fill(slate__kernels *k);
 #endif
+#ifdef SLATE_HAVE_avx2_k
+/* The integer Q4_K/Q6_K matmuls of the avx2 table (x86/avx2_k.c; the avx512 table inherits
+ * them). They read x as the table's Q4 quantizer writes it and install that quantizer and plan
+ * for Q4_K/Q6_K: call after slate__avx2_q_fill (without a Q4 quantizer they install nothing). */
+void slate__avx2_k_fill(slate__kernels *k);
+#endif
+#ifdef SLATE_HAVE_avx2_vnni_k
+/* The same for the avx2_vnni table (x86/avx2_vnni_k.c, Q4_K with vpdpbusd); call after
+ * slate__avx2_vnni_fill. */
+void slate__avx2_vnni_k_fill(slate__kernels *k);
+#endif
 #ifdef SLATE_HAVE_avx512
 void slate__avx512_fill(slate__kernels *k);
 #endif

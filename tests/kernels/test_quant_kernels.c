@@ -1,14 +1,16 @@
 /* test_quant_kernels.c - the matmul of the compressed weight formats (Q8_0; Q4 with blocks of
- * 16, 32, 64, 128, symmetric and asymmetric; Q8_C; Q4_K and Q6_K) of every SIMD table this CPU supports
- * ("avx2", x86/avx2_q.c; "avx2_vnni", the same with AVX-VNNI; "avx512_vnni"; on AArch64 "neon"
- * and "neon_dotprod", arm/neon_q.c, which tests/kernels/neon_check.c also checks under qemu;
- * all quantize activations) against the scalar reference
- * (kernels/ref/quant.c: dequantize and dot in f32) on random weights from the reference
- * quantizers and random x: one block, odd block counts, partial x groups, many blocks; rows
- * 1..13 and past the prefill tile; output sub-ranges that do not start at 0; with and without
- * bias; sizes past the prefill K block (512) and column tile (16). The "avx512" table shares
- * avx2's functions for these formats and is not run twice. The seed is printed once (tu_seed);
- * SLATE_TEST_SEED=<n> repeats a run. */
+ * 16, 32, 64, 128, symmetric and asymmetric; Q8_C; Q4_K and Q6_K) of every SIMD table this CPU
+ * supports ("avx2", x86/avx2_q.c and x86/avx2_k.c; "avx2_vnni", the same with AVX-VNNI;
+ * "avx512_vnni"; on AArch64 "neon" and "neon_dotprod", arm/neon_q.c, which
+ * tests/kernels/neon_check.c also checks under qemu; all quantize activations) against the
+ * scalar reference (kernels/ref/quant.c: dequantize and dot in f32) on random weights from the
+ * reference quantizers and random x: one block, odd block counts, partial x groups, many
+ * blocks; rows 1..13 and past the prefill tile; output sub-ranges that do not start at 0; with
+ * and without bias; sizes past the prefill K block (512) and column tile (16); the super-block
+ * formats at the codes and scales that could overflow an integer product; formats that share
+ * an xq layout write the same bytes. The "avx512" table shares avx2's functions for these
+ * formats and is not run twice. The seed is printed once (tu_seed); SLATE_TEST_SEED=<n>
+ * repeats a run. */
 #include "kcheck.h"
 #include "testutil.h"
 #include "xqsplit.h"
@@ -268,6 +270,104 @@ static void row_to_f32_matches_ref_dequantization(void **st) {
     }
 }
 
+/* The super-block formats at the magnitudes that could overflow an integer product: Q4_K with
+ * every code 15 and every scale and minimum 63, or every code 0 under minimums 63; Q6_K with
+ * every code 63 or every code 0 (|code - 32| up to 32) under scales -128 and 127; against x of
+ * one magnitude (every input rounds to +-127: the largest u8 x s8 pairs, 63 * 127 * 2 for Q6_K),
+ * of alternating sign, and random; one super-block and many, rows across the 4-row tile. A
+ * saturated s16 pair or a wrapped sum is off by far more than the bound. */
+static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x6578747265ull;
+    static const int64_t n_ins[] = {256, 256 * 9};
+    for (int fmt = 0; fmt < 2; fmt++)
+        for (size_t ni = 0; ni < sizeof n_ins / sizeof *n_ins; ni++) {
+            slate_dtype dt = fmt ? SLATE_DTYPE_Q6_K : SLATE_DTYPE_Q4_K;
+            int64_t n_in = n_ins[ni], n_out = 6, n_rows = 7;
+            uint8_t *w = xmalloc((size_t)slate__wmat_bytes(dt, 256, false, n_out, n_in));
+            slate__wmat wm;
+            slate__wmat_init(&wm, w, dt, 256, false, n_out, n_in);
+            kc_fill_qweights(w, &wm, &rng); /* random d (dmin), both signs; rows 4, 5 stay random */
+            for (int64_t o = 0; o < 4; o++)
+                for (int64_t b = 0; b < n_in / 256; b++) {
+                    uint8_t *blk = w + (size_t)o * wm.row_bytes +
+                                   (size_t)b * (fmt ? sizeof(slate__block_q6_k) : sizeof(slate__block_q4_k));
+                    uint8_t code = o % 2 ? 0x00 : 0xFF;
+                    if (!fmt) {
+                        memset(blk + 4, 0xFF, 12); /* every scale and minimum 63 */
+                        memset(blk + 16, code, 128);
+                    } else {
+                        memset(blk, code, 192);    /* ql and qh: codes 63 or 0 */
+                        memset(blk + 192, o < 2 ? 0x80 : 0x7F, 16); /* scales -128 or 127 */
+                    }
+                }
+            float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
+            for (int64_t r = 0; r < n_rows; r++)
+                for (int64_t i = 0; i < n_in; i++)
+                    x[r * n_in + i] = r == 0 ? 2.5f : r == 1 ? -2.5f : r == 2 ? (i % 2 ? 1.0f : -1.0f)
+                                    : r == 3 ? (i / 16 % 2 ? -3.0f : 3.0f) : tu_randf(&rng);
+            float *got = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
+            float *want = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
+            const float sentinel = 12345.0f;
+            for (int64_t i = 0; i < n_rows * n_out; i++) got[i] = want[i] = sentinel;
+            void *xq = NULL;
+            size_t xq_bytes = k->xq_plan[dt] ? k->xq_plan[dt](&wm, n_rows).bytes : 0;
+            if (xq_bytes) {
+                xq = xmalloc(xq_bytes);
+                k->quantize_x[dt](xq, x, &wm, n_rows, 0, n_rows);
+            }
+            k->matmul[dt](got, x, xq, &wm, NULL, n_rows, 0, n_out);
+            ref->matmul[dt](want, x, NULL, &wm, NULL, n_rows, 0, n_out);
+            char detail[300] = "";
+            if (kc_check_q_outputs(&wm, x, NULL, got, want, sentinel, n_rows, 0, n_out,
+                                   xq_bytes > 0, detail, sizeof detail))
+                fail_msg("%s matmul %s n_in=%lld at extreme codes: %s", k->name,
+                         slate_dtype_name(dt), (long long)n_in, detail);
+            free(w);
+            free(x);
+            free(got);
+            free(want);
+            free(xq);
+        }
+}
+
+/* Two formats whose plans name the same nonzero layout must write the same xq bytes: exec
+ * quantizes x once for both (x86/avx2_k.c installs avx2_q.c's quantizer for Q4_K and Q6_K, so
+ * a Q4_K_M q/k/v or gate/up with mixed formats shares one xq). */
+static void formats_sharing_an_xq_layout_write_the_same_bytes(void **st) {
+    const slate__kernels *k = table_or_skip(st);
+    uint64_t rng = tu_seed() ^ 0x73686172ull;
+    int64_t n_rows = 5, n_in = 512 * 3;
+    float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
+    for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = tu_randf(&rng) * (i % 7 == 0 ? 4.0f : 1.0f);
+    for (size_t a = 0; a < KC_N_QFMTS; a++)
+        for (size_t b = a + 1; b < KC_N_QFMTS; b++) {
+            const kc_qfmt *fa = &kc_qfmts[a], *fb = &kc_qfmts[b];
+            if (!k->xq_plan[fa->dt] || !k->xq_plan[fb->dt]) continue;
+            slate__wmat wa, wb;
+            slate__wmat_init(&wa, NULL, fa->dt, fa->block, fa->asym, 8, n_in);
+            slate__wmat_init(&wb, NULL, fb->dt, fb->block, fb->asym, 8, n_in);
+            slate__xq_plan pa = k->xq_plan[fa->dt](&wa, n_rows), pb = k->xq_plan[fb->dt](&wb, n_rows);
+            if (!pa.bytes || pa.layout != pb.layout) continue;
+            if (pa.bytes != pb.bytes)
+                fail_msg("%s: %s B=%d and %s B=%d share layout %#x with %zu and %zu bytes", k->name,
+                         slate_dtype_name(fa->dt), fa->block, slate_dtype_name(fb->dt), fb->block,
+                         (unsigned)pa.layout, pa.bytes, pb.bytes);
+            uint8_t *qa = xmalloc(pa.bytes), *qb = xmalloc(pb.bytes);
+            memset(qa, 0x11, pa.bytes);
+            memset(qb, 0x22, pb.bytes);
+            k->quantize_x[fa->dt](qa, x, &wa, n_rows, 0, n_rows);
+            k->quantize_x[fb->dt](qb, x, &wb, n_rows, 0, n_rows);
+            if (memcmp(qa, qb, pa.bytes) != 0)
+                fail_msg("%s: %s B=%d and %s B=%d share layout %#x but write other bytes", k->name,
+                         slate_dtype_name(fa->dt), fa->block, slate_dtype_name(fb->dt), fb->block,
+                         (unsigned)pa.layout);
+            free(qa);
+            free(qb);
+        }
+    free(x);
+}
+
 #define FOR_TABLE(f, name)                                                                         \
     { #f "/" name, f, NULL, NULL, (void *)name }
 
@@ -289,6 +389,16 @@ int main(void) {
         FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "avx512_vnni"),
         FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "neon"),
         FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "neon_dotprod"),
+        FOR_TABLE(superblock_matmul_matches_ref_at_extreme_codes, "avx2"),
+        FOR_TABLE(superblock_matmul_matches_ref_at_extreme_codes, "avx2_vnni"),
+        FOR_TABLE(superblock_matmul_matches_ref_at_extreme_codes, "avx512_vnni"),
+        FOR_TABLE(superblock_matmul_matches_ref_at_extreme_codes, "neon"),
+        FOR_TABLE(superblock_matmul_matches_ref_at_extreme_codes, "neon_dotprod"),
+        FOR_TABLE(formats_sharing_an_xq_layout_write_the_same_bytes, "avx2"),
+        FOR_TABLE(formats_sharing_an_xq_layout_write_the_same_bytes, "avx2_vnni"),
+        FOR_TABLE(formats_sharing_an_xq_layout_write_the_same_bytes, "avx512_vnni"),
+        FOR_TABLE(formats_sharing_an_xq_layout_write_the_same_bytes, "neon"),
+        FOR_TABLE(formats_sharing_an_xq_layout_write_the_same_bytes, "neon_dotprod"),
         cmocka_unit_test(avx2_vnni_equals_avx2_bit_for_bit),
         FOR_TABLE(row_to_f32_matches_ref_dequantization, "ref"),
         FOR_TABLE(row_to_f32_matches_ref_dequantization, "avx2"),

@@ -1,0 +1,228 @@
+/*
+ * avx2_k.c - integer matmul of the super-block formats Q4_K and Q6_K (GGUF's, quant.h) for CPUs
+ * with AVX2: the avx2 table, and the avx512 table, which keeps avx2's integer kernels. Same
+ * signatures and meaning as kernels/ref/quant.c up to the rounding of x.
+ *
+ * x is x86/avx2_q.c's: its quantizer and plan are installed for these formats too (the same
+ * bytes, the same layout id), so exec quantizes x once for q/k/v or gate/up even where a Q4_K_M
+ * file mixes Q4_K and Q6_K there. Per row: int8 q in units of 32 inputs, the f32 scale dx of
+ * each unit and dx * (sum of q) of each half of 16. A super-block of 256 is 8 units; each
+ * product of a unit of 32 weights with a unit of x is integer (vpmaddubsw u8 x s8 -> s16 pairs,
+ * vpmaddwd -> 8 x s32, lanes 0-3 the first 16 inputs, 4-7 the last 16), then one f32 FMA with
+ * the unit's scale, broadcast from a vector of the 8 units' scales built once per super-block
+ * and row.
+ *   Q4_K  value (d sc_j) q - dmin m_j with codes q in 0..15 (u8 already: a 32-byte load of qs
+ *         is two units, low nibbles sub-block 2p, high nibbles 2p + 1): dot * d sc_j dx, and
+ *         the minimum as dmin m_j times the unit's x sum (two halves added by vhaddps, whose
+ *         lane order [0 1 4 5 2 3 6 7] the minimums are permuted to). vpmaddwd by ones.
+ *   Q6_K  value d s_k (code - 32), s_k one int8 scale per 16: the 6-bit code (0..63, u8) times
+ *         x, pairs at most 2 * 63 * 127 < 32767 (no s16 saturation), then vpmaddwd by the two
+ *         scales of the unit as s16 (lanes 0-3 s_2u, 4-7 s_2u+1: one vpshufb of the 16 scales
+ *         sorted even / odd), times d dx; the -32 as -32 d s_k times the x sum of each 16.
+ * The correction terms go into the same f32 accumulator as the products (only its lane sum
+ * matters). Up to 4 rows of x share each unpacked super-block (prefill), as in avx2_q.c.
+ *
+ * Built as x86/avx2_vnni_k.c (SLATE_AVX2_K_VNNI) for the avx2_vnni table: Q4_K's unit products
+ * are one VEX vpdpbusd; Q6_K keeps vpmaddubsw + vpmaddwd by its scales (vpdpbusd sums 4
+ * products, so the per-16 scales would cost a vpmulld or an f32 multiply per unit instead),
+ * compiled with the same flags. Integer sums are exact either way, so the two tables' results
+ * are bit-identical (test_quant_kernels checks it).
+ */
+#include "kernels/kernels.h"
+#include "kernels/x86/avx2_inline.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+enum { XU = 32, UPS = SLATE__SUPERBLOCK / XU }; /* inputs per unit of x; units per super-block */
+
+/* One row of quantized x, as x86/avx2_q.c writes it: int8 q[units * 32], then f32 dx[units],
+ * then f32 hs[units * 2] (n_in is a multiple of 256 here: no short unit). */
+static int64_t x_units(const slate__wmat *w) { return w->n_in / XU; }
+static size_t x_stride(const slate__wmat *w) { return (size_t)x_units(w) * (XU + 3 * sizeof(float)); }
+
+/* 8 x s32: sums of u8 w times s8 x over each 4 consecutive inputs (exact: no pair saturates). */
+INLINE __m256i dot_u8s8(__m256i wu, __m256i xs) {
+#ifdef SLATE_AVX2_K_VNNI
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), wu, xs);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(wu, xs), _mm256_set1_epi16(1));
+#endif
+}
+
+/* Lane j of v in all 8 lanes. */
+#define BCAST(v, j) _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(j))
+
+/* Q4_K's 12 scale bytes as 8 scales sc_j (bytes of *sc, j = 0..7) and 8 minimums m_j (*m):
+ * quant.h's rule, 4 at a time (bytes 0-3 hold sc_0..3 and m_0..3 in 6 bits; bytes 8-11 the low
+ * 4 bits of sc_4..7 and m_4..7, whose top 2 bits are the top bits of bytes 0-3 and 4-7). */
+INLINE void q4k_scales(const uint8_t *s, uint64_t *sc, uint64_t *m) {
+    uint32_t u[3];
+    memcpy(u, s, 12);
+    const uint32_t k6 = 0x3f3f3f3fu, k4 = 0x0f0f0f0fu, k2 = 0x03030303u;
+    uint32_t sc_lo = u[0] & k6, m_lo = u[1] & k6;
+    uint32_t sc_hi = (u[2] & k4) | ((u[0] >> 6) & k2) << 4;
+    uint32_t m_hi = ((u[2] >> 4) & k4) | ((u[1] >> 6) & k2) << 4;
+    *sc = sc_lo | (uint64_t)sc_hi << 32;
+    *m = m_lo | (uint64_t)m_hi << 32;
+}
+
+/* The 8 bytes of v as f32 lanes (unsigned). */
+INLINE __m256 u8x8_ps(uint64_t v) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v)));
+}
+
+/* Rows r0 .. r0+R-1 of x against weight row o of a Q4_K matrix. */
+INLINE void q4k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
+                     const float *bias, int64_t r0, int64_t o) {
+    int64_t units = x_units(w), nsb = w->n_in / SLATE__SUPERBLOCK;
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    const int8_t *xr[4];
+    const float *dx[4], *hs[4];
+    __m256 acc[4];
+    UNROLL for (int r = 0; r < R; r++) {
+        xr[r] = (const int8_t *)(xq + (size_t)(r0 + r) * xs);
+        dx[r] = (const float *)(xr[r] + units * XU);
+        hs[r] = dx[r] + units;
+        acc[r] = _mm256_setzero_ps();
+    }
+    const __m256i low = _mm256_set1_epi8(15);
+    const __m256i hadd_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q4_k);
+        int64_t u0 = sb * UPS;
+        uint64_t sc, m;
+        q4k_scales(b + 4, &sc, &m);
+        __m256 dsc = _mm256_mul_ps(u8x8_ps(sc), _mm256_set1_ps(f16_scalar(b)));
+        __m256 dm = _mm256_mul_ps(u8x8_ps(m), _mm256_set1_ps(f16_scalar(b + 2)));
+        dm = _mm256_permutevar8x32_ps(dm, hadd_order);
+        __m256 fs[4];
+        UNROLL for (int r = 0; r < R; r++) {
+            fs[r] = _mm256_mul_ps(dsc, _mm256_loadu_ps(dx[r] + u0));
+            __m256 xs32 = _mm256_hadd_ps(_mm256_loadu_ps(hs[r] + 2 * u0),
+                                         _mm256_loadu_ps(hs[r] + 2 * u0 + 8));
+            acc[r] = _mm256_fnmadd_ps(dm, xs32, acc[r]);
+        }
+        UNROLL for (int p = 0; p < UPS / 2; p++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * p));
+            __m256i wl = _mm256_and_si256(v, low), wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            UNROLL for (int r = 0; r < R; r++) {
+                const int8_t *xu = xr[r] + (u0 + 2 * p) * XU;
+                __m256i pl = dot_u8s8(wl, _mm256_loadu_si256((const __m256i *)xu));
+                __m256i ph = dot_u8s8(wh, _mm256_loadu_si256((const __m256i *)(xu + XU)));
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pl), BCAST(fs[r], 2 * p), acc[r]);
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ph), BCAST(fs[r], 2 * p + 1), acc[r]);
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        y[(r0 + r) * w->n_out + o] = hsum8(acc[r]) + (bias ? bias[o] : 0.0f);
+}
+
+/* Rows r0 .. r0+R-1 of x against weight row o of a Q6_K matrix. */
+INLINE void q6k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
+                     const float *bias, int64_t r0, int64_t o) {
+    int64_t units = x_units(w), nsb = w->n_in / SLATE__SUPERBLOCK;
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    const int8_t *xr[4];
+    const float *dx[4], *hs[4];
+    __m256 acc[4];
+    UNROLL for (int r = 0; r < R; r++) {
+        xr[r] = (const int8_t *)(xq + (size_t)(r0 + r) * xs);
+        dx[r] = (const float *)(xr[r] + units * XU);
+        hs[r] = dx[r] + units;
+        acc[r] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q6_k);
+        int64_t u0 = sb * UPS;
+        float d = f16_scalar(b + 208);
+        __m128i s8 = _mm_loadu_si128((const __m128i *)(b + 192));
+        /* s16: scales 0, 2, .., 14 in the low lane, 1, 3, .., 15 in the high one */
+        __m256i s16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, even_odd));
+        __m256 c32 = _mm256_set1_ps(-32.0f * d); /* exact: a power of two times d */
+        __m256 cl = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), c32);
+        __m256 ch = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), c32);
+        __m256 fs[4];
+        UNROLL for (int r = 0; r < R; r++) {
+            fs[r] = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(dx[r] + u0));
+            acc[r] = _mm256_fmadd_ps(cl, _mm256_loadu_ps(hs[r] + 2 * u0), acc[r]);
+            acc[r] = _mm256_fmadd_ps(ch, _mm256_loadu_ps(hs[r] + 2 * u0 + 8), acc[r]);
+        }
+        UNROLL for (int n = 0; n < 2; n++) {
+            __m256i qa = _mm256_loadu_si256((const __m256i *)(b + 64 * n));
+            __m256i qb = _mm256_loadu_si256((const __m256i *)(b + 64 * n + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * n));
+            __m256i code[4]; /* groups g = 0..3 of this half: units 4 n + g */
+            code[0] = _mm256_or_si256(_mm256_and_si256(qa, m4),
+                                      _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+            code[1] = _mm256_or_si256(_mm256_and_si256(qb, m4),
+                                      _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+            code[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), m4),
+                                      _mm256_and_si256(qh, m30));
+            code[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
+                                      _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+            UNROLL for (int g = 0; g < 4; g++) {
+                int u = 4 * n + g;
+                /* s16 word u of each lane: s_2u for inputs 0-15, s_2u+1 for 16-31 */
+                __m256i sc = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((2 * u + 1) << 8 | 2 * u)));
+                UNROLL for (int r = 0; r < R; r++) {
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(xr[r] + (u0 + u) * XU));
+                    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(code[g], xv), sc);
+                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), BCAST(fs[r], u), acc[r]);
+                }
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        y[(r0 + r) * w->n_out + o] = hsum8(acc[r]) + (bias ? bias[o] : 0.0f);
+}
+
+/* Every output in [o0, o1) for every row of x, 4 rows of x per pass over a weight row. */
+#define ROWS(CALL)                                                                                 \
+    for (int64_t o = o0; o < o1; o++) {                                                            \
+        int64_t r = 0;                                                                             \
+        for (; r + 4 <= n_rows; r += 4) CALL(4);                                                   \
+        switch (n_rows - r) {                                                                      \
+        case 3: CALL(3); break;                                                                    \
+        case 2: CALL(2); break;                                                                    \
+        case 1: CALL(1); break;                                                                    \
+        default: break;                                                                            \
+        }                                                                                          \
+    }
+
+static void matmul_q4_k(float *y, const float *x, const void *xq, const slate__wmat *w,
+                        const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
+    (void)x;
+    size_t xs = x_stride(w);
+#define Q4K_CALL(R) q4k_rows(R, y, xq, xs, w, bias, r, o)
+    ROWS(Q4K_CALL)
+#undef Q4K_CALL
+}
+
+static void matmul_q6_k(float *y, const float *x, const void *xq, const slate__wmat *w,
+                        const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
+    (void)x;
+    size_t xs = x_stride(w);
+#define Q6K_CALL(R) q6k_rows(R, y, xq, xs, w, bias, r, o)
+    ROWS(Q6K_CALL)
+#undef Q6K_CALL
+}
+
+#ifdef SLATE_AVX2_K_VNNI
+void slate__avx2_vnni_k_fill(slate__kernels *k) {
+#else
+void slate__avx2_k_fill(slate__kernels *k) {
+#endif
+    /* x as the table's Q4 quantizer writes it (avx2_q.c's layout); without one, ref stays. */
+    if (!k->xq_plan[SLATE_DTYPE_Q4] || !k->quantize_x[SLATE_DTYPE_Q4]) return;
+    static const slate_dtype q[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K};
+    k->matmul[SLATE_DTYPE_Q4_K] = matmul_q4_k;
+    k->matmul[SLATE_DTYPE_Q6_K] = matmul_q6_k;
+    for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
+        k->xq_plan[q[i]] = k->xq_plan[SLATE_DTYPE_Q4];
+        k->quantize_x[q[i]] = k->quantize_x[SLATE_DTYPE_Q4];
+    }
+}
