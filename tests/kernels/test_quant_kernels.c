@@ -290,8 +290,8 @@ static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
             kc_fill_qweights(w, &wm, &rng); /* random d (dmin), both signs; rows 4, 5 stay random */
             for (int64_t o = 0; o < 4; o++)
                 for (int64_t b = 0; b < n_in / 256; b++) {
-                    uint8_t *blk = w + (size_t)o * wm.row_bytes +
-                                   (size_t)b * (fmt ? sizeof(slate__block_q6_k) : sizeof(slate__block_q4_k));
+                    size_t bb = fmt ? sizeof(slate__block_q6_k) : sizeof(slate__block_q4_k);
+                    uint8_t *blk = w + (size_t)o * wm.row_bytes + (size_t)b * bb;
                     uint8_t code = o % 2 ? 0x00 : 0xFF;
                     if (!fmt) {
                         memset(blk + 4, 0xFF, 12); /* every scale and minimum 63 */
@@ -347,7 +347,8 @@ static void formats_sharing_an_xq_layout_write_the_same_bytes(void **st) {
             slate__wmat wa, wb;
             slate__wmat_init(&wa, NULL, fa->dt, fa->block, fa->asym, 8, n_in);
             slate__wmat_init(&wb, NULL, fb->dt, fb->block, fb->asym, 8, n_in);
-            slate__xq_plan pa = k->xq_plan[fa->dt](&wa, n_rows), pb = k->xq_plan[fb->dt](&wb, n_rows);
+            slate__xq_plan pa = k->xq_plan[fa->dt](&wa, n_rows);
+            slate__xq_plan pb = k->xq_plan[fb->dt](&wb, n_rows);
             if (!pa.bytes || pa.layout != pb.layout) continue;
             if (pa.bytes != pb.bytes)
                 fail_msg("%s: %s B=%d and %s B=%d share layout %#x with %zu and %zu bytes", k->name,

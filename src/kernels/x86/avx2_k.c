@@ -42,7 +42,9 @@ enum { XU = 32, UPS = SLATE__SUPERBLOCK / XU }; /* inputs per unit of x; units p
 /* One row of quantized x, as x86/avx2_q.c writes it: int8 q[units * 32], then f32 dx[units],
  * then f32 hs[units * 2] (n_in is a multiple of 256 here: no short unit). */
 static int64_t x_units(const slate__wmat *w) { return w->n_in / XU; }
-static size_t x_stride(const slate__wmat *w) { return (size_t)x_units(w) * (XU + 3 * sizeof(float)); }
+static size_t x_stride(const slate__wmat *w) {
+    return (size_t)x_units(w) * (XU + 3 * sizeof(float));
+}
 
 /* 8 x s32: sums of u8 w times s8 x over each 4 consecutive inputs (exact: no pair saturates). */
 INLINE __m256i dot_u8s8(__m256i wu, __m256i xs) {
@@ -105,13 +107,16 @@ INLINE void q4k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate_
         }
         UNROLL for (int p = 0; p < UPS / 2; p++) {
             __m256i v = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * p));
-            __m256i wl = _mm256_and_si256(v, low), wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            __m256i wl = _mm256_and_si256(v, low);
+            __m256i wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
             UNROLL for (int r = 0; r < R; r++) {
                 const int8_t *xu = xr[r] + (u0 + 2 * p) * XU;
                 __m256i pl = dot_u8s8(wl, _mm256_loadu_si256((const __m256i *)xu));
                 __m256i ph = dot_u8s8(wh, _mm256_loadu_si256((const __m256i *)(xu + XU)));
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pl), _mm256_broadcast_ss(&fs[r][2 * p]), acc[r]);
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ph), _mm256_broadcast_ss(&fs[r][2 * p + 1]), acc[r]);
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pl),
+                                         _mm256_broadcast_ss(&fs[r][2 * p]), acc[r]);
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ph),
+                                         _mm256_broadcast_ss(&fs[r][2 * p + 1]), acc[r]);
             }
         }
     }
@@ -144,7 +149,8 @@ INLINE void q6k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate_
         __m256i s16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, even_odd));
         __m256 c32 = _mm256_set1_ps(-32.0f * d); /* exact: a power of two times d */
         __m256 cl = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), c32);
-        __m256 ch = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), c32);
+        __m256 ch = _mm256_mul_ps(
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), c32);
         __m256 t[4]; /* this super-block's products times dx, before d */
         UNROLL for (int r = 0; r < R; r++) {
             t[r] = _mm256_setzero_ps();
@@ -167,15 +173,18 @@ INLINE void q6k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate_
             UNROLL for (int g = 0; g < 4; g++) {
                 int u = 4 * n + g;
                 /* s16 word u of each lane: s_2u for inputs 0-15, s_2u+1 for 16-31 */
-                __m256i sc = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((2 * u + 1) << 8 | 2 * u)));
+                __m256i sc =
+                    _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((2 * u + 1) << 8 | 2 * u)));
                 UNROLL for (int r = 0; r < R; r++) {
                     __m256i xv = _mm256_loadu_si256((const __m256i *)(xr[r] + (u0 + u) * XU));
                     __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(code[g], xv), sc);
-                    t[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(dx[r] + u0 + u), t[r]);
+                    t[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                           _mm256_broadcast_ss(dx[r] + u0 + u), t[r]);
                 }
             }
         }
-        UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_fmadd_ps(t[r], _mm256_set1_ps(d), acc[r]);
+        UNROLL for (int r = 0; r < R; r++)
+            acc[r] = _mm256_fmadd_ps(t[r], _mm256_set1_ps(d), acc[r]);
     }
     UNROLL for (int r = 0; r < R; r++)
         y[(r0 + r) * w->n_out + o] = hsum8(acc[r]) + (bias ? bias[o] : 0.0f);
