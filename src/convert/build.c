@@ -468,7 +468,8 @@ static int32_t block_of(const slate_convert_params *cp, slate_dtype dt) {
  * nearest slate layout (slate__ggml_layout) or `dtype`, the Q8_0 default for the embedding and
  * the head, then the keep rules (last match wins), then F16 for rows that are not whole blocks.
  * Sets p's layout and its route: the source bytes copied or transcoded when the layout is the
- * source's own, else through f32. */
+ * source's own, transcoded when it is the layout the source transcodes to (Q4_K as q4 b32 asym,
+ * slate__ggml_transcode_layout), else through f32. */
 static void choose_matrix(builder *b, const slate__src_tensor *t, producer *p) {
     const slate_convert_params *cp = b->cp;
     slate_dtype sdt = SLATE_DTYPE_F32, dt = cp->dtype;
@@ -504,7 +505,15 @@ static void choose_matrix(builder *b, const slate__src_tensor *t, producer *p) {
     }
     p->dst = dt;
     bool own = src_q && dt == sdt && block == sblock && asym == sasym;
+    slate_dtype tdt;
+    int32_t tblock;
+    bool tasym;
     p->route = own ? route : SLATE__ROUTE_NONE;
+    /* Another layout the source transcodes to, asked for (Q4_K as q4 b32 asym): the codes
+     * moved, not dequantized and rounded again. */
+    if (!own && src_q && slate__ggml_transcode_layout(t->type, &tdt, &tblock, &tasym) &&
+        dt == tdt && block == tblock && asym == tasym)
+        p->route = SLATE__ROUTE_TRANSCODE;
     p->q.src = t;
     p->q.dtype = dt;
     p->q.block = block;
@@ -884,16 +893,19 @@ static slate_status build_program(builder *b) {
     return SLATE_OK;
 }
 
+/* The dtypes a matrix can be converted to. Not Q4_K / Q6_K: slate has no quantizer for them,
+ * their packages hold GGUF Q4_K / Q6_K tensors' own bytes (the default for those tensors). */
 static bool matrix_dtype_ok(slate_dtype d) {
     return d == SLATE_DTYPE_F32 || d == SLATE_DTYPE_F16 || d == SLATE_DTYPE_BF16 ||
-           slate__wdtype_quantized(d);
+           (slate__wdtype_quantized(d) && !slate__wdtype_superblock(d));
 }
 
 /* The compression parameters (slate_convert_params in slate.h). */
 static slate_status check_compression(const slate_convert_params *cp, slate_error *err) {
     if (!matrix_dtype_ok(cp->dtype))
         return slate__fail(err, SLATE_E_INVALID_ARG, "weight dtype %s: expected f32, f16, bf16, "
-                           "q8_0, q4, q8_c or pal", slate_dtype_name(cp->dtype));
+                           "q8_0, q4, q8_c or pal (q4_k and q6_k are only copied from GGUF Q4_K "
+                           "and Q6_K tensors, by default)", slate_dtype_name(cp->dtype));
     if (cp->pal_bits != 0 && cp->pal_bits != 2 && cp->pal_bits != 3 && cp->pal_bits != 4 &&
         cp->pal_bits != 6 && cp->pal_bits != 8)
         return slate__fail(err, SLATE_E_INVALID_ARG, "pal bits %d: expected 2, 3, 4, 6 or 8",
@@ -913,7 +925,9 @@ static slate_status check_compression(const slate_convert_params *cp, slate_erro
             return slate__fail(err, SLATE_E_INVALID_ARG, "keep rule %d has no pattern", i);
         if (!matrix_dtype_ok(cp->keep[i].dtype))
             return slate__fail(err, SLATE_E_INVALID_ARG, "keep rule %d (%s): dtype %s is not a "
-                               "weight dtype (f32, f16, bf16, q8_0, q4, q8_c, pal)", i,
+                               "dtype a matrix can be converted to (f32, f16, bf16, q8_0, "
+                               "q4, q8_c, pal; q4_k and q6_k are only copied from GGUF Q4_K "
+                               "and Q6_K tensors, by default)", i,
                                cp->keep[i].pattern, slate_dtype_name(cp->keep[i].dtype));
     }
     if (cp->n_threads < 0 || cp->n_threads > 1024)

@@ -7,7 +7,8 @@
  * values are ggml's bit for bit. That needs the products left uncontracted: CMakeLists.txt
  * compiles this file with -ffp-contract=off (an FMA would round once instead of twice).
  *
- * Transcoding rewrites a block format into the nearest slate layout (kernels/quant.h) without
+ * Transcoding rewrites a block format into a slate layout (kernels/quant.h: the nearest one,
+ * or for Q4_K, which is copied as q4_k by default, q4 b32 asym when that is asked for) without
  * going through f32 and a new quantizer: the codes are moved, never re-rounded; the only change
  * is that a per-sub-block scale d * sc (an f32 product of an f16 and a 6-bit integer) is stored
  * as f16, which rounds it to 11 significant bits (relative error <= 2^-11; subnormal products
@@ -296,20 +297,33 @@ slate__ggml_route slate__ggml_layout(slate__src_type type, slate_dtype *dtype, i
     case SLATE__SRC_Q8_0: r = SLATE__ROUTE_COPY; break;
     case SLATE__SRC_Q4_0: dt = SLATE_DTYPE_Q4, r = SLATE__ROUTE_COPY; break;
     case SLATE__SRC_Q4_1: dt = SLATE_DTYPE_Q4, as = true, r = SLATE__ROUTE_COPY; break;
-    case SLATE__SRC_Q4_K: dt = SLATE_DTYPE_Q4, as = true; break;
+    case SLATE__SRC_Q4_K: dt = SLATE_DTYPE_Q4_K, b = SLATE__SUPERBLOCK, r = SLATE__ROUTE_COPY;
+        break;
+    case SLATE__SRC_Q6_K: dt = SLATE_DTYPE_Q6_K, b = SLATE__SUPERBLOCK, r = SLATE__ROUTE_COPY;
+        break;
     case SLATE__SRC_Q2_K: dt = SLATE_DTYPE_Q4, b = 16, as = true; break;
     case SLATE__SRC_Q3_K: dt = SLATE_DTYPE_Q4, b = 16; break;
     case SLATE__SRC_Q5_0:
     case SLATE__SRC_IQ4_NL:
     case SLATE__SRC_IQ4_XS: break;
     case SLATE__SRC_Q5_1:
-    case SLATE__SRC_Q5_K:
-    case SLATE__SRC_Q6_K: r = SLATE__ROUTE_REQUANT; break;
+    case SLATE__SRC_Q5_K: r = SLATE__ROUTE_REQUANT; break;
     }
     *dtype = dt;
     *block = b;
     *asym = as;
     return r;
+}
+
+bool slate__ggml_transcode_layout(slate__src_type type, slate_dtype *dtype, int32_t *block,
+                                  bool *asym) {
+    if (type == SLATE__SRC_Q4_K) { /* copied by default; transcoded when q4 b32 asym is asked */
+        *dtype = SLATE_DTYPE_Q4;
+        *block = 32;
+        *asym = true;
+        return true;
+    }
+    return slate__ggml_layout(type, dtype, block, asym) == SLATE__ROUTE_TRANSCODE;
 }
 
 bool slate__ggml_transcode_exact(slate__src_type type) {
@@ -395,8 +409,7 @@ int64_t slate__ggml_transcode(slate__src_type type, const uint8_t *src, int64_t 
     slate_dtype dt;
     int32_t block;
     bool asym;
-    if (g.elems == 0 || slate__ggml_layout(type, &dt, &block, &asym) != SLATE__ROUTE_TRANSCODE)
-        return -1;
+    if (g.elems == 0 || !slate__ggml_transcode_layout(type, &dt, &block, &asym)) return -1;
     size_t out_bytes = (size_t)(g.elems / block) *
                        (dt == SLATE_DTYPE_Q8_0 ? sizeof(slate__block_q8_0)
                                                : slate__q4_block_bytes(block, asym));

@@ -1,7 +1,9 @@
 /*
  * ggml_quants.h - the ggml block formats slate reads from GGUF files (internal to convert/):
- * their geometry, dequantization to f32, and the transcoders that rewrite a format into the
- * nearest slate weight layout without a second rounding where the values fit.
+ * their geometry, dequantization to f32, the route of each into its nearest slate weight
+ * layout (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K: the same bytes, slate's q8_0, q4, q4_k, q6_k), and the
+ * transcoders that rewrite the others into a slate layout without a second rounding where the
+ * values fit.
  *
  * Block layouts (little-endian; f16 is IEEE binary16; "element e" counts inside the block):
  *   Q8_0   32 el, 34 B   {f16 d; i8 q[32]}                      d * q[e]
@@ -16,11 +18,11 @@
  *          sub-block s = e / 16: d * (scales[s] & 15) * q - dmin * (scales[s] >> 4), q 2 bits
  *   Q3_K  256 el, 110 B  {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}
  *          sub-block s = e / 16: d * (sc[s] - 32) * (q - 4 * !hbit), sc 6 bits, q 2 bits
- *   Q4_K  256 el, 144 B  {f16 d, dmin; u8 scales[12]; u8 qs[128]}
+ *   Q4_K  256 el, 144 B  {f16 d, dmin; u8 scales[12]; u8 qs[128]}     (slate's q4_k)
  *          sub-block j = e / 32: d * sc[j] * q - dmin * m[j], sc and m 6 bits, q 4 bits
  *   Q5_K  256 el, 176 B  {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}
  *          as Q4_K with a fifth bit of q from qh
- *   Q6_K  256 el, 210 B  {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}
+ *   Q6_K  256 el, 210 B  {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d} (slate's q6_k)
  *          sub-block s = e / 16: d * scales[s] * (q - 32), q 6 bits
  *   IQ4_XS 256 el, 136 B {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}
  *          sub-block j = e / 32: d * (ls[j] - 32) * kv[q], ls 6 bits, q 4 bits
@@ -57,32 +59,41 @@ int64_t slate__ggml_first_nonfinite(slate__src_type type, const uint8_t *src, ui
 /* How a source format becomes its nearest slate layout (the converter's default). */
 typedef enum slate__ggml_route {
     SLATE__ROUTE_NONE,      /* not a block format: F32/F16/BF16 */
-    SLATE__ROUTE_COPY,      /* the bytes are the slate layout's (Q8_0, Q4_0, Q4_1) */
+    SLATE__ROUTE_COPY,      /* the bytes are the slate layout's (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) */
     SLATE__ROUTE_TRANSCODE, /* rewritten block by block, exactly or up to the f16 rounding of
                                the per-sub-block scales (slate__ggml_transcode) */
     SLATE__ROUTE_REQUANT,   /* dequantized and quantized again (a second rounding) */
 } slate__ggml_route;
 
 /* The nearest slate layout of a source format and the route to it:
- *   Q8_0 -> q8_0, Q4_0 -> q4 b32, Q4_1 -> q4 b32 asym                          copy
- *   Q4_K -> q4 b32 asym: d' = f16(d * sc), m' = f16(-(dmin * m)) per 32         transcode
+ *   Q8_0 -> q8_0, Q4_0 -> q4 b32, Q4_1 -> q4 b32 asym,
+ *   Q4_K -> q4_k, Q6_K -> q6_k (super-blocks of 256)                            copy
  *   Q2_K -> q4 b16 asym: d' = f16(d * (sc & 15)), m' = f16(-(dmin * (sc >> 4))) transcode
  *   Q3_K -> q4 b16 sym:  d' = f16(d * (sc - 32)) (may be negative), nibble q + 8 transcode
  *   Q5_0 -> q8_0: the same d, q = x - 16 (exact)                                transcode
  *   IQ4_NL -> q8_0: the same d, q = kv[x] (exact)                               transcode
  *   IQ4_XS -> q8_0: d' = f16(d * (ls - 32)), q = kv[x]                          transcode
- *   Q5_1, Q5_K, Q6_K -> q8_0 (no slate layout holds an offset per 32 with 5-bit
- *   codes, or Q6_K's two scales per 32 elements)                                requantize
+ *   Q5_1, Q5_K -> q8_0 (no slate layout holds an offset per 32 with 5-bit
+ *   codes)                                                                      requantize
  * Returns SLATE__ROUTE_NONE (and leaves the outputs alone) for F32/F16/BF16. */
 slate__ggml_route slate__ggml_layout(slate__src_type type, slate_dtype *dtype, int32_t *block,
                                      bool *asym);
 
+/* The slate layout slate__ggml_transcode writes for type: the transcode routes above, and
+ *   Q4_K -> q4 b32 asym: d' = f16(d * sc), m' = f16(-(dmin * m)) per 32
+ * (not Q4_K's default, which copies its bytes as q4_k: the converter transcodes when q4 b32
+ * asym is asked for, e.g. `--quantize int4 --asym` for a runtime that predates q4_k; the codes
+ * stay, only the sub-block scales are rounded to f16, nearer than requantizing would be).
+ * false (outputs unspecified) for types with no transcode. */
+bool slate__ggml_transcode_layout(slate__src_type type, slate_dtype *dtype, int32_t *block,
+                                  bool *asym);
+
 /* Whether type's transcode is exact (Q5_0, IQ4_NL: the source's own f16 scale is kept). */
 bool slate__ggml_transcode_exact(slate__src_type type);
 
-/* Transcodes n elements (whole blocks) of type (route SLATE__ROUTE_TRANSCODE) from src into
- * the bytes of its slate layout at dst (slate__ggml_layout; rows of whole blocks are back to
- * back in both, so a tensor may be transcoded as one run or in ranges of whole blocks).
+/* Transcodes n elements (whole blocks) of type (one with slate__ggml_transcode_layout) from src
+ * into the bytes of that slate layout at dst (rows of whole blocks are back to back in both,
+ * so a tensor may be transcoded as one run or in ranges of whole blocks).
  * Returns -1, or the index of the first source block with a sub-block scale or minimum that
  * does not fit f16 (the f32 product rounds to infinity: |d * sc| >= 65520; below that it is
  * stored as at most 65504), with the f32 value in *bad (dst is then

@@ -10,19 +10,27 @@
 #   the NumPy-decoded weights (so the same logits, checked within 1e-4 relative too), and
 #   formats no block can be transcoded to (--quantize int8; mixed: fp16, int4 with blocks of
 #   64) that F32 GGUF's package byte for byte;
-# - the default conversion keeps what can be kept: Q4_K becomes slate's asymmetric q4 with
-#   blocks of 32, Q2_K asymmetric q4 with blocks of 16, Q3_K symmetric q4 with blocks of 16,
-#   each sub-block's scale (and offset) the f16 nearest to ggml's d * sc (and -dmin * m), the
-#   codes unchanged; Q5_0, IQ4_NL and IQ4_XS become q8_0 with their codes as int8 (q - 16, the
-#   IQ4 levels) and their own d (IQ4_XS: d * (ls - 32) in f16): exact for the first two; Q5_1,
-#   Q5_K and Q6_K become q8_0 with exactly the bytes slate's own int8-b32 quantizer gives the
-#   decoded weights; the logits (reference kernels) stay near the reference's, within a bound
-#   stated below;
+# - the default conversion keeps what can be kept: Q4_K and Q6_K become slate's q4_k and q6_k
+#   holding the GGUF rows' bytes unchanged (compared byte for byte; their logits then match the
+#   --dtype fp32 package's within 1e-4 relative, as every value is kept); Q2_K becomes slate's
+#   asymmetric q4 with blocks of 16, Q3_K symmetric q4 with blocks of 16, each sub-block's scale
+#   (and offset) the f16 nearest to ggml's d * sc (and -dmin * m), the codes unchanged; Q5_0,
+#   IQ4_NL and IQ4_XS become q8_0 with their codes as int8 (q - 16, the IQ4 levels) and their
+#   own d (IQ4_XS: d * (ls - 32) in f16): exact for the first two; Q5_1 and Q5_K become q8_0
+#   with exactly the bytes slate's own int8-b32 quantizer gives the decoded weights; the logits
+#   (reference kernels) stay near the reference's, within a bound stated below; Q4_K asked for
+#   as q4 b32 asym (--quantize int4 --asym) is transcoded as Q2_K is;
+# - a Q4_K_M-like file (Q4_K, Q6_K head and one ffn_down), also tied (Q6_K embedding, no
+#   output.weight: the head reads the embedding), gives a package whose tensors are exactly the
+#   GGUF's tensor bytes plus rope.freqs, the file adding only alignment, the header, META and
+#   the TOKENIZER section (stated precisely in sizes());
 # - with random bytes in every block (all values of every code and sub-block scale field) and
 #   edge values in its super-block scales (f16 subnormals, zero, -0, negative, near the f16
 #   limit once times a sub-block scale) --dtype fp32 still gives ggml's values bit for bit and
-#   the default each transcoded scale as the f16 nearest the exact product, the codes kept; a
-#   sub-block scale that rounds past f16 (65520) is refused naming the tensor (or kept f32);
+#   the default the GGUF's bytes (Q4_K, Q6_K) or each transcoded scale as the f16 nearest the
+#   exact product, the codes kept; a Q4_K sub-block scale that rounds past f16 (65520) is copied
+#   by default (its values are finite) and refused naming the tensor when q4 b32 asym is asked
+#   for (or kept f32);
 # - bad files are refused naming the tensor: rows that are not whole super-blocks, truncated
 #   data, a super-block scale that is not finite, unsupported types (IQ2_XXS, NVFP4) by name.
 source "$(dirname "$0")/lib.sh"
@@ -44,9 +52,12 @@ import numpy as np
 import ggml_quants as gq
 import slatefiles as sf
 
-Q4 = {"Q4_K": (32, True), "Q2_K": (16, True), "Q3_K": (16, False)}  # transcoded to q4
+COPY = {"Q4_K": "q4_k", "Q6_K": "q6_k"}  # their bytes, as slate's super-block dtypes
+Q4 = {"Q2_K": (16, True), "Q3_K": (16, False)}  # transcoded to q4
+Q4_ASKED = {"Q4_K": (32, True)}  # transcoded to q4 when that is asked for (--quantize int4 --asym)
 Q8 = ("Q5_0", "IQ4_NL", "IQ4_XS")  # transcoded to q8_0
-REQUANT = ("Q5_1", "Q5_K", "Q6_K")  # requantized to q8_0
+REQUANT = ("Q5_1", "Q5_K")  # requantized to q8_0
+EXACT = set(COPY) | {"Q5_0", "IQ4_NL"}  # the default keeps every value
 
 
 def say(ok, what, detail):
@@ -108,10 +119,11 @@ def fp32(pkg_path, gguf_path):
     return not bad and n_ok >= 15, "%d matrices bit for bit, %d not: %s" % (n_ok, len(bad), bad[:3])
 
 
-def default(pkg_path, gguf_path, q8_path):
-    """The default conversion: Q4 types as q4 with transcode_q4's d, m and codes; Q8 types as
-    q8_0 with transcode_q8's d and codes; REQUANT types as the tensor of q8_path (the decoded
-    F32 GGUF converted with --quantize int8-b32: the same requantization)."""
+def default(pkg_path, gguf_path, q8_path, q4=Q4):
+    """The default conversion: COPY types as q4_k / q6_k holding the GGUF rows' bytes
+    unchanged; Q4 types (q4: Q4_ASKED too) as q4 with transcode_q4's d, m and codes; Q8 types
+    as q8_0 with transcode_q8's d and codes; REQUANT types as the tensor of q8_path (the
+    decoded F32 GGUF converted with --quantize int8-b32: the same requantization)."""
     pkg, n_ok, bad, kinds = package(pkg_path), 0, [], {}
     q8 = package(q8_path) if q8_path else {}
     for out, (qt, n_in, data, r0, r1) in sorted(rows_of(sf.gguf_tensors(gguf_path)).items()):
@@ -119,6 +131,17 @@ def default(pkg_path, gguf_path, q8_path):
         blob = bytes(blob)
         got = (t["dtype"], t.get("block"), bool(t.get("asym")), t["shape"])
         kinds.setdefault(qt, set()).add(got[:3])
+        if qt in COPY and qt not in q4:
+            row = n_in // 256 * gq.TYPES[qt][2]  # bytes per row: whole super-blocks
+            want = (COPY[qt], 256, False, [r1 - r0, n_in])
+            if got != want or blob != data[r0 * row:r1 * row]:
+                bad.append("%s (%s): %s block %s asym %s shape %s, expected %s block %s shape %s "
+                           "holding the GGUF's bytes (%s)" % ((out, qt) + got + want[:2] + want[3:]
+                                                             + ("they differ" if got == want
+                                                                else "-",)))
+                continue
+            n_ok += 1
+            continue
         if qt in REQUANT:
             w = q8[out]
             if (t["dtype"], t["shape"], blob) != (w[0]["dtype"], w[0]["shape"], bytes(w[1])):
@@ -127,14 +150,14 @@ def default(pkg_path, gguf_path, q8_path):
                 continue
             n_ok += 1
             continue
-        blk, asym = Q4.get(qt, (32, False))
-        want = ("q4" if qt in Q4 else "q8_0", blk if qt in Q4 else got[1], asym, [r1 - r0, n_in])
+        blk, asym = q4.get(qt, (32, False))
+        want = ("q4" if qt in q4 else "q8_0", blk if qt in q4 else got[1], asym, [r1 - r0, n_in])
         if got != want:
             bad.append("%s: %s as %s block %s asym %s shape %s, expected %s block %s asym %s"
                        % ((out, qt) + got + want[:3]))
             continue
         sub, n = n_in // blk, n_in * (r1 - r0)  # sub-blocks per row, values
-        if qt in Q4:
+        if qt in q4:
             _, _, d, m, q = gq.transcode_q4(data, qt, n_in * r1)
             pd, pm, pq = gq.q4_fields(blob, blk, asym, n)
         else:
@@ -171,7 +194,10 @@ def close(a, b):
 
 
 def transcoded(qt, data, n):
-    """The values of n elements of qt as the default conversion stores them (transcode_q4/_q8)."""
+    """The values of n elements of qt as the default conversion stores them (transcode_q4/_q8;
+    the COPY types' own values)."""
+    if qt in COPY:
+        return gq.decode(data, qt, n)
     if qt in Q4:
         blk, asym, d, m, q = gq.transcode_q4(data, qt, n)
         v = d[:, None] * q.astype(np.float32)
@@ -191,7 +217,8 @@ def drift_bound(g):
     # gives r; drift grows about linearly with the perturbation, so transcoding may drift by
     # 5 r D(f16) (measured: 0.5..2.1 r D(f16) over Q2_K, Q3_K, Q4_K, IQ4_XS and four seeds);
     # Q5_0 and IQ4_NL keep their values exactly (r = 0). A file with several kinds adds the
-    # bounds. A misread field or a misplaced block moves the logits by O(1).
+    # bounds. Copied types (Q4_K, Q6_K) keep their values (r = 0). A misread field or a
+    # misplaced block moves the logits by O(1).
     ref, dflt, q8, f16 = (logits(g + x) for x in (".ref.f32", ".def.f32", ".q8.f32", ".f16.f32"))
     d_tc = d_f16 = 0.0
     kinds = set()
@@ -246,9 +273,40 @@ def edges(src, out):
 
 # Asking for the layout a type is transcoded to (docs/format.md: "transcoded instead when that
 # format is the source's own layout"), for the embedding and the head too.
-OWN = {"Q4_K": "--quantize int4 --asym", "Q2_K": "--quantize int4 --asym --block-size 16",
+OWN = {"Q2_K": "--quantize int4 --asym --block-size 16",
        "Q3_K": "--quantize int4 --block-size 16", "Q5_0": "--quantize int8-b32",
        "IQ4_NL": "--quantize int8-b32", "IQ4_XS": "--quantize int8-b32"}
+
+
+def sizes(pkg_path, gguf_path):
+    """The package's size against the GGUF's, for a file of copied and F32 tensors only (a
+    Q4_K_M-like mix). Stated precisely: every tensor's size in the package equals its GGUF
+    bytes (phi3's fused rows split into parts of whole rows), plus the tensors the converter
+    computes (rope.freqs: no GGUF bytes); DATA is those sizes plus under 64 bytes of alignment
+    padding per tensor; the file is DATA plus the header, the section table, META and the
+    TOKENIZER section (the tokenizer and the program, which the GGUF keeps in its metadata)."""
+    buf = open(pkg_path, "rb").read()
+    sec = sf.package_sections(buf)
+    pkg = package(pkg_path)
+    src = sf.gguf_tensors(gguf_path)
+    parts = rows_of(src)
+    g_bytes = 0
+    for name, (ne, tt, data) in src.items():  # F32 (type 0) 1-D tensors, or blocks
+        n = int(np.prod(ne))
+        g_bytes += 4 * n if tt == 0 else n // gq.TYPES[gq.TYPE_IDS[tt]][1] * gq.TYPES[gq.TYPE_IDS[tt]][2]
+    from_src = set(parts) | {n for n, (ne, _, _) in src.items() if len(ne) == 1}
+    computed = sorted(n for n in pkg if n not in from_src)
+    p_src = sum(t["size"] for n, (t, _) in pkg.items() if n in from_src)
+    p_comp = sum(pkg[n][0]["size"] for n in computed)
+    data, meta, tok = (sec[k][1] for k in (sf.SEC_DATA, sf.SEC_META, sf.SEC_TOKENIZER))
+    pad = len(buf) - (64 + 32 * len(sec) + meta + tok + data)  # before DATA, to a multiple of 64
+    ok = (p_src == g_bytes and from_src <= set(pkg) and
+          p_src + p_comp <= data <= p_src + p_comp + 63 * len(pkg) and 0 <= pad < 64)
+    return ok, ("GGUF tensor bytes %d = package tensors from them %d; computed %s %d; DATA %d "
+                "(alignment %d); file %d = GGUF tensor bytes + %d (computed + alignment + "
+                "header and table %d + META %d + TOKENIZER %d + padding %d)"
+                % (g_bytes, p_src, computed, p_comp, data, data - p_src - p_comp, len(buf),
+                   len(buf) - g_bytes, 64 + 32 * len(sec), meta, tok, pad))
 
 
 def checks(g, tag):
@@ -260,19 +318,38 @@ def checks(g, tag):
          lambda: close(g + ".f32.f32", g + ".ref.f32")),
         ("--quantize int8: the decoded F32 GGUF's int8 package, byte for byte",
          lambda: same(g + ".i8.slate", g + ".ri8.slate")),
-        ("default: transcoded q4 / q8_0, or requantized q8_0, as documented",
-         lambda: default(g + ".def.slate", g + ".gguf", g + ".q8.slate")),
+        ("default: q4_k / q6_k holding the GGUF's bytes, transcoded q4 / q8_0, or requantized "
+         "q8_0, as documented", lambda: default(g + ".def.slate", g + ".gguf", g + ".q8.slate")),
         ("default: logits (reference kernels) drift from the reference within the bound",
          lambda: drift_bound(g)),
         ("scales at f16 edges, --dtype fp32: ggml's values bit for bit",
          lambda: fp32(g + ".edge.f32.slate", g + ".edge.gguf")),
     ]
+    if types <= EXACT:
+        todo.append(("default: every value kept, so the logits are within 1e-4 relative of "
+                     "--dtype fp32's", lambda: close(g + ".def.f32", g + ".f32.f32")))
     if not types & set(REQUANT):
-        todo.append(("scales at f16 edges, default: each transcoded scale the nearest f16",
+        todo.append(("scales at f16 edges, default: the GGUF's bytes where copied, each "
+                     "transcoded scale the nearest f16",
                      lambda: default(g + ".edge.def.slate", g + ".edge.gguf", None)))
     if tag in OWN:
         todo.append(("%s: transcoded as by default, byte for byte" % OWN[tag],
                      lambda: same(g + ".own.slate", g + ".def.slate")))
+    if tag == "Q4_K":
+        todo.append(("--quantize int4 --asym (the embedding and head too): Q4_K transcoded to q4 "
+                     "b32 asym, each scale the nearest f16, the codes kept",
+                     lambda: default(g + ".own.slate", g + ".gguf", None, q4=Q4_ASKED)))
+    if tag.startswith("q4km"):
+        todo += [("has Q4_K and Q6_K tensors only, %s" % ("the embedding Q6_K and no "
+                  "output.weight (tied)" if tag.endswith("tied") else "the head Q6_K"),
+                  lambda: (types == {"Q4_K", "Q6_K"} and (
+                      ("output.weight" not in package(g + ".def.slate") and
+                       package(g + ".def.slate")["token_embd.weight"][0]["dtype"] == "q6_k")
+                      if tag.endswith("tied") else
+                      package(g + ".def.slate")["output.weight"][0]["dtype"] == "q6_k"),
+                           sorted(types))),
+                 ("default: no larger than the GGUF's tensor bytes plus rope.freqs, alignment, "
+                  "META and TOKENIZER", lambda: sizes(g + ".def.slate", g + ".gguf"))]
     if tag == "mixed":
         todo += [("has Q4_K, Q6_K, Q5_0 and IQ4_NL tensors",
                   lambda: ({"Q4_K", "Q6_K", "Q5_0", "IQ4_NL"} <= types, sorted(types))),
@@ -327,7 +404,9 @@ check_type() {
   local tag=$1; shift
   local g="$WORK/$tag"
   local i8=(--quantize int8 --keep int8:token_embd.weight --keep int8:output.weight)
-  $PY "$TOOLS/hf_to_gguf.py" "$d" "$g.gguf" "$@" --dequant-gguf "$g.ref.gguf"
+  # a tied model has no output.weight for a rule to match (a rule matching nothing is refused)
+  [[ $tag != *_tied ]] || i8=(--quantize int8 --keep int8:token_embd.weight)
+  $PY "$TOOLS/hf_to_gguf.py" "${SRC:-$d}" "$g.gguf" "$@" --dequant-gguf "$g.ref.gguf"
   conv "$g.ref.gguf" "$g.ref.slate"
   conv "$g.ref.gguf" "$g.q8.slate" --quantize int8-b32
   conv "$g.ref.gguf" "$g.f16.slate" --dtype fp16
@@ -367,6 +446,15 @@ done
 # tensor besides ("output.weight" also matches attn_output, set again after it).
 check_type mixed --quant Q4_K:weight --quant Q6_K:output.weight --quant Q4_K:attn_output \
   --quant Q6_K:blk.0.ffn_down --quant Q5_0:blk.1.attn_output --quant IQ4_NL:blk.1.ffn_down
+# Q4_K_M-like (llama.cpp's mix): Q4_K, with Q6_K for the head and half of ffn_down (blk.0); and
+# the same tied (no output.weight: the head is token_embd's matmul, Q6_K as llama.cpp makes a
+# tied embedding), so the embedding lookup and the head read q6_k / q4_k.
+check_type q4km --quant Q4_K:weight --quant Q6_K:output.weight --quant Q4_K:attn_output \
+  --quant Q6_K:blk.0.ffn_down
+$PY "$TOOLS/hfmodel.py" make --variant phi3 --out "$WORK/mt" --seed 12 --set hidden_size=256 \
+  --set intermediate_size=512 --set num_hidden_layers=2 --set tie_word_embeddings=true >/dev/null
+SRC="$WORK/mt" check_type q4km_tied --quant Q4_K:weight --quant Q6_K:token_embd \
+  --quant Q6_K:blk.1.ffn_down
 
 # Refusals. The small phi3 folder has rows of 64 (hidden 64): whole blocks of 32, not of 256.
 s="$WORK/small"
@@ -375,14 +463,17 @@ gguf_refused "Q4_K rows of 64 (not whole super-blocks of 256) are refused, namin
   SLATE_E_FORMAT "blk.0.attn_qkv.weight" "$s" --quant-flat Q4_K:blk.0.attn_qkv
 G="$WORK/Q4_K.gguf"
 patch_f16 "$G" "$WORK/inf_d.gguf" blk.0.attn_output.weight 5 0 7c00
-expect_fail "a Q4_K super-block d of +inf is refused (default), naming the tensor" \
+expect_fail "a Q4_K super-block d of +inf is refused (default: copied as q4_k), naming the tensor" \
   SLATE_E_FORMAT "blk.0.attn_output.weight" "$SLATE" convert "$WORK/inf_d.gguf" -o "$WORK/x.slate"
+expect_fail "... and asked for as q4 b32 asym (the transcode)" SLATE_E_FORMAT \
+  "blk.0.attn_output.weight" "$SLATE" convert "$WORK/inf_d.gguf" -o "$WORK/x.slate" --quantize \
+  int4 --asym
 patch_f16 "$G" "$WORK/nan_dmin.gguf" blk.1.ffn_down.weight 3 2 7e00
 expect_fail "a Q4_K super-block dmin of NaN is refused (--dtype fp32), naming the tensor" \
   SLATE_E_FORMAT "blk.1.ffn_down.weight" \
   "$SLATE" convert "$WORK/nan_dmin.gguf" -o "$WORK/x.slate" --dtype fp32
 patch_f16 "$WORK/Q6_K.gguf" "$WORK/inf_q6.gguf" blk.1.attn_output.weight 7 208 fc00
-expect_fail "a Q6_K super-block d of -inf is refused (requantized to q8_0), naming the tensor" \
+expect_fail "a Q6_K super-block d of -inf is refused (default: copied as q6_k), naming the tensor" \
   SLATE_E_FORMAT "blk.1.attn_output.weight" \
   "$SLATE" convert "$WORK/inf_q6.gguf" -o "$WORK/x.slate"
 head -c -1000 "$WORK/Q6_K.gguf" >"$WORK/trunc.gguf"
@@ -401,13 +492,16 @@ expect_fail "an NVFP4 tensor (ggml type 40) is refused by type name" SLATE_E_UNS
 
 # A valid but extreme Q4_K block: d = 1040, so the sub-block whose 6-bit scale is 63 (every
 # block has one: the encoder maps the largest sub-block to 63) has d * sc = 65520, which f16
-# rounds to infinity (halfway between 65504 and 65536, ties to even). --dtype fp32 holds the
-# values (up to about 1e6) and must give NumPy's decoding; the default conversion cannot store
-# that scale: it must refuse naming the tensor (docs/format.md: a block scale past the f16 range
-# is refused, never stored as infinity) or write f32 holding ggml's values exactly.
+# rounds to infinity (halfway between 65504 and 65536, ties to even). Its values (up to about
+# 1e6) are finite: --dtype fp32 must give NumPy's decoding, the default copies the bytes as
+# q4_k, whose reference dequantization is ggml's (logits checked against the fp32 package), and
+# asked for q4 b32 asym (the transcode) the scale cannot be stored: refused naming the tensor
+# (docs/format.md: a block scale past the f16 range is refused, never stored as infinity), while
+# --keep f32 for that tensor keeps it exact.
 patch_f16 "$G" "$WORK/big.gguf" blk.0.attn_output.weight 2 0 6410
 cat >"$WORK/big.py" <<'PY'
-# argv 1 holds blk.0.attn_output.weight as f32 with exactly NumPy's decoding of argv 2's.
+# argv 1 holds blk.0.attn_output.weight as f32 with exactly NumPy's decoding of argv 2's, or
+# (argv 3 "copy") as q4_k with argv 2's bytes.
 import sys
 import numpy as np
 import ggml_quants as gq
@@ -415,9 +509,13 @@ import slatefiles as sf
 ne, tt, data = sf.gguf_tensors(sys.argv[2])["blk.0.attn_output.weight"]
 want = gq.decode(bytes(data), "Q4_K", ne[0] * ne[1])
 t, blob = sf.package_tensors(sys.argv[1])["blk.0.attn_output.weight"]
-got = np.frombuffer(blob, dtype="<f4") if t["dtype"] == "f32" else None
-same = got is not None and np.array_equal(got, want)
-print("%s, max |value| %.3g, equal to NumPy's: %s" % (t["dtype"], np.abs(want).max(), same))
+if sys.argv[3:] == ["copy"]:
+    same = t["dtype"] == "q4_k" and bytes(blob) == bytes(data[:len(blob)]) and len(blob) == \
+        ne[0] * ne[1] // 256 * 144
+else:
+    got = np.frombuffer(blob, dtype="<f4") if t["dtype"] == "f32" else None
+    same = got is not None and np.array_equal(got, want)
+print("%s, max |value| %.3g, as expected: %s" % (t["dtype"], np.abs(want).max(), same))
 sys.exit(0 if same and np.abs(want).max() > 5e5 else 1)
 PY
 if "$SLATE" convert "$WORK/big.gguf" -o "$WORK/big.slate" --dtype fp32 2>"$WORK/big.err"; then
@@ -426,13 +524,22 @@ if "$SLATE" convert "$WORK/big.gguf" -o "$WORK/big.slate" --dtype fp32 2>"$WORK/
 else
   bad "a Q4_K block with d = 1040 and --dtype fp32: $(tail -1 "$WORK/big.err")"
 fi
-if "$SLATE" convert "$WORK/big.gguf" -o "$WORK/big.slate" 2>"$WORK/big.err"; then
-  check "... by default it is written as f32 holding ggml's values (not refused)" \
-    $PY "$WORK/big.py" "$WORK/big.slate" "$WORK/big.gguf"
+logits "$WORK/big.slate" "$WORK/big.f32.f32"
+if "$SLATE" convert "$WORK/big.gguf" -o "$WORK/bigq.slate" 2>"$WORK/big.err"; then
+  check "... by default it is copied as q4_k, byte for byte" \
+    $PY "$WORK/big.py" "$WORK/bigq.slate" "$WORK/big.gguf" copy
+  logits "$WORK/bigq.slate" "$WORK/bigq.f32"
+  check "... and its logits are within 1e-4 relative of the fp32 package's" $PY -c '
+import sys, numpy as np
+a, b = (np.fromfile(p, dtype="<f4").astype(np.float64) for p in sys.argv[1:3])
+sys.exit(0 if a.size == b.size == 320 and (np.abs(a - b) <= 1e-4 * np.abs(b) + 1e-6).all() else 1)
+' "$WORK/bigq.f32" "$WORK/big.f32.f32"
 else
-  check "... by default it is refused naming the tensor: $(tail -1 "$WORK/big.err")" \
-    grep -q "blk.0.attn_output.weight" "$WORK/big.err"
+  bad "a Q4_K block with d = 1040, default: $(tail -1 "$WORK/big.err")"
 fi
+expect_fail "... asked for as q4 b32 asym its sub-block scale 65520 is refused, naming the tensor" \
+  SLATE_E_UNSUPPORTED "blk.0.attn_output.weight" "$SLATE" convert "$WORK/big.gguf" -o \
+  "$WORK/x.slate" --quantize int4 --asym
 "$SLATE" convert "$WORK/big.gguf" -o "$WORK/big.slate" --keep f32:blk.0.attn_output.weight \
   2>/dev/null || true
 check "... and with --keep f32 for that tensor its f32 values are ggml's" \

@@ -5,10 +5,13 @@
  * Q3_K's hmask/scales in their high bits; random blocks bit for bit with ggml's order of f32
  * operations); transcoding equals dequantization within the f16 rounding of the sub-block
  * scales (exactly for Q5_0 and IQ4_NL); the GGUF parser sizes the types, refuses rows that are
- * not whole blocks and names every type it does not read; and the converter writes Q4_K as q4
- * b32 asym by default (the transcoded bytes) and as f32 equal to the dequantization when asked,
- * picks each type's nearest layout, refuses non-finite or unrepresentable scales naming the
- * tensor and block, and gives packages whose logits follow the f32 conversion. */
+ * not whole blocks and names every type it does not read; the runtime's reference
+ * dequantization of q4_k / q6_k equals ggml's of Q4_K / Q6_K bit for bit; and the converter
+ * copies Q4_K / Q6_K into q4_k / q6_k by default (the tied head and the embedding lookup read
+ * them), writes f32 equal to the dequantization when asked and Q4_K's transcoded bytes when
+ * q4 b32 asym is asked, picks each type's nearest layout, refuses non-finite or
+ * unrepresentable scales naming the tensor and block, and gives packages whose logits follow
+ * the f32 conversion. */
 #include "testutil.h"
 #include "pkgutil.h"
 #include "tinymodel.h"
@@ -413,9 +416,82 @@ static void runs_of_blocks_and_sizes_follow_the_geometry(void **st) {
     assert_false(slate__ggml_is_block(SLATE__SRC_F16));
 }
 
+/* ---- q4_k / q6_k: the package dtypes that hold GGUF Q4_K / Q6_K bytes -------------------- */
+
+/* The converter copies Q4_K / Q6_K bytes into q4_k / q6_k packages, so the runtime's reference
+ * dequantization of those dtypes (slate__ref_dequant, kernels/ref/quant.c: the specification
+ * every kernel is checked against) must give ggml's values bit for bit, whatever the bytes:
+ * matrices of random super-blocks (every code value, random 6-bit scales and minimums / int8
+ * scales), the f16 d (and dmin) drawn from both signs, zero, subnormals, small, plain and
+ * large values (up to 65504: a finite scale gives finite values), 3 rows of 2 super-blocks,
+ * read from every start column and length so a super-block boundary falls anywhere. */
+static void ref_dequant_of_q4_k_and_q6_k_is_ggml_bit_for_bit(void **st) {
+    (void)st;
+    static const uint16_t scales[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400,
+                                      0x1000, 0x9555, 0x3c00, 0xbc00, 0x5c00, 0x7bff, 0xfbff};
+    const int n_sc = (int)(sizeof scales / sizeof scales[0]);
+    uint64_t seed = tu_seed(), rng = seed;
+    for (int k = 0; k < 2; k++) {
+        bool six = k == 1;
+        slate__src_type src = six ? SLATE__SRC_Q6_K : SLATE__SRC_Q4_K;
+        slate_dtype dt = six ? SLATE_DTYPE_Q6_K : SLATE_DTYPE_Q4_K;
+        size_t bytes = six ? sizeof(slate__block_q6_k) : sizeof(slate__block_q4_k);
+        enum { N_OUT = 3, N_IN = 512, N_BLK = N_OUT * N_IN / 256 };
+        uint8_t w[N_BLK * 210];
+        float want[N_OUT * N_IN], got[N_IN];
+        bool seen[64] = {false};
+        for (int it = 0; it < 200; it++) {
+            for (size_t i = 0; i < N_BLK * bytes; i++) w[i] = (uint8_t)tu_rand(&rng);
+            for (int b = 0; b < N_BLK; b++) {
+                uint8_t *blk = w + (size_t)b * bytes;
+                /* half the blocks take an edge d (and dmin), the others keep random finite ones */
+                for (int f = 0; f < (six ? 1 : 2); f++) {
+                    uint8_t *h = blk + (six ? 208 : 2 * f);
+                    uint16_t v = it % 2 ? scales[(it / 2 + 3 * b + 5 * f) % n_sc]
+                                        : (uint16_t)(h[0] | h[1] << 8);
+                    if ((v & 0x7c00) == 0x7c00) v &= 0xbbff; /* inf / NaN: finite instead */
+                    h[0] = (uint8_t)v;
+                    h[1] = (uint8_t)(v >> 8);
+                }
+            }
+            slate__ggml_dequantize(src, w, want, N_OUT * N_IN);
+            slate__wmat m;
+            slate__wmat_init(&m, w, dt, SLATE__SUPERBLOCK, false, N_OUT, N_IN);
+            assert_int_equal(m.row_bytes, 2 * bytes);
+            for (int o = 0; o < N_OUT; o++) {
+                int i0 = (int)(tu_rand(&rng) % N_IN), n = 1 + (int)(tu_rand(&rng) % (N_IN - i0));
+                if (it < 2) i0 = 0, n = N_IN;
+                slate__ref_dequant(&m, o, i0, n, got);
+                if (memcmp(got, want + o * N_IN + i0, sizeof(float) * (size_t)n) != 0)
+                    for (int i = 0; i < n; i++)
+                        if (memcmp(&got[i], &want[o * N_IN + i0 + i], sizeof(float)))
+                            fail_msg("%s row %d element %d: slate__ref_dequant gives %.9g, ggml "
+                                     "%.9g (pass %d, seed %llu)", slate_dtype_name(dt), o, i0 + i,
+                                     got[i], want[o * N_IN + i0 + i], it,
+                                     (unsigned long long)seed);
+            }
+            for (int b = 0; b < N_BLK; b++) { /* the codes drawn (the layout of quant.h) */
+                const uint8_t *blk = w + (size_t)b * bytes;
+                for (int e = 0; e < 256; e++) {
+                    int n = e / 128, g = (e % 128) / 32, l = e % 32, j = e / 32;
+                    int c = six ? ((g < 2 ? blk[64 * n + 32 * (g % 2) + l] & 15
+                                          : blk[64 * n + 32 * (g % 2) + l] >> 4) |
+                                   ((blk[128 + 32 * n + l] >> (2 * g)) & 3) << 4)
+                                : (j % 2 ? blk[16 + 32 * (j / 2) + l] >> 4
+                                         : blk[16 + 32 * (j / 2) + l] & 15);
+                    seen[c] = true;
+                }
+            }
+        }
+        for (int c = 0; c < (six ? 64 : 16); c++)
+            if (!seen[c]) fail_msg("%s: code %d never drawn", slate_dtype_name(dt), c);
+    }
+}
+
 /* ---- transcoding ------------------------------------------------------------------------- */
 
-/* Transcoded blocks, read back by the reference kernels' dequantization of the slate layout,
+/* Transcoded blocks (every type with a transcode layout: Q4_K's q4 b32 asym too, though its
+ * default is a copy), read back by the reference kernels' dequantization of the slate layout,
  * equal the ggml dequantization within the f16 rounding of each sub-block scale and minimum:
  * |err| <= 2^-11 (|d sc| |code| + |dmin m|) (half an f16 ulp, relative; subnormal products are
  * exact), plus 2 f32 roundings of that size. Q5_0 and IQ4_NL keep their own d: equal. Q3_K's
@@ -429,7 +505,7 @@ static void transcode_equals_dequantize_within_the_scale_rounding(void **st) {
         slate_dtype dt;
         int32_t block;
         bool asym;
-        if (slate__ggml_layout(ti->type, &dt, &block, &asym) != SLATE__ROUTE_TRANSCODE) continue;
+        if (!slate__ggml_transcode_layout(ti->type, &dt, &block, &asym)) continue;
         for (int it = 0; it < 300; it++) {
             kparams p;
             rand_params(ti, &rng, &p);
@@ -475,7 +551,8 @@ static void transcode_equals_dequantize_within_the_scale_rounding(void **st) {
     assert_true(saw_negative_d);
 }
 
-/* The routes: which slate layout each type lands in by default. */
+/* The routes: which slate layout each type lands in by default; the layout each transcode
+ * writes (Q4_K: q4 b32 asym, asked for; the copied and requantized types have none). */
 static void each_type_has_its_nearest_layout(void **st) {
     (void)st;
     static const struct {
@@ -488,7 +565,7 @@ static void each_type_has_its_nearest_layout(void **st) {
         {SLATE__SRC_Q8_0, SLATE__ROUTE_COPY, SLATE_DTYPE_Q8_0, 32, false},
         {SLATE__SRC_Q4_0, SLATE__ROUTE_COPY, SLATE_DTYPE_Q4, 32, false},
         {SLATE__SRC_Q4_1, SLATE__ROUTE_COPY, SLATE_DTYPE_Q4, 32, true},
-        {SLATE__SRC_Q4_K, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q4, 32, true},
+        {SLATE__SRC_Q4_K, SLATE__ROUTE_COPY, SLATE_DTYPE_Q4_K, 256, false},
         {SLATE__SRC_Q2_K, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q4, 16, true},
         {SLATE__SRC_Q3_K, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q4, 16, false},
         {SLATE__SRC_Q5_0, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q8_0, 32, false},
@@ -496,7 +573,7 @@ static void each_type_has_its_nearest_layout(void **st) {
         {SLATE__SRC_IQ4_XS, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q8_0, 32, false},
         {SLATE__SRC_Q5_1, SLATE__ROUTE_REQUANT, SLATE_DTYPE_Q8_0, 32, false},
         {SLATE__SRC_Q5_K, SLATE__ROUTE_REQUANT, SLATE_DTYPE_Q8_0, 32, false},
-        {SLATE__SRC_Q6_K, SLATE__ROUTE_REQUANT, SLATE_DTYPE_Q8_0, 32, false},
+        {SLATE__SRC_Q6_K, SLATE__ROUTE_COPY, SLATE_DTYPE_Q6_K, 256, false},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         slate_dtype dt = SLATE_DTYPE_F32;
@@ -506,6 +583,23 @@ static void each_type_has_its_nearest_layout(void **st) {
         assert_int_equal(dt, want[i].dt);
         assert_int_equal(block, want[i].block);
         assert_int_equal(asym, want[i].asym);
+        slate_dtype tdt = SLATE_DTYPE_F32;
+        int32_t tblock = 0;
+        bool tasym = false;
+        bool tc = slate__ggml_transcode_layout(want[i].t, &tdt, &tblock, &tasym);
+        if (want[i].t == SLATE__SRC_Q4_K) {
+            assert_true(tc);
+            assert_int_equal(tdt, SLATE_DTYPE_Q4);
+            assert_int_equal(tblock, 32);
+            assert_true(tasym);
+        } else if (want[i].r == SLATE__ROUTE_TRANSCODE) {
+            assert_true(tc);
+            assert_int_equal(tdt, want[i].dt);
+            assert_int_equal(tblock, want[i].block);
+            assert_int_equal(tasym, want[i].asym);
+        } else {
+            assert_false(tc);
+        }
     }
     slate_dtype dt = SLATE_DTYPE_F16;
     int32_t block = 7;
@@ -728,54 +822,118 @@ static tm_opts kq_opts(slate__src_type src_type) {
     return o;
 }
 
-/* Q4_K by default: every matrix is q4 b32 asym holding exactly the transcoded bytes; with an
- * explicit f32 dtype every matrix is f32 equal, bit for bit, to the dequantization. */
-static void q4_k_converts_to_transcoded_q4_asym_or_exact_f32(void **st) {
+/* Converts o's import with cp into path, failing the test with the message. */
+static void build(const slate__import *imp, const slate_convert_params *cp, const char *path) {
+    slate_error err;
+    if (slate__build_package(imp, cp, path, &err) != SLATE_OK) fail_msg("%s", err.message);
+}
+
+/* Q4_K and Q6_K by default: every matrix is q4_k / q6_k holding exactly the source bytes (the
+ * tied head reads the embedding's); with an explicit f32 dtype every matrix is f32 equal, bit
+ * for bit, to the dequantization; asked for q4 b32 asym (--quantize int4 --asym, every matrix
+ * by keep rule), Q4_K matrices hold exactly the transcoded bytes. */
+static void q4_k_and_q6_k_are_copied_or_exact_f32_or_transcoded_when_asked(void **st) {
+    (void)st;
+    for (int k = 0; k < 4; k++) {
+        bool six = k % 2, tied = k >= 2;
+        tm_opts o = kq_opts(six ? SLATE__SRC_Q6_K : SLATE__SRC_Q4_K);
+        o.tied = tied;
+        slate__import imp;
+        slate_error err;
+        assert_int_equal(tm_import(&o, &imp, &err), SLATE_OK);
+        char def[4096], f32[4096], q4[4096]; /* tu_tmp reuses one buffer */
+        snprintf(def, sizeof def, "%s", tu_tmp("kq_default.slate"));
+        snprintf(f32, sizeof f32, "%s", tu_tmp("kq_f32.slate"));
+        snprintf(q4, sizeof q4, "%s", tu_tmp("kq_q4.slate"));
+        slate_convert_keep rules[2];
+        slate_convert_params cp = tm_params(&o, rules); /* nothing asked: dtype f32, not forced */
+        build(&imp, &cp, def);
+        cp.convert_quantized = true; /* slate convert --dtype fp32 */
+        build(&imp, &cp, f32);
+        cp.dtype = SLATE_DTYPE_Q4; /* --quantize int4 --asym --keep int4:'*.weight' */
+        cp.asym = true;
+        rules[0] = (slate_convert_keep){SLATE_DTYPE_Q4, "*.weight"};
+        cp.n_keep = 1;
+        build(&imp, &cp, q4);
+        pkgview vd, vf, vq;
+        pu_view_open(&vd, def);
+        pu_view_open(&vf, f32);
+        pu_view_open(&vq, q4);
+        int n_q = 0;
+        for (int32_t i = 0; i < imp.n_tensors; i++) {
+            const slate__src_tensor *t = &imp.tensors[i];
+            if (t->n_dims != 2) continue;
+            assert_int_equal(t->type, o.src_type);
+            n_q++;
+            int64_t n = t->dims[0] * t->dims[1];
+            const cJSON *e = pu_view_tensor(&vd, t->name);
+            assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring,
+                                six ? "q6_k" : "q4_k");
+            assert_int_equal((int)cJSON_GetObjectItem(e, "block")->valuedouble, 256);
+            assert_null(cJSON_GetObjectItem(e, "asym"));
+            size_t want_bytes = (size_t)n / 256 * (six ? 210 : 144);
+            assert_int_equal((size_t)t->nbytes, want_bytes);
+            assert_int_equal((size_t)cJSON_GetObjectItem(e, "size")->valuedouble, want_bytes);
+            if (memcmp(pu_view_data(&vd, e), t->data, want_bytes) != 0)
+                fail_msg("tensor '%s': package bytes are not the source's", t->name);
+            const cJSON *ef = pu_view_tensor(&vf, t->name);
+            assert_string_equal(cJSON_GetObjectItem(ef, "dtype")->valuestring, "f32");
+            float *deq = malloc(sizeof(float) * (size_t)n);
+            slate__ggml_dequantize(t->type, t->data, deq, n);
+            if (memcmp(pu_view_data(&vf, ef), deq, sizeof(float) * (size_t)n) != 0)
+                fail_msg("tensor '%s': f32 package values are not the dequantization", t->name);
+            free(deq);
+            const cJSON *eq = pu_view_tensor(&vq, t->name);
+            assert_string_equal(cJSON_GetObjectItem(eq, "dtype")->valuestring, "q4");
+            assert_int_equal((int)cJSON_GetObjectItem(eq, "block")->valuedouble, 32);
+            assert_true(cJSON_IsTrue(cJSON_GetObjectItem(eq, "asym")));
+            if (!six) { /* Q6_K has no transcode: requantized, checked by its size only */
+                size_t tc_bytes = (size_t)n / 32 * 20;
+                uint8_t *tc = malloc(tc_bytes);
+                float bad;
+                assert_int_equal(slate__ggml_transcode(t->type, t->data, n, tc, &bad), -1);
+                if (memcmp(pu_view_data(&vq, eq), tc, tc_bytes) != 0)
+                    fail_msg("tensor '%s': q4 package bytes are not the transcoded source",
+                             t->name);
+                free(tc);
+            }
+        }
+        /* q k v o gate up down, the embedding and (untied) the head */
+        assert_int_equal(n_q, tied ? 8 : 9);
+        assert_int_equal(pu_view_tensor(&vd, "output.weight") == NULL, tied);
+        pu_view_close(&vd);
+        pu_view_close(&vf);
+        pu_view_close(&vq);
+        tm_import_free(&imp);
+    }
+}
+
+/* q4_k and q6_k are not conversion targets (no quantizer makes them): asked for as the dtype
+ * or by a keep rule, through the API, they are refused up front, not failed per tensor. */
+static void q4_k_and_q6_k_are_refused_as_requested_dtypes(void **st) {
     (void)st;
     tm_opts o = kq_opts(SLATE__SRC_Q4_K);
     slate__import imp;
     slate_error err;
     assert_int_equal(tm_import(&o, &imp, &err), SLATE_OK);
-    char def[4096], f32[4096]; /* tu_tmp reuses one buffer */
-    snprintf(def, sizeof def, "%s", tu_tmp("kq_default.slate"));
-    snprintf(f32, sizeof f32, "%s", tu_tmp("kq_f32.slate"));
-    slate_convert_keep rules[2];
-    slate_convert_params cp = tm_params(&o, rules); /* nothing asked: dtype f32, not forced */
-    if (slate__build_package(&imp, &cp, def, &err) != SLATE_OK) fail_msg("%s", err.message);
-    cp.convert_quantized = true; /* slate convert --dtype fp32 */
-    if (slate__build_package(&imp, &cp, f32, &err) != SLATE_OK) fail_msg("%s", err.message);
-    pkgview vd, vf;
-    pu_view_open(&vd, def);
-    pu_view_open(&vf, f32);
-    int n_q = 0;
-    for (int32_t i = 0; i < imp.n_tensors; i++) {
-        const slate__src_tensor *t = &imp.tensors[i];
-        if (t->type != SLATE__SRC_Q4_K) continue;
-        n_q++;
-        int64_t n = t->dims[0] * t->dims[1];
-        const cJSON *e = pu_view_tensor(&vd, t->name);
-        assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring, "q4");
-        assert_int_equal((int)cJSON_GetObjectItem(e, "block")->valuedouble, 32);
-        assert_true(cJSON_IsTrue(cJSON_GetObjectItem(e, "asym")));
-        size_t want_bytes = (size_t)n / 32 * 20;
-        assert_int_equal((size_t)cJSON_GetObjectItem(e, "size")->valuedouble, want_bytes);
-        uint8_t *tc = malloc(want_bytes);
-        float bad;
-        assert_int_equal(slate__ggml_transcode(t->type, t->data, n, tc, &bad), -1);
-        if (memcmp(pu_view_data(&vd, e), tc, want_bytes) != 0)
-            fail_msg("tensor '%s': package bytes are not the transcoded source", t->name);
-        free(tc);
-        const cJSON *ef = pu_view_tensor(&vf, t->name);
-        assert_string_equal(cJSON_GetObjectItem(ef, "dtype")->valuestring, "f32");
-        float *deq = malloc(sizeof(float) * (size_t)n);
-        slate__ggml_dequantize(t->type, t->data, deq, n);
-        if (memcmp(pu_view_data(&vf, ef), deq, sizeof(float) * (size_t)n) != 0)
-            fail_msg("tensor '%s': f32 package values are not the dequantization", t->name);
-        free(deq);
+    for (int k = 0; k < 4; k++) {
+        slate_dtype dt = k % 2 ? SLATE_DTYPE_Q6_K : SLATE_DTYPE_Q4_K;
+        slate_convert_keep rules[2];
+        slate_convert_params cp = tm_params(&o, rules);
+        cp.convert_quantized = true;
+        if (k < 2) {
+            cp.dtype = dt;
+        } else {
+            rules[0] = (slate_convert_keep){dt, "blk.*"};
+            cp.n_keep = 1;
+        }
+        memset(&err, 0, sizeof err);
+        assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("kq_req.slate"), &err),
+                         SLATE_E_INVALID_ARG);
+        if (!strstr(err.message, slate_dtype_name(dt)) ||
+            !strstr(err.message, "only copied from GGUF Q4_K and Q6_K tensors"))
+            fail_msg("case %d: %s", k, err.message);
     }
-    assert_int_equal(n_q, 9); /* q k v o gate up down, the embedding and the head */
-    pu_view_close(&vd);
-    pu_view_close(&vf);
     tm_import_free(&imp);
 }
 
@@ -795,27 +953,30 @@ static void logits_of(const char *path, float *out) {
 
 /* Each type by default: its nearest layout in the package; the package runs (the run-time
  * kernels, not only the reference: negative q4 scales from Q3_K, blocks of 16 from Q2_K and
- * Q3_K) and its logits follow the f32 conversion of the same source. Tolerance: relative L2
- * error of the logits below 2e-2. The weights differ from the f32 ones by the f16 rounding of
- * scales (2^-11 relative) or, requantized, by up to half an int8 step (~0.4% of a block's
- * largest value); the kernels also quantize activations to int8 (~0.4% per product); with
- * random weights through one layer the measured error is below 1e-2. */
+ * Q3_K, q4_k / q6_k super-blocks, also as a tied head and in the embedding lookup) and its
+ * logits follow the f32 conversion of the same source. Tolerance: relative L2 error of the
+ * logits below 2e-2. The weights differ from the f32 ones by the f16 rounding of scales
+ * (2^-11 relative) or, requantized, by up to half an int8 step (~0.4% of a block's largest
+ * value), or not at all (copied); the kernels also quantize activations to int8 (~0.4% per
+ * product); with random weights through one layer the measured error is below 1e-2. */
 static void every_type_converts_to_its_layout_and_runs_close_to_f32(void **st) {
     (void)st;
     static const struct {
         slate__src_type t;
         const char *dtype;
         int block;
-        bool asym;
+        bool asym, tied;
     } cases[] = {
-        {SLATE__SRC_Q4_K, "q4", 32, true},   {SLATE__SRC_Q2_K, "q4", 16, true},
-        {SLATE__SRC_Q3_K, "q4", 16, false},  {SLATE__SRC_Q5_0, "q8_0", 32, false},
-        {SLATE__SRC_IQ4_NL, "q8_0", 32, false}, {SLATE__SRC_IQ4_XS, "q8_0", 32, false},
-        {SLATE__SRC_Q5_1, "q8_0", 32, false}, {SLATE__SRC_Q5_K, "q8_0", 32, false},
-        {SLATE__SRC_Q6_K, "q8_0", 32, false},
+        {SLATE__SRC_Q4_K, "q4_k", 256, false, false}, {SLATE__SRC_Q4_K, "q4_k", 256, false, true},
+        {SLATE__SRC_Q6_K, "q6_k", 256, false, false}, {SLATE__SRC_Q6_K, "q6_k", 256, false, true},
+        {SLATE__SRC_Q2_K, "q4", 16, true, false},     {SLATE__SRC_Q3_K, "q4", 16, false, false},
+        {SLATE__SRC_Q5_0, "q8_0", 32, false, false},  {SLATE__SRC_IQ4_NL, "q8_0", 32, false, false},
+        {SLATE__SRC_IQ4_XS, "q8_0", 32, false, false}, {SLATE__SRC_Q5_1, "q8_0", 32, false, false},
+        {SLATE__SRC_Q5_K, "q8_0", 32, false, false},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         tm_opts o = kq_opts(cases[c].t);
+        o.tied = cases[c].tied;
         slate__import imp;
         slate_error err;
         assert_int_equal(tm_import(&o, &imp, &err), SLATE_OK);
@@ -835,6 +996,10 @@ static void every_type_converts_to_its_layout_and_runs_close_to_f32(void **st) {
                                "blk.0.ffn_down.weight"};
         for (int k = 0; k < 4; k++) {
             const cJSON *e = pu_view_tensor(&v, names[k]);
+            if (k == 1 && cases[c].tied) { /* the head is the embedding's matmul */
+                assert_null(e);
+                continue;
+            }
             assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring, cases[c].dtype);
             assert_int_equal((int)cJSON_GetObjectItem(e, "block")->valuedouble, cases[c].block);
             assert_int_equal(cJSON_IsTrue(cJSON_GetObjectItem(e, "asym")), cases[c].asym);
@@ -851,15 +1016,17 @@ static void every_type_converts_to_its_layout_and_runs_close_to_f32(void **st) {
         }
         double rel = sqrt(num / den);
         if (!(rel < 2e-2))
-            fail_msg("%s: logits relative error %g vs the f32 conversion",
-                     slate__src_type_name(cases[c].t), rel);
+            fail_msg("%s%s: logits relative error %g vs the f32 conversion",
+                     slate__src_type_name(cases[c].t), cases[c].tied ? " tied" : "", rel);
         tm_import_free(&imp);
     }
 }
 
 /* A non-finite super-block scale is refused naming the tensor and the block (row 3 of
- * blk.0.attn_q.weight: block 3), whatever the route; a sub-block scale past f16 stops the
- * transcode with E_UNSUPPORTED naming the block and the way out. */
+ * blk.0.attn_q.weight: block 3), whatever the route (the q4_k / q6_k copies too: ggml would
+ * give inf / NaN values); a sub-block scale past f16 stops the transcode (Q4_K asked for as
+ * q4 b32 asym) with E_UNSUPPORTED naming the block and the way out, while the default copy of
+ * that block keeps its finite values. */
 static void convert_refuses_bad_super_block_scales_naming_tensor_and_block(void **st) {
     (void)st;
     static const struct {
@@ -867,22 +1034,31 @@ static void convert_refuses_bad_super_block_scales_naming_tensor_and_block(void 
         int at;            /* byte offset of the patched f16 in the block */
         uint16_t h;
         bool f32;          /* convert with an explicit f32 dtype (dequantize route) */
+        bool q4asym;       /* ask for q4 b32 asym (the Q4_K transcode) */
         slate_status want;
         const char *msg;
     } cases[] = {
-        {SLATE__SRC_Q4_K, 0, 0x7e00, false, SLATE_E_FORMAT,
+        {SLATE__SRC_Q4_K, 0, 0x7e00, false, false, SLATE_E_FORMAT,
          "tensor 'blk.0.attn_q.weight': the Q4_K block of 256 at element [3][0] has a scale "
          "that is not finite (nan)"},
-        {SLATE__SRC_Q4_K, 2, 0x7c00, true, SLATE_E_FORMAT,
+        {SLATE__SRC_Q4_K, 2, 0xfc00, false, false, SLATE_E_FORMAT,
+         "tensor 'blk.0.attn_q.weight': the Q4_K block of 256 at element [3][0] has a scale "
+         "that is not finite (-inf)"},
+        {SLATE__SRC_Q4_K, 2, 0x7c00, true, false, SLATE_E_FORMAT,
          "the Q4_K block of 256 at element [3][0] has a scale that is not finite (inf)"},
-        {SLATE__SRC_Q6_K, 208, 0xfc00, false, SLATE_E_FORMAT,
+        {SLATE__SRC_Q4_K, 0, 0x7c00, false, true, SLATE_E_FORMAT,
+         "the Q4_K block of 256 at element [3][0] has a scale that is not finite (inf)"},
+        {SLATE__SRC_Q6_K, 208, 0xfc00, false, false, SLATE_E_FORMAT,
          "tensor 'blk.0.attn_q.weight': the Q6_K block of 256 at element [3][0] has a scale "
          "that is not finite (-inf)"},
-        {SLATE__SRC_Q2_K, 82, 0x7e00, false, SLATE_E_FORMAT,
+        {SLATE__SRC_Q6_K, 208, 0x7e01, true, false, SLATE_E_FORMAT,
+         "the Q6_K block of 256 at element [3][0] has a scale that is not finite (nan)"},
+        {SLATE__SRC_Q2_K, 82, 0x7e00, false, false, SLATE_E_FORMAT,
          "the Q2_K block of 256 at element [3][0] has a scale that is not finite (nan)"},
-        {SLATE__SRC_Q4_K, 0, 0x7bff, false, SLATE_E_UNSUPPORTED,
+        {SLATE__SRC_Q4_K, 0, 0x7bff, false, true, SLATE_E_UNSUPPORTED,
          "tensor 'blk.0.attn_q.weight': the Q4_K block of 256 at element [3][0] has a sub-block "
          "scale"},
+        {SLATE__SRC_Q4_K, 0, 0x7bff, false, false, SLATE_OK, ""}, /* copied: finite values */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         tm_opts o = kq_opts(cases[c].t);
@@ -896,11 +1072,18 @@ static void convert_refuses_bad_super_block_scales_naming_tensor_and_block(void 
                 uint8_t *blk = (uint8_t *)imp.tensors[i].data + 3 * bytes; /* tm's own buffer */
                 blk[cases[c].at] = (uint8_t)cases[c].h;
                 blk[cases[c].at + 1] = (uint8_t)(cases[c].h >> 8);
-                if (cases[c].want == SLATE_E_UNSUPPORTED) blk[4] = 63; /* sc 0 = 63 */
+                if (cases[c].h == 0x7bff) blk[4] = 63; /* sc 0 = 63: d * sc = 4126752 */
             }
         slate_convert_keep rules[2];
         slate_convert_params cp = tm_params(&o, rules);
         cp.convert_quantized = cases[c].f32;
+        if (cases[c].q4asym) {
+            cp.convert_quantized = true;
+            cp.dtype = SLATE_DTYPE_Q4;
+            cp.asym = true;
+            rules[0] = (slate_convert_keep){SLATE_DTYPE_Q4, "*.weight"};
+            cp.n_keep = 1;
+        }
         memset(&err, 0, sizeof err);
         slate_status s = slate__build_package(&imp, &cp, tu_tmp("kq_bad.slate"), &err);
         if (s != cases[c].want || !strstr(err.message, cases[c].msg))
@@ -916,6 +1099,7 @@ int main(void) {
         cmocka_unit_test(every_type_dequantizes_hand_blocks_by_its_formula),
         cmocka_unit_test(random_blocks_dequantize_bit_exact),
         cmocka_unit_test(runs_of_blocks_and_sizes_follow_the_geometry),
+        cmocka_unit_test(ref_dequant_of_q4_k_and_q6_k_is_ggml_bit_for_bit),
         cmocka_unit_test(transcode_equals_dequantize_within_the_scale_rounding),
         cmocka_unit_test(each_type_has_its_nearest_layout),
         cmocka_unit_test(nonfinite_and_overflowing_scales_are_found_by_block),
@@ -923,7 +1107,8 @@ int main(void) {
         cmocka_unit_test(parser_sizes_every_type_it_reads),
         cmocka_unit_test(parser_refuses_rows_that_are_not_whole_blocks),
         cmocka_unit_test(parser_names_every_type_it_does_not_read),
-        cmocka_unit_test(q4_k_converts_to_transcoded_q4_asym_or_exact_f32),
+        cmocka_unit_test(q4_k_and_q6_k_are_copied_or_exact_f32_or_transcoded_when_asked),
+        cmocka_unit_test(q4_k_and_q6_k_are_refused_as_requested_dtypes),
         cmocka_unit_test(every_type_converts_to_its_layout_and_runs_close_to_f32),
         cmocka_unit_test(convert_refuses_bad_super_block_scales_naming_tensor_and_block),
     };
