@@ -2,9 +2,11 @@
  * slate__gguf_open_mem and, when they are accepted, reads every key through every getter and
  * every tensor's metadata and data bytes, so a wrong offset recorded at open shows up as an
  * out-of-bounds read under ASan. The first blocks of each tensor in a ggml block format are
- * dequantized and, where the converter would transcode them, transcoded: with finite scales
- * every value must be finite (ggml_quants.h), and a transcode must give back the dequantized
- * values up to the f16 rounding of its scales. A leak of counted allocations aborts. The corpus is in
+ * dequantized and, where the converter can transcode them, transcoded: with finite scales
+ * every value must be finite (ggml_quants.h), a transcode must give back the dequantized
+ * values up to the f16 rounding of its scales, and the types the converter copies (Q8_0, Q4_0,
+ * Q4_1, Q4_K, Q6_K) must read back through the runtime's reference dequantization of their
+ * slate dtype (q8_0, q4, q4_k, q6_k) as ggml's values bit for bit. A leak of counted allocations aborts. The corpus is in
  * corpus/gguf/; replay_main.c replays it in the normal test run. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include "kernels/quant.h"
 
 #include <math.h>
+#include <string.h>
 #include "core/core.h"
 
 static volatile uint64_t sink; /* keeps the reads from being optimised away */
@@ -52,8 +55,8 @@ static void walk_key(const slate__gguf *g, int64_t i) {
     if (slate__gguf_arr_str(g, key, n, &s, &len) || slate__gguf_arr_num(g, key, n, &d)) abort();
 }
 
-/* Up to MAX_BLOCKS blocks of a ggml block-format tensor: dequantized, and transcoded into the
- * converter's default layout where that is a transcode; both checked. */
+/* Up to MAX_BLOCKS blocks of a ggml block-format tensor: dequantized, read as the copied slate
+ * dtype or transcoded into the layout its transcode writes; each checked. */
 enum { MAX_BLOCKS = 8, MAX_ELEMS = MAX_BLOCKS * 256 };
 
 static void decode(const slate__gguf_tensor *t) {
@@ -75,7 +78,15 @@ static void decode(const slate__gguf_tensor *t) {
     slate_dtype dt;
     int32_t block;
     bool asym;
-    if (slate__ggml_layout(st, &dt, &block, &asym) != SLATE__ROUTE_TRANSCODE) return;
+    if (slate__ggml_layout(st, &dt, &block, &asym) == SLATE__ROUTE_COPY) {
+        /* the package holds these bytes: the runtime must read ggml's values (one row) */
+        slate__wmat w;
+        slate__wmat_init(&w, t->data, dt, block, asym, 1, n);
+        slate__ref_dequant(&w, 0, 0, n, y);
+        if (memcmp(x, y, sizeof(float) * (size_t)n) != 0) abort();
+    }
+    /* Q4_K's transcode is not its default (a copy) but is reached by asking for q4 b32 asym. */
+    if (!slate__ggml_transcode_layout(st, &dt, &block, &asym)) return;
     if ((size_t)slate__wmat_bytes(dt, block, asym, 1, n) > sizeof q) abort();
     if (slate__ggml_transcode(st, t->data, n, q, &bad) >= 0) return; /* a scale past f16 */
     slate__wmat w;

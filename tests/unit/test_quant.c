@@ -4,7 +4,8 @@
  * f16/bf16 tensor cannot hold and copied GGUF blocks with non-finite scales refused, GGUF
  * Q8_0/Q4_0 tensors imported byte for byte, quantized tiny models that open
  * and give logits close to their f32 twin (prefill and decode, through exec's activation
- * quantization), and malformed quantized tensor entries refused with the culprit named. */
+ * quantization), and malformed quantized tensor entries refused with the culprit named (q4_k /
+ * q6_k too). */
 #include "testutil.h"
 #include "pkgutil.h"
 #include "tinymodel.h"
@@ -695,6 +696,90 @@ static void malformed_quantized_tensor_entries_are_refused(void **st) {
     slate__free(data);
 }
 
+static void block_32(cJSON *e) { set_num(e, "block", 32); }
+static void block_256(cJSON *e) { set_num(e, "block", 256); }
+static void bits_4(cJSON *e) { set_num(e, "bits", 4); }
+/* The size of the same matrix as q4 b32 asym (what a Q4_K tensor used to become). */
+static void size_q4_asym(cJSON *e) {
+    cJSON *s = cJSON_GetObjectItem(e, "shape");
+    set_num(e, "size", cJSON_GetArrayItem(s, 0)->valuedouble *
+                           (cJSON_GetArrayItem(s, 1)->valuedouble / 32) * 20);
+}
+
+/* Opens pkg with the tensor entry `tensor` changed by `edit` (NULL: none); must succeed and the
+ * weight must keep dtype dt with super-blocks of 256. */
+static void expect_edit_opens(const uint8_t *pkg, const char *tensor, void (*edit)(cJSON *e)) {
+    cJSON *j = pu_meta(pkg), *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "tensors")) {
+        if (edit && strcmp(cJSON_GetObjectItem(e, "name")->valuestring, tensor) == 0) edit(e);
+    }
+    char *text = cJSON_PrintUnformatted(j);
+    size_t len;
+    uint8_t *b = pu_rebuild(pkg, text, &len);
+    slate_model *m = NULL;
+    slate_error err;
+    if (slate__model_open_mem(b, len, NULL, &m, &err) != SLATE_OK)
+        fail_msg("tensor '%s' edited: %s", tensor, err.message);
+    slate_model_close(m);
+    free(b);
+    cJSON_free(text);
+    cJSON_Delete(j);
+}
+
+/* q4_k / q6_k entries (what the converter writes for GGUF Q4_K / Q6_K tensors): "block" is
+ * optional and 256 when given; any other block, "asym", "bits", a size that is not n_out x
+ * n_in / 256 x 144 (q6_k: 210) bytes, or rows that are not whole super-blocks are refused
+ * naming the tensor. */
+static void q4_k_and_q6_k_tensor_entries_take_super_blocks_of_256_only(void **st) {
+    (void)st;
+    for (int k = 0; k < 2; k++) {
+        bool six = k == 1;
+        tm_opts o = tm_default();
+        o.n_layers = 1;
+        o.dim = 256;
+        o.n_heads = 4;
+        o.n_kv_heads = 2;
+        o.ffn_dim = 512;
+        o.src_type = (int32_t)(six ? SLATE__SRC_Q6_K : SLATE__SRC_Q4_K);
+        const char *path = tu_tmp("kq_base.slate");
+        assert_int_equal(tm_write(path, &o, NULL), SLATE_OK);
+        char *data;
+        size_t len;
+        assert_int_equal(slate__read_file(path, 1 << 26, &data, &len, NULL), SLATE_OK);
+        const uint8_t *pkg = (const uint8_t *)data;
+        const char *q = "blk.0.attn_q.weight", *dn = "blk.0.ffn_down.weight"; /* [256][512] */
+        cJSON *j = pu_meta(pkg), *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "tensors")) {
+            const char *name = cJSON_GetObjectItem(e, "name")->valuestring;
+            if (strcmp(name, q) && strcmp(name, dn)) continue;
+            assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring,
+                                six ? "q6_k" : "q4_k");
+            assert_int_equal((int)cJSON_GetObjectItem(e, "block")->valuedouble, 256);
+            double n_out = cJSON_GetArrayItem(cJSON_GetObjectItem(e, "shape"), 0)->valuedouble;
+            double n_in = cJSON_GetArrayItem(cJSON_GetObjectItem(e, "shape"), 1)->valuedouble;
+            assert_true(cJSON_GetObjectItem(e, "size")->valuedouble ==
+                        n_out * (n_in / 256) * (six ? 210 : 144));
+        }
+        cJSON_Delete(j);
+        expect_edit_opens(pkg, q, NULL);
+        expect_edit_opens(pkg, q, no_block);
+        expect_edit_opens(pkg, dn, block_256);
+        pu_expect_edit(pkg, q, block_32, SLATE_E_UNSUPPORTED,
+                       six ? "block 32 is not supported for q6_k" : "block 32 is not supported "
+                                                                     "for q4_k");
+        pu_expect_edit(pkg, q, block_64, SLATE_E_UNSUPPORTED, "block 64");
+        pu_expect_edit(pkg, q, asym_true, SLATE_E_UNSUPPORTED,
+                       six ? "asymmetric q6_k is not supported" : "asymmetric q4_k is not "
+                                                                  "supported");
+        pu_expect_edit(pkg, dn, bits_4, SLATE_E_UNSUPPORTED, "apply only to pal, not q");
+        pu_expect_edit(pkg, q, size_plus_one, SLATE_E_FORMAT, "does not match");
+        pu_expect_edit(pkg, dn, size_q4_asym, SLATE_E_FORMAT, "does not match");
+        pu_expect_edit(pkg, q, shape_odd_rows, SLATE_E_FORMAT,
+                       "row length 128 is not a positive multiple of the block 256");
+        slate__free(data);
+    }
+}
+
 int main(void) {
     tu_seed();
     const struct CMUnitTest tests[] = {
@@ -711,6 +796,7 @@ int main(void) {
         cmocka_unit_test(quantized_models_give_logits_close_to_f32),
         cmocka_unit_test(quantized_prefill_then_decode_matches_longer_prefill),
         cmocka_unit_test(malformed_quantized_tensor_entries_are_refused),
+        cmocka_unit_test(q4_k_and_q6_k_tensor_entries_take_super_blocks_of_256_only),
     };
     return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }
