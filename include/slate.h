@@ -513,7 +513,8 @@ slate_status slate_model_get_info(const slate_model *model, slate_model_info *in
 const slate_tokenizer *slate_model_tokenizer(const slate_model *model);
 
 /* Writes a human-readable summary of the program (ops, tensors, states, memory plan) into
- * buf[0..cap). The memory plan is slate_model_plan's with default params (one state at the
+ * buf[0..cap). The weights line gives the bytes of each float dtype and of each compressed one
+ * present, with its bits per weight (stored bytes x 8 / elements). The memory plan is slate_model_plan's with default params (one state at the
  * package's context, the model's kv_keep_all and kv_rollback_tokens): the KV reservation, the
  * resident bound that counts instead when sliding-window caches release rows (or why they
  * count whole: every row kept, or the window + reach cover the context), and the total

@@ -262,10 +262,30 @@ slate_status slate_model_describe(const slate_model *m, char *buf, size_t cap, s
             (long long)t->width);
     }
     if (p->n_states > 4) put(&o, "  ... (%d more)\n", p->n_states - 4);
-    size_t by_dtype[3] = {0};
-    for (int32_t i = 0; i < p->n_tensors; i++)
-        if (p->tensors[i].kind == SLATE__T_WEIGHT && p->tensors[i].dtype <= SLATE_DTYPE_BF16)
-            by_dtype[p->tensors[i].dtype] += p->tensors[i].nbytes;
+    /* Weight bytes and elements per dtype (weight dtypes are 0..SLATE__N_WDTYPES-1): the
+     * float ones always shown, each compressed one present with its bits per weight (stored
+     * bytes, scales included, x 8 / elements: q4_k 4.5, q6_k 6.5625, q8_0 8.5). */
+    size_t by_dtype[SLATE__N_WDTYPES] = {0};
+    uint64_t n_elems[SLATE__N_WDTYPES] = {0};
+    for (int32_t i = 0; i < p->n_tensors; i++) {
+        const slate__tensor *t = &p->tensors[i];
+        if (t->kind != SLATE__T_WEIGHT || (int)t->dtype >= SLATE__N_WDTYPES) continue;
+        uint64_t n = 1;
+        for (int32_t d = 0; d < t->n_dims; d++) n *= (uint64_t)t->dims[d];
+        by_dtype[t->dtype] += t->nbytes;
+        n_elems[t->dtype] += n;
+    }
+    char mix[512]; /* six compressed dtypes fit */
+    size_t mix_len = 0;
+    mix[0] = '\0';
+    for (int dt = 0; dt < SLATE__N_WDTYPES; dt++) {
+        if (!slate__wdtype_quantized((slate_dtype)dt) || !by_dtype[dt] || mix_len >= sizeof mix)
+            continue;
+        int w = snprintf(mix + mix_len, sizeof mix - mix_len, "%s%s %zu = %.2f bits per weight",
+                         mix_len ? ", " : "; ", slate_dtype_name((slate_dtype)dt), by_dtype[dt],
+                         8.0 * (double)by_dtype[dt] / (double)n_elems[dt]);
+        if (w > 0) mix_len += (size_t)w;
+    }
     /* The figures of slate_model_plan (one state at the package's context, with the model's
      * keep-all and rollback reach), so the total is what a budget counts and `slate plan`
      * shows: the KV line that counts is the resident bound when sliding-window caches release
@@ -277,8 +297,8 @@ slate_status slate_model_describe(const slate_model *m, char *buf, size_t cap, s
     } else {
         bool bound = wp.kv_bytes != wp.kv_reserved_bytes;
         put(&o, "memory plan (one state at context %d, as slate plan counts it):\n", wp.n_ctx);
-        put(&o, "  weights           %12zu bytes (f32 %zu, f16 %zu, bf16 %zu)\n",
-            wp.weights_bytes, by_dtype[0], by_dtype[1], by_dtype[2]);
+        put(&o, "  weights           %12zu bytes (f32 %zu, f16 %zu, bf16 %zu%s)\n",
+            wp.weights_bytes, by_dtype[0], by_dtype[1], by_dtype[2], mix);
         put(&o, "  KV per token      %12zu bytes\n", wp.kv_bytes_per_token);
         put(&o, "  KV reserved       %12zu bytes (address space for %d positions, page-rounded)%s",
             wp.kv_reserved_bytes, wp.n_ctx, bound ? "" : "; counted");

@@ -453,6 +453,23 @@ check_type q4km --quant Q4_K:weight --quant Q6_K:output.weight --quant Q4_K:attn
   --quant Q6_K:blk.0.ffn_down
 $PY "$TOOLS/hfmodel.py" make --variant phi3 --out "$WORK/mt" --seed 12 --set hidden_size=256 \
   --set intermediate_size=512 --set num_hidden_layers=2 --set tie_word_embeddings=true >/dev/null
+# slate info: the bytes of each weight dtype, the GGUF's Q4_K / Q6_K bytes, and their bits per
+# weight (144 and 210 bytes per 256: 4.50 and 6.56).
+"$SLATE" info "$WORK/q4km.def.slate" >"$WORK/q4km.info" 2>&1 || true
+check "slate info lists the q4_k and q6_k bytes (the GGUF's) with their bits per weight" $PY -c '
+import re, sys
+import ggml_quants as gq
+import slatefiles as sf
+text = open(sys.argv[1]).read()
+want = {"Q4_K": 0, "Q6_K": 0}
+for ne, tt, _ in sf.gguf_tensors(sys.argv[2]).values():
+    qt = gq.TYPE_IDS.get(tt)
+    if qt in want:
+        want[qt] += ne[0] * ne[1] // 256 * gq.TYPES[qt][2]
+pat = r"\(f32 \d+, f16 0, bf16 0; q4_k %d = 4\.50 bits per weight, q6_k %d = 6\.56 bits per weight\)"
+ok = re.search(pat % (want["Q4_K"], want["Q6_K"]), text)
+print([l for l in text.splitlines() if "weights" in l], want)
+sys.exit(0 if ok else 1)' "$WORK/q4km.info" "$WORK/q4km.gguf"
 SRC="$WORK/mt" check_type q4km_tied --quant Q4_K:weight --quant Q6_K:token_embd \
   --quant Q6_K:blk.1.ffn_down
 
