@@ -26,7 +26,9 @@
  *          sub-block s = e / 16: d * scales[s] * (q - 32), q 6 bits
  *   IQ4_XS 256 el, 136 B {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}
  *          sub-block j = e / 32: d * (ls[j] - 32) * kv[q], ls 6 bits, q 4 bits
- * The bit positions inside each block are written out once, in ggml_quants.c.
+ * The bit positions inside each block are written out once, in ggml_quants.c (Q4_K and Q6_K
+ * also in kernels/quant.h, whose reference dequantization of q4_k / q6_k must give these
+ * values bit for bit: test_ggml_quants.c checks it).
  * Spec: ggml's ggml-common.h (block structs) and ggml-quants.c (dequantize_row_*); the code
  * here is written from that description, not copied.
  */
