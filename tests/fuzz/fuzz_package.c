@@ -1,5 +1,12 @@
 /* fuzz_package.c - libFuzzer target for the package reader: container, META JSON, program
- * compiler and tokenizer blob. A package that opens is also run for two tokens. */
+ * compiler and tokenizer blob. A package that opens is also run for two tokens. Seeds in
+ * corpus/package/; kquant_ffn_down.slate holds every weight format a GGUF import copies (q4 from
+ * Q4_0, q4_k and q6_k super-blocks in the two ffn_down), written by
+ *   tests/tools/hfmodel.py make --variant phi3 --out m --seed 3 --set intermediate_size=256
+ *       --set num_hidden_layers=2
+ *   tests/tools/hf_to_gguf.py m k.gguf --quant Q4_0:weight --quant Q4_K:blk.0.ffn_down
+ *       --quant Q6_K:blk.1.ffn_down
+ *   slate convert k.gguf -o kquant_ffn_down.slate --kv-dtype fp32 --context 64 */
 #include <stddef.h>
 #include <stdint.h>
 
