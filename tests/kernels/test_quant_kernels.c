@@ -75,17 +75,37 @@ static void *make_weights(const kc_qfmt *f, int64_t n_out, int64_t n_in, uint64_
  * (xq_plan bytes > 0), the exact bound of x's int8 rounding, sum_i |w_i| dx(i) / 2. A lost block
  * of 16 or 32 products (a wrong lane, scale or tail) or the wrong x group exceeds it by orders
  * of magnitude. */
-static void check_matmul(const slate__kernels *k, const slate__kernels *ref, const kc_qfmt *f,
-                         int64_t n_rows, int64_t n_in, int64_t n_out, int64_t o0, int64_t o1,
-                         bool with_bias, uint64_t *rng) {
+/* x that int8 holds exactly: per 128 inputs a power-of-two scale s (1/8 .. 4) times integers in
+ * [-127, 127], every 16 inputs with one +-127 among them. A quantizer of any unit size that is
+ * a multiple of 16 inside groups of 128 then finds dx = s and rounds nothing (127 / (127 s) and
+ * every q s are exact in f32), so the product is as exact as an f32 one. */
+static void fill_int8_x(float *x, int64_t n_rows, int64_t n_in, uint64_t *rng) {
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t g = 0; g < n_in; g += 128) {
+            float s = ldexpf(1.0f, (int)(tu_rand(rng) % 6) - 3);
+            for (int64_t i = g; i < n_in && i < g + 128; i++)
+                x[r * n_in + i] = s * (float)((int)(tu_rand(rng) % 255) - 127);
+            for (int64_t i = g; i < n_in && i < g + 128; i += 16) {
+                int64_t n = n_in - i < 16 ? n_in - i : 16;
+                x[r * n_in + i + (int64_t)(tu_rand(rng) % (uint64_t)n)] = tu_rand(rng) % 2 ? 127.0f * s : -127.0f * s;
+            }
+        }
+}
+
+/* int8_x: x from fill_int8_x, and the tolerance without the term for x's rounding. */
+static void check_matmul_x(const slate__kernels *k, const slate__kernels *ref, const kc_qfmt *f,
+                           int64_t n_rows, int64_t n_in, int64_t n_out, int64_t o0, int64_t o1,
+                           bool with_bias, bool int8_x, uint64_t *rng) {
     char why[120];
     if (!slate__wlayout_check(f->dt, f->block, f->asym, n_in, why, sizeof why))
-        fail_msg("not a valid case: %s n_in=%lld: %s", slate_dtype_name(f->dt), (long long)n_in, why);
+        fail_msg("test shape: %s n_in=%lld: %s", slate_dtype_name(f->dt), (long long)n_in, why);
     float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
     float *bias = xmalloc((size_t)n_out * sizeof(float));
     float *got = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
     float *want = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
-    for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = tu_randf(rng) * (i % 7 == 0 ? 4.0f : 1.0f);
+    if (int8_x) fill_int8_x(x, n_rows, n_in, rng);
+    else
+        for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = tu_randf(rng) * (i % 7 == 0 ? 4.0f : 1.0f);
     for (int64_t o = 0; o < n_out; o++) bias[o] = tu_randf(rng);
     void *w = make_weights(f, n_out, n_in, rng);
     slate__wmat wm;
@@ -117,12 +137,12 @@ static void check_matmul(const slate__kernels *k, const slate__kernels *ref, con
 
     char what[200];
     snprintf(what, sizeof what, "%s matmul %s B=%d asym=%d rows=%lld n_in=%lld n_out=%lld "
-             "o=[%lld,%lld) bias=%d", k->name, slate_dtype_name(f->dt), f->block, (int)f->asym,
+             "o=[%lld,%lld) bias=%d%s", k->name, slate_dtype_name(f->dt), f->block, (int)f->asym,
              (long long)n_rows, (long long)n_in, (long long)n_out, (long long)o0, (long long)o1,
-             (int)with_bias);
+             (int)with_bias, int8_x ? " int8 x" : "");
     char detail[300] = "";
     if (kc_check_q_outputs(&wm, x, with_bias ? bias : NULL, got, want, sentinel, n_rows, o0, o1,
-                           xq_bytes > 0, detail, sizeof detail))
+                           xq_bytes > 0 && !int8_x, detail, sizeof detail))
         fail_msg("%s: %s", what, detail);
     free(x);
     free(bias);
@@ -130,6 +150,12 @@ static void check_matmul(const slate__kernels *k, const slate__kernels *ref, con
     free(want);
     free(w);
     free(xq);
+}
+
+static void check_matmul(const slate__kernels *k, const slate__kernels *ref, const kc_qfmt *f,
+                         int64_t n_rows, int64_t n_in, int64_t n_out, int64_t o0, int64_t o1,
+                         bool with_bias, uint64_t *rng) {
+    check_matmul_x(k, ref, f, n_rows, n_in, n_out, o0, o1, with_bias, false, rng);
 }
 
 /* Row lengths for a format: 1 block, odd block counts, one group of 128 and a partial group
@@ -172,8 +198,29 @@ static void quant_matmul_matches_ref_across_cache_blocks(void **st) {
         check_matmul(k, ref, &kc_qfmts[fi], 19, n_in, 37, 3, 36, true, &rng);
         check_matmul(k, ref, &kc_qfmts[fi], 33, 2048, 50, 0, 50, false, &rng);
         check_matmul(k, ref, &kc_qfmts[fi], 1, 2048 + b, 70, 5, 69, true, &rng);
-        /* 640 is no multiple of the super-blocks' 256: they take 768 */
         check_matmul(k, ref, &kc_qfmts[fi], 3, (640 + b - 1) / b * b, 23, 0, 23, true, &rng);
+    }
+}
+
+/* On x that int8 holds exactly (fill_int8_x) a table that quantizes x must be as close to ref
+ * as an f32 kernel (1e-5 of sum |w x|, the order of summation): a wrong scale, code or minimum
+ * then shows in every output, however small, not only beyond the bound of x's rounding. Shapes
+ * of the avx512_vnni tiling (x86/avx512_vnni.c, avx512_vnni_k.c): decode of 1..3 rows (two
+ * weight rows at a time and a single one), prefill past the 4-row register tile, the 8-row x
+ * padding, K blocks of 1024 inputs (the last one partial: 10 super-blocks) and column tiles of
+ * 32 (the last one 3 columns, so its second half has none); output ranges from o0 > 0. */
+static void quant_matmul_is_exact_on_x_int8_holds(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x696e7438ull;
+    static const int64_t rows[] = {1, 2, 3, 4, 5, 9, 13};
+    for (size_t fi = 0; fi < KC_N_QFMTS; fi++) {
+        const kc_qfmt *f = &kc_qfmts[fi];
+        int64_t b = f->block ? f->block : 1;
+        for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++) {
+            check_matmul_x(k, ref, f, rows[ri], 2560 / b * b + (f->block ? 0 : 5), 67, 1, 67,
+                           ri % 2 == 0, true, &rng);
+            check_matmul_x(k, ref, f, rows[ri], 256 / b * b, 9, 0, 9, ri % 2 != 0, true, &rng);
+        }
     }
 }
 
@@ -385,6 +432,11 @@ int main(void) {
         FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "avx512_vnni"),
         FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "neon"),
         FOR_TABLE(quant_matmul_matches_ref_across_cache_blocks, "neon_dotprod"),
+        FOR_TABLE(quant_matmul_is_exact_on_x_int8_holds, "avx2"),
+        FOR_TABLE(quant_matmul_is_exact_on_x_int8_holds, "avx2_vnni"),
+        FOR_TABLE(quant_matmul_is_exact_on_x_int8_holds, "avx512_vnni"),
+        FOR_TABLE(quant_matmul_is_exact_on_x_int8_holds, "neon"),
+        FOR_TABLE(quant_matmul_is_exact_on_x_int8_holds, "neon_dotprod"),
         FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "avx2"),
         FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "avx2_vnni"),
         FOR_TABLE(quantize_x_gives_the_same_bytes_for_any_row_split, "avx512_vnni"),
