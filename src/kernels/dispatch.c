@@ -104,6 +104,9 @@ static void init(void) {
     if (g_has_avx512_vnni) {
         g_avx512_vnni = g_avx512;
         slate__avx512_vnni_fill(&g_avx512_vnni);
+#ifdef SLATE_HAVE_avx512_vnni_k
+        slate__avx512_vnni_k_fill(&g_avx512_vnni); /* q4_k, q6_k */
+#endif
 #ifdef SLATE_HAVE_avx512_vbmi
         /* PAL with byte lookups (vpermb) and vpdpbusd; without VBMI avx512_pal.c's stays. */
         if (__builtin_cpu_supports("avx512vbmi")) slate__avx512_vbmi_fill(&g_avx512_vnni);

@@ -149,6 +149,11 @@ void slate__avx512_fill(slate__kernels *k);
 #ifdef SLATE_HAVE_avx512_vnni
 void slate__avx512_vnni_fill(slate__kernels *k);
 #endif
+#ifdef SLATE_HAVE_avx512_vnni_k
+/* The Q4_K and Q6_K matmuls and their activation quantizer (int8 x in groups of 128) of the
+ * avx512_vnni table (x86/avx512_vnni_k.c). */
+void slate__avx512_vnni_k_fill(slate__kernels *k);
+#endif
 #ifdef SLATE_HAVE_avx512_pal
 /* The palettized (PAL) matmul of the avx512 table (x86/avx512_pal.c). */
 void slate__avx512_pal_fill(slate__kernels *k);

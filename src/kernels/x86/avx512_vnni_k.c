@@ -1,0 +1,563 @@
+/*
+ * avx512_vnni_k.c - integer kernels for the super-block formats Q4_K and Q6_K (GGUF's, byte for
+ * byte: kernels/quant.h) with AVX-512 VNNI (vpdpbusd, u8 x s8 in fours into int32 lanes).
+ * dispatch.c installs them in the avx512_vnni table next to avx512_vnni.c's Q8_0/Q4/Q8_C
+ * kernels, whose design this file follows (its header comment records the measurements). Same
+ * meaning as kernels/ref/quant.c except that x is quantized first.
+ *
+ * Activations. x is rounded to int8 in groups of 128 inputs, one f32 scale dx = max|x| / 127
+ * per group (a super-block is two groups; a group never straddles two super-blocks). The
+ * weight codes are unsigned (Q4_K 0..15, Q6_K 0..63), so vpdpbusd takes them as its u8 operand
+ * against int8 x, and what is not a product of code and x comes from x sums the quantizer
+ * precomputes:
+ *   Q4_K  value (d sc_j) q - dmin m_j: the minimum term of sub-block j (32 inputs) is
+ *         -dmin m_j dx S_j with S_j = sum of its int8 x; the quantizer stores dx S_j as f32.
+ *   Q6_K  value (d sc_k) (code - 32): the -32 is folded into the integer accumulator's initial
+ *         value, -32 * (sum of the 4 int8 x of each lane), which the quantizer stores (decode),
+ *         or -32 * S per 16 inputs (prefill).
+ *
+ * Decode (n_rows < PREFILL_MIN_ROWS): one weight row at a time per x row, a single sequential
+ * stream per thread, prefetched PF_ROWS rows ahead (avx512_vnni.c's measurements). Per group of
+ * 128 inputs (half a super-block) two vpdpbusd give 16 int32 lanes each:
+ *   Q4_K  one 64-byte load of qs covers sub-blocks 4h..4h+3: its low nibbles are sub-blocks 4h
+ *         (bytes 0-31) and 4h+2 (bytes 32-63), its high nibbles 4h+1 and 4h+3. The quantizer
+ *         stores each group of x in that order (inputs 0-31, 64-95, 32-63, 96-127), so no
+ *         shuffle is needed per weight row.
+ *   Q6_K  64 bytes of ql and 32 of qh give the codes of inputs 0-63 (low nibbles | qh bits 0-3)
+ *         and 64-127 (high nibbles | qh bits 4-7) of the group, in natural order.
+ * A lane's sum (at most 4 * 63 * 127 = 32004 in magnitude) fits int16, so vpackssdw packs the
+ * two vectors into words and vpmaddwd multiplies each word by its sub-block's integer scale
+ * (sc_j of Q4_K, the int8 scale of Q6_K) and adds pairs of words of one sub-block: the scales
+ * are applied in integers, and one cvt + fma with d * dx per group gives floats. Q4_K's minimum
+ * term is one 8-lane fma per super-block (m_j * dmin with the stored dx S_j).
+ *
+ * Prefill (n_rows >= PREFILL_MIN_ROWS), compute bound: avx512_vnni.c's tiling. The weights of
+ * 32 output columns x KC inputs are unpacked once into u8 [KC/4][32][4] (codes 0..63), with per
+ * column and chunk of constant scale (Q4_K: a sub-block of 32, scale d sc_j and minimum
+ * -dmin m_j; Q6_K: 16 inputs, scale d sc_k) the f32 scales; every 4-row tile of x then runs
+ * over them, lane c of a row's accumulator being that row's output column c. Q4_K is then the
+ * asymmetric Q4 of block 32 (the minimum term per chunk from the stored dx S), Q6_K a
+ * symmetric one of block 16 (initial value -32 S per chunk).
+ *
+ * n_in is a multiple of 256, so no load is partial and x has no padding inside a row. Row
+ * ranges are split by exec; this file keeps no state between calls.
+ */
+#include "kernels/kernels.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 32")
+
+enum {
+    GROUP = 128,          /* x quantization group (inputs): half a super-block */
+    SB = SLATE__SUPERBLOCK,
+    Q4K_BYTES = (int)sizeof(slate__block_q4_k),
+    Q6K_BYTES = (int)sizeof(slate__block_q6_k),
+    PREFILL_MIN_ROWS = 4, /* fewer rows: the decode kernels (see xq_plan) */
+    RT = 8,               /* prefill x rows are padded to a multiple of this */
+    PR = 4,               /* prefill rows per register tile */
+    CT = 32,              /* prefill columns per tile (two zmm of int32) */
+    KC = 1024,            /* prefill inputs per K block (4 super-blocks): 48 KiB of unpacked
+                             weights and scales while every row of x passes over them */
+    PF_ROWS = 4,          /* decode prefetches this many weight rows ahead (avx512_vnni.c) */
+};
+
+/* ---- x layouts ------------------------------------------------------------------------------
+ * Per row, at row * stride (a multiple of 64), with n = n_in and ng = n / 128:
+ *   q[n] int8: Q4_K decode in each group the order of inputs 0-31, 64-95, 32-63, 96-127;
+ *        otherwise natural;
+ *   d[ng] f32: dx per group;
+ *   then Q4_K (decode and prefill): f32 dx * S per 32 inputs (natural sub-block order);
+ *        Q6_K decode: int32 [n / 4] = -32 * (sum of the 4 q of each lane), 16 per 64 inputs;
+ *        Q6_K prefill: int32 [n / 16] = -32 * (sum of the 16 q).
+ * Prefill rows are padded to a multiple of RT with zero rows. */
+
+typedef struct xgeom {
+    bool prefill, k4;
+    int64_t n, ng;
+    size_t stride, off_d, off_c, used; /* used: bytes of a row before its padding to 64 */
+} xgeom;
+
+static xgeom geom(const slate__wmat *w, int64_t n_rows) {
+    xgeom g;
+    g.prefill = n_rows >= PREFILL_MIN_ROWS;
+    g.k4 = w->dtype == SLATE_DTYPE_Q4_K;
+    g.n = w->n_in;
+    g.ng = g.n / GROUP;
+    size_t n = (size_t)g.n;
+    g.off_d = n;
+    g.off_c = n + 4 * (size_t)g.ng;
+    g.used = g.off_c + (g.k4 ? n / 8 : g.prefill ? n / 4 : n);
+    g.stride = (g.used + 63) & ~(size_t)63;
+    return g;
+}
+
+static slate__xq_plan xq_plan(const slate__wmat *w, int64_t n_rows) {
+    xgeom g = geom(w, n_rows);
+    slate__xq_plan p;
+    int64_t rows = g.prefill ? (n_rows + RT - 1) / RT * RT : n_rows;
+    p.bytes = (size_t)rows * g.stride;
+    p.row_align = g.prefill ? RT : 1;
+    /* 0x4B ('K'): none of avx512_vnni.c's (1..3 << 24) or avx512_vbmi.c's (0x50 << 24) */
+    p.layout = 0x4Bu << 24 | (uint32_t)w->dtype << 4 | (uint32_t)g.prefill;
+    return p;
+}
+
+/* ---- quantizing x -------------------------------------------------------------------------- */
+
+/* Q4_K decode order: the 16-input slice t of a group's stored q holds inputs 16 * src[t].. */
+static const int q4k_src[8] = {0, 1, 4, 5, 2, 3, 6, 7};
+
+static void quantize_x(void *xq, const float *x, const slate__wmat *w, int64_t n_rows, int64_t r0,
+                       int64_t r1) {
+    xgeom g = geom(w, n_rows);
+    bool perm = g.k4 && !g.prefill;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = x + r * g.n;
+        uint8_t *row = (uint8_t *)xq + (size_t)r * g.stride;
+        int8_t *q = (int8_t *)row;
+        float *d = (float *)(row + g.off_d);
+        float *cf = (float *)(row + g.off_c);
+        int32_t *ci = (int32_t *)(row + g.off_c);
+        for (int64_t gi = 0; gi < g.ng; gi++) {
+            const float *xg = xr + gi * GROUP;
+            __m512 v[8], mx = _mm512_setzero_ps();
+            UNROLL for (int t = 0; t < 8; t++) {
+                v[t] = _mm512_loadu_ps(xg + 16 * t);
+                mx = _mm512_max_ps(mx, _mm512_abs_ps(v[t]));
+            }
+            float amax = _mm512_reduce_max_ps(mx);
+            /* d = amax / 127 is stored; scaling by 127 / amax rounds |x| / d to at most 127 */
+            float dx = amax / 127.0f;
+            d[gi] = dx;
+            __m512 id = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+            int32_t s16[8];
+            UNROLL for (int t = 0; t < 8; t++) {
+                __m512i iv = _mm512_cvtps_epi32(_mm512_mul_ps(v[t], id)); /* nearest even */
+                s16[t] = _mm512_reduce_add_epi32(iv);
+                int pos = perm ? q4k_src[t] : t; /* slice t goes to position pos */
+                _mm_storeu_si128((__m128i *)(q + gi * GROUP + 16 * pos), _mm512_cvtsepi32_epi8(iv));
+            }
+            if (g.k4) {
+                for (int j = 0; j < 4; j++) cf[4 * gi + j] = dx * (float)(s16[2 * j] + s16[2 * j + 1]);
+            } else if (g.prefill) {
+                for (int t = 0; t < 8; t++) ci[8 * gi + t] = -32 * s16[t];
+            } else { /* per lane: -32 * (sum of its 4 q), 16 lanes per 64 inputs */
+                for (int h = 0; h < 2; h++) {
+                    __m512i qv = _mm512_loadu_si512((const void *)(q + gi * GROUP + 64 * h));
+                    __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), qv);
+                    _mm512_storeu_si512((void *)(ci + 32 * gi + 16 * h), _mm512_mullo_epi32(s, _mm512_set1_epi32(-32)));
+                }
+            }
+        }
+        memset(row + g.used, 0, g.stride - g.used); /* the same bytes for the same x */
+    }
+    if (g.prefill && r1 == n_rows) { /* zero rows up to the tile size */
+        int64_t pad = (n_rows + RT - 1) / RT * RT;
+        memset((uint8_t *)xq + (size_t)n_rows * g.stride, 0, (size_t)(pad - n_rows) * g.stride);
+    }
+}
+
+/* ---- decode -------------------------------------------------------------------------------- */
+
+INLINE float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+/* The 8 scales (bytes 0-7) and 8 minimums (bytes 8-15) of a Q4_K super-block's 12 scale bytes
+ * (slate__q4k_scale_min, four at a time). */
+INLINE __m128i q4k_scales(const uint8_t *s) {
+    uint32_t u[3];
+    memcpy(u, s, 12);
+    uint32_t sc_lo = u[0] & 0x3f3f3f3fu, m_lo = u[1] & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
+    uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
+    return _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
+}
+
+/* vpermw indices that spread 16 scale words over the words of vpackssdw(a, b) for group h:
+ * word w of 128-bit chunk k holds lane 4k + w % 4 of a (w < 4) or of b. Q4_K: a = low nibbles
+ * (lanes 0-7 sub-block 4h, 8-15 4h + 2), b = high (4h + 1, 4h + 3). Q6_K: a = inputs 0-63 of the
+ * group (scale 8h + k), b = 64-127 (8h + 4 + k). */
+INLINE __m512i scale_index(bool k4, int h) {
+    uint16_t ix[32];
+    for (int i = 0; i < 32; i++) {
+        int k = i / 8, hi = i % 8 >= 4;
+        ix[i] = (uint16_t)(k4 ? 4 * h + (k >= 2 ? 2 : 0) + hi : 8 * h + 4 * hi + k);
+    }
+    return _mm512_loadu_si512((const void *)ix);
+}
+
+typedef struct kidx {
+    __m512i s[2];
+} kidx;
+
+/* R rows of x against Q4_K weight rows o..o+O-1. */
+INLINE void dec_q4k(int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
+                    const slate__wmat *w, const float *bias, int64_t o, const kidx *ix) {
+    const int64_t nsb = w->n_in / SB;
+    const size_t pf = PF_ROWS * (size_t)O * w->row_bytes;
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    const uint8_t *wr[2];
+    UNROLL for (int c = 0; c < O; c++) wr[c] = (const uint8_t *)w->data + (size_t)(o + c) * w->row_bytes;
+    __m512 acc[3][2];
+    __m256 accm[3][2];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++) {
+        acc[r][c] = _mm512_setzero_ps();
+        accm[r][c] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < nsb; b++) {
+        __m512i lo[2][2], hi[2][2], sw[2][2];
+        __m256 mf[2];
+        float dd[2];
+        UNROLL for (int c = 0; c < O; c++) {
+            const uint8_t *p = wr[c] + b * Q4K_BYTES;
+            _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + pf + 128), _MM_HINT_T0);
+            uint16_t h2[2];
+            memcpy(h2, p, 4);
+            dd[c] = _cvtsh_ss(h2[0]);
+            __m128i sm = q4k_scales(p + 4);
+            __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));
+            sw[c][0] = _mm512_permutexvar_epi16(ix->s[0], s16);
+            sw[c][1] = _mm512_permutexvar_epi16(ix->s[1], s16);
+            /* m_j * dmin, the f32 product ref computes */
+            mf[c] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))),
+                                  _mm256_set1_ps(_cvtsh_ss(h2[1])));
+            UNROLL for (int h = 0; h < 2; h++) {
+                __m512i qs = _mm512_loadu_si512((const void *)(p + 16 + 64 * h));
+                lo[c][h] = _mm512_and_si512(qs, lo4);
+                hi[c][h] = _mm512_and_si512(_mm512_srli_epi16(qs, 4), lo4);
+            }
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            const uint8_t *xr = xq + (size_t)r * xg->stride;
+            const float *dx = (const float *)(xr + xg->off_d) + 2 * b;
+            __m256 sf = _mm256_loadu_ps((const float *)(xr + xg->off_c) + 8 * b);
+            UNROLL for (int h = 0; h < 2; h++) {
+                __m512i xlo = _mm512_loadu_si512((const void *)(xr + b * SB + GROUP * h));
+                __m512i xhi = _mm512_loadu_si512((const void *)(xr + b * SB + GROUP * h + 64));
+                UNROLL for (int c = 0; c < O; c++) {
+                    __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[c][h], xlo);
+                    __m512i e = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[c][h], xhi);
+                    __m512i s = _mm512_madd_epi16(_mm512_packs_epi32(a, e), sw[c][h]);
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(dd[c] * dx[h]), acc[r][c]);
+                }
+            }
+            UNROLL for (int c = 0; c < O; c++) accm[r][c] = _mm256_fmadd_ps(mf[c], sf, accm[r][c]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++)
+        y[r * w->n_out + o + c] = hsum(acc[r][c]) - hsum(_mm512_zextps256_ps512(accm[r][c])) +
+                                  (bias ? bias[o + c] : 0.0f);
+}
+
+/* R rows of x against Q6_K weight rows o..o+O-1. */
+INLINE void dec_q6k(int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
+                    const slate__wmat *w, const float *bias, int64_t o, const kidx *ix) {
+    const int64_t nsb = w->n_in / SB;
+    const size_t pf = PF_ROWS * (size_t)O * w->row_bytes;
+    const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    const uint8_t *wr[2];
+    UNROLL for (int c = 0; c < O; c++) wr[c] = (const uint8_t *)w->data + (size_t)(o + c) * w->row_bytes;
+    __m512 acc[3][2];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        __m512i lo[2][2], hi[2][2], sw[2][2];
+        float dd[2];
+        UNROLL for (int c = 0; c < O; c++) {
+            const uint8_t *p = wr[c] + b * Q6K_BYTES;
+            UNROLL for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(p + pf + 64 * l), _MM_HINT_T0);
+            uint16_t hd;
+            memcpy(&hd, p + 208, 2);
+            dd[c] = _cvtsh_ss(hd);
+            __m512i s16 = _mm512_castsi256_si512(
+                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192))));
+            UNROLL for (int h = 0; h < 2; h++) {
+                __m512i ql = _mm512_loadu_si512((const void *)(p + 64 * h));
+                __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+                /* [qh, qh >> 2]: bits 0-1 and 4-5 of each byte are the high bits of the codes
+                 * of groups 0, 2 (low half) and 1, 3 (high half) of this 128 */
+                __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+                /* A | (B & C) */
+                lo[c][h] = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, m0f),
+                                                     _mm512_slli_epi16(qh2, 4), m30, 0xF8);
+                hi[c][h] = _mm512_ternarylogic_epi32(
+                    _mm512_and_si512(_mm512_srli_epi16(ql, 4), m0f), qh2, m30, 0xF8);
+                sw[c][h] = _mm512_permutexvar_epi16(ix->s[h], s16);
+            }
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            const uint8_t *xr = xq + (size_t)r * xg->stride;
+            const float *dx = (const float *)(xr + xg->off_d) + 2 * b;
+            UNROLL for (int h = 0; h < 2; h++) {
+                int64_t i0 = b * SB + GROUP * h;
+                __m512i xlo = _mm512_loadu_si512((const void *)(xr + i0));
+                __m512i xhi = _mm512_loadu_si512((const void *)(xr + i0 + 64));
+                __m512i ilo = _mm512_loadu_si512((const void *)(xr + xg->off_c + i0));
+                __m512i ihi = _mm512_loadu_si512((const void *)(xr + xg->off_c + i0 + 64));
+                UNROLL for (int c = 0; c < O; c++) {
+                    __m512i a = _mm512_dpbusd_epi32(ilo, lo[c][h], xlo);
+                    __m512i e = _mm512_dpbusd_epi32(ihi, hi[c][h], xhi);
+                    __m512i s = _mm512_madd_epi16(_mm512_packs_epi32(a, e), sw[c][h]);
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(dd[c] * dx[h]), acc[r][c]);
+                }
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++)
+        y[r * w->n_out + o + c] = hsum(acc[r][c]) + (bias ? bias[o + c] : 0.0f);
+}
+
+/* All of [o0, o1) for R rows: one x row, one weight row at a time (a single stream per thread);
+ * 2 or 3 x rows, two weight rows at a time so each x chunk serves both, then a single one. */
+INLINE void decode_range(bool k4, int R, float *y, const uint8_t *xq, const xgeom *xg,
+                         const slate__wmat *w, const float *bias, int64_t o0, int64_t o1) {
+    kidx ix;
+    ix.s[0] = scale_index(k4, 0);
+    ix.s[1] = scale_index(k4, 1);
+    int64_t o = o0;
+    if (k4) {
+        if (R > 1)
+            for (; o + 2 <= o1; o += 2) dec_q4k(R, 2, y, xq, xg, w, bias, o, &ix);
+        for (; o < o1; o++) dec_q4k(R, 1, y, xq, xg, w, bias, o, &ix);
+    } else {
+        if (R > 1)
+            for (; o + 2 <= o1; o += 2) dec_q6k(R, 2, y, xq, xg, w, bias, o, &ix);
+        for (; o < o1; o++) dec_q6k(R, 1, y, xq, xg, w, bias, o, &ix);
+    }
+}
+
+static void matmul_decode(float *y, const void *xq, const slate__wmat *w, const float *bias,
+                          int64_t n_rows, int64_t o0, int64_t o1, const xgeom *xg) {
+    for (int64_t r = 0; r < n_rows;) {
+        const uint8_t *xr = (const uint8_t *)xq + (size_t)r * xg->stride;
+        float *yr = y + r * w->n_out;
+        int R = n_rows - r >= 3 ? 3 : (int)(n_rows - r);
+        /* R and the format as constants in each call */
+        if (xg->k4) {
+            if (R == 3) decode_range(true, 3, yr, xr, xg, w, bias, o0, o1);
+            else if (R == 2) decode_range(true, 2, yr, xr, xg, w, bias, o0, o1);
+            else decode_range(true, 1, yr, xr, xg, w, bias, o0, o1);
+        } else {
+            if (R == 3) decode_range(false, 3, yr, xr, xg, w, bias, o0, o1);
+            else if (R == 2) decode_range(false, 2, yr, xr, xg, w, bias, o0, o1);
+            else decode_range(false, 1, yr, xr, xg, w, bias, o0, o1);
+        }
+        r += R;
+    }
+}
+
+/* ---- prefill -------------------------------------------------------------------------------
+ * Columns [c0, c0 + 32) x inputs [kb, ke) of the weights are unpacked into u8 wp[k/4][32][4]
+ * (the codes), 16 inputs x 16 columns at a time: each column's 16 codes are decoded into an
+ * xmm, then a 16 x 4 dword transpose writes 4 zmm rows (avx512_vnni.c's pack16x16). Scales per
+ * chunk (CH inputs) and column go to ds (and the minimums, Q4_K, to ms). Columns past the
+ * matrix are zero. */
+
+typedef struct tile {
+    uint8_t wp[KC / 4][CT][4];
+    float ds[KC / 16][CT]; /* per chunk (16 or 32 inputs) */
+    float ms[KC / 32][CT];
+} tile;
+
+/* Inputs [k, k + 16) of a weight row as 16 u8 codes (k a multiple of 16). */
+INLINE __m128i codes16(bool k4, const uint8_t *row, int64_t k) {
+    const __m128i m0f = _mm_set1_epi8(15);
+    int e = (int)(k % SB);
+    if (k4) {
+        const uint8_t *blk = row + (size_t)(k / SB) * Q4K_BYTES;
+        int j = e / 32;
+        __m128i b = _mm_loadu_si128((const __m128i *)(blk + 16 + 32 * (j / 2) + e % 32));
+        return _mm_and_si128(j % 2 ? _mm_srli_epi16(b, 4) : b, m0f);
+    }
+    const uint8_t *blk = row + (size_t)(k / SB) * Q6K_BYTES;
+    int n = e / 128, g = (e % 128) / 32, l = e % 32;
+    __m128i ql = _mm_loadu_si128((const __m128i *)(blk + 64 * n + 32 * (g % 2) + l));
+    __m128i qh = _mm_loadu_si128((const __m128i *)(blk + 128 + 32 * n + l));
+    __m128i low = _mm_and_si128(g < 2 ? ql : _mm_srli_epi16(ql, 4), m0f);
+    __m128i high = _mm_and_si128(_mm_srli_epi16(qh, 2 * g), _mm_set1_epi8(3));
+    return _mm_or_si128(low, _mm_slli_epi16(high, 4));
+}
+
+/* Columns [c0, c0 + 16) (nc valid) x inputs [k, k + 16) into wp rows k/4 .. k/4 + 3 at column
+ * offset co. */
+INLINE void pack16x16(bool k4, tile *t, const uint8_t *const rows[16], int nc, int64_t k,
+                      int64_t kb, int co) {
+    const __m512i tr = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    __m512i a[4];
+    UNROLL for (int m = 0; m < 4; m++) {
+        __m128i v[4];
+        UNROLL for (int i = 0; i < 4; i++)
+            v[i] = 4 * m + i < nc ? codes16(k4, rows[4 * m + i], k) : _mm_setzero_si128();
+        __m512i z = _mm512_castsi128_si512(v[0]);
+        z = _mm512_inserti32x4(z, v[1], 1);
+        z = _mm512_inserti32x4(z, v[2], 2);
+        z = _mm512_inserti32x4(z, v[3], 3);
+        a[m] = _mm512_permutexvar_epi32(tr, z); /* lane j: dword j of the 4 columns */
+    }
+    /* out[j] lane m = a[m] lane j */
+    __m512i t0 = _mm512_shuffle_i32x4(a[0], a[1], 0x44), t1 = _mm512_shuffle_i32x4(a[0], a[1], 0xee);
+    __m512i t2 = _mm512_shuffle_i32x4(a[2], a[3], 0x44), t3 = _mm512_shuffle_i32x4(a[2], a[3], 0xee);
+    int64_t r = (k - kb) / 4;
+    _mm512_storeu_si512((void *)&t->wp[r + 0][co], _mm512_shuffle_i32x4(t0, t2, 0x88));
+    _mm512_storeu_si512((void *)&t->wp[r + 1][co], _mm512_shuffle_i32x4(t0, t2, 0xdd));
+    _mm512_storeu_si512((void *)&t->wp[r + 2][co], _mm512_shuffle_i32x4(t1, t3, 0x88));
+    _mm512_storeu_si512((void *)&t->wp[r + 3][co], _mm512_shuffle_i32x4(t1, t3, 0xdd));
+}
+
+INLINE void pack(bool k4, tile *t, const slate__wmat *w, int64_t c0, int nc, int64_t kb,
+                 int64_t ke) {
+    for (int half = 0; half < 2; half++) {
+        int co = 16 * half, n = nc - co < 0 ? 0 : nc - co > 16 ? 16 : nc - co;
+        const uint8_t *rows[16];
+        for (int c = 0; c < 16; c++)
+            rows[c] = (const uint8_t *)w->data + (size_t)(c < n ? c0 + co + c : c0) * w->row_bytes;
+        if (n == 16)
+            for (int64_t k = kb; k < ke; k += 16) pack16x16(k4, t, rows, 16, k, kb, co);
+        else
+            for (int64_t k = kb; k < ke; k += 16) pack16x16(k4, t, rows, n, k, kb, co);
+        /* per super-block and column: the f32 products ref computes (d sc, dmin m) */
+        for (int64_t k = kb; k < ke; k += SB) {
+            int64_t s = (k - kb) / (k4 ? 32 : 16);
+            for (int c = 0; c < 16; c++) {
+                uint16_t h;
+                if (k4) {
+                    const uint8_t *blk = rows[c] + (size_t)(k / SB) * Q4K_BYTES;
+                    memcpy(&h, blk, 2);
+                    float d = c < n ? _cvtsh_ss(h) : 0.0f;
+                    memcpy(&h, blk + 2, 2);
+                    float dmin = c < n ? _cvtsh_ss(h) : 0.0f;
+                    for (int j = 0; j < 8; j++) {
+                        int sc, m;
+                        slate__q4k_scale_min(blk + 4, j, &sc, &m);
+                        t->ds[s + j][co + c] = d * (float)sc;
+                        t->ms[s + j][co + c] = -(dmin * (float)m);
+                    }
+                } else {
+                    const uint8_t *blk = rows[c] + (size_t)(k / SB) * Q6K_BYTES;
+                    memcpy(&h, blk + 208, 2);
+                    float d = c < n ? _cvtsh_ss(h) : 0.0f;
+                    for (int j = 0; j < 16; j++) t->ds[s + j][co + c] = d * (float)(int8_t)blk[192 + j];
+                }
+            }
+        }
+    }
+}
+
+/* Rows [r0, r0 + 4) x the 32 columns of t over [kb, ke): out[r][h] = sum over 128-input groups
+ * of dx[r][g] * sum over the group's chunks of ds[chunk] * (int32 dot), plus for Q4_K
+ * ms[chunk] * dx S[chunk]. */
+INLINE void tile_rows(bool k4, const tile *t, const uint8_t *xq, const xgeom *xg, int64_t r0,
+                      int64_t kb, int64_t ke, __m512 out[PR][2]) {
+    const int64_t ch = k4 ? 32 : 16;
+    const uint8_t *xr[PR];
+    UNROLL for (int r = 0; r < PR; r++) xr[r] = xq + (size_t)(r0 + r) * xg->stride;
+    for (int64_t g0 = kb; g0 < ke; g0 += GROUP) {
+        __m512 acc[PR][2];
+        UNROLL for (int r = 0; r < PR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        UNROLL for (int64_t k0 = g0; k0 < g0 + GROUP; k0 += ch) {
+            int64_t ci = (k0 - kb) / ch, cg = k0 / ch;
+            __m512i a[PR][2];
+            UNROLL for (int r = 0; r < PR; r++) {
+                __m512i i0 = k4 ? _mm512_setzero_si512()
+                                : _mm512_set1_epi32(((const int32_t *)(xr[r] + xg->off_c))[cg]);
+                a[r][0] = a[r][1] = i0;
+            }
+            UNROLL for (int64_t j = 0; j < ch / 4; j++) { /* 4 inputs of 32 columns */
+                __m512i w0 = _mm512_loadu_si512((const void *)t->wp[(k0 - kb) / 4 + j][0]);
+                __m512i w1 = _mm512_loadu_si512((const void *)t->wp[(k0 - kb) / 4 + j][16]);
+                UNROLL for (int r = 0; r < PR; r++) {
+                    int32_t xv;
+                    memcpy(&xv, xr[r] + k0 + 4 * j, 4);
+                    __m512i xb = _mm512_set1_epi32(xv);
+                    a[r][0] = _mm512_dpbusd_epi32(a[r][0], w0, xb);
+                    a[r][1] = _mm512_dpbusd_epi32(a[r][1], w1, xb);
+                }
+            }
+            __m512 d0 = _mm512_loadu_ps(t->ds[ci]), d1 = _mm512_loadu_ps(t->ds[ci] + 16);
+            UNROLL for (int r = 0; r < PR; r++) {
+                acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[r][0]), d0, acc[r][0]);
+                acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[r][1]), d1, acc[r][1]);
+            }
+            if (k4) {
+                __m512 m0 = _mm512_loadu_ps(t->ms[ci]), m1 = _mm512_loadu_ps(t->ms[ci] + 16);
+                UNROLL for (int r = 0; r < PR; r++) {
+                    __m512 cf = _mm512_set1_ps(((const float *)(xr[r] + xg->off_c))[cg]);
+                    out[r][0] = _mm512_fmadd_ps(m0, cf, out[r][0]);
+                    out[r][1] = _mm512_fmadd_ps(m1, cf, out[r][1]);
+                }
+            }
+        }
+        UNROLL for (int r = 0; r < PR; r++) {
+            __m512 dx = _mm512_set1_ps(((const float *)(xr[r] + xg->off_d))[g0 / GROUP]);
+            out[r][0] = _mm512_fmadd_ps(acc[r][0], dx, out[r][0]);
+            out[r][1] = _mm512_fmadd_ps(acc[r][1], dx, out[r][1]);
+        }
+    }
+}
+
+INLINE __mmask16 mask16(int64_t n) { /* the first n lanes, n clamped to [0, 16] */
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+/* One column tile: for each K block, unpack it, then every row tile adds its share to y (the
+ * tile's y strip, n_rows x 32 floats, stays in L2 across the K blocks). */
+INLINE void prefill_cols(bool k4, tile *t, float *y, const void *xq, const slate__wmat *w,
+                         const float *bias, int64_t n_rows, int64_t c0, int nc, const xgeom *xg) {
+    const int64_t n_out = w->n_out;
+    __mmask16 cm[2] = {mask16(nc), mask16(nc - 16)};
+    for (int64_t kb = 0; kb < w->n_in; kb += KC) {
+        int64_t ke = kb + KC < w->n_in ? kb + KC : w->n_in;
+        bool first = kb == 0;
+        pack(k4, t, w, c0, nc, kb, ke);
+        __m512 bv[2];
+        for (int h = 0; h < 2; h++)
+            bv[h] = bias && first ? _mm512_maskz_loadu_ps(cm[h], bias + c0 + 16 * h) : _mm512_setzero_ps();
+        for (int64_t r0 = 0; r0 < n_rows; r0 += PR) {
+            int nr = (int)(n_rows - r0 < PR ? n_rows - r0 : PR);
+            __m512 out[PR][2];
+            UNROLL for (int r = 0; r < PR; r++) {
+                if (first || r >= nr) {
+                    out[r][0] = bv[0];
+                    out[r][1] = bv[1];
+                } else {
+                    out[r][0] = _mm512_maskz_loadu_ps(cm[0], y + (r0 + r) * n_out + c0);
+                    out[r][1] = _mm512_maskz_loadu_ps(cm[1], y + (r0 + r) * n_out + c0 + 16);
+                }
+            }
+            tile_rows(k4, t, (const uint8_t *)xq, xg, r0, kb, ke, out);
+            for (int r = 0; r < nr; r++)
+                for (int h = 0; h < 2; h++)
+                    _mm512_mask_storeu_ps(y + (r0 + r) * n_out + c0 + 16 * h, cm[h], out[r][h]);
+        }
+    }
+}
+
+static void matmul_prefill(float *y, const void *xq, const slate__wmat *w, const float *bias,
+                           int64_t n_rows, int64_t o0, int64_t o1, const xgeom *xg) {
+    tile t __attribute__((aligned(64)));
+    for (int64_t c0 = o0; c0 < o1; c0 += CT) {
+        int nc = (int)(o1 - c0 < CT ? o1 - c0 : CT);
+        if (xg->k4) prefill_cols(true, &t, y, xq, w, bias, n_rows, c0, nc, xg);
+        else prefill_cols(false, &t, y, xq, w, bias, n_rows, c0, nc, xg);
+    }
+}
+
+static void matmul(float *y, const float *x, const void *xq, const slate__wmat *w,
+                   const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
+    (void)x;
+    xgeom xg = geom(w, n_rows);
+    if (xg.prefill) matmul_prefill(y, xq, w, bias, n_rows, o0, o1, &xg);
+    else matmul_decode(y, xq, w, bias, n_rows, o0, o1, &xg);
+}
+
+void slate__avx512_vnni_k_fill(slate__kernels *k) {
+    static const slate_dtype q[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K};
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+        k->matmul[q[i]] = matmul;
+        k->xq_plan[q[i]] = xq_plan;
+        k->quantize_x[q[i]] = quantize_x;
+    }
+}
