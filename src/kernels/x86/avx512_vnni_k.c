@@ -25,11 +25,17 @@
  *         shuffle is needed per weight row.
  *   Q6_K  64 bytes of ql and 32 of qh give the codes of inputs 0-63 (low nibbles | qh bits 0-3)
  *         and 64-127 (high nibbles | qh bits 4-7) of the group, in natural order.
- * A lane's sum (at most 4 * 63 * 127 = 32004 in magnitude) fits int16, so vpackssdw packs the
- * two vectors into words and vpmaddwd multiplies each word by its sub-block's integer scale
- * (sc_j of Q4_K, the int8 scale of Q6_K) and adds pairs of words of one sub-block: the scales
- * are applied in integers, and one cvt + fma with d * dx per group gives floats. Q4_K's minimum
- * term is one 8-lane fma per super-block (m_j * dmin with the stored dx S_j).
+ * A lane's sum (Q4_K at most 4 * 15 * 127 = 7620 in magnitude, Q6_K with the -32 folded in
+ * 4 * 32 * 127 = 16256) fits int16, so vpackssdw packs the two vectors into words and vpmaddwd
+ * multiplies each word by its sub-block's integer scale (sc_j of Q4_K, the int8 scale of Q6_K)
+ * and adds pairs of words of one sub-block: the scales are applied in integers. The scale words
+ * come from one vpshufb each (scale_index); then one cvt per group, a multiply by dx (a
+ * broadcast memory operand) and one fma with d per super-block give floats. Q4_K's minimum term
+ * is one more fma per super-block (m_j dmin with the stored dx S_j, lane by lane). Measured
+ * against avx512_vnni.c's Q4 B=32 asymmetric decode, one thread, [512][2048] in L2, best of 1000:
+ * Q4_K first 37 us vs 38 (vpermw for the scale words, scalar scale unpacking, d * dx per group
+ * broadcast from a register: ports 0 and 5 both full, llvm-mca), then 29-30 us vs 38 with the
+ * vector scale unpacking, broadcast operands and vpshufb; Q6_K 31 -> 30 us (q8_0: 48).
  *
  * Prefill (n_rows >= PREFILL_MIN_ROWS), compute bound: avx512_vnni.c's tiling. The weights of
  * 32 output columns x KC inputs are unpacked once into u8 [KC/4][32][4] (codes 0..63), with per
@@ -37,7 +43,9 @@
  * -dmin m_j; Q6_K: 16 inputs, scale d sc_k) the f32 scales; every 4-row tile of x then runs
  * over them, lane c of a row's accumulator being that row's output column c. Q4_K is then the
  * asymmetric Q4 of block 32 (the minimum term per chunk from the stored dx S), Q6_K a
- * symmetric one of block 16 (initial value -32 S per chunk).
+ * symmetric one of block 16 (initial value -32 S per chunk). Measured, one thread, 128 rows of
+ * [256][2048]: Q4_K 365-369 GFLOP/s, Q4 B=32 asymmetric 370, Q6_K 345-353 (its chunks of 16
+ * take twice the int-to-float steps), q8_0 398.
  *
  * n_in is a multiple of 256, so no load is partial and x has no padding inside a row. Row
  * ranges are split by exec; this file keeps no state between calls.
@@ -69,7 +77,9 @@ enum {
  *   q[n] int8: Q4_K decode in each group the order of inputs 0-31, 64-95, 32-63, 96-127;
  *        otherwise natural;
  *   d[ng] f32: dx per group;
- *   then Q4_K (decode and prefill): f32 dx * S per 32 inputs (natural sub-block order);
+ *   then Q4_K decode: per super-block 16 f32, in the lanes of q4k_scales' bytes: 0 where it
+ *        has a scale, dx * S_j (S_j the sum of sub-block j's q) where it has minimum m_j;
+ *        Q4_K prefill: f32 dx * S per 32 inputs (natural sub-block order);
  *        Q6_K decode: int32 [n / 4] = -32 * (sum of the 4 q of each lane), 16 per 64 inputs;
  *        Q6_K prefill: int32 [n / 16] = -32 * (sum of the 16 q).
  * Prefill rows are padded to a multiple of RT with zero rows. */
@@ -89,7 +99,7 @@ static xgeom geom(const slate__wmat *w, int64_t n_rows) {
     size_t n = (size_t)g.n;
     g.off_d = n;
     g.off_c = n + 4 * (size_t)g.ng;
-    g.used = g.off_c + (g.k4 ? n / 8 : g.prefill ? n / 4 : n);
+    g.used = g.off_c + (g.k4 ? (g.prefill ? n / 8 : n / 4) : g.prefill ? n / 4 : n);
     g.stride = (g.used + 63) & ~(size_t)63;
     return g;
 }
@@ -140,8 +150,14 @@ static void quantize_x(void *xq, const float *x, const slate__wmat *w, int64_t n
                 int pos = perm ? q4k_src[t] : t; /* slice t goes to position pos */
                 _mm_storeu_si128((__m128i *)(q + gi * GROUP + 16 * pos), _mm512_cvtsepi32_epi8(iv));
             }
-            if (g.k4) {
+            if (g.k4 && g.prefill) {
                 for (int j = 0; j < 4; j++) cf[4 * gi + j] = dx * (float)(s16[2 * j] + s16[2 * j + 1]);
+            } else if (g.k4) { /* lanes of q4k_scales' minimums: j = 4 (gi % 2) + l at 8 (gi % 2) + 4 + l */
+                float *c16 = cf + 16 * (gi / 2) + 8 * (gi % 2);
+                for (int l = 0; l < 4; l++) {
+                    c16[l] = 0.0f;
+                    c16[4 + l] = dx * (float)(s16[2 * l] + s16[2 * l + 1]);
+                }
             } else if (g.prefill) {
                 for (int t = 0; t < 8; t++) ci[8 * gi + t] = -32 * s16[t];
             } else { /* per lane: -32 * (sum of its 4 q), 16 lanes per 64 inputs */
@@ -164,26 +180,40 @@ static void quantize_x(void *xq, const float *x, const slate__wmat *w, int64_t n
 
 INLINE float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 
-/* The 8 scales (bytes 0-7) and 8 minimums (bytes 8-15) of a Q4_K super-block's 12 scale bytes
- * (slate__q4k_scale_min, four at a time). */
+/* The scales and minimums of a Q4_K super-block from its 12 scale bytes at s
+ * (slate__q4k_scale_min, in vector lanes), as bytes [sc 0-3, m 0-3, sc 4-7, m 4-7]. With u0,
+ * u1, u2 the scale bytes as dwords, byte-wise: sc 0-3 = u0 & 63, m 0-3 = u1 & 63,
+ * sc 4-7 = u2 & 15 | (u0 >> 6) << 4, m 4-7 = (u2 >> 4) & 15 | (u1 >> 6) << 4. Loads and
+ * broadcast loads, no shuffle (port 5 is the decode loop's bottleneck, with port 0). */
 INLINE __m128i q4k_scales(const uint8_t *s) {
-    uint32_t u[3];
-    memcpy(u, s, 12);
-    uint32_t sc_lo = u[0] & 0x3f3f3f3fu, m_lo = u[1] & 0x3f3f3f3fu;
-    uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
-    uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
-    return _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
+    uint32_t u2;
+    uint64_t u01;
+    memcpy(&u2, s + 8, 4);
+    memcpy(&u01, s, 8);
+    /* [u0, u1, u2, u2 >> 4]: the low parts */
+    __m128i a = _mm_blend_epi32(_mm_loadu_si128((const __m128i *)s), _mm_set1_epi32((int)u2), 8);
+    a = _mm_srlv_epi32(a, _mm_set_epi32(4, 0, 0, 0));
+    /* [u0, u1, u0, u1] >> 2: bits 6-7 of each byte at 4-5 */
+    __m128i b = _mm_srli_epi32(_mm_set1_epi64x((long long)u01), 2);
+    const __m128i lowm = _mm_set_epi32(0x0f0f0f0f, 0x0f0f0f0f, 0x3f3f3f3f, 0x3f3f3f3f);
+    /* (a & lowm) | (b & ~lowm), then bits 6-7 of every byte cleared */
+    return _mm_and_si128(_mm_ternarylogic_epi32(a, b, lowm, 0xE4), _mm_set1_epi8(0x3f));
 }
 
-/* vpermw indices that spread 16 scale words over the words of vpackssdw(a, b) for group h:
- * word w of 128-bit chunk k holds lane 4k + w % 4 of a (w < 4) or of b. Q4_K: a = low nibbles
- * (lanes 0-7 sub-block 4h, 8-15 4h + 2), b = high (4h + 1, 4h + 3). Q6_K: a = inputs 0-63 of the
- * group (scale 8h + k), b = 64-127 (8h + 4 + k). */
+/* vpshufb indices that put each word of vpackssdw(a, b) for group h its sub-block's scale byte,
+ * in the word's high byte (the low byte 0: the word is 256 * scale, which keeps the scale's sign
+ * without a widening; d is divided by 256 to match, exactly). Word w of 128-bit chunk k holds
+ * lane 4k + w % 4 of a (w < 4) or of b. Q4_K: a = low nibbles (lanes 0-7 sub-block 4h, 8-15
+ * 4h + 2), b = high (4h + 1, 4h + 3), sc_j at byte j (j < 4) or j + 4 of q4k_scales; Q6_K: a =
+ * inputs 0-63 of the group (scale 8h + k), b = 64-127 (8h + 4 + k). Every 128-bit chunk of the
+ * source holds all 16 scale bytes. */
 INLINE __m512i scale_index(bool k4, int h) {
-    uint16_t ix[32];
+    uint8_t ix[64];
     for (int i = 0; i < 32; i++) {
         int k = i / 8, hi = i % 8 >= 4;
-        ix[i] = (uint16_t)(k4 ? 4 * h + (k >= 2 ? 2 : 0) + hi : 8 * h + 4 * hi + k);
+        int j = 4 * h + (k >= 2 ? 2 : 0) + hi;
+        ix[2 * i] = 0x80;
+        ix[2 * i + 1] = (uint8_t)(k4 ? (j < 4 ? j : j + 4) : 8 * h + 4 * hi + k);
     }
     return _mm512_loadu_si512((const void *)ix);
 }
@@ -200,31 +230,28 @@ INLINE void dec_q4k(int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
     const __m512i lo4 = _mm512_set1_epi8(15);
     const uint8_t *wr[2];
     UNROLL for (int c = 0; c < O; c++) wr[c] = (const uint8_t *)w->data + (size_t)(o + c) * w->row_bytes;
-    __m512 acc[3][2];
-    __m256 accm[3][2];
-    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++) {
-        acc[r][c] = _mm512_setzero_ps();
-        accm[r][c] = _mm256_setzero_ps();
-    }
+    __m512 acc[3][2], accm[3][2];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++)
+        acc[r][c] = accm[r][c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nsb; b++) {
         __m512i lo[2][2], hi[2][2], sw[2][2];
-        __m256 mf[2];
-        float dd[2];
+        __m512 mf[2], dv[2];
         UNROLL for (int c = 0; c < O; c++) {
             const uint8_t *p = wr[c] + b * Q4K_BYTES;
             _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
             _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
             _mm_prefetch((const char *)(p + pf + 128), _MM_HINT_T0);
-            uint16_t h2[2];
-            memcpy(h2, p, 4);
-            dd[c] = _cvtsh_ss(h2[0]);
+            uint32_t h2;
+            memcpy(&h2, p, 4);
+            __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)h2)); /* d, dmin */
+            dv[c] = _mm512_broadcastss_ps(_mm_mul_ss(dm, _mm_set_ss(1.0f / 256))); /* scale_index */
             __m128i sm = q4k_scales(p + 4);
-            __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));
-            sw[c][0] = _mm512_permutexvar_epi16(ix->s[0], s16);
-            sw[c][1] = _mm512_permutexvar_epi16(ix->s[1], s16);
-            /* m_j * dmin, the f32 product ref computes */
-            mf[c] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))),
-                                  _mm256_set1_ps(_cvtsh_ss(h2[1])));
+            __m512i s4 = _mm512_broadcast_i32x4(sm);
+            sw[c][0] = _mm512_shuffle_epi8(s4, ix->s[0]);
+            sw[c][1] = _mm512_shuffle_epi8(s4, ix->s[1]);
+            /* m_j * dmin (the f32 product ref computes) in the lanes of the m bytes */
+            mf[c] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sm)),
+                                  _mm512_permutexvar_ps(_mm512_set1_epi32(1), _mm512_castps128_ps512(dm)));
             UNROLL for (int h = 0; h < 2; h++) {
                 __m512i qs = _mm512_loadu_si512((const void *)(p + 16 + 64 * h));
                 lo[c][h] = _mm512_and_si512(qs, lo4);
@@ -234,23 +261,28 @@ INLINE void dec_q4k(int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
         UNROLL for (int r = 0; r < R; r++) {
             const uint8_t *xr = xq + (size_t)r * xg->stride;
             const float *dx = (const float *)(xr + xg->off_d) + 2 * b;
-            __m256 sf = _mm256_loadu_ps((const float *)(xr + xg->off_c) + 8 * b);
+            __m512 sf = _mm512_loadu_ps((const float *)(xr + xg->off_c) + 16 * b);
+            __m512i xv[2][2];
             UNROLL for (int h = 0; h < 2; h++) {
-                __m512i xlo = _mm512_loadu_si512((const void *)(xr + b * SB + GROUP * h));
-                __m512i xhi = _mm512_loadu_si512((const void *)(xr + b * SB + GROUP * h + 64));
-                UNROLL for (int c = 0; c < O; c++) {
-                    __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[c][h], xlo);
-                    __m512i e = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[c][h], xhi);
-                    __m512i s = _mm512_madd_epi16(_mm512_packs_epi32(a, e), sw[c][h]);
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(dd[c] * dx[h]), acc[r][c]);
-                }
+                xv[h][0] = _mm512_loadu_si512((const void *)(xr + b * SB + GROUP * h));
+                xv[h][1] = _mm512_loadu_si512((const void *)(xr + b * SB + GROUP * h + 64));
             }
-            UNROLL for (int c = 0; c < O; c++) accm[r][c] = _mm256_fmadd_ps(mf[c], sf, accm[r][c]);
+            UNROLL for (int c = 0; c < O; c++) {
+                __m512 t[2];
+                UNROLL for (int h = 0; h < 2; h++) {
+                    __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[c][h], xv[h][0]);
+                    __m512i e = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[c][h], xv[h][1]);
+                    t[h] = _mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_packs_epi32(a, e), sw[c][h]));
+                }
+                /* dx from memory (a broadcast operand), d once per super-block */
+                __m512 u = _mm512_fmadd_ps(t[1], _mm512_set1_ps(dx[1]), _mm512_mul_ps(t[0], _mm512_set1_ps(dx[0])));
+                acc[r][c] = _mm512_fmadd_ps(u, dv[c], acc[r][c]);
+                accm[r][c] = _mm512_fmadd_ps(mf[c], sf, accm[r][c]);
+            }
         }
     }
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++)
-        y[r * w->n_out + o + c] = hsum(acc[r][c]) - hsum(_mm512_zextps256_ps512(accm[r][c])) +
-                                  (bias ? bias[o + c] : 0.0f);
+        y[r * w->n_out + o + c] = hsum(acc[r][c]) - hsum(accm[r][c]) + (bias ? bias[o + c] : 0.0f);
 }
 
 /* R rows of x against Q6_K weight rows o..o+O-1. */
@@ -265,15 +297,15 @@ INLINE void dec_q6k(int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++) acc[r][c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nsb; b++) {
         __m512i lo[2][2], hi[2][2], sw[2][2];
-        float dd[2];
+        __m512 dv[2];
         UNROLL for (int c = 0; c < O; c++) {
             const uint8_t *p = wr[c] + b * Q6K_BYTES;
             UNROLL for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(p + pf + 64 * l), _MM_HINT_T0);
             uint16_t hd;
             memcpy(&hd, p + 208, 2);
-            dd[c] = _cvtsh_ss(hd);
-            __m512i s16 = _mm512_castsi256_si512(
-                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192))));
+            /* d / 256: see scale_index */
+            dv[c] = _mm512_broadcastss_ps(_mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(hd)), _mm_set_ss(1.0f / 256)));
+            __m512i s4 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 192)));
             UNROLL for (int h = 0; h < 2; h++) {
                 __m512i ql = _mm512_loadu_si512((const void *)(p + 64 * h));
                 __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
@@ -285,12 +317,13 @@ INLINE void dec_q6k(int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
                                                      _mm512_slli_epi16(qh2, 4), m30, 0xF8);
                 hi[c][h] = _mm512_ternarylogic_epi32(
                     _mm512_and_si512(_mm512_srli_epi16(ql, 4), m0f), qh2, m30, 0xF8);
-                sw[c][h] = _mm512_permutexvar_epi16(ix->s[h], s16);
+                sw[c][h] = _mm512_shuffle_epi8(s4, ix->s[h]);
             }
         }
         UNROLL for (int r = 0; r < R; r++) {
             const uint8_t *xr = xq + (size_t)r * xg->stride;
             const float *dx = (const float *)(xr + xg->off_d) + 2 * b;
+            __m512 t[2][2];
             UNROLL for (int h = 0; h < 2; h++) {
                 int64_t i0 = b * SB + GROUP * h;
                 __m512i xlo = _mm512_loadu_si512((const void *)(xr + i0));
@@ -300,10 +333,13 @@ INLINE void dec_q6k(int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
                 UNROLL for (int c = 0; c < O; c++) {
                     __m512i a = _mm512_dpbusd_epi32(ilo, lo[c][h], xlo);
                     __m512i e = _mm512_dpbusd_epi32(ihi, hi[c][h], xhi);
-                    __m512i s = _mm512_madd_epi16(_mm512_packs_epi32(a, e), sw[c][h]);
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(dd[c] * dx[h]), acc[r][c]);
+                    t[c][h] = _mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_packs_epi32(a, e), sw[c][h]));
                 }
             }
+            /* dx from memory (a broadcast operand), d once per super-block */
+            UNROLL for (int c = 0; c < O; c++)
+                acc[r][c] = _mm512_fmadd_ps(_mm512_fmadd_ps(t[c][1], _mm512_set1_ps(dx[1]), _mm512_mul_ps(t[c][0], _mm512_set1_ps(dx[0]))),
+                                            dv[c], acc[r][c]);
         }
     }
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++)
