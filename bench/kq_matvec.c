@@ -1,5 +1,5 @@
 /* kq_matvec.c - A/B of the super-block formats' matmuls (q4_k, q6_k: GGUF Q4_K / Q6_K byte for
- * byte) against the formats they replace (q4 block 32 asymmetric, q8_0) on the best kernel table,
+ * byte) against the formats they replace (q4 block 32 asymmetric, q8_0) on one kernel table,
  * in one process, on TinyLlama's shapes [2048][2048] (attention), [5632][2048] (ffn_up/gate),
  * [2048][5632] (ffn_down) and [32000][2048] (output), 2 threads (exec's split: an atomic counter
  * hands out chunks of 32-column multiples, ~8 per thread):
@@ -15,7 +15,8 @@
  * each result is checked once against the reference table (decode, relative RMS difference:
  * ~5e-3 is the int8 rounding of x, a wrong kernel gives ~1) and prefill's row 0 against decode
  * of the same x row (~1e-7: both round x the same way). Built with the project (not installed,
- * not run by the tests): build/bench_kq_matvec [rounds [COPY_MB]]
+ * not run by the tests): build/bench_kq_matvec [rounds [COPY_MB [table]]], table a kernel set's
+ * name (SLATE_KERNELS' values; default the best this CPU runs).
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "convert/convert.h"
@@ -156,8 +157,9 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void shape(slate__pool *pool, int64_t n_out, int64_t n_in, int rounds, size_t copy_bytes) {
-    const slate__kernels *best = slate__kernels_get(), *ref = slate__kernels_by_name("ref");
+static void shape(slate__pool *pool, const slate__kernels *k, int64_t n_out, int64_t n_in,
+                  int rounds, size_t copy_bytes) {
+    const slate__kernels *ref = slate__kernels_by_name("ref");
     static variant v[N_VAR] = {
         {.name = "q4_b32a", .dt = SLATE_DTYPE_Q4, .block = 32, .asym = true},
         {.name = "q4_k", .dt = SLATE_DTYPE_Q4_K, .block = 256},
@@ -185,7 +187,7 @@ static void shape(slate__pool *pool, int64_t n_out, int64_t n_in, int rounds, si
         slate__wmat m;
         slate__wmat_init(&m, v[i].w, v[i].dt, v[i].block, v[i].asym, n_out, n_in);
         for (int64_t rows = 1; rows <= PREFILL_ROWS; rows *= PREFILL_ROWS) {
-            size_t b = best->xq_plan[v[i].dt] ? best->xq_plan[v[i].dt](&m, rows).bytes : 0;
+            size_t b = k->xq_plan[v[i].dt] ? k->xq_plan[v[i].dt](&m, rows).bytes : 0;
             if (b > xq_max) xq_max = b;
         }
     }
@@ -195,10 +197,10 @@ static void shape(slate__pool *pool, int64_t n_out, int64_t n_in, int rounds, si
         slate__wmat m;
         slate__wmat_init(&m, v[i].w, v[i].dt, v[i].block, v[i].asym, n_out, n_in);
         matmul_once(NULL, ref, &m, y1, x, xq, 1);
-        matmul_once(pool, best, &m, y, x, xq, 1);
+        matmul_once(pool, k, &m, y, x, xq, 1);
         err_dec[i] = rel_rms(y, y1, (size_t)n_out);
         memcpy(y1, y, sizeof(float) * (size_t)n_out);
-        matmul_once(pool, best, &m, y, x, xq, PREFILL_ROWS);
+        matmul_once(pool, k, &m, y, x, xq, PREFILL_ROWS);
         err_pre[i] = rel_rms(y, y1, (size_t)n_out);
     }
     int copy = 0;
@@ -208,19 +210,19 @@ static void shape(slate__pool *pool, int64_t n_out, int64_t n_in, int rounds, si
             for (int rep = 0; rep < DECODE_REPS; rep++) {
                 slate__wmat_init(&m, v[i].w + v[i].stride * (size_t)(copy++ % v[i].n_copies),
                                  v[i].dt, v[i].block, v[i].asym, n_out, n_in);
-                double t = matmul_once(pool, best, &m, y, x, xq, 1);
+                double t = matmul_once(pool, k, &m, y, x, xq, 1);
                 if (v[i].n_dec < MAX_REPS) v[i].dec[v[i].n_dec++] = t;
             }
             slate__wmat_init(&m, v[i].w, v[i].dt, v[i].block, v[i].asym, n_out, n_in);
             for (int rep = 0; rep < PREFILL_REPS; rep++) {
-                double t = matmul_once(pool, best, &m, y, x, xq, PREFILL_ROWS);
+                double t = matmul_once(pool, k, &m, y, x, xq, PREFILL_ROWS);
                 if (t < v[i].pre_best) v[i].pre_best = t;
             }
         }
     }
     printf("[%lld][%lld], %d threads, %s, %d rounds (decode %d calls/round over %zu MB of "
            "copies each, prefill %d rows x %d calls/round):\n", (long long)n_out, (long long)n_in,
-           N_THREADS, best->name, rounds, DECODE_REPS, copy_bytes >> 20, PREFILL_ROWS, PREFILL_REPS);
+           N_THREADS, k->name, rounds, DECODE_REPS, copy_bytes >> 20, PREFILL_ROWS, PREFILL_REPS);
     printf("  %-8s %8s  %8s %8s %8s  %10s %9s  %s\n", "format", "MiB", "dec us", "GB/s",
            "GB/s med", "prefill ms", "GFLOP/s", "rel RMS: decode vs ref, prefill vs decode");
     for (int i = 0; i < N_VAR; i++) {
@@ -242,16 +244,18 @@ static void shape(slate__pool *pool, int64_t n_out, int64_t n_in, int rounds, si
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 5;
     size_t copy_mb = argc > 2 ? (size_t)atol(argv[2]) : 1024;
-    if (rounds < 1 || rounds > 64 || copy_mb < 1) {
-        fprintf(stderr, "usage: bench_kq_matvec [rounds 1..64 [copy MB >= 1]]\n");
+    const slate__kernels *k = argc > 3 ? slate__kernels_by_name(argv[3]) : slate__kernels_get();
+    if (rounds < 1 || rounds > 64 || copy_mb < 1 || !k) {
+        fprintf(stderr, "usage: bench_kq_matvec [rounds 1..64 [copy MB >= 1 [kernel set this "
+                "CPU runs]]]\n");
         return 2;
     }
     slate__pool *pool;
     if (slate__pool_create(N_THREADS, &pool, NULL)) return 1;
-    printf("kernels: %s\n", slate__kernels_get()->name);
+    printf("kernels: %s\n", k->name);
     static const int64_t shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        shape(pool, shapes[s][0], shapes[s][1], rounds, copy_mb << 20);
+        shape(pool, k, shapes[s][0], shapes[s][1], rounds, copy_mb << 20);
     slate__pool_free(pool);
     return 0;
 }
