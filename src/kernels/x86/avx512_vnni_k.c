@@ -35,7 +35,11 @@
  * against avx512_vnni.c's Q4 B=32 asymmetric decode, one thread, [512][2048] in L2, best of 1000:
  * Q4_K first 37 us vs 38 (vpermw for the scale words, scalar scale unpacking, d * dx per group
  * broadcast from a register: ports 0 and 5 both full, llvm-mca), then 29-30 us vs 38 with the
- * vector scale unpacking, broadcast operands and vpshufb; Q6_K 31 -> 30 us (q8_0: 48).
+ * vector scale unpacking, broadcast operands and vpshufb; Q6_K 31 -> 30 us (q8_0: 48). From
+ * DRAM (bench/kq_matvec.c: TinyLlama's shapes, 2 threads, 1 GiB of copies, a shared VM) every
+ * format reads at about the same 10-22 GB/s, so the best of 160 calls took 7-19 % less time
+ * for Q4_K than for Q4 B=32 asymmetric (10 % fewer bytes) in 6 of 8 same-run pairs, and 17-30 %
+ * less for Q6_K than for Q8_0 in 7 of 8 (the others: the VM's noise, +-50 % either way).
  *
  * Prefill (n_rows >= PREFILL_MIN_ROWS), compute bound: avx512_vnni.c's tiling. The weights of
  * 32 output columns x KC inputs are unpacked once into u8 [KC/4][32][4] (codes 0..63), with per
@@ -67,7 +71,7 @@ enum {
     RT = 8,               /* prefill x rows are padded to a multiple of this */
     PR = 4,               /* prefill rows per register tile */
     CT = 32,              /* prefill columns per tile (two zmm of int32) */
-    KC = 1024,            /* prefill inputs per K block (4 super-blocks): 48 KiB of unpacked
+    KC = 1024,            /* prefill inputs per K block (4 super-blocks): 44 KiB of unpacked
                              weights and scales while every row of x passes over them */
     PF_ROWS = 4,          /* decode prefetches this many weight rows ahead (avx512_vnni.c) */
 };
