@@ -1,16 +1,18 @@
 /* test_quant_kernels.c - the matmul of the compressed weight formats (Q8_0; Q4 with blocks of
  * 16, 32, 64, 128, symmetric and asymmetric; Q8_C; Q4_K and Q6_K) of every SIMD table this CPU
  * supports ("avx2", x86/avx2_q.c and x86/avx2_k.c; "avx2_vnni", the same with AVX-VNNI;
- * "avx512_vnni"; on AArch64 "neon" and "neon_dotprod", arm/neon_q.c, which
- * tests/kernels/neon_check.c also checks under qemu; all quantize activations) against the
- * scalar reference (kernels/ref/quant.c: dequantize and dot in f32) on random weights from the
- * reference quantizers and random x: one block, odd block counts, partial x groups, many
- * blocks; rows 1..13 and past the prefill tile; output sub-ranges that do not start at 0; with
- * and without bias; sizes past the prefill K block (512) and column tile (16); the super-block
- * formats at the codes and scales that could overflow an integer product; formats that share
- * an xq layout write the same bytes. The "avx512" table shares avx2's functions for these
- * formats and is not run twice. The seed is printed once (tu_seed); SLATE_TEST_SEED=<n>
- * repeats a run. */
+ * "avx512_vnni", x86/avx512_vnni.c and x86/avx512_vnni_k.c; on AArch64 "neon" and
+ * "neon_dotprod", arm/neon_q.c and arm/neon_k.c, which tests/kernels/neon_check.c also checks
+ * under qemu; all quantize activations) against the scalar reference (kernels/ref/quant.c:
+ * dequantize and dot in f32) on random weights from the reference quantizers and random x: one
+ * block, odd block counts, partial x groups, many blocks; rows 1..13 and past the prefill tile;
+ * output sub-ranges that do not start at 0; with and without bias; sizes past the prefill K
+ * block (1024 on avx512_vnni) and column tile (32); the super-block formats at the codes and
+ * scales that could overflow an integer product; formats that share an xq layout write the
+ * same bytes; and on x that int8 holds exactly, where a quantizing table must be as close as an
+ * f32 kernel (quant_matmul_is_exact_on_x_int8_holds). The "avx512" table shares avx2's
+ * functions for these formats and is not run twice. The seed is printed once (tu_seed);
+ * SLATE_TEST_SEED=<n> repeats a run. */
 #include "kcheck.h"
 #include "testutil.h"
 #include "xqsplit.h"
