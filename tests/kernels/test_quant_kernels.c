@@ -251,7 +251,6 @@ static void quantize_x_gives_the_same_bytes_for_any_row_split(void **st) {
     }
 }
 
-/* row_to_f32 (embedding lookups) of every weight dtype equals the reference dequantization. */
 /* avx2_vnni is avx2_q.c with vpdpbusd for vpmaddubsw + vpmaddwd: the integer sums are equal
  * (no pair can saturate s16), so every output must be bit-identical to the avx2 table's. */
 static void avx2_vnni_equals_avx2_bit_for_bit(void **st) {
@@ -295,6 +294,7 @@ static void avx2_vnni_equals_avx2_bit_for_bit(void **st) {
     }
 }
 
+/* row_to_f32 (embedding lookups) of every weight dtype equals the reference dequantization. */
 static void row_to_f32_matches_ref_dequantization(void **st) {
     const slate__kernels *k = table_or_skip(st);
     uint64_t rng = tu_seed() ^ 0x726f77ull;

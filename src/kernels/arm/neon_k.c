@@ -39,7 +39,7 @@
  * Why: without it the neon table ran Q4_K / Q6_K on ref, which dequantizes one weight at a time.
  * Correctness is checked under qemu (tests/kernels/neon_check.c, scripts/check_neon.sh); speed
  * on ARM hardware is not measured (qemu says nothing about it).
- * What it lacks: row_to_f32 stays ref's; no i8mm (SMMLA) prefill tiles.
+ * What it lacks: row_to_f32 stays ref's (x86: avx2_k.c has one); no i8mm (SMMLA) prefill tiles.
  */
 #include "kernels/kernels.h"
 

@@ -221,11 +221,59 @@ static void matmul_q6_k(float *y, const float *x, const void *xq, const slate__w
 #undef Q6K_CALL
 }
 
+/* Embedding lookups (row_to_f32): one row dequantized 8 values at a time with exactly ref's f32
+ * operations, so the result is bit-identical (kernels/ref/quant.c: Q4_K (d sc) q - dmin m, Q6_K
+ * (d s) (code - 32), each product rounded on its own: mul and sub, no FMA). */
+static void row_to_f32_q4_k(float *dst, const slate__wmat *w, int64_t o) {
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    for (int64_t sb = 0; sb < w->n_in / SLATE__SUPERBLOCK; sb++) {
+        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q4_k);
+        float d = f16_scalar(b), dmin = f16_scalar(b + 2);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            slate__q4k_scale_min(b + 4, j, &sc, &m);
+            __m256 dl = _mm256_set1_ps(d * (float)sc), ml = _mm256_set1_ps(dmin * (float)m);
+            const uint8_t *qs = b + 16 + 32 * (j / 2);
+            for (int u = 0; u < 4; u++) {
+                __m128i v = _mm_loadl_epi64((const __m128i *)(qs + 8 * u));
+                v = j % 2 ? _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15))
+                          : _mm_and_si128(v, _mm_set1_epi8(15));
+                __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+                _mm256_storeu_ps(dst + sb * SLATE__SUPERBLOCK + 32 * j + 8 * u,
+                                 _mm256_sub_ps(_mm256_mul_ps(dl, q), ml));
+            }
+        }
+    }
+}
+
+static void row_to_f32_q6_k(float *dst, const slate__wmat *w, int64_t o) {
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    for (int64_t sb = 0; sb < w->n_in / SLATE__SUPERBLOCK; sb++) {
+        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q6_k);
+        float d = f16_scalar(b + 208);
+        for (int e = 0; e < SLATE__SUPERBLOCK; e += 8) { /* 8 elements of one scale group */
+            int n = e / 128, g = (e % 128) / 32, l = e % 32;
+            __m128i lo = _mm_loadl_epi64((const __m128i *)(b + 64 * n + 32 * (g % 2) + l));
+            __m128i hi = _mm_loadl_epi64((const __m128i *)(b + 128 + 32 * n + l));
+            lo = g < 2 ? _mm_and_si128(lo, _mm_set1_epi8(15))
+                       : _mm_and_si128(_mm_srli_epi16(lo, 4), _mm_set1_epi8(15));
+            hi = _mm_and_si128(_mm_srl_epi16(hi, _mm_cvtsi32_si128(2 * g)), _mm_set1_epi8(3));
+            __m128i code = _mm_or_si128(lo, _mm_slli_epi16(hi, 4)); /* 0..63, no carry across */
+            __m256i c32 = _mm256_sub_epi32(_mm256_cvtepu8_epi32(code), _mm256_set1_epi32(32));
+            __m256 dl = _mm256_set1_ps(d * (float)(int8_t)b[192 + e / 16]);
+            _mm256_storeu_ps(dst + sb * SLATE__SUPERBLOCK + e,
+                             _mm256_mul_ps(dl, _mm256_cvtepi32_ps(c32)));
+        }
+    }
+}
+
 #ifdef SLATE_AVX2_K_VNNI
 void slate__avx2_vnni_k_fill(slate__kernels *k) {
 #else
 void slate__avx2_k_fill(slate__kernels *k) {
 #endif
+    k->row_to_f32[SLATE_DTYPE_Q4_K] = row_to_f32_q4_k;
+    k->row_to_f32[SLATE_DTYPE_Q6_K] = row_to_f32_q6_k;
     /* x as the table's Q4 quantizer writes it (avx2_q.c's layout); without one, ref stays. */
     if (!k->xq_plan[SLATE_DTYPE_Q4] || !k->quantize_x[SLATE_DTYPE_Q4]) return;
     static const slate_dtype q[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K};
