@@ -358,6 +358,7 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
         case SLATE_DTYPE_PAL:
         case SLATE_DTYPE_Q4_K:
         case SLATE_DTYPE_Q6_K:
+        case SLATE_DTYPE_Q5_K:
             return SLATE__INTERNAL(err, "i32/i8/compressed weights");
         }
     }

@@ -18,6 +18,7 @@ bool slate__wdtype_valid(slate_dtype dt) {
     case SLATE_DTYPE_PAL:
     case SLATE_DTYPE_Q4_K:
     case SLATE_DTYPE_Q6_K:
+    case SLATE_DTYPE_Q5_K:
         return true;
     default:
         return false;
@@ -92,6 +93,7 @@ static size_t row_bytes(slate_dtype dt, int32_t block, bool asym, int64_t n_in) 
     case SLATE_DTYPE_PAL: return ((size_t)n_in * (size_t)slate__pal_bits(block) + 7) / 8;
     case SLATE_DTYPE_Q4_K: return (size_t)(n_in / 256) * sizeof(slate__block_q4_k);
     case SLATE_DTYPE_Q6_K: return (size_t)(n_in / 256) * sizeof(slate__block_q6_k);
+    case SLATE_DTYPE_Q5_K: return (size_t)(n_in / 256) * sizeof(slate__block_q5_k);
     default: return 0;
     }
 }

@@ -31,6 +31,10 @@
  *         position l = e % 32: the low 4 bits of its code are the low (g < 2) or high (g >= 2)
  *         nibble of ql[64 n + 32 (g % 2) + l], the high 2 bits are bits 2 g, 2 g + 1 of
  *         qh[32 n + l]; value (d * scales[e / 16]) * (code - 32).
+ *   Q5_K  super-blocks of 256 (GGUF Q5_K byte for byte, 176 bytes): {f16 d, dmin; u8
+ *         scales[12]; u8 qh[32]; u8 qs[128]}: Q4_K's scales and 4-bit codes (qs), and element
+ *         32 j + l adds 16 to its code when bit j of qh[l] is set (q in 0..31); value
+ *         (d * sc_j) * q - dmin * m_j.
  *
  * Rows of the blocked formats are whole blocks: n_in must be a multiple of the block. A row of
  * Q8_0 / Q4 is n_in / B blocks back to back, rows back to back. f16 is IEEE binary16.
@@ -47,7 +51,7 @@
 
 /* Weight dtypes are 0..SLATE__N_WDTYPES-1 (F32, F16, BF16, I32 (never a weight), Q8_0, Q4,
  * Q8_C, PAL, Q4_K, Q6_K); kernel tables are indexed by them. */
-#define SLATE__N_WDTYPES 10
+#define SLATE__N_WDTYPES 11
 
 typedef struct slate__block_q8_0 {
     uint16_t d;    /* f16 scale */
@@ -96,6 +100,14 @@ typedef struct slate__block_q6_k {
     uint16_t d;          /* f16 super-block scale */
 } slate__block_q6_k;
 static_assert(sizeof(slate__block_q6_k) == 210, "Q6_K super-block is 210 bytes (GGUF Q6_K)");
+
+typedef struct slate__block_q5_k {
+    uint16_t d, dmin;    /* f16 super-block scale and minimum scale */
+    uint8_t scales[12];  /* as Q4_K's */
+    uint8_t qh[32];      /* fifth bit of the codes: bit j of qh[l] for element 32 j + l */
+    uint8_t qs[128];     /* low 4 bits, as Q4_K's codes */
+} slate__block_q5_k;
+static_assert(sizeof(slate__block_q5_k) == 176, "Q5_K super-block is 176 bytes (GGUF Q5_K)");
 
 /* Scale and minimum j (0..7) of a Q4_K super-block's 12 scale bytes (the rule above). */
 static inline void slate__q4k_scale_min(const uint8_t *s, int j, int *sc, int *m) {
@@ -146,7 +158,7 @@ bool slate__wdtype_valid(slate_dtype dtype);
 bool slate__wdtype_quantized(slate_dtype dtype);
 /* Whether dtype is a super-block format (Q4_K, Q6_K: blocks of SLATE__SUPERBLOCK). */
 static inline bool slate__wdtype_superblock(slate_dtype dt) {
-    return dt == SLATE_DTYPE_Q4_K || dt == SLATE_DTYPE_Q6_K;
+    return dt == SLATE_DTYPE_Q4_K || dt == SLATE_DTYPE_Q6_K || dt == SLATE_DTYPE_Q5_K;
 }
 
 /* Checks a layout: block and asym must fit the dtype (Q4: 16/32/64/128; Q8_0: 32; Q4_K and

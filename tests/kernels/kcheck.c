@@ -198,6 +198,7 @@ const kc_qfmt kc_qfmts[KC_N_QFMTS] = {
     {SLATE_DTYPE_Q4, 32, false},   {SLATE_DTYPE_Q4, 32, true},   {SLATE_DTYPE_Q4, 64, false},
     {SLATE_DTYPE_Q4, 64, true},    {SLATE_DTYPE_Q4, 128, false}, {SLATE_DTYPE_Q4, 128, true},
     {SLATE_DTYPE_Q8_C, 0, false},  {SLATE_DTYPE_Q4_K, 256, false}, {SLATE_DTYPE_Q6_K, 256, false},
+    {SLATE_DTYPE_Q5_K, 256, false},
 };
 
 /* n bytes that end where a PROT_NONE page begins, so that a kernel reading past them faults. */
@@ -231,10 +232,10 @@ static void put_f16(uint8_t *p, float f) {
  * block (per row for Q8_C) a scale of random sign whose magnitude is drawn from three
  * (1, 0.05, 3, times 0.5..1) over the format's range (127 for int8, 8 or 15 for Q4) so that
  * blocks of one row differ in scale, and for asymmetric Q4 an offset of the same size. The
- * super-block formats keep their random sub-block scales (Q4_K: 6-bit scales and minimums;
- * Q6_K: int8 scales, -128 included) and get d (and Q4_K's dmin) so that a value reaches the
- * same magnitudes: d = +-s / (15 * 63) and dmin = s * u / 63 (u in [-1, 1)) for Q4_K, d = +-s /
- * (32 * 128) for Q6_K. */
+ * super-block formats keep their random sub-block scales (Q4_K, Q5_K: 6-bit scales and
+ * minimums; Q6_K: int8 scales, -128 included) and get d (and dmin) so that a value reaches the
+ * same magnitudes: d = +-s / (15 * 63) (Q5_K: 31 * 63) and dmin = s * u / 63 (u in [-1, 1)) for
+ * Q4_K / Q5_K, d = +-s / (32 * 128) for Q6_K. */
 void kc_fill_qweights(uint8_t *w, const slate__wmat *wm, uint64_t *rng) {
     static const float mags[3] = {1.0f, 0.05f, 3.0f};
     size_t bytes = (size_t)slate__wmat_bytes(wm->dtype, wm->block, wm->asym, wm->n_out, wm->n_in);
@@ -247,14 +248,16 @@ void kc_fill_qweights(uint8_t *w, const slate__wmat *wm, uint64_t *rng) {
             continue;
         }
         if (slate__wdtype_superblock(wm->dtype)) {
-            bool k4 = wm->dtype == SLATE_DTYPE_Q4_K;
-            size_t bb = k4 ? sizeof(slate__block_q4_k) : sizeof(slate__block_q6_k);
+            /* Q4_K and Q5_K share the header {d, dmin, scales}; codes up to 15 or 31 */
+            bool k4 = wm->dtype != SLATE_DTYPE_Q6_K;
+            float qmax = wm->dtype == SLATE_DTYPE_Q5_K ? 31.0f : 15.0f;
+            size_t bb = (size_t)(wm->row_bytes / (size_t)(wm->n_in / 256));
             for (int64_t b = 0; b < wm->n_in / 256; b++) {
                 uint8_t *blk = w + (size_t)o * wm->row_bytes + (size_t)b * bb;
                 float s = mags[kc_rand(rng) % 3] * (0.5f + 0.5f * fabsf(kc_randf(rng)));
                 s = kc_rand(rng) % 2 ? s : -s;
                 if (k4) {
-                    put_f16(blk, s / (15.0f * 63.0f));
+                    put_f16(blk, s / (qmax * 63.0f));
                     put_f16(blk + 2, fabsf(s) * kc_randf(rng) / 63.0f);
                 } else {
                     put_f16(blk + 208, s / (32.0f * 128.0f));
@@ -345,7 +348,7 @@ bool kc_matmul_q(const slate__kernels *k, const slate__kernels *ref, slate_dtype
     char why[120];
     if (!slate__wlayout_check(dt, block, asym, n_in, why, sizeof why) ||
         !slate__wdtype_quantized(dt) || dt == SLATE_DTYPE_PAL)
-        return verdict(what, "not a valid case: needs Q8_0, Q4, Q8_C, Q4_K or Q6_K with n_in a "
+        return verdict(what, "not a valid case: needs Q8_0, Q4, Q8_C, Q4_K, Q6_K or Q5_K with n_in a "
                              "multiple of the block", problem, cap);
     float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
     float *bias = xmalloc((size_t)n_out * sizeof(float));

@@ -35,13 +35,13 @@ bool kc_matmul(const slate__kernels *k, const slate__kernels *ref, slate_dtype d
                uint64_t *rng, char *problem, size_t cap);
 
 /* The compressed formats and their layouts: Q8_0; Q4 with blocks of 16, 32, 64 and 128,
- * symmetric and asymmetric; Q8_C; the super-block formats Q4_K and Q6_K (the last two). */
+ * symmetric and asymmetric; Q8_C; the super-block formats Q4_K, Q6_K and Q5_K (the last three). */
 typedef struct kc_qfmt {
     slate_dtype dt;
     int32_t block; /* Q8_C: 0 */
     bool asym;
 } kc_qfmt;
-#define KC_N_QFMTS 12
+#define KC_N_QFMTS 13
 extern const kc_qfmt kc_qfmts[KC_N_QFMTS];
 
 /* Random stored bytes for the compressed matrix wm (its data, of slate__wmat_bytes bytes):

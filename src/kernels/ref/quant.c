@@ -61,6 +61,15 @@ static float deq1(const slate__wmat *w, int64_t o, int64_t i) {
         float dl = f16_at(blk) * (float)sc, ml = f16_at(blk + 2) * (float)m;
         return dl * (float)q - ml;
     }
+    case SLATE_DTYPE_Q5_K: {
+        const uint8_t *blk = row + (size_t)(i / 256) * sizeof(slate__block_q5_k);
+        int e = (int)(i % 256), j = e / 32, l = e % 32, sc, m;
+        slate__q4k_scale_min(blk + 4, j, &sc, &m);
+        uint8_t b = blk[48 + 32 * (j / 2) + l];
+        int q = (j % 2 ? b >> 4 : b & 15) + ((blk[16 + l] >> j) & 1 ? 16 : 0);
+        float dl = f16_at(blk) * (float)sc, ml = f16_at(blk + 2) * (float)m;
+        return dl * (float)q - ml;
+    }
     case SLATE_DTYPE_Q6_K: {
         const uint8_t *blk = row + (size_t)(i / 256) * sizeof(slate__block_q6_k);
         int e = (int)(i % 256), n = e / 128, g = (e % 128) / 32, l = e % 32;
@@ -112,6 +121,7 @@ void slate__ref_quant_fill(slate__kernels *k) {
     k->matmul[SLATE_DTYPE_PAL] = matmul_q;
     k->matmul[SLATE_DTYPE_Q4_K] = matmul_q;
     k->matmul[SLATE_DTYPE_Q6_K] = matmul_q;
+    k->matmul[SLATE_DTYPE_Q5_K] = matmul_q;
     for (int dt = 0; dt < SLATE__N_WDTYPES; dt++)
         if (slate__wdtype_valid((slate_dtype)dt)) k->row_to_f32[dt] = row_to_f32;
 }
