@@ -3,9 +3,9 @@
  * the scalar reference ("ref", kernels/ref/) on random data with odd sizes and tails: matmul
  * (F32, F16, BF16 weights; n_rows 1 (decode) to 9, n_in 1 to 1000, output sub-ranges, with and
  * without bias); matmul of the compressed formats (Q8_0; Q4 with blocks of 16, 32, 64, 128,
- * symmetric and asymmetric; Q8_C; Q4_K, Q6_K) with x quantized in two row ranges (n_rows 1 to
- * 9 and 13, one block, odd block counts, short last x units, 37 rows, rows of 4096+ inputs,
- * several output blocks; for Q4_K and Q6_K also row counts around the groups of 4, many
+ * symmetric and asymmetric; Q8_C; Q4_K, Q5_K, Q6_K) with x quantized in two row ranges (n_rows 1
+ * to 9 and 13, one block, odd block counts, short last x units, 37 rows, rows of 4096+ inputs,
+ * several output blocks; for Q4_K, Q5_K and Q6_K also row counts around the groups of 4, many
  * super-blocks, the tables' own kernels sharing Q8_0's x, and every code at its extreme against
  * every x at +-max, the largest integer sums); to_f32 (every f16 / bf16
  * bit pattern at several tail lengths), rms_norm, attention (F32 and F16 caches, head_dim 1 to
@@ -122,7 +122,10 @@ static void check_quant_matmuls(const slate__kernels *k, const slate__kernels *r
     }
 }
 
-/* ---- the super-block formats (Q4_K, Q6_K: arm/neon_k.c) ------------------------------------ */
+/* ---- the super-block formats (Q4_K, Q5_K, Q6_K: arm/neon_k.c) ------------------------------ */
+
+static const slate_dtype kdts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K};
+enum { N_KDTS = sizeof kdts / sizeof *kdts };
 
 /* Shapes of neon_k.c's tiling that check_quant_matmuls draws only by chance: row counts around
  * its groups of 4 (a single row left over takes the decode path), several output blocks of 16
@@ -136,25 +139,23 @@ static void check_kquant_tiles(const slate__kernels *k, const slate__kernels *re
         {17, 3, 49, 2, 47}, {6, 2, 16, 0, 16},  {1, 17, 35, 1, 34}, {2, 16, 19, 7, 19},
         {3, 5, 1, 0, 1},    {1, 1, 1, 0, 1},    {9, 20, 21, 4, 21},
     };
-    static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K};
-    for (size_t d = 0; d < 2; d++)
+    for (size_t d = 0; d < N_KDTS; d++)
         for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
-            report(kc_matmul_q(k, ref, dts[d], 256, false, cs[c].rows, 256 * cs[c].n_sb,
+            report(kc_matmul_q(k, ref, kdts[d], 256, false, cs[c].rows, 256 * cs[c].n_sb,
                                cs[c].n_out, cs[c].o0, cs[c].o1, c % 2 == 0, &rng, problem,
                                sizeof problem),
                    problem);
 }
 
-/* The neon tables run their own Q4_K / Q6_K matmuls (not ref's). The table's x for Q4_K / Q6_K
- * is the one it writes for Q8_0 (the same plan: bytes, layout
+/* The neon tables run their own Q4_K / Q5_K / Q6_K matmuls (not ref's). The table's x for
+ * them is the one it writes for Q8_0 (the same plan: bytes, layout
  * id, row alignment; the same bytes), so exec may share it between q/k/v or gate/up of mixed
  * formats, as a Q4_K_M file has them. Tables without an x quantizer for these pass. */
 static void check_kquant_shared_x(const slate__kernels *k, const slate__kernels *ref) {
     uint64_t rng = g_seed ^ 0x7368617265ull;
     char problem[512];
-    static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K};
-    for (size_t d = 0; d < 2; d++) {
-        slate_dtype dt = dts[d];
+    for (size_t d = 0; d < N_KDTS; d++) {
+        slate_dtype dt = kdts[d];
         snprintf(problem, sizeof problem, "%s %s: ", k->name, slate_dtype_name(dt));
         size_t len = strlen(problem);
         if (strncmp(k->name, "neon", 4) == 0 && (k->matmul[dt] == ref->matmul[dt] ||
@@ -201,13 +202,17 @@ static void check_kquant_shared_x(const slate__kernels *k, const slate__kernels 
 
 /* The largest integer sums the kernel keeps: every x of a row at +-max (so every |q_x| is 127)
  * against the largest codes: Q4_K all 15 (16 products of 15 * 127 per s16 lane of the NEON
- * baseline), Q6_K all -32 or all 31 (8 of 32 * 127), with x's sign the same or opposite
+ * baseline), Q6_K all -32 or all 31 (8 of 32 * 127), Q5_K all 31 (nibbles 15 and every qh bit:
+ * 8 products of 31 * 127 fit an s16 lane, 16 would not), with x's sign the same or opposite
  * everywhere; the scales stay random. A sum kept in too narrow a lane overflows here. */
 static void check_kquant_extremes(const slate__kernels *k, const slate__kernels *ref) {
     uint64_t rng = g_seed ^ 0x65787472656dull;
     const int64_t n_rows = 5, n_in = 512, n_out = 19, o0 = 2, o1 = 19;
-    for (int c = 0; c < 6; c++) { /* bit 0: x's sign; c / 2: 0 Q4_K, 1 Q6_K codes -32, 2 Q6_K 31 */
-        slate_dtype dt = c / 2 ? SLATE_DTYPE_Q6_K : SLATE_DTYPE_Q4_K;
+    /* bit 0: x's sign; c / 2: 0 Q4_K, 1 Q6_K codes -32, 2 Q6_K 31, 3 Q5_K 31 */
+    for (int c = 0; c < 8; c++) {
+        slate_dtype dt = c / 2 == 0 ? SLATE_DTYPE_Q4_K
+                         : c / 2 == 3 ? SLATE_DTYPE_Q5_K
+                                      : SLATE_DTYPE_Q6_K;
         char problem[512], detail[300] = "";
         snprintf(problem, sizeof problem, "%s matmul %s saturated codes (case %d): ", k->name,
                  slate_dtype_name(dt), c);
@@ -226,6 +231,9 @@ static void check_kquant_extremes(const slate__kernels *k, const slate__kernels 
                 if (dt == SLATE_DTYPE_Q4_K) {
                     blk += (size_t)b * sizeof(slate__block_q4_k);
                     memset(blk + 16, 0xFF, 128);
+                } else if (dt == SLATE_DTYPE_Q5_K) {
+                    blk += (size_t)b * sizeof(slate__block_q5_k);
+                    memset(blk + 16, 0xFF, 32 + 128); /* qh and qs */
                 } else {
                     blk += (size_t)b * sizeof(slate__block_q6_k);
                     memset(blk, c / 2 == 1 ? 0x00 : 0xFF, 192); /* ql and qh */

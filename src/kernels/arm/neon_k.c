@@ -1,44 +1,48 @@
 /*
- * neon_k.c - integer matmul of the GGUF super-block formats (Q4_K, Q6_K: quant.h) with AArch64
- * Advanced SIMD: the "neon" table (dispatch.c adds them after neon_q.c's kernels). Same
+ * neon_k.c - integer matmul of the GGUF super-block formats (Q4_K, Q5_K, Q6_K: quant.h) with
+ * AArch64 Advanced SIMD: the "neon" table (dispatch.c adds them after neon_q.c's kernels). Same
  * signatures and meaning as kernels/ref/quant.c up to the rounding of x; the design is
  * arm/neon_q.c's, whose header explains it.
  *
  * x is neon_q.c's: this file installs the table's Q4 quantizer (xq_plan + quantize_x, layout
- * 'N' << 24) for Q4_K and Q6_K too, so exec quantizes x once for q/k/v and gate/up whatever
- * their formats (Q4_K_M files mix Q4_K and Q6_K in attn_v and ffn_down). Per row of x: int8
- * q[units * 32], f32 dx[units], f32 hs[units * 2] (dx * sum of q over each half of 16), units of
- * 32 inputs, dx = max|x| / 127 over the unit. A unit of x is one Q4_K sub-block (one 6-bit
- * scale and minimum) or two Q6_K scale groups of 16, so the integer products never cross a
- * scale of x or of w:
+ * 'N' << 24) for Q4_K, Q5_K and Q6_K too, so exec quantizes x once for q/k/v and gate/up
+ * whatever their formats (Q4_K_M files mix Q4_K and Q6_K in attn_v and ffn_down, Q5_K_M files
+ * Q5_K and Q6_K). Per row of x: int8 q[units * 32], f32 dx[units], f32 hs[units * 2] (dx * sum
+ * of q over each half of 16), units of 32 inputs, dx = max|x| / 127 over the unit. A unit of x
+ * is one Q4_K / Q5_K sub-block (one 6-bit scale and minimum) or two Q6_K scale groups of 16, so
+ * the integer products never cross a scale of x or of w:
  *   Q4_K  codes 0..15 as s8; unit u of the super-block gives isum_u = sum q_w q_x, and
  *         y += (d sc_u) dx_u isum_u - (dmin m_u) (dx_u sum q_x), the second from hs: the same
  *         rounded x in both terms, so y is exactly w . x^ up to f32 sums (kcheck.c's bound);
+ *   Q5_K  Q4_K's kernel on codes 0..31 (the nibble with qh's bit inserted above it by vsli /
+ *         vsri), the same scales and terms;
  *   Q6_K  codes - 32 (-32..31) as s8; each group of 16 gives isum_g and
  *         y += (d sc_g) dx_u isum_g.
  * The f32 work is per 4 units (128 inputs), not per unit as in neon_q.c: the integer sums of 4
- * units (Q4_K) or 8 groups (Q6_K) are reduced with pairwise adds into one or two vectors whose
- * lanes are the units (groups), then one conversion and one FMA each against the lane-wise
- * scales (d sc, from the super-block, times dx of the 4 units, which lie side by side in xq).
+ * units (Q4_K, Q5_K) or 8 groups (Q6_K) are reduced with pairwise adds into one or two vectors
+ * whose lanes are the units (groups), then one conversion and one FMA each against the
+ * lane-wise scales (d sc, from the super-block, times dx of the 4 units, which lie side by side
+ * in xq).
  *   - baseline (plain Advanced SIMD): vmull_s8 / vmlal_s8 products summed in s16 as far as
- *     they cannot overflow (Q4_K: |q_w q_x| <= 15 * 127, 16 per lane, 30480; Q6_K: 32 * 127,
- *     8 per lane, 32512), then vpaddlq_s16 to s32;
+ *     they cannot overflow (Q4_K: |q_w q_x| <= 15 * 127, 16 per lane, 30480; Q5_K: 31 * 127,
+ *     8 per lane, 31496 (16 would reach 62992); Q6_K: 32 * 127, 8 per lane, 32512), then
+ *     vpaddlq_s16 to s32 (Q5_K: and vpaddq_s32 for the last pair);
  *   - arm/neon_dotprod_k.c (this file again, built with SLATE_NEON_Q_DOTPROD, table
  *     "neon_dotprod"): one SDOT per 16 products, vpaddq_s32 to reduce.
- * The Q4_K scales and minimums are unpacked once per super-block and weight row (ggml's masks,
- * in vector registers), to f32 d sc and dmin m vectors; Q6_K's 16 int8 scales the same.
+ * The Q4_K / Q5_K scales and minimums are unpacked once per super-block and weight row (ggml's
+ * masks, in vector registers), to f32 d sc and dmin m vectors; Q6_K's 16 int8 scales the same.
  *
  * Tiling as neon_q.c: decode (n_rows == 1) streams each weight row once into two sets of
  * accumulators (the two halves of a super-block); prefill unpacks each half super-block of a
  * weight row (8 registers of codes, its scales) once for up to 4 rows of x and goes over the
- * outputs in blocks of OB = 16 weight rows (16 rows of 4096 inputs are 36 KiB of Q4_K, 53 KiB
- * of Q6_K: L2) while every group of 4 rows passes over them; a single row left over takes the
- * decode path. Nothing is read past the arrays: rows are whole super-blocks, so x has no short
- * unit.
+ * outputs in blocks of OB = 16 weight rows (16 rows of 4096 inputs are 36 KiB of Q4_K, 44 KiB
+ * of Q5_K, 53 KiB of Q6_K: L2) while every group of 4 rows passes over them; a single row left
+ * over takes the decode path. Nothing is read past the arrays: rows are whole super-blocks, so
+ * x has no short unit.
  *
- * Why: without it the neon table ran Q4_K / Q6_K on ref, which dequantizes one weight at a time.
- * Correctness is checked under qemu (tests/kernels/neon_check.c, scripts/check_neon.sh); speed
- * on ARM hardware is not measured (qemu says nothing about it).
+ * Why: without it the neon table ran Q4_K / Q5_K / Q6_K on ref, which dequantizes one weight
+ * at a time. Correctness is checked under qemu (tests/kernels/neon_check.c,
+ * scripts/check_neon.sh); speed on ARM hardware is not measured (qemu says nothing about it).
  * What it lacks: row_to_f32 stays ref's (x86: avx2_k.c has one); no i8mm (SMMLA) prefill tiles.
  */
 #include "kernels/kernels.h"
@@ -76,11 +80,13 @@ INLINE float f16_at(const uint8_t *p) {
 
 /* ---- integer dot products of 4 units ------------------------------------------------------
  * w[2 k], w[2 k + 1]: the s8 weights of inputs 0-15 and 16-31 of unit k (0..3); x the same.
- * dot_units4: lane k = the dot product of unit k (Q4_K codes 0..15 only, see the bounds above).
+ * dot_units4: lane k = the dot product of unit k (codes 0..15, or 0..31 with wide: Q5_K; see
+ * the bounds above).
  * dot_groups4: lo = {unit 0 inputs 0-15, unit 0 16-31, unit 1 0-15, unit 1 16-31}, hi the same
  * for units 2 and 3 (Q6_K codes -32..31 only). */
 #ifdef SLATE_NEON_Q_DOTPROD
-INLINE int32x4_t dot_units4(const int8x16_t *w, const int8x16_t *x) {
+INLINE int32x4_t dot_units4(bool wide, const int8x16_t *w, const int8x16_t *x) {
+    (void)wide; /* s32 sums: any s8 codes */
     const int32x4_t z = vdupq_n_s32(0);
     int32x4_t p[4];
     UNROLL for (int k = 0; k < 4; k++)
@@ -99,15 +105,18 @@ INLINE void dot_groups4(const int8x16_t *w, const int8x16_t *x, int32x4_t *lo, i
 INLINE int16x8_t mul_pairs(int8x16_t w, int8x16_t x) {
     return vmlal_high_s8(vmull_s8(vget_low_s8(w), vget_low_s8(x)), w, x);
 }
-INLINE int32x4_t dot_units4(const int8x16_t *w, const int8x16_t *x) {
-    int16x8_t s[4]; /* 4 products per lane: at most 4 * 15 * 127 = 7620 */
+INLINE int32x4_t dot_units4(bool wide, const int8x16_t *w, const int8x16_t *x) {
+    int16x8_t s[4]; /* 4 products per lane: at most 4 * 31 * 127 = 15748 */
     UNROLL for (int k = 0; k < 4; k++)
         s[k] = vmlal_high_s8(vmlal_s8(mul_pairs(w[2 * k], x[2 * k]), vget_low_s8(w[2 * k + 1]),
                                       vget_low_s8(x[2 * k + 1])),
                              w[2 * k + 1], x[2 * k + 1]);
-    /* 16 products per lane (at most 30480): {u0, u0, u1, u1, u2, u2, u3, u3} */
-    int16x8_t t = vpaddq_s16(vpaddq_s16(s[0], s[1]), vpaddq_s16(s[2], s[3]));
-    return vpaddlq_s16(t);
+    /* 8 products per lane (at most 8 * 31 * 127 = 31496): {u0 x 4, u1 x 4}, {u2 x 4, u3 x 4} */
+    int16x8_t t0 = vpaddq_s16(s[0], s[1]), t1 = vpaddq_s16(s[2], s[3]);
+    if (wide) /* 16 products of codes up to 31 would reach 62992: widen first */
+        return vpaddq_s32(vpaddlq_s16(t0), vpaddlq_s16(t1));
+    /* 16 products per lane (codes up to 15: at most 30480): {u0, u0, u1, u1, u2, u2, u3, u3} */
+    return vpaddlq_s16(vpaddq_s16(t0, t1));
 }
 INLINE void dot_groups4(const int8x16_t *w, const int8x16_t *x, int32x4_t *lo, int32x4_t *hi) {
     int16x8_t p[8]; /* 2 products per lane: at most 2 * 32 * 127 = 8128 */
@@ -120,10 +129,10 @@ INLINE void dot_groups4(const int8x16_t *w, const int8x16_t *x, int32x4_t *lo, i
 
 /* ---- super-blocks -------------------------------------------------------------------------- */
 
-/* Q4_K: fs[h] = d * sc_j and fm[h] = dmin * m_j for j = 4 h .. 4 h + 3 (quant.h's rule with
- * ggml's masks, on the 12 bytes as u32 s0, s1, s2, two at a time: {sc_0..3, m_0..3} = {s0, s1}
- * & 0x3f.., {sc_4..7, m_4..7} = ({s2, s2 >> 4} & 0x0f..) | ({s0, s1} >> 6 & 0x03..) << 4). The
- * 16-byte load reads 4 bytes of qs past the scales: inside the super-block. */
+/* Q4_K and Q5_K: fs[h] = d * sc_j and fm[h] = dmin * m_j for j = 4 h .. 4 h + 3 (quant.h's
+ * rule with ggml's masks, on the 12 bytes as u32 s0, s1, s2, two at a time: {sc_0..3, m_0..3} =
+ * {s0, s1} & 0x3f.., {sc_4..7, m_4..7} = ({s2, s2 >> 4} & 0x0f..) | ({s0, s1} >> 6 & 0x03..) <<
+ * 4). The 16-byte load reads 4 bytes of qs (Q5_K: qh) past the scales: inside the super-block. */
 INLINE void q4k_scales(const uint8_t *blk, float32x4_t *fs, float32x4_t *fm) {
     uint32x4_t s = vreinterpretq_u32_u8(vld1q_u8(blk + 4));
     uint32x2_t a = vget_low_u32(s), s2 = vdup_laneq_u32(s, 2);
@@ -152,6 +161,24 @@ INLINE void q4k_codes(const uint8_t *blk, int h, int8x16_t *w) {
             w[4 * p + k] = vreinterpretq_s8_u8(vandq_u8(v, m4));
             w[4 * p + 2 + k] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
         }
+}
+
+/* Q5_K: the codes of units 4 h .. 4 h + 3: Q4_K's nibbles (qs at byte 48) with bit j of qh[l]
+ * inserted as bit 4 of unit j's code l. vsli keeps the low nibble and inserts the bit above it;
+ * vsri keeps the bit (alone at bit 4) and inserts the high nibble below it. */
+INLINE void q5k_codes(const uint8_t *blk, int h, int8x16_t *w) {
+    const uint8_t *qs = blk + 48 + 64 * h, *qh = blk + 16;
+    const uint8x16_t m1 = vdupq_n_u8(1), m10 = vdupq_n_u8(0x10);
+    UNROLL for (int k = 0; k < 2; k++) {
+        uint8x16_t b = vld1q_u8(qh + 16 * k);
+        b = h ? vshrq_n_u8(b, 4) : b; /* bits 4 h .. 4 h + 3: units 4 h .. 4 h + 3 */
+        UNROLL for (int p = 0; p < 2; p++) {
+            uint8x16_t v = vld1q_u8(qs + 32 * p + 16 * k), bp = p ? vshrq_n_u8(b, 2) : b;
+            w[4 * p + k] = vreinterpretq_s8_u8(vsliq_n_u8(v, vandq_u8(bp, m1), 4));
+            w[4 * p + 2 + k] =
+                vreinterpretq_s8_u8(vsriq_n_u8(vandq_u8(vshlq_n_u8(bp, 3), m10), v, 4));
+        }
+    }
 }
 
 /* Q6_K: fs[k] = d * scales[4 k .. 4 k + 3], k = 0..3 (groups of 16 in input order). */
@@ -189,7 +216,7 @@ INLINE void q6k_codes(const uint8_t *blk, int n, int8x16_t *w) {
 
 /* ---- matmul ------------------------------------------------------------------------------ */
 
-enum { F_Q4_K, F_Q6_K };
+enum { F_Q4_K, F_Q5_K, F_Q6_K };
 
 /* Where row r of quantized x lives. */
 typedef struct xrow {
@@ -205,9 +232,11 @@ INLINE void load_x4(const xrow *xr, int64_t u, int8x16_t *x) {
 INLINE void rows_k(int F, int R, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
                    const float *bias, int64_t r0, int64_t o) {
     int64_t units = x_units(w), n_sb = w->n_in / SLATE__SUPERBLOCK;
-    size_t bb = F == F_Q4_K ? sizeof(slate__block_q4_k) : sizeof(slate__block_q6_k);
+    size_t bb = F == F_Q4_K   ? sizeof(slate__block_q4_k)
+                : F == F_Q5_K ? sizeof(slate__block_q5_k)
+                              : sizeof(slate__block_q6_k);
     const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-    /* One row (decode): the second half of each super-block (Q4_K) or the second vector of
+    /* One row (decode): the second half of each super-block (Q4_K, Q5_K) or the second vector of
      * groups (Q6_K) goes into a second accumulator so that the FMAs do not wait on each other;
      * with 2 to 4 rows the rows do that (and fewer registers stay live). */
     const int odd = R == 1;
@@ -221,17 +250,20 @@ INLINE void rows_k(int F, int R, float *y, const uint8_t *xq, size_t xs, const s
     }
     for (int64_t b = 0; b < n_sb; b++) {
         const uint8_t *blk = row + (size_t)b * bb;
-        if (F == F_Q4_K) {
+        if (F == F_Q4_K || F == F_Q5_K) { /* the same scales, at the same bytes */
             float32x4_t fs[2], fm[2];
             q4k_scales(blk, fs, fm);
             UNROLL for (int h = 0; h < 2; h++) {
                 int8x16_t wv[8];
-                q4k_codes(blk, h, wv);
+                if (F == F_Q4_K)
+                    q4k_codes(blk, h, wv);
+                else
+                    q5k_codes(blk, h, wv);
                 int64_t u = b * UPS + 4 * h;
                 UNROLL for (int r = 0; r < R; r++) {
                     int8x16_t xv[8];
                     load_x4(&xr[r], u, xv);
-                    int32x4_t is = dot_units4(wv, xv);
+                    int32x4_t is = dot_units4(F == F_Q5_K, wv, xv);
                     float32x4x2_t hs = vld2q_f32(xr[r].hs + 2 * u); /* halves of units u.. */
                     float32x4_t *a = &acc[h * odd][r], dx = vld1q_f32(xr[r].dx + u);
                     *a = vfmaq_f32(*a, vcvtq_f32_s32(is), vmulq_f32(fs[h], dx));
@@ -296,6 +328,12 @@ static void matmul_q4_k(float *y, const float *x, const void *xq, const slate__w
     matmul_fmt(F_Q4_K, y, xq, w, b, n_rows, o0, o1);
 }
 
+static void matmul_q5_k(float *y, const float *x, const void *xq, const slate__wmat *w,
+                        const float *b, int64_t n_rows, int64_t o0, int64_t o1) {
+    (void)x;
+    matmul_fmt(F_Q5_K, y, xq, w, b, n_rows, o0, o1);
+}
+
 static void matmul_q6_k(float *y, const float *x, const void *xq, const slate__wmat *w,
                         const float *b, int64_t n_rows, int64_t o0, int64_t o1) {
     (void)x;
@@ -309,8 +347,9 @@ void slate__neon_k_fill(slate__kernels *k) {
 #endif
     /* x as neon_q.c quantizes it (already in the table's Q4 slot): the layout read above. */
     if (!k->quantize_x[SLATE_DTYPE_Q4]) return; /* not filled by neon_q.c: stay ref */
-    static const slate_dtype kq[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K};
+    static const slate_dtype kq[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K};
     k->matmul[SLATE_DTYPE_Q4_K] = matmul_q4_k;
+    k->matmul[SLATE_DTYPE_Q5_K] = matmul_q5_k;
     k->matmul[SLATE_DTYPE_Q6_K] = matmul_q6_k;
     for (size_t i = 0; i < sizeof kq / sizeof *kq; i++) {
         k->xq_plan[kq[i]] = k->xq_plan[SLATE_DTYPE_Q4];
