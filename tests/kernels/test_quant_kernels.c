@@ -1,6 +1,6 @@
 /* test_quant_kernels.c - the matmul of the compressed weight formats (Q8_0; Q4 with blocks of
- * 16, 32, 64, 128, symmetric and asymmetric; Q8_C; Q4_K and Q6_K) of every SIMD table this CPU
- * supports ("avx2", x86/avx2_q.c and x86/avx2_k.c; "avx2_vnni", the same with AVX-VNNI;
+ * 16, 32, 64, 128, symmetric and asymmetric; Q8_C; Q4_K, Q5_K and Q6_K) of every SIMD table this
+ * CPU supports ("avx2", x86/avx2_q.c and x86/avx2_k.c; "avx2_vnni", the same with AVX-VNNI;
  * "avx512_vnni", x86/avx512_vnni.c and x86/avx512_vnni_k.c; on AArch64 "neon" and
  * "neon_dotprod", arm/neon_q.c and arm/neon_k.c, which tests/kernels/neon_check.c also checks
  * under qemu; all quantize activations) against the scalar reference (kernels/ref/quant.c:
@@ -251,8 +251,9 @@ static void quantize_x_gives_the_same_bytes_for_any_row_split(void **st) {
     }
 }
 
-/* avx2_vnni is avx2_q.c with vpdpbusd for vpmaddubsw + vpmaddwd: the integer sums are equal
- * (no pair can saturate s16), so every output must be bit-identical to the avx2 table's. */
+/* avx2_vnni is avx2_q.c and avx2_k.c with vpdpbusd for vpmaddubsw + vpmaddwd: the integer sums
+ * are equal (no pair can saturate s16), so every output must be bit-identical to the avx2
+ * table's. */
 static void avx2_vnni_equals_avx2_bit_for_bit(void **st) {
     (void)st;
     const slate__kernels *a = slate__kernels_by_name("avx2"), *b = slate__kernels_by_name("avx2_vnni");
@@ -263,11 +264,11 @@ static void avx2_vnni_equals_avx2_bit_for_bit(void **st) {
     uint64_t rng = tu_seed() ^ 0x766e6e69ull;
     for (size_t fi = 0; fi < KC_N_QFMTS; fi++) {
         const kc_qfmt *f = &kc_qfmts[fi];
-        /* The super-block formats have an avx2_vnni variant only where both tables quantize x
-         * for them and install different matmuls; every other format must have one. */
-        if (slate__wdtype_superblock(f->dt) &&
-            (!a->xq_plan[f->dt] || a->matmul[f->dt] == b->matmul[f->dt]))
-            continue;
+        /* Every format, the super-block ones (Q4_K, Q5_K, Q6_K: x86/avx2_k.c) included, has
+         * its own integer kernel in both tables, on x quantized by avx2's quantizer. */
+        if (!a->xq_plan[f->dt] || a->matmul[f->dt] == b->matmul[f->dt])
+            fail_msg("%s B=%d asym=%d: avx2 and avx2_vnni do not run kernels of their own",
+                     slate_dtype_name(f->dt), f->block, (int)f->asym);
         int64_t n_rows = 1 + (int64_t)(tu_rand(&rng) % 9), n_out = 21;
         int64_t n_in = f->dt == SLATE_DTYPE_Q8_C ? 333 : (f->block ? f->block : 32) * 11;
         float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
@@ -320,31 +321,35 @@ static void row_to_f32_matches_ref_dequantization(void **st) {
 }
 
 /* The super-block formats at the magnitudes that could overflow an integer product: Q4_K with
- * every code 15 and every scale and minimum 63, or every code 0 under minimums 63; Q6_K with
- * every code 63 or every code 0 (|code - 32| up to 32) under scales -128 and 127; against x of
- * one magnitude (every input rounds to +-127: the largest u8 x s8 pairs, 63 * 127 * 2 for Q6_K),
- * of alternating sign, and random; one super-block and many, rows across the 4-row tile. A
- * saturated s16 pair or a wrapped sum is off by far more than the bound. */
+ * every code 15 and every scale and minimum 63, or every code 0 under minimums 63; Q5_K the
+ * same with every code 31 (every fifth bit set) or 0; Q6_K with every code 63 or every code 0
+ * (|code - 32| up to 32) under scales -128 and 127; against x of one magnitude (every input
+ * rounds to +-127: the largest u8 x s8 pairs, 63 * 127 * 2 for Q6_K), of alternating sign, and
+ * random; one super-block and many, rows across the 4-row tile. A saturated s16 pair or a
+ * wrapped sum is off by far more than the bound. */
 static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x6578747265ull;
     static const int64_t n_ins[] = {256, 256 * 9};
-    for (int fmt = 0; fmt < 2; fmt++)
+    static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K};
+    for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
         for (size_t ni = 0; ni < sizeof n_ins / sizeof *n_ins; ni++) {
-            slate_dtype dt = fmt ? SLATE_DTYPE_Q6_K : SLATE_DTYPE_Q4_K;
+            slate_dtype dt = dts[di];
             int64_t n_in = n_ins[ni], n_out = 6, n_rows = 7;
             uint8_t *w = xmalloc((size_t)slate__wmat_bytes(dt, 256, false, n_out, n_in));
             slate__wmat wm;
             slate__wmat_init(&wm, w, dt, 256, false, n_out, n_in);
             kc_fill_qweights(w, &wm, &rng); /* random d (dmin), both signs; rows 4, 5 stay random */
+            size_t bb = dt == SLATE_DTYPE_Q4_K   ? sizeof(slate__block_q4_k)
+                        : dt == SLATE_DTYPE_Q5_K ? sizeof(slate__block_q5_k)
+                                                 : sizeof(slate__block_q6_k);
             for (int64_t o = 0; o < 4; o++)
                 for (int64_t b = 0; b < n_in / 256; b++) {
-                    size_t bb = fmt ? sizeof(slate__block_q6_k) : sizeof(slate__block_q4_k);
                     uint8_t *blk = w + (size_t)o * wm.row_bytes + (size_t)b * bb;
                     uint8_t code = o % 2 ? 0x00 : 0xFF;
-                    if (!fmt) {
+                    if (dt != SLATE_DTYPE_Q6_K) {
                         memset(blk + 4, 0xFF, 12); /* every scale and minimum 63 */
-                        memset(blk + 16, code, 128);
+                        memset(blk + 16, code, bb - 16); /* Q5_K: qh and qs, codes 31 or 0 */
                     } else {
                         memset(blk, code, 192);    /* ql and qh: codes 63 or 0 */
                         memset(blk + 192, o < 2 ? 0x80 : 0x7F, 16); /* scales -128 or 127 */
@@ -381,8 +386,8 @@ static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
 }
 
 /* Two formats whose plans name the same nonzero layout must write the same xq bytes: exec
- * quantizes x once for both (x86/avx2_k.c installs avx2_q.c's quantizer for Q4_K and Q6_K, so
- * a Q4_K_M q/k/v or gate/up with mixed formats shares one xq). */
+ * quantizes x once for both (x86/avx2_k.c installs avx2_q.c's quantizer for Q4_K, Q5_K and
+ * Q6_K, so a Q4_K_M or Q5_K_M q/k/v or gate/up with mixed formats shares one xq). */
 static void formats_sharing_an_xq_layout_write_the_same_bytes(void **st) {
     const slate__kernels *k = table_or_skip(st);
     uint64_t rng = tu_seed() ^ 0x73686172ull;

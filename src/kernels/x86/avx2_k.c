@@ -1,21 +1,25 @@
 /*
- * avx2_k.c - integer matmul of the super-block formats Q4_K and Q6_K (GGUF's, quant.h) for CPUs
- * with AVX2: the avx2 table, and the avx512 table, which keeps avx2's integer kernels. Same
- * signatures and meaning as kernels/ref/quant.c up to the rounding of x.
+ * avx2_k.c - integer matmul of the super-block formats Q4_K, Q5_K and Q6_K (GGUF's, quant.h)
+ * for CPUs with AVX2: the avx2 table, and the avx512 table, which keeps avx2's integer kernels.
+ * Same signatures and meaning as kernels/ref/quant.c up to the rounding of x.
  *
  * x is x86/avx2_q.c's: its quantizer and plan are installed for these formats too (the same
  * bytes, the same layout id), so exec quantizes x once for q/k/v or gate/up even where a Q4_K_M
- * file mixes Q4_K and Q6_K there. Per row: int8 q in units of 32 inputs, the f32 scale dx of
- * each unit and dx * (sum of q) of each half of 16. A super-block of 256 is 8 units; each
- * product of a unit of 32 weights with a unit of x is integer (vpmaddubsw u8 x s8 -> s16 pairs,
- * vpmaddwd -> 8 x s32, lanes 0-3 the first 16 inputs, 4-7 the last 16), then one f32 FMA with
- * a scale broadcast from memory (vbroadcastss: a load, not a shuffle on the port the integer
- * work needs).
+ * (Q5_K_M) file mixes Q4_K (Q5_K) and Q6_K there. Per row: int8 q in units of 32 inputs, the
+ * f32 scale dx of each unit and dx * (sum of q) of each half of 16. A super-block of 256 is 8
+ * units; each product of a unit of 32 weights with a unit of x is integer (vpmaddubsw u8 x s8
+ * -> s16 pairs, vpmaddwd -> 8 x s32, lanes 0-3 the first 16 inputs, 4-7 the last 16), then one
+ * f32 FMA with a scale broadcast from memory (vbroadcastss: a load, not a shuffle on the port
+ * the integer work needs).
  *   Q4_K  value (d sc_j) q - dmin m_j with codes q in 0..15 (u8 already: a 32-byte load of qs
  *         is two units, low nibbles sub-block 2p, high nibbles 2p + 1): dot * d sc_j dx, the 8
  *         units' d sc_j dx computed in one vector per super-block and row and stored; the
  *         minimum as dmin m_j times the unit's x sum (two halves added by vhaddps, whose lane
  *         order [0 1 4 5 2 3 6 7] the minimums are permuted to). vpmaddwd by ones.
+ *   Q5_K  Q4_K's kernel (the same header; qs after the 32 bytes of qh) with the fifth bit of
+ *         each code OR-ed in as 16 before the product: qh loaded once per super-block, bits
+ *         2p and 2p + 1 of its bytes moved to bit 4 for the pair of units p, then qh shifted
+ *         right by 2. Codes 0..31 are still u8; a vpmaddubsw pair is at most 2 * 31 * 128.
  *   Q6_K  value d s_k (code - 32), s_k one int8 scale per 16: the 6-bit code (0..63, u8) times
  *         x, pairs at most 2 * 63 * 127 < 32767 (no s16 saturation), then vpmaddwd by the two
  *         scales of the unit as s16 (lanes 0-3 s_2u, 4-7 s_2u+1: one vpshufb of the 16 scales
@@ -25,9 +29,9 @@
  * The correction terms go into the same f32 accumulator as the products (only its lane sum
  * matters). Up to 4 rows of x share each unpacked super-block (prefill), as in avx2_q.c.
  *
- * Built as x86/avx2_vnni_k.c (SLATE_AVX2_K_VNNI) for the avx2_vnni table: Q4_K's unit products
- * are one VEX vpdpbusd; Q6_K keeps vpmaddubsw + vpmaddwd by its scales (vpdpbusd sums 4
- * products, so the per-16 scales would cost a vpmulld or an f32 multiply per unit instead),
+ * Built as x86/avx2_vnni_k.c (SLATE_AVX2_K_VNNI) for the avx2_vnni table: Q4_K's and Q5_K's
+ * unit products are one VEX vpdpbusd; Q6_K keeps vpmaddubsw + vpmaddwd by its scales (vpdpbusd
+ * sums 4 products, so the per-16 scales would cost a vpmulld or an f32 multiply per unit instead),
  * compiled with the same flags. Integer sums are exact either way, so the two tables' results
  * are bit-identical (test_quant_kernels checks it).
  */
@@ -74,10 +78,13 @@ INLINE __m256 u8x8_ps(uint64_t v) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v)));
 }
 
-/* Rows r0 .. r0+R-1 of x against weight row o of a Q4_K matrix. */
-INLINE void q4k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
+/* Rows r0 .. r0+R-1 of x against weight row o of a Q4_K matrix, or of a Q5_K one (q5, a
+ * constant after inlining): the same header and nibbles (qs after qh) with the fifth bit of
+ * unit j, bit j of qh[l], moved to bit 4 of the code. */
+INLINE void q4k_rows(int R, bool q5, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
                      const float *bias, int64_t r0, int64_t o) {
     int64_t units = x_units(w), nsb = w->n_in / SLATE__SUPERBLOCK;
+    size_t bb = q5 ? sizeof(slate__block_q5_k) : sizeof(slate__block_q4_k), qs = q5 ? 48 : 16;
     const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
     const int8_t *xr[4];
     const float *dx[4], *hs[4];
@@ -88,10 +95,10 @@ INLINE void q4k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate_
         hs[r] = dx[r] + units;
         acc[r] = _mm256_setzero_ps();
     }
-    const __m256i low = _mm256_set1_epi8(15);
+    const __m256i low = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(16);
     const __m256i hadd_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q4_k);
+        const uint8_t *b = row + (size_t)sb * bb;
         int64_t u0 = sb * UPS;
         uint64_t sc, m;
         q4k_scales(b + 4, &sc, &m);
@@ -105,10 +112,19 @@ INLINE void q4k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate_
                                          _mm256_loadu_ps(hs[r] + 2 * u0 + 8));
             acc[r] = _mm256_fnmadd_ps(dm, xs32, acc[r]);
         }
+        /* Q5_K: qh shifted right by 2 p before pair p, so bits 0 and 1 of each byte are the
+         * fifth bits of units 2 p and 2 p + 1 (16-bit shifts: the bits that cross into a byte
+         * from its neighbour land above bit 1 and are masked off) */
+        __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
         UNROLL for (int p = 0; p < UPS / 2; p++) {
-            __m256i v = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * p));
+            __m256i v = _mm256_loadu_si256((const __m256i *)(b + qs + 32 * p));
             __m256i wl = _mm256_and_si256(v, low);
             __m256i wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            if (q5) { /* codes 0..31: u8 x s8 pairs at most 2 * 31 * 128, no s16 saturation */
+                wl = _mm256_or_si256(wl, _mm256_and_si256(_mm256_slli_epi16(qh, 4), bit4));
+                wh = _mm256_or_si256(wh, _mm256_and_si256(_mm256_slli_epi16(qh, 3), bit4));
+                qh = _mm256_srli_epi16(qh, 2);
+            }
             UNROLL for (int r = 0; r < R; r++) {
                 const int8_t *xu = xr[r] + (u0 + 2 * p) * XU;
                 __m256i pl = dot_u8s8(wl, _mm256_loadu_si256((const __m256i *)xu));
@@ -207,9 +223,18 @@ static void matmul_q4_k(float *y, const float *x, const void *xq, const slate__w
                         const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
     (void)x;
     size_t xs = x_stride(w);
-#define Q4K_CALL(R) q4k_rows(R, y, xq, xs, w, bias, r, o)
+#define Q4K_CALL(R) q4k_rows(R, false, y, xq, xs, w, bias, r, o)
     ROWS(Q4K_CALL)
 #undef Q4K_CALL
+}
+
+static void matmul_q5_k(float *y, const float *x, const void *xq, const slate__wmat *w,
+                        const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
+    (void)x;
+    size_t xs = x_stride(w);
+#define Q5K_CALL(R) q4k_rows(R, true, y, xq, xs, w, bias, r, o)
+    ROWS(Q5K_CALL)
+#undef Q5K_CALL
 }
 
 static void matmul_q6_k(float *y, const float *x, const void *xq, const slate__wmat *w,
@@ -246,6 +271,32 @@ static void row_to_f32_q4_k(float *dst, const slate__wmat *w, int64_t o) {
     }
 }
 
+/* Q5_K: Q4_K's with bit j of qh[l] added as 16 to the code of element 32 j + l. */
+static void row_to_f32_q5_k(float *dst, const slate__wmat *w, int64_t o) {
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    for (int64_t sb = 0; sb < w->n_in / SLATE__SUPERBLOCK; sb++) {
+        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q5_k);
+        float d = f16_scalar(b), dmin = f16_scalar(b + 2);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            slate__q4k_scale_min(b + 4, j, &sc, &m);
+            __m256 dl = _mm256_set1_ps(d * (float)sc), ml = _mm256_set1_ps(dmin * (float)m);
+            const uint8_t *qs = b + 48 + 32 * (j / 2);
+            for (int u = 0; u < 4; u++) {
+                __m128i v = _mm_loadl_epi64((const __m128i *)(qs + 8 * u));
+                __m128i h = _mm_loadl_epi64((const __m128i *)(b + 16 + 8 * u));
+                v = j % 2 ? _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15))
+                          : _mm_and_si128(v, _mm_set1_epi8(15));
+                h = _mm_and_si128(_mm_srl_epi16(h, _mm_cvtsi32_si128(j)), _mm_set1_epi8(1));
+                v = _mm_or_si128(v, _mm_slli_epi16(h, 4)); /* 0..31, no carry across bytes */
+                __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+                _mm256_storeu_ps(dst + sb * SLATE__SUPERBLOCK + 32 * j + 8 * u,
+                                 _mm256_sub_ps(_mm256_mul_ps(dl, q), ml));
+            }
+        }
+    }
+}
+
 static void row_to_f32_q6_k(float *dst, const slate__wmat *w, int64_t o) {
     const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
     for (int64_t sb = 0; sb < w->n_in / SLATE__SUPERBLOCK; sb++) {
@@ -273,11 +324,13 @@ void slate__avx2_vnni_k_fill(slate__kernels *k) {
 void slate__avx2_k_fill(slate__kernels *k) {
 #endif
     k->row_to_f32[SLATE_DTYPE_Q4_K] = row_to_f32_q4_k;
+    k->row_to_f32[SLATE_DTYPE_Q5_K] = row_to_f32_q5_k;
     k->row_to_f32[SLATE_DTYPE_Q6_K] = row_to_f32_q6_k;
     /* x as the table's Q4 quantizer writes it (avx2_q.c's layout); without one, ref stays. */
     if (!k->xq_plan[SLATE_DTYPE_Q4] || !k->quantize_x[SLATE_DTYPE_Q4]) return;
-    static const slate_dtype q[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K};
+    static const slate_dtype q[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K};
     k->matmul[SLATE_DTYPE_Q4_K] = matmul_q4_k;
+    k->matmul[SLATE_DTYPE_Q5_K] = matmul_q5_k;
     k->matmul[SLATE_DTYPE_Q6_K] = matmul_q6_k;
     for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
         k->xq_plan[q[i]] = k->xq_plan[SLATE_DTYPE_Q4];
