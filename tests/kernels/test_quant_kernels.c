@@ -423,6 +423,30 @@ static void formats_sharing_an_xq_layout_write_the_same_bytes(void **st) {
     free(x);
 }
 
+/* The table runs its own super-block matmuls, not ref's (the checks above compare with ref, so
+ * a format left to ref's fallback would pass them unseen), with x quantized; Q5_K takes Q4_K's
+ * x as it is (x86/avx512_vnni_k.c), so both plans name one layout of the same bytes, for decode
+ * and prefill: a Q4_K / Q5_K mix shares one xq. */
+static void superblock_formats_run_the_tables_own_kernels(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q5_K};
+    for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
+        if (k->matmul[dts[i]] == ref->matmul[dts[i]] || !k->xq_plan[dts[i]] || !k->quantize_x[dts[i]])
+            fail_msg("%s runs no kernel of its own for %s", k->name, slate_dtype_name(dts[i]));
+    }
+    for (int64_t n_rows = 1; n_rows <= 9; n_rows += 8) {
+        slate__wmat w4, w5;
+        slate__wmat_init(&w4, NULL, SLATE_DTYPE_Q4_K, 256, false, 8, 1024);
+        slate__wmat_init(&w5, NULL, SLATE_DTYPE_Q5_K, 256, false, 8, 1024);
+        slate__xq_plan p4 = k->xq_plan[SLATE_DTYPE_Q4_K](&w4, n_rows);
+        slate__xq_plan p5 = k->xq_plan[SLATE_DTYPE_Q5_K](&w5, n_rows);
+        if (p4.layout != p5.layout || p4.bytes != p5.bytes)
+            fail_msg("%s rows=%lld: q5_k's x plan (layout %#x, %zu bytes) is not q4_k's (%#x, %zu)",
+                     k->name, (long long)n_rows, (unsigned)p5.layout, p5.bytes,
+                     (unsigned)p4.layout, p4.bytes);
+    }
+}
+
 #define FOR_TABLE(f, name)                                                                         \
     { #f "/" name, f, NULL, NULL, (void *)name }
 
@@ -459,6 +483,7 @@ int main(void) {
         FOR_TABLE(formats_sharing_an_xq_layout_write_the_same_bytes, "avx512_vnni"),
         FOR_TABLE(formats_sharing_an_xq_layout_write_the_same_bytes, "neon"),
         FOR_TABLE(formats_sharing_an_xq_layout_write_the_same_bytes, "neon_dotprod"),
+        FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx512_vnni"),
         cmocka_unit_test(avx2_vnni_equals_avx2_bit_for_bit),
         FOR_TABLE(row_to_f32_matches_ref_dequantization, "ref"),
         FOR_TABLE(row_to_f32_matches_ref_dequantization, "avx2"),

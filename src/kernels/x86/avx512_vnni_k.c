@@ -1,17 +1,20 @@
 /*
- * avx512_vnni_k.c - integer kernels for the super-block formats Q4_K and Q6_K (GGUF's, byte for
- * byte: kernels/quant.h) with AVX-512 VNNI (vpdpbusd, u8 x s8 in fours into int32 lanes).
+ * avx512_vnni_k.c - integer kernels for the super-block formats Q4_K, Q5_K and Q6_K (GGUF's,
+ * byte for byte: kernels/quant.h) with AVX-512 VNNI (vpdpbusd, u8 x s8 in fours into int32
+ * lanes).
  * dispatch.c installs them in the avx512_vnni table next to avx512_vnni.c's Q8_0/Q4/Q8_C
  * kernels, whose design this file follows (its header comment records the measurements). Same
  * meaning as kernels/ref/quant.c except that x is quantized first.
  *
  * Activations. x is rounded to int8 in groups of 128 inputs, one f32 scale dx = max|x| / 127
  * per group (a super-block is two groups; a group never straddles two super-blocks). The
- * weight codes are unsigned (Q4_K 0..15, Q6_K 0..63), so vpdpbusd takes them as its u8 operand
- * against int8 x, and what is not a product of code and x comes from x sums the quantizer
- * precomputes:
+ * weight codes are unsigned (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63), so vpdpbusd takes them as its
+ * u8 operand against int8 x, and what is not a product of code and x comes from x sums the
+ * quantizer precomputes:
  *   Q4_K  value (d sc_j) q - dmin m_j: the minimum term of sub-block j (32 inputs) is
  *         -dmin m_j dx S_j with S_j = sum of its int8 x; the quantizer stores dx S_j as f32.
+ *   Q5_K  Q4_K's header, values and x (the same quantizer and layout: xq_plan names Q4_K's, so
+ *         a mix of the two shares one xq); only the codes have a fifth bit.
  *   Q6_K  value (d sc_k) (code - 32): the -32 is folded into the integer accumulator's initial
  *         value, -32 * (sum of the 4 int8 x of each lane), which the quantizer stores (decode),
  *         or -32 * S per 16 inputs (prefill).
@@ -23,17 +26,23 @@
  *         (bytes 0-31) and 4h+2 (bytes 32-63), its high nibbles 4h+1 and 4h+3. The quantizer
  *         stores each group of x in that order (inputs 0-31, 64-95, 32-63, 96-127), so no
  *         shuffle is needed per weight row.
+ *   Q5_K  Q4_K's nibbles (qs at byte 48), each ORed with its fifth bit at bit 4: the 32 bytes
+ *         of qh in both halves of a zmm, shifted word-wise so that bit j of byte l lands on
+ *         bit 4 (vpsllvw by 4, 2 for the low nibbles, 3, 1 for the high; by 4 first for group
+ *         1), then one vpternlog (nibble | shifted & 0x10) per vector: 4 more ops per group
+ *         (5 for group 1) on the weights, none per x row.
  *   Q6_K  64 bytes of ql and 32 of qh give the codes of inputs 0-63 (low nibbles | qh bits 0-3)
  *         and 64-127 (high nibbles | qh bits 4-7) of the group, in natural order.
- * A lane's sum (Q4_K at most 4 * 15 * 127 = 7620 in magnitude, Q6_K with the -32 folded in
- * 4 * 32 * 127 = 16256) fits int16, so vpackssdw packs the two vectors into words and vpmaddwd
- * multiplies each word by its sub-block's integer scale (sc_j of Q4_K, the int8 scale of Q6_K)
- * and adds pairs of words of one sub-block: the scales are applied in integers. The scale words
- * come from one vpshufb each (scale_index); then one cvt per group, a multiply by dx (a
- * broadcast memory operand) and one fma with d per super-block give floats. Q4_K's minimum term
- * is one more fma per super-block (m_j dmin with the stored dx S_j, lane by lane). Measured
- * against avx512_vnni.c's Q4 B=32 asymmetric decode, one thread, [512][2048] in L2, best of 1000:
- * Q4_K first 37 us vs 38 (vpermw for the scale words, scalar scale unpacking, d * dx per group
+ * A lane's sum (Q4_K at most 4 * 15 * 127 = 7620 in magnitude, Q5_K 4 * 31 * 127 = 15748,
+ * Q6_K with the -32 folded in 4 * 32 * 127 = 16256) fits int16, so vpackssdw packs the two
+ * vectors into words and vpmaddwd multiplies each word by its sub-block's integer scale (sc_j of
+ * Q4_K / Q5_K, at most 63 * 256 as a word: see scale_index; a pair 2 * 15748 * 16128 < 2^31),
+ * the int8 scale of Q6_K) and adds pairs of words of one sub-block: the scales are applied in
+ * integers. The scale words come from one vpshufb each (scale_index); then one cvt per group, a
+ * multiply by dx (a broadcast memory operand) and one fma with d per super-block give floats.
+ * Q4_K's (and Q5_K's) minimum term is one more fma per super-block (m_j dmin with the stored
+ * dx S_j, lane by lane). Measured against avx512_vnni.c's Q4 B=32 asymmetric decode, one
+ * thread, [512][2048] in L2, best of 1000: Q4_K first 37 us vs 38 (vpermw for the scale words, scalar scale unpacking, d * dx per group
  * broadcast from a register: ports 0 and 5 both full, llvm-mca), then 29-30 us vs 38 with the
  * vector scale unpacking, broadcast operands and vpshufb; Q6_K 31 -> 30 us (q8_0: 48). From
  * DRAM (bench/kq_matvec.c: TinyLlama's shapes, 2 threads, 1 GiB of copies, a shared VM) every
@@ -43,12 +52,13 @@
  *
  * Prefill (n_rows >= PREFILL_MIN_ROWS), compute bound: avx512_vnni.c's tiling. The weights of
  * 32 output columns x KC inputs are unpacked once into u8 [KC/4][32][4] (codes 0..63), with per
- * column and chunk of constant scale (Q4_K: a sub-block of 32, scale d sc_j and minimum
+ * column and chunk of constant scale (Q4_K, Q5_K: a sub-block of 32, scale d sc_j and minimum
  * -dmin m_j; Q6_K: 16 inputs, scale d sc_k) the f32 scales; every 4-row tile of x then runs
  * over them, lane c of a row's accumulator being that row's output column c. Q4_K is then the
- * asymmetric Q4 of block 32 (the minimum term per chunk from the stored dx S), Q6_K a
- * symmetric one of block 16 (initial value -32 S per chunk). Measured, one thread, 128 rows of
- * [256][2048]: Q4_K 365-369 GFLOP/s, Q4 B=32 asymmetric 370, Q6_K 345-353 (its chunks of 16
+ * asymmetric Q4 of block 32 (the minimum term per chunk from the stored dx S), and so is Q5_K
+ * (only its unpacking differs: codes16 ORs the fifth bit in; 8 vpdpbusd per chunk sum at most
+ * 32 * 31 * 127 in int32), Q6_K a symmetric one of block 16 (initial value -32 S per chunk).
+ * Measured, one thread, 128 rows of [256][2048]: Q4_K 365-369 GFLOP/s, Q4 B=32 asymmetric 370, Q6_K 345-353 (its chunks of 16
  * take twice the int-to-float steps), q8_0 398.
  *
  * n_in is a multiple of 256, so no load is partial and x has no padding inside a row. Row
@@ -67,6 +77,7 @@ enum {
     SB = SLATE__SUPERBLOCK,
     Q4K_BYTES = (int)sizeof(slate__block_q4_k),
     Q6K_BYTES = (int)sizeof(slate__block_q6_k),
+    Q5K_BYTES = (int)sizeof(slate__block_q5_k),
     PREFILL_MIN_ROWS = 4, /* fewer rows: the decode kernels (see xq_plan) */
     RT = 8,               /* prefill x rows are padded to a multiple of this */
     PR = 4,               /* prefill rows per register tile */
@@ -89,7 +100,7 @@ enum {
  * Prefill rows are padded to a multiple of RT with zero rows. */
 
 typedef struct xgeom {
-    bool prefill, k4;
+    bool prefill, k4, k5; /* k4: Q4_K or Q5_K (Q4_K's x layout); k5: Q5_K */
     int64_t n, ng;
     size_t stride, off_d, off_c, used; /* used: bytes of a row before its padding to 64 */
 } xgeom;
@@ -97,7 +108,8 @@ typedef struct xgeom {
 static xgeom geom(const slate__wmat *w, int64_t n_rows) {
     xgeom g;
     g.prefill = n_rows >= PREFILL_MIN_ROWS;
-    g.k4 = w->dtype == SLATE_DTYPE_Q4_K;
+    g.k5 = w->dtype == SLATE_DTYPE_Q5_K;
+    g.k4 = w->dtype == SLATE_DTYPE_Q4_K || g.k5;
     g.n = w->n_in;
     g.ng = g.n / GROUP;
     size_t n = (size_t)g.n;
@@ -114,8 +126,10 @@ static slate__xq_plan xq_plan(const slate__wmat *w, int64_t n_rows) {
     int64_t rows = g.prefill ? (n_rows + RT - 1) / RT * RT : n_rows;
     p.bytes = (size_t)rows * g.stride;
     p.row_align = g.prefill ? RT : 1;
-    /* 0x4B ('K'): none of avx512_vnni.c's (1..3 << 24) or avx512_vbmi.c's (0x50 << 24) */
-    p.layout = 0x4Bu << 24 | (uint32_t)w->dtype << 4 | (uint32_t)g.prefill;
+    /* 0x4B ('K'): none of avx512_vnni.c's (1..3 << 24) or avx512_vbmi.c's (0x50 << 24). Q5_K
+     * takes Q4_K's x as it is, so both name Q4_K's layout (one xq for a mix of the two). */
+    slate_dtype xdt = g.k4 ? SLATE_DTYPE_Q4_K : w->dtype;
+    p.layout = 0x4Bu << 24 | (uint32_t)xdt << 4 | (uint32_t)g.prefill;
     return p;
 }
 
@@ -226,12 +240,21 @@ typedef struct kidx {
     __m512i s[2];
 } kidx;
 
-/* R rows of x against Q4_K weight rows o..o+O-1. */
-INLINE void dec_q4k(int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
+/* R rows of x against Q4_K (k5: Q5_K) weight rows o..o+O-1. Q5_K's fifth bits: the 32 bytes
+ * of qh in both halves of a zmm (u; bit j of byte l for element 32 j + l), shifted right by 4
+ * for group 1, so that bits 0-3 of u are those of sub-blocks 4h..4h+3; a word-wise shift left
+ * by 4, 2 (low nibbles: sub-blocks 4h, 4h + 2 in bytes 0-31, 32-63) or 3, 1 (high nibbles) puts
+ * each byte's bit at bit 4 (no bit crosses into bit 4 of the word's other byte), which one
+ * vpternlog ORs into the code: 16 when set. */
+INLINE void dec_q4k(bool k5, int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
                     const slate__wmat *w, const float *bias, int64_t o, const kidx *ix) {
     const int64_t nsb = w->n_in / SB;
     const size_t pf = PF_ROWS * (size_t)O * w->row_bytes;
-    const __m512i lo4 = _mm512_set1_epi8(15);
+    const size_t bbytes = k5 ? Q5K_BYTES : Q4K_BYTES, qoff = k5 ? 48 : 16;
+    const __m512i lo4 = _mm512_set1_epi8(15), m10 = _mm512_set1_epi8(0x10);
+    /* words 0-15 (bytes 0-31) then 16-31 (bytes 32-63) */
+    const __m512i shl_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i shl_hi = _mm512_inserti64x4(_mm512_set1_epi16(3), _mm256_set1_epi16(1), 1);
     const uint8_t *wr[2];
     UNROLL for (int c = 0; c < O; c++) wr[c] = (const uint8_t *)w->data + (size_t)(o + c) * w->row_bytes;
     __m512 acc[3][2], accm[3][2];
@@ -241,7 +264,7 @@ INLINE void dec_q4k(int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
         __m512i lo[2][2], hi[2][2], sw[2][2];
         __m512 mf[2], dv[2];
         UNROLL for (int c = 0; c < O; c++) {
-            const uint8_t *p = wr[c] + b * Q4K_BYTES;
+            const uint8_t *p = wr[c] + b * bbytes;
             _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
             _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
             _mm_prefetch((const char *)(p + pf + 128), _MM_HINT_T0);
@@ -256,10 +279,17 @@ INLINE void dec_q4k(int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
             /* m_j * dmin (the f32 product ref computes) in the lanes of the m bytes */
             mf[c] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sm)),
                                   _mm512_permutexvar_ps(_mm512_set1_epi32(1), _mm512_castps128_ps512(dm)));
+            __m512i u = _mm512_setzero_si512();
+            if (k5) u = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16)));
             UNROLL for (int h = 0; h < 2; h++) {
-                __m512i qs = _mm512_loadu_si512((const void *)(p + 16 + 64 * h));
+                __m512i qs = _mm512_loadu_si512((const void *)(p + qoff + 64 * h));
                 lo[c][h] = _mm512_and_si512(qs, lo4);
                 hi[c][h] = _mm512_and_si512(_mm512_srli_epi16(qs, 4), lo4);
+                if (k5) { /* A | (B & C) */
+                    if (h) u = _mm512_srli_epi16(u, 4);
+                    lo[c][h] = _mm512_ternarylogic_epi32(lo[c][h], _mm512_sllv_epi16(u, shl_lo), m10, 0xF8);
+                    hi[c][h] = _mm512_ternarylogic_epi32(hi[c][h], _mm512_sllv_epi16(u, shl_hi), m10, 0xF8);
+                }
             }
         }
         UNROLL for (int r = 0; r < R; r++) {
@@ -352,7 +382,7 @@ INLINE void dec_q6k(int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
 
 /* All of [o0, o1) for R rows: one x row, one weight row at a time (a single stream per thread);
  * 2 or 3 x rows, two weight rows at a time so each x chunk serves both, then a single one. */
-INLINE void decode_range(bool k4, int R, float *y, const uint8_t *xq, const xgeom *xg,
+INLINE void decode_range(bool k4, bool k5, int R, float *y, const uint8_t *xq, const xgeom *xg,
                          const slate__wmat *w, const float *bias, int64_t o0, int64_t o1) {
     kidx ix;
     ix.s[0] = scale_index(k4, 0);
@@ -360,8 +390,8 @@ INLINE void decode_range(bool k4, int R, float *y, const uint8_t *xq, const xgeo
     int64_t o = o0;
     if (k4) {
         if (R > 1)
-            for (; o + 2 <= o1; o += 2) dec_q4k(R, 2, y, xq, xg, w, bias, o, &ix);
-        for (; o < o1; o++) dec_q4k(R, 1, y, xq, xg, w, bias, o, &ix);
+            for (; o + 2 <= o1; o += 2) dec_q4k(k5, R, 2, y, xq, xg, w, bias, o, &ix);
+        for (; o < o1; o++) dec_q4k(k5, R, 1, y, xq, xg, w, bias, o, &ix);
     } else {
         if (R > 1)
             for (; o + 2 <= o1; o += 2) dec_q6k(R, 2, y, xq, xg, w, bias, o, &ix);
@@ -376,14 +406,18 @@ static void matmul_decode(float *y, const void *xq, const slate__wmat *w, const 
         float *yr = y + r * w->n_out;
         int R = n_rows - r >= 3 ? 3 : (int)(n_rows - r);
         /* R and the format as constants in each call */
-        if (xg->k4) {
-            if (R == 3) decode_range(true, 3, yr, xr, xg, w, bias, o0, o1);
-            else if (R == 2) decode_range(true, 2, yr, xr, xg, w, bias, o0, o1);
-            else decode_range(true, 1, yr, xr, xg, w, bias, o0, o1);
+        if (xg->k5) {
+            if (R == 3) decode_range(true, true, 3, yr, xr, xg, w, bias, o0, o1);
+            else if (R == 2) decode_range(true, true, 2, yr, xr, xg, w, bias, o0, o1);
+            else decode_range(true, true, 1, yr, xr, xg, w, bias, o0, o1);
+        } else if (xg->k4) {
+            if (R == 3) decode_range(true, false, 3, yr, xr, xg, w, bias, o0, o1);
+            else if (R == 2) decode_range(true, false, 2, yr, xr, xg, w, bias, o0, o1);
+            else decode_range(true, false, 1, yr, xr, xg, w, bias, o0, o1);
         } else {
-            if (R == 3) decode_range(false, 3, yr, xr, xg, w, bias, o0, o1);
-            else if (R == 2) decode_range(false, 2, yr, xr, xg, w, bias, o0, o1);
-            else decode_range(false, 1, yr, xr, xg, w, bias, o0, o1);
+            if (R == 3) decode_range(false, false, 3, yr, xr, xg, w, bias, o0, o1);
+            else if (R == 2) decode_range(false, false, 2, yr, xr, xg, w, bias, o0, o1);
+            else decode_range(false, false, 1, yr, xr, xg, w, bias, o0, o1);
         }
         r += R;
     }
@@ -403,9 +437,17 @@ typedef struct tile {
 } tile;
 
 /* Inputs [k, k + 16) of a weight row as 16 u8 codes (k a multiple of 16). */
-INLINE __m128i codes16(bool k4, const uint8_t *row, int64_t k) {
+INLINE __m128i codes16(bool k4, bool k5, const uint8_t *row, int64_t k) {
     const __m128i m0f = _mm_set1_epi8(15);
     int e = (int)(k % SB);
+    if (k5) { /* Q4_K's nibble plus 16 where bit j of qh[l] is set */
+        const uint8_t *blk = row + (size_t)(k / SB) * Q5K_BYTES;
+        int j = e / 32;
+        __m128i b = _mm_loadu_si128((const __m128i *)(blk + 48 + 32 * (j / 2) + e % 32));
+        __m128i qh = _mm_loadu_si128((const __m128i *)(blk + 16 + e % 32));
+        __m128i fifth = _mm_and_si128(_mm_srl_epi16(qh, _mm_cvtsi32_si128(j)), _mm_set1_epi8(1));
+        return _mm_or_si128(_mm_and_si128(j % 2 ? _mm_srli_epi16(b, 4) : b, m0f), _mm_slli_epi16(fifth, 4));
+    }
     if (k4) {
         const uint8_t *blk = row + (size_t)(k / SB) * Q4K_BYTES;
         int j = e / 32;
@@ -423,14 +465,14 @@ INLINE __m128i codes16(bool k4, const uint8_t *row, int64_t k) {
 
 /* Columns [c0, c0 + 16) (nc valid) x inputs [k, k + 16) into wp rows k/4 .. k/4 + 3 at column
  * offset co. */
-INLINE void pack16x16(bool k4, tile *t, const uint8_t *const rows[16], int nc, int64_t k,
+INLINE void pack16x16(bool k4, bool k5, tile *t, const uint8_t *const rows[16], int nc, int64_t k,
                       int64_t kb, int co) {
     const __m512i tr = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
     __m512i a[4];
     UNROLL for (int m = 0; m < 4; m++) {
         __m128i v[4];
         UNROLL for (int i = 0; i < 4; i++)
-            v[i] = 4 * m + i < nc ? codes16(k4, rows[4 * m + i], k) : _mm_setzero_si128();
+            v[i] = 4 * m + i < nc ? codes16(k4, k5, rows[4 * m + i], k) : _mm_setzero_si128();
         __m512i z = _mm512_castsi128_si512(v[0]);
         z = _mm512_inserti32x4(z, v[1], 1);
         z = _mm512_inserti32x4(z, v[2], 2);
@@ -447,7 +489,7 @@ INLINE void pack16x16(bool k4, tile *t, const uint8_t *const rows[16], int nc, i
     _mm512_storeu_si512((void *)&t->wp[r + 3][co], _mm512_shuffle_i32x4(t1, t3, 0xdd));
 }
 
-INLINE void pack(bool k4, tile *t, const slate__wmat *w, int64_t c0, int nc, int64_t kb,
+INLINE void pack(bool k4, bool k5, tile *t, const slate__wmat *w, int64_t c0, int nc, int64_t kb,
                  int64_t ke) {
     for (int half = 0; half < 2; half++) {
         int co = 16 * half, n = nc - co < 0 ? 0 : nc - co > 16 ? 16 : nc - co;
@@ -455,16 +497,16 @@ INLINE void pack(bool k4, tile *t, const slate__wmat *w, int64_t c0, int nc, int
         for (int c = 0; c < 16; c++)
             rows[c] = (const uint8_t *)w->data + (size_t)(c < n ? c0 + co + c : c0) * w->row_bytes;
         if (n == 16)
-            for (int64_t k = kb; k < ke; k += 16) pack16x16(k4, t, rows, 16, k, kb, co);
+            for (int64_t k = kb; k < ke; k += 16) pack16x16(k4, k5, t, rows, 16, k, kb, co);
         else
-            for (int64_t k = kb; k < ke; k += 16) pack16x16(k4, t, rows, n, k, kb, co);
+            for (int64_t k = kb; k < ke; k += 16) pack16x16(k4, k5, t, rows, n, k, kb, co);
         /* per super-block and column: the f32 products ref computes (d sc, dmin m) */
         for (int64_t k = kb; k < ke; k += SB) {
             int64_t s = (k - kb) / (k4 ? 32 : 16);
             for (int c = 0; c < 16; c++) {
                 uint16_t h;
                 if (k4) {
-                    const uint8_t *blk = rows[c] + (size_t)(k / SB) * Q4K_BYTES;
+                    const uint8_t *blk = rows[c] + (size_t)(k / SB) * (k5 ? Q5K_BYTES : Q4K_BYTES);
                     memcpy(&h, blk, 2);
                     float d = c < n ? _cvtsh_ss(h) : 0.0f;
                     memcpy(&h, blk + 2, 2);
@@ -544,14 +586,14 @@ INLINE __mmask16 mask16(int64_t n) { /* the first n lanes, n clamped to [0, 16] 
 
 /* One column tile: for each K block, unpack it, then every row tile adds its share to y (the
  * tile's y strip, n_rows x 32 floats, stays in L2 across the K blocks). */
-INLINE void prefill_cols(bool k4, tile *t, float *y, const void *xq, const slate__wmat *w,
+INLINE void prefill_cols(bool k4, bool k5, tile *t, float *y, const void *xq, const slate__wmat *w,
                          const float *bias, int64_t n_rows, int64_t c0, int nc, const xgeom *xg) {
     const int64_t n_out = w->n_out;
     __mmask16 cm[2] = {mask16(nc), mask16(nc - 16)};
     for (int64_t kb = 0; kb < w->n_in; kb += KC) {
         int64_t ke = kb + KC < w->n_in ? kb + KC : w->n_in;
         bool first = kb == 0;
-        pack(k4, t, w, c0, nc, kb, ke);
+        pack(k4, k5, t, w, c0, nc, kb, ke);
         __m512 bv[2];
         for (int h = 0; h < 2; h++)
             bv[h] = bias && first ? _mm512_maskz_loadu_ps(cm[h], bias + c0 + 16 * h) : _mm512_setzero_ps();
@@ -580,8 +622,9 @@ static void matmul_prefill(float *y, const void *xq, const slate__wmat *w, const
     tile t __attribute__((aligned(64)));
     for (int64_t c0 = o0; c0 < o1; c0 += CT) {
         int nc = (int)(o1 - c0 < CT ? o1 - c0 : CT);
-        if (xg->k4) prefill_cols(true, &t, y, xq, w, bias, n_rows, c0, nc, xg);
-        else prefill_cols(false, &t, y, xq, w, bias, n_rows, c0, nc, xg);
+        if (xg->k5) prefill_cols(true, true, &t, y, xq, w, bias, n_rows, c0, nc, xg);
+        else if (xg->k4) prefill_cols(true, false, &t, y, xq, w, bias, n_rows, c0, nc, xg);
+        else prefill_cols(false, false, &t, y, xq, w, bias, n_rows, c0, nc, xg);
     }
 }
 
@@ -594,7 +637,7 @@ static void matmul(float *y, const float *x, const void *xq, const slate__wmat *
 }
 
 void slate__avx512_vnni_k_fill(slate__kernels *k) {
-    static const slate_dtype q[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K};
+    static const slate_dtype q[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K};
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
         k->matmul[q[i]] = matmul;
         k->xq_plan[q[i]] = xq_plan;
