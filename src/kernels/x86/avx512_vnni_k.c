@@ -48,7 +48,11 @@
  * DRAM (bench/kq_matvec.c: TinyLlama's shapes, 2 threads, 1 GiB of copies, a shared VM) every
  * format reads at about the same 10-22 GB/s, so the best of 160 calls took 7-19 % less time
  * for Q4_K than for Q4 B=32 asymmetric (10 % fewer bytes) in 6 of 8 same-run pairs, and 17-30 %
- * less for Q6_K than for Q8_0 in 7 of 8 (the others: the VM's noise, +-50 % either way).
+ * less for Q6_K than for Q8_0 in 7 of 8 (the others: the VM's noise, +-50 % either way). Q5_K
+ * (one run, 512 MiB of copies, the 2 cores shared at load 7-9, so only rough): best-of decode
+ * 11.4 / 19.0 / 11.7 / 6.6 GB/s for the four shapes against Q4_K's 11.4 / 10.4 / 12.7 / 19.6
+ * and Q8_0's 11.7 / 20.2 / 11.3 / 6.4 (medians 3.5-9.9 for all); prefill 314 / 92 / 124 / 107
+ * GFLOP/s against Q4_K's 158 / 94 / 112 / 101 and Q8_0's 151 / 138 / 152 / 110.
  *
  * Prefill (n_rows >= PREFILL_MIN_ROWS), compute bound: avx512_vnni.c's tiling. The weights of
  * 32 output columns x KC inputs are unpacked once into u8 [KC/4][32][4] (codes 0..63), with per
