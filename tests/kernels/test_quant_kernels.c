@@ -425,7 +425,7 @@ static void formats_sharing_an_xq_layout_write_the_same_bytes(void **st) {
 
 /* The table runs its own super-block matmuls, not ref's (the checks above compare with ref, so
  * a format left to ref's fallback would pass them unseen), with x quantized; Q5_K takes Q4_K's
- * x as it is (x86/avx512_vnni_k.c), so both plans name one layout of the same bytes, for decode
+ * x as it is (x86/avx512_vnni_k.c; x86/avx2_k.c shares avx2_q.c's x among all), so both plans name one layout of the same bytes, for decode
  * and prefill: a Q4_K / Q5_K mix shares one xq. */
 static void superblock_formats_run_the_tables_own_kernels(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
@@ -483,6 +483,8 @@ int main(void) {
         FOR_TABLE(formats_sharing_an_xq_layout_write_the_same_bytes, "avx512_vnni"),
         FOR_TABLE(formats_sharing_an_xq_layout_write_the_same_bytes, "neon"),
         FOR_TABLE(formats_sharing_an_xq_layout_write_the_same_bytes, "neon_dotprod"),
+        FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx2"),
+        FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx2_vnni"),
         FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx512_vnni"),
         cmocka_unit_test(avx2_vnni_equals_avx2_bit_for_bit),
         FOR_TABLE(row_to_f32_matches_ref_dequantization, "ref"),
