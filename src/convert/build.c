@@ -894,8 +894,9 @@ static slate_status build_program(builder *b) {
     return SLATE_OK;
 }
 
-/* The dtypes a matrix can be converted to. Not Q4_K / Q6_K: slate has no quantizer for them,
- * their packages hold GGUF Q4_K / Q6_K tensors' own bytes (the default for those tensors). */
+/* The dtypes a matrix can be converted to. Not the super-block ones (q4_k, q5_k, q6_k): slate
+ * has no quantizer for them, their packages hold GGUF Q4_K / Q5_K / Q6_K tensors' own bytes (the
+ * default for those tensors). */
 static bool matrix_dtype_ok(slate_dtype d) {
     return d == SLATE_DTYPE_F32 || d == SLATE_DTYPE_F16 || d == SLATE_DTYPE_BF16 ||
            (slate__wdtype_quantized(d) && !slate__wdtype_superblock(d));
@@ -905,8 +906,9 @@ static bool matrix_dtype_ok(slate_dtype d) {
 static slate_status check_compression(const slate_convert_params *cp, slate_error *err) {
     if (!matrix_dtype_ok(cp->dtype))
         return slate__fail(err, SLATE_E_INVALID_ARG, "weight dtype %s: expected f32, f16, bf16, "
-                           "q8_0, q4, q8_c or pal (q4_k and q6_k are only copied from GGUF Q4_K "
-                           "and Q6_K tensors, by default)", slate_dtype_name(cp->dtype));
+                           "q8_0, q4, q8_c or pal (q4_k, q5_k and q6_k are only copied from GGUF "
+                           "Q4_K, Q5_K and Q6_K tensors, by default)",
+                           slate_dtype_name(cp->dtype));
     if (cp->pal_bits != 0 && cp->pal_bits != 2 && cp->pal_bits != 3 && cp->pal_bits != 4 &&
         cp->pal_bits != 6 && cp->pal_bits != 8)
         return slate__fail(err, SLATE_E_INVALID_ARG, "pal bits %d: expected 2, 3, 4, 6 or 8",
@@ -927,8 +929,8 @@ static slate_status check_compression(const slate_convert_params *cp, slate_erro
         if (!matrix_dtype_ok(cp->keep[i].dtype))
             return slate__fail(err, SLATE_E_INVALID_ARG, "keep rule %d (%s): dtype %s is not a "
                                "dtype a matrix can be converted to (f32, f16, bf16, q8_0, "
-                               "q4, q8_c, pal; q4_k and q6_k are only copied from GGUF Q4_K "
-                               "and Q6_K tensors, by default)", i,
+                               "q4, q8_c, pal; q4_k, q5_k and q6_k are only copied from GGUF "
+                               "Q4_K, Q5_K and Q6_K tensors, by default)", i,
                                cp->keep[i].pattern, slate_dtype_name(cp->keep[i].dtype));
     }
     if (cp->n_threads < 0 || cp->n_threads > 1024)

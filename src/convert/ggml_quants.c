@@ -299,6 +299,8 @@ slate__ggml_route slate__ggml_layout(slate__src_type type, slate_dtype *dtype, i
     case SLATE__SRC_Q4_1: dt = SLATE_DTYPE_Q4, as = true, r = SLATE__ROUTE_COPY; break;
     case SLATE__SRC_Q4_K: dt = SLATE_DTYPE_Q4_K, b = SLATE__SUPERBLOCK, r = SLATE__ROUTE_COPY;
         break;
+    case SLATE__SRC_Q5_K: dt = SLATE_DTYPE_Q5_K, b = SLATE__SUPERBLOCK, r = SLATE__ROUTE_COPY;
+        break;
     case SLATE__SRC_Q6_K: dt = SLATE_DTYPE_Q6_K, b = SLATE__SUPERBLOCK, r = SLATE__ROUTE_COPY;
         break;
     case SLATE__SRC_Q2_K: dt = SLATE_DTYPE_Q4, b = 16, as = true; break;
@@ -306,8 +308,7 @@ slate__ggml_route slate__ggml_layout(slate__src_type type, slate_dtype *dtype, i
     case SLATE__SRC_Q5_0:
     case SLATE__SRC_IQ4_NL:
     case SLATE__SRC_IQ4_XS: break;
-    case SLATE__SRC_Q5_1:
-    case SLATE__SRC_Q5_K: r = SLATE__ROUTE_REQUANT; break;
+    case SLATE__SRC_Q5_1: r = SLATE__ROUTE_REQUANT; break;
     }
     *dtype = dt;
     *block = b;

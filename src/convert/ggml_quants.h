@@ -1,9 +1,9 @@
 /*
  * ggml_quants.h - the ggml block formats slate reads from GGUF files (internal to convert/):
  * their geometry, dequantization to f32, the route of each into its nearest slate weight
- * layout (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K: the same bytes, slate's q8_0, q4, q4_k, q6_k), and the
- * transcoders that rewrite the others into a slate layout without a second rounding where the
- * values fit.
+ * layout (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K: the same bytes, slate's q8_0, q4, q4_k, q5_k,
+ * q6_k), and the transcoders that rewrite the others into a slate layout without a second
+ * rounding where the values fit.
  *
  * Block layouts (little-endian; f16 is IEEE binary16; "element e" counts inside the block):
  *   Q8_0   32 el, 34 B   {f16 d; i8 q[32]}                      d * q[e]
@@ -20,15 +20,15 @@
  *          sub-block s = e / 16: d * (sc[s] - 32) * (q - 4 * !hbit), sc 6 bits, q 2 bits
  *   Q4_K  256 el, 144 B  {f16 d, dmin; u8 scales[12]; u8 qs[128]}     (slate's q4_k)
  *          sub-block j = e / 32: d * sc[j] * q - dmin * m[j], sc and m 6 bits, q 4 bits
- *   Q5_K  256 el, 176 B  {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}
+ *   Q5_K  256 el, 176 B  {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]} (slate's q5_k)
  *          as Q4_K with a fifth bit of q from qh
  *   Q6_K  256 el, 210 B  {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d} (slate's q6_k)
  *          sub-block s = e / 16: d * scales[s] * (q - 32), q 6 bits
  *   IQ4_XS 256 el, 136 B {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}
  *          sub-block j = e / 32: d * (ls[j] - 32) * kv[q], ls 6 bits, q 4 bits
- * The bit positions inside each block are written out once, in ggml_quants.c (Q4_K and Q6_K
- * also in kernels/quant.h, whose reference dequantization of q4_k / q6_k must give these
- * values bit for bit: test_ggml_quants.c checks it).
+ * The bit positions inside each block are written out once, in ggml_quants.c (Q4_K, Q5_K and
+ * Q6_K also in kernels/quant.h, whose reference dequantization of q4_k / q5_k / q6_k must give
+ * these values bit for bit: test_ggml_quants.c checks it).
  * Spec: ggml's ggml-common.h (block structs) and ggml-quants.c (dequantize_row_*); the code
  * here is written from that description, not copied.
  */
@@ -61,7 +61,8 @@ int64_t slate__ggml_first_nonfinite(slate__src_type type, const uint8_t *src, ui
 /* How a source format becomes its nearest slate layout (the converter's default). */
 typedef enum slate__ggml_route {
     SLATE__ROUTE_NONE,      /* not a block format: F32/F16/BF16 */
-    SLATE__ROUTE_COPY,      /* the bytes are the slate layout's (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) */
+    SLATE__ROUTE_COPY,      /* the bytes are the slate layout's (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
+                               Q6_K) */
     SLATE__ROUTE_TRANSCODE, /* rewritten block by block, exactly or up to the f16 rounding of
                                the per-sub-block scales (slate__ggml_transcode) */
     SLATE__ROUTE_REQUANT,   /* dequantized and quantized again (a second rounding) */
@@ -69,14 +70,16 @@ typedef enum slate__ggml_route {
 
 /* The nearest slate layout of a source format and the route to it:
  *   Q8_0 -> q8_0, Q4_0 -> q4 b32, Q4_1 -> q4 b32 asym,
- *   Q4_K -> q4_k, Q6_K -> q6_k (super-blocks of 256)                            copy
+ *   Q4_K -> q4_k, Q5_K -> q5_k, Q6_K -> q6_k (super-blocks of 256)              copy
  *   Q2_K -> q4 b16 asym: d' = f16(d * (sc & 15)), m' = f16(-(dmin * (sc >> 4))) transcode
  *   Q3_K -> q4 b16 sym:  d' = f16(d * (sc - 32)) (may be negative), nibble q + 8 transcode
  *   Q5_0 -> q8_0: the same d, q = x - 16 (exact)                                transcode
  *   IQ4_NL -> q8_0: the same d, q = kv[x] (exact)                               transcode
  *   IQ4_XS -> q8_0: d' = f16(d * (ls - 32)), q = kv[x]                          transcode
- *   Q5_1, Q5_K -> q8_0 (no slate layout holds an offset per 32 with 5-bit
- *   codes)                                                                      requantize
+ *   Q5_1 -> q8_0 (no slate layout holds an offset per 32 with 5-bit codes)      requantize
+ * Q5_K has no transcode (its 5-bit codes with an offset per 32 fit no older slate layout): the
+ * q8_0 requantization it had before q5_k existed is what `--quantize int8-b32` gives (ggml's
+ * dequantization, then slate's quantizer: the same bytes), for a runtime that predates q5_k.
  * Returns SLATE__ROUTE_NONE (and leaves the outputs alone) for F32/F16/BF16. */
 slate__ggml_route slate__ggml_layout(slate__src_type type, slate_dtype *dtype, int32_t *block,
                                      bool *asym);

@@ -6,12 +6,12 @@
  * operations); transcoding equals dequantization within the f16 rounding of the sub-block
  * scales (exactly for Q5_0 and IQ4_NL); the GGUF parser sizes the types, refuses rows that are
  * not whole blocks and names every type it does not read; the runtime's reference
- * dequantization of q4_k / q6_k equals ggml's of Q4_K / Q6_K bit for bit; and the converter
- * copies Q4_K / Q6_K into q4_k / q6_k by default (the tied head and the embedding lookup read
- * them), writes f32 equal to the dequantization when asked and Q4_K's transcoded bytes when
- * q4 b32 asym is asked, picks each type's nearest layout, refuses non-finite or
- * unrepresentable scales naming the tensor and block, and gives packages whose logits follow
- * the f32 conversion. */
+ * dequantization of q4_k / q5_k / q6_k equals ggml's of Q4_K / Q5_K / Q6_K bit for bit; and the
+ * converter copies Q4_K / Q5_K / Q6_K into q4_k / q5_k / q6_k by default (the tied head and the
+ * embedding lookup read them), writes f32 equal to the dequantization when asked and Q4_K's
+ * transcoded bytes when q4 b32 asym is asked, picks each type's nearest layout, refuses
+ * non-finite or unrepresentable scales naming the tensor and block, and gives packages whose
+ * logits follow the f32 conversion. */
 #include "testutil.h"
 #include "pkgutil.h"
 #include "tinymodel.h"
@@ -416,30 +416,34 @@ static void runs_of_blocks_and_sizes_follow_the_geometry(void **st) {
     assert_false(slate__ggml_is_block(SLATE__SRC_F16));
 }
 
-/* ---- q4_k / q6_k: the package dtypes that hold GGUF Q4_K / Q6_K bytes -------------------- */
+/* ---- q4_k / q5_k / q6_k: the package dtypes that hold GGUF Q4_K / Q5_K / Q6_K bytes ----- */
 
-/* The converter copies Q4_K / Q6_K bytes into q4_k / q6_k packages, so the runtime's reference
- * dequantization of those dtypes (slate__ref_dequant, kernels/ref/quant.c: the specification
- * every kernel is checked against) must give ggml's values bit for bit, whatever the bytes:
- * matrices of random super-blocks (every code value, random 6-bit scales and minimums / int8
+/* The converter copies Q4_K / Q5_K / Q6_K bytes into q4_k / q5_k / q6_k packages, so the
+ * runtime's reference dequantization of those dtypes (slate__ref_dequant, kernels/ref/quant.c:
+ * the specification every kernel is checked against) must give ggml's values bit for bit,
+ * whatever the bytes: matrices of random super-blocks (every code value, Q5_K's every qh byte
+ * so every fifth-bit pattern of the eight sub-blocks, random 6-bit scales and minimums / int8
  * scales), the f16 d (and dmin) drawn from both signs, zero, subnormals, small, plain and
  * large values (up to 65504: a finite scale gives finite values), 3 rows of 2 super-blocks,
  * read from every start column and length so a super-block boundary falls anywhere. */
-static void ref_dequant_of_q4_k_and_q6_k_is_ggml_bit_for_bit(void **st) {
+static void ref_dequant_of_k_quants_is_ggml_bit_for_bit(void **st) {
     (void)st;
     static const uint16_t scales[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400,
                                       0x1000, 0x9555, 0x3c00, 0xbc00, 0x5c00, 0x7bff, 0xfbff};
     const int n_sc = (int)(sizeof scales / sizeof scales[0]);
     uint64_t seed = tu_seed(), rng = seed;
-    for (int k = 0; k < 2; k++) {
-        bool six = k == 1;
-        slate__src_type src = six ? SLATE__SRC_Q6_K : SLATE__SRC_Q4_K;
-        slate_dtype dt = six ? SLATE_DTYPE_Q6_K : SLATE_DTYPE_Q4_K;
-        size_t bytes = six ? sizeof(slate__block_q6_k) : sizeof(slate__block_q4_k);
+    for (int k = 0; k < 3; k++) {
+        bool six = k == 1, five = k == 2;
+        slate__src_type src = six ? SLATE__SRC_Q6_K : five ? SLATE__SRC_Q5_K : SLATE__SRC_Q4_K;
+        slate_dtype dt = six ? SLATE_DTYPE_Q6_K : five ? SLATE_DTYPE_Q5_K : SLATE_DTYPE_Q4_K;
+        size_t bytes = six    ? sizeof(slate__block_q6_k)
+                       : five ? sizeof(slate__block_q5_k)
+                              : sizeof(slate__block_q4_k);
+        assert_int_equal(bytes, six ? 210 : five ? 176 : 144);
         enum { N_OUT = 3, N_IN = 512, N_BLK = N_OUT * N_IN / 256 };
         uint8_t w[N_BLK * 210];
         float want[N_OUT * N_IN], got[N_IN];
-        bool seen[64] = {false};
+        bool seen[64] = {false}, seen_qh[256] = {false};
         for (int it = 0; it < 200; it++) {
             for (size_t i = 0; i < N_BLK * bytes; i++) w[i] = (uint8_t)tu_rand(&rng);
             for (int b = 0; b < N_BLK; b++) {
@@ -474,16 +478,22 @@ static void ref_dequant_of_q4_k_and_q6_k_is_ggml_bit_for_bit(void **st) {
                 const uint8_t *blk = w + (size_t)b * bytes;
                 for (int e = 0; e < 256; e++) {
                     int n = e / 128, g = (e % 128) / 32, l = e % 32, j = e / 32;
+                    const uint8_t *qs = blk + (five ? 48 : 16); /* Q5_K: after qh[32] */
                     int c = six ? ((g < 2 ? blk[64 * n + 32 * (g % 2) + l] & 15
                                           : blk[64 * n + 32 * (g % 2) + l] >> 4) |
                                    ((blk[128 + 32 * n + l] >> (2 * g)) & 3) << 4)
-                                : (j % 2 ? blk[16 + 32 * (j / 2) + l] >> 4
-                                         : blk[16 + 32 * (j / 2) + l] & 15);
+                                : (j % 2 ? qs[32 * (j / 2) + l] >> 4 : qs[32 * (j / 2) + l] & 15);
+                    if (five) c |= ((blk[16 + l] >> j) & 1) << 4;
                     seen[c] = true;
                 }
+                if (five)
+                    for (int l = 0; l < 32; l++) seen_qh[blk[16 + l]] = true;
             }
         }
-        for (int c = 0; c < (six ? 64 : 16); c++)
+        if (five)
+            for (int h = 0; h < 256; h++)
+                if (!seen_qh[h]) fail_msg("q5_k: qh byte %#x never drawn", h);
+        for (int c = 0; c < (six ? 64 : five ? 32 : 16); c++)
             if (!seen[c]) fail_msg("%s: code %d never drawn", slate_dtype_name(dt), c);
     }
 }
@@ -551,8 +561,9 @@ static void transcode_equals_dequantize_within_the_scale_rounding(void **st) {
     assert_true(saw_negative_d);
 }
 
-/* The routes: which slate layout each type lands in by default; the layout each transcode
- * writes (Q4_K: q4 b32 asym, asked for; the copied and requantized types have none). */
+/* The routes: which slate layout each type lands in by default (Q4_K, Q5_K, Q6_K copied as
+ * q4_k, q5_k, q6_k); the layout each transcode writes (Q4_K: q4 b32 asym, asked for; the other
+ * copied types and the requantized one have none). */
 static void each_type_has_its_nearest_layout(void **st) {
     (void)st;
     static const struct {
@@ -572,7 +583,7 @@ static void each_type_has_its_nearest_layout(void **st) {
         {SLATE__SRC_IQ4_NL, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q8_0, 32, false},
         {SLATE__SRC_IQ4_XS, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q8_0, 32, false},
         {SLATE__SRC_Q5_1, SLATE__ROUTE_REQUANT, SLATE_DTYPE_Q8_0, 32, false},
-        {SLATE__SRC_Q5_K, SLATE__ROUTE_REQUANT, SLATE_DTYPE_Q8_0, 32, false},
+        {SLATE__SRC_Q5_K, SLATE__ROUTE_COPY, SLATE_DTYPE_Q5_K, 256, false},
         {SLATE__SRC_Q6_K, SLATE__ROUTE_COPY, SLATE_DTYPE_Q6_K, 256, false},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -828,15 +839,21 @@ static void build(const slate__import *imp, const slate_convert_params *cp, cons
     if (slate__build_package(imp, cp, path, &err) != SLATE_OK) fail_msg("%s", err.message);
 }
 
-/* Q4_K and Q6_K by default: every matrix is q4_k / q6_k holding exactly the source bytes (the
- * tied head reads the embedding's); with an explicit f32 dtype every matrix is f32 equal, bit
- * for bit, to the dequantization; asked for q4 b32 asym (--quantize int4 --asym, every matrix
- * by keep rule), Q4_K matrices hold exactly the transcoded bytes. */
-static void q4_k_and_q6_k_are_copied_or_exact_f32_or_transcoded_when_asked(void **st) {
+/* Q4_K, Q5_K and Q6_K by default: every matrix is q4_k / q5_k / q6_k holding exactly the
+ * source bytes (the tied head reads the embedding's); with an explicit f32 dtype every matrix
+ * is f32 equal, bit for bit, to the dequantization; asked for q4 b32 asym (--quantize int4
+ * --asym, every matrix by keep rule), Q4_K matrices hold exactly the transcoded bytes. */
+static void k_quants_are_copied_or_exact_f32_or_transcoded_when_asked(void **st) {
     (void)st;
-    for (int k = 0; k < 4; k++) {
-        bool six = k % 2, tied = k >= 2;
-        tm_opts o = kq_opts(six ? SLATE__SRC_Q6_K : SLATE__SRC_Q4_K);
+    static const struct {
+        slate__src_type t;
+        const char *dtype;
+        size_t bytes; /* per super-block */
+    } kt[] = {{SLATE__SRC_Q4_K, "q4_k", 144}, {SLATE__SRC_Q6_K, "q6_k", 210},
+              {SLATE__SRC_Q5_K, "q5_k", 176}};
+    for (int k = 0; k < 6; k++) {
+        bool four = kt[k % 3].t == SLATE__SRC_Q4_K, tied = k >= 3;
+        tm_opts o = kq_opts(kt[k % 3].t);
         o.tied = tied;
         slate__import imp;
         slate_error err;
@@ -867,11 +884,10 @@ static void q4_k_and_q6_k_are_copied_or_exact_f32_or_transcoded_when_asked(void 
             n_q++;
             int64_t n = t->dims[0] * t->dims[1];
             const cJSON *e = pu_view_tensor(&vd, t->name);
-            assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring,
-                                six ? "q6_k" : "q4_k");
+            assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring, kt[k % 3].dtype);
             assert_int_equal((int)cJSON_GetObjectItem(e, "block")->valuedouble, 256);
             assert_null(cJSON_GetObjectItem(e, "asym"));
-            size_t want_bytes = (size_t)n / 256 * (six ? 210 : 144);
+            size_t want_bytes = (size_t)n / 256 * kt[k % 3].bytes;
             assert_int_equal((size_t)t->nbytes, want_bytes);
             assert_int_equal((size_t)cJSON_GetObjectItem(e, "size")->valuedouble, want_bytes);
             if (memcmp(pu_view_data(&vd, e), t->data, want_bytes) != 0)
@@ -887,7 +903,7 @@ static void q4_k_and_q6_k_are_copied_or_exact_f32_or_transcoded_when_asked(void 
             assert_string_equal(cJSON_GetObjectItem(eq, "dtype")->valuestring, "q4");
             assert_int_equal((int)cJSON_GetObjectItem(eq, "block")->valuedouble, 32);
             assert_true(cJSON_IsTrue(cJSON_GetObjectItem(eq, "asym")));
-            if (!six) { /* Q6_K has no transcode: requantized, checked by its size only */
+            if (four) { /* Q5_K / Q6_K have no transcode: requantized, checked by size only */
                 size_t tc_bytes = (size_t)n / 32 * 20;
                 uint8_t *tc = malloc(tc_bytes);
                 float bad;
@@ -908,20 +924,22 @@ static void q4_k_and_q6_k_are_copied_or_exact_f32_or_transcoded_when_asked(void 
     }
 }
 
-/* q4_k and q6_k are not conversion targets (no quantizer makes them): asked for as the dtype
- * or by a keep rule, through the API, they are refused up front, not failed per tensor. */
-static void q4_k_and_q6_k_are_refused_as_requested_dtypes(void **st) {
+/* q4_k, q5_k and q6_k are not conversion targets (no quantizer makes them): asked for as the
+ * dtype or by a keep rule, through the API, they are refused up front, not failed per tensor
+ * (also from a Q5_K source, whose default is a q5_k copy). */
+static void k_quants_are_refused_as_requested_dtypes(void **st) {
     (void)st;
-    tm_opts o = kq_opts(SLATE__SRC_Q4_K);
-    slate__import imp;
-    slate_error err;
-    assert_int_equal(tm_import(&o, &imp, &err), SLATE_OK);
-    for (int k = 0; k < 4; k++) {
-        slate_dtype dt = k % 2 ? SLATE_DTYPE_Q6_K : SLATE_DTYPE_Q4_K;
+    static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q5_K};
+    for (int k = 0; k < 12; k++) {
+        tm_opts o = kq_opts(k < 6 ? SLATE__SRC_Q4_K : SLATE__SRC_Q5_K);
+        slate__import imp;
+        slate_error err;
+        assert_int_equal(tm_import(&o, &imp, &err), SLATE_OK);
+        slate_dtype dt = dts[k % 3];
         slate_convert_keep rules[2];
         slate_convert_params cp = tm_params(&o, rules);
         cp.convert_quantized = true;
-        if (k < 2) {
+        if (k % 6 < 3) {
             cp.dtype = dt;
         } else {
             rules[0] = (slate_convert_keep){dt, "blk.*"};
@@ -931,10 +949,10 @@ static void q4_k_and_q6_k_are_refused_as_requested_dtypes(void **st) {
         assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("kq_req.slate"), &err),
                          SLATE_E_INVALID_ARG);
         if (!strstr(err.message, slate_dtype_name(dt)) ||
-            !strstr(err.message, "only copied from GGUF Q4_K and Q6_K tensors"))
+            !strstr(err.message, "only copied from GGUF Q4_K, Q5_K and Q6_K tensors"))
             fail_msg("case %d: %s", k, err.message);
+        tm_import_free(&imp);
     }
-    tm_import_free(&imp);
 }
 
 /* Logits of a short prompt. */
@@ -953,7 +971,7 @@ static void logits_of(const char *path, float *out) {
 
 /* Each type by default: its nearest layout in the package; the package runs (the run-time
  * kernels, not only the reference: negative q4 scales from Q3_K, blocks of 16 from Q2_K and
- * Q3_K, q4_k / q6_k super-blocks, also as a tied head and in the embedding lookup) and its
+ * Q3_K, q4_k / q5_k / q6_k super-blocks, also as a tied head and in the embedding lookup) and its
  * logits follow the f32 conversion of the same source. Tolerance: relative L2 error of the
  * logits below 2e-2. The weights differ from the f32 ones by the f16 rounding of scales
  * (2^-11 relative) or, requantized, by up to half an int8 step (~0.4% of a block's largest
@@ -971,8 +989,8 @@ static void every_type_converts_to_its_layout_and_runs_close_to_f32(void **st) {
         {SLATE__SRC_Q6_K, "q6_k", 256, false, false}, {SLATE__SRC_Q6_K, "q6_k", 256, false, true},
         {SLATE__SRC_Q2_K, "q4", 16, true, false},     {SLATE__SRC_Q3_K, "q4", 16, false, false},
         {SLATE__SRC_Q5_0, "q8_0", 32, false, false},  {SLATE__SRC_IQ4_NL, "q8_0", 32, false, false},
+        {SLATE__SRC_Q5_K, "q5_k", 256, false, false}, {SLATE__SRC_Q5_K, "q5_k", 256, false, true},
         {SLATE__SRC_IQ4_XS, "q8_0", 32, false, false}, {SLATE__SRC_Q5_1, "q8_0", 32, false, false},
-        {SLATE__SRC_Q5_K, "q8_0", 32, false, false},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         tm_opts o = kq_opts(cases[c].t);
@@ -1023,7 +1041,7 @@ static void every_type_converts_to_its_layout_and_runs_close_to_f32(void **st) {
 }
 
 /* A non-finite super-block scale is refused naming the tensor and the block (row 3 of
- * blk.0.attn_q.weight: block 3), whatever the route (the q4_k / q6_k copies too: ggml would
+ * blk.0.attn_q.weight: block 3), whatever the route (the q4_k / q5_k / q6_k copies too: ggml would
  * give inf / NaN values); a sub-block scale past f16 stops the transcode (Q4_K asked for as
  * q4 b32 asym) with E_UNSUPPORTED naming the block and the way out, while the default copy of
  * that block keeps its finite values. */
@@ -1053,6 +1071,14 @@ static void convert_refuses_bad_super_block_scales_naming_tensor_and_block(void 
          "that is not finite (-inf)"},
         {SLATE__SRC_Q6_K, 208, 0x7e01, true, false, SLATE_E_FORMAT,
          "the Q6_K block of 256 at element [3][0] has a scale that is not finite (nan)"},
+        {SLATE__SRC_Q5_K, 0, 0x7c00, false, false, SLATE_E_FORMAT,
+         "tensor 'blk.0.attn_q.weight': the Q5_K block of 256 at element [3][0] has a scale "
+         "that is not finite (inf)"},
+        {SLATE__SRC_Q5_K, 2, 0x7e00, false, false, SLATE_E_FORMAT,
+         "tensor 'blk.0.attn_q.weight': the Q5_K block of 256 at element [3][0] has a scale "
+         "that is not finite (nan)"},
+        {SLATE__SRC_Q5_K, 2, 0xfc00, true, false, SLATE_E_FORMAT,
+         "the Q5_K block of 256 at element [3][0] has a scale that is not finite (-inf)"},
         {SLATE__SRC_Q2_K, 82, 0x7e00, false, false, SLATE_E_FORMAT,
          "the Q2_K block of 256 at element [3][0] has a scale that is not finite (nan)"},
         {SLATE__SRC_Q4_K, 0, 0x7bff, false, true, SLATE_E_UNSUPPORTED,
@@ -1099,7 +1125,7 @@ int main(void) {
         cmocka_unit_test(every_type_dequantizes_hand_blocks_by_its_formula),
         cmocka_unit_test(random_blocks_dequantize_bit_exact),
         cmocka_unit_test(runs_of_blocks_and_sizes_follow_the_geometry),
-        cmocka_unit_test(ref_dequant_of_q4_k_and_q6_k_is_ggml_bit_for_bit),
+        cmocka_unit_test(ref_dequant_of_k_quants_is_ggml_bit_for_bit),
         cmocka_unit_test(transcode_equals_dequantize_within_the_scale_rounding),
         cmocka_unit_test(each_type_has_its_nearest_layout),
         cmocka_unit_test(nonfinite_and_overflowing_scales_are_found_by_block),
@@ -1107,8 +1133,8 @@ int main(void) {
         cmocka_unit_test(parser_sizes_every_type_it_reads),
         cmocka_unit_test(parser_refuses_rows_that_are_not_whole_blocks),
         cmocka_unit_test(parser_names_every_type_it_does_not_read),
-        cmocka_unit_test(q4_k_and_q6_k_are_copied_or_exact_f32_or_transcoded_when_asked),
-        cmocka_unit_test(q4_k_and_q6_k_are_refused_as_requested_dtypes),
+        cmocka_unit_test(k_quants_are_copied_or_exact_f32_or_transcoded_when_asked),
+        cmocka_unit_test(k_quants_are_refused_as_requested_dtypes),
         cmocka_unit_test(every_type_converts_to_its_layout_and_runs_close_to_f32),
         cmocka_unit_test(convert_refuses_bad_super_block_scales_naming_tensor_and_block),
     };
