@@ -5,7 +5,7 @@
  * Q8_0/Q4_0 tensors imported byte for byte, quantized tiny models that open
  * and give logits close to their f32 twin (prefill and decode, through exec's activation
  * quantization), and malformed quantized tensor entries refused with the culprit named (q4_k /
- * q6_k too). */
+ * q5_k / q6_k too). */
 #include "testutil.h"
 #include "pkgutil.h"
 #include "tinymodel.h"
@@ -726,21 +726,27 @@ static void expect_edit_opens(const uint8_t *pkg, const char *tensor, void (*edi
     cJSON_Delete(j);
 }
 
-/* q4_k / q6_k entries (what the converter writes for GGUF Q4_K / Q6_K tensors): "block" is
- * optional and 256 when given; any other block, "asym", "bits", a size that is not n_out x
- * n_in / 256 x 144 (q6_k: 210) bytes, or rows that are not whole super-blocks are refused
- * naming the tensor. */
-static void q4_k_and_q6_k_tensor_entries_take_super_blocks_of_256_only(void **st) {
+/* q4_k / q5_k / q6_k entries (what the converter writes for GGUF Q4_K / Q5_K / Q6_K tensors):
+ * "block" is optional and 256 when given; any other block, "asym", "bits", a size that is not
+ * n_out x n_in / 256 x 144 (q5_k: 176, q6_k: 210) bytes, or rows that are not whole
+ * super-blocks are refused naming the tensor. */
+static void k_quant_tensor_entries_take_super_blocks_of_256_only(void **st) {
     (void)st;
-    for (int k = 0; k < 2; k++) {
-        bool six = k == 1;
+    static const struct {
+        slate__src_type t;
+        const char *dtype;
+        double bytes; /* per super-block */
+    } kt[] = {{SLATE__SRC_Q4_K, "q4_k", 144}, {SLATE__SRC_Q6_K, "q6_k", 210},
+              {SLATE__SRC_Q5_K, "q5_k", 176}};
+    for (int k = 0; k < 3; k++) {
+        char msg[64];
         tm_opts o = tm_default();
         o.n_layers = 1;
         o.dim = 256;
         o.n_heads = 4;
         o.n_kv_heads = 2;
         o.ffn_dim = 512;
-        o.src_type = (int32_t)(six ? SLATE__SRC_Q6_K : SLATE__SRC_Q4_K);
+        o.src_type = (int32_t)kt[k].t;
         const char *path = tu_tmp("kq_base.slate");
         assert_int_equal(tm_write(path, &o, NULL), SLATE_OK);
         char *data;
@@ -752,25 +758,22 @@ static void q4_k_and_q6_k_tensor_entries_take_super_blocks_of_256_only(void **st
         cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "tensors")) {
             const char *name = cJSON_GetObjectItem(e, "name")->valuestring;
             if (strcmp(name, q) && strcmp(name, dn)) continue;
-            assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring,
-                                six ? "q6_k" : "q4_k");
+            assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring, kt[k].dtype);
             assert_int_equal((int)cJSON_GetObjectItem(e, "block")->valuedouble, 256);
             double n_out = cJSON_GetArrayItem(cJSON_GetObjectItem(e, "shape"), 0)->valuedouble;
             double n_in = cJSON_GetArrayItem(cJSON_GetObjectItem(e, "shape"), 1)->valuedouble;
             assert_true(cJSON_GetObjectItem(e, "size")->valuedouble ==
-                        n_out * (n_in / 256) * (six ? 210 : 144));
+                        n_out * (n_in / 256) * kt[k].bytes);
         }
         cJSON_Delete(j);
         expect_edit_opens(pkg, q, NULL);
         expect_edit_opens(pkg, q, no_block);
         expect_edit_opens(pkg, dn, block_256);
-        pu_expect_edit(pkg, q, block_32, SLATE_E_UNSUPPORTED,
-                       six ? "block 32 is not supported for q6_k" : "block 32 is not supported "
-                                                                     "for q4_k");
+        snprintf(msg, sizeof msg, "block 32 is not supported for %s", kt[k].dtype);
+        pu_expect_edit(pkg, q, block_32, SLATE_E_UNSUPPORTED, msg);
         pu_expect_edit(pkg, q, block_64, SLATE_E_UNSUPPORTED, "block 64");
-        pu_expect_edit(pkg, q, asym_true, SLATE_E_UNSUPPORTED,
-                       six ? "asymmetric q6_k is not supported" : "asymmetric q4_k is not "
-                                                                  "supported");
+        snprintf(msg, sizeof msg, "asymmetric %s is not supported", kt[k].dtype);
+        pu_expect_edit(pkg, q, asym_true, SLATE_E_UNSUPPORTED, msg);
         pu_expect_edit(pkg, dn, bits_4, SLATE_E_UNSUPPORTED, "apply only to pal, not q");
         pu_expect_edit(pkg, q, size_plus_one, SLATE_E_FORMAT, "does not match");
         pu_expect_edit(pkg, dn, size_q4_asym, SLATE_E_FORMAT, "does not match");
@@ -796,7 +799,7 @@ int main(void) {
         cmocka_unit_test(quantized_models_give_logits_close_to_f32),
         cmocka_unit_test(quantized_prefill_then_decode_matches_longer_prefill),
         cmocka_unit_test(malformed_quantized_tensor_entries_are_refused),
-        cmocka_unit_test(q4_k_and_q6_k_tensor_entries_take_super_blocks_of_256_only),
+        cmocka_unit_test(k_quant_tensor_entries_take_super_blocks_of_256_only),
     };
     return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }
