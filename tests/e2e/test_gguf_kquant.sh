@@ -10,24 +10,27 @@
 #   the NumPy-decoded weights (so the same logits, checked within 1e-4 relative too), and
 #   formats no block can be transcoded to (--quantize int8; mixed: fp16, int4 with blocks of
 #   64) that F32 GGUF's package byte for byte;
-# - the default conversion keeps what can be kept: Q4_K and Q6_K become slate's q4_k and q6_k
+# - the default conversion keeps what can be kept: Q4_K, Q5_K, Q6_K become slate's q4_k, q5_k, q6_k
 #   holding the GGUF rows' bytes unchanged (compared byte for byte; their logits then match the
 #   --dtype fp32 package's within 1e-4 relative, as every value is kept); Q2_K becomes slate's
 #   asymmetric q4 with blocks of 16, Q3_K symmetric q4 with blocks of 16, each sub-block's scale
 #   (and offset) the f16 nearest to ggml's d * sc (and -dmin * m), the codes unchanged; Q5_0,
 #   IQ4_NL and IQ4_XS become q8_0 with their codes as int8 (q - 16, the IQ4 levels) and their
-#   own d (IQ4_XS: d * (ls - 32) in f16): exact for the first two; Q5_1 and Q5_K become q8_0
-#   with exactly the bytes slate's own int8-b32 quantizer gives the decoded weights; the logits
-#   (reference kernels) stay near the reference's, within a bound stated below; Q4_K asked for
-#   as q4 b32 asym (--quantize int4 --asym) is transcoded as Q2_K is;
+#   own d (IQ4_XS: d * (ls - 32) in f16): exact for the first two; Q5_1 becomes q8_0 with
+#   exactly the bytes slate's own int8-b32 quantizer gives the decoded weights (and so does
+#   Q5_K with --quantize int8-b32); the logits (reference kernels) stay near the reference's,
+#   within a bound stated below; Q4_K asked for as q4 b32 asym (--quantize int4 --asym) is
+#   transcoded as Q2_K is;
 # - a Q4_K_M-like file (Q4_K, Q6_K head and one ffn_down), also tied (Q6_K embedding, no
-#   output.weight: the head reads the embedding), gives a package whose tensors are exactly the
-#   GGUF's tensor bytes plus rope.freqs, the file adding only alignment, the header, META and
-#   the TOKENIZER section (stated precisely in sizes());
+#   output.weight: the head reads the embedding), and a Q5_K_M-like one (Q5_K, Q6_K head and one
+#   ffn_down; tied: Q5_K embedding) give packages whose tensors are exactly the GGUF's tensor
+#   bytes plus rope.freqs, the file adding only alignment, the header, META and the TOKENIZER
+#   section (stated precisely in sizes()), logits within 1e-4 relative of the --dtype fp32
+#   package's, and a `slate info` weights line with each dtype's bytes and bits per weight;
 # - with random bytes in every block (all values of every code and sub-block scale field) and
 #   edge values in its super-block scales (f16 subnormals, zero, -0, negative, near the f16
 #   limit once times a sub-block scale) --dtype fp32 still gives ggml's values bit for bit and
-#   the default the GGUF's bytes (Q4_K, Q6_K) or each transcoded scale as the f16 nearest the
+#   the default the GGUF's bytes (Q4_K, Q5_K, Q6_K) or each transcoded scale as the f16 nearest the
 #   exact product, the codes kept; a Q4_K sub-block scale that rounds past f16 (65520) is copied
 #   by default (its values are finite) and refused naming the tensor when q4 b32 asym is asked
 #   for (or kept f32);
@@ -52,11 +55,11 @@ import numpy as np
 import ggml_quants as gq
 import slatefiles as sf
 
-COPY = {"Q4_K": "q4_k", "Q6_K": "q6_k"}  # their bytes, as slate's super-block dtypes
+COPY = {"Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k"}  # their bytes, as super-block dtypes
 Q4 = {"Q2_K": (16, True), "Q3_K": (16, False)}  # transcoded to q4
 Q4_ASKED = {"Q4_K": (32, True)}  # transcoded to q4 when that is asked for (--quantize int4 --asym)
 Q8 = ("Q5_0", "IQ4_NL", "IQ4_XS")  # transcoded to q8_0
-REQUANT = ("Q5_1", "Q5_K")  # requantized to q8_0
+REQUANT = ("Q5_1",)  # requantized to q8_0
 EXACT = set(COPY) | {"Q5_0", "IQ4_NL"}  # the default keeps every value
 
 
@@ -120,7 +123,7 @@ def fp32(pkg_path, gguf_path):
 
 
 def default(pkg_path, gguf_path, q8_path, q4=Q4):
-    """The default conversion: COPY types as q4_k / q6_k holding the GGUF rows' bytes
+    """The default conversion: COPY types as q4_k / q5_k / q6_k holding the GGUF rows' bytes
     unchanged; Q4 types (q4: Q4_ASKED too) as q4 with transcode_q4's d, m and codes; Q8 types
     as q8_0 with transcode_q8's d and codes; REQUANT types as the tensor of q8_path (the
     decoded F32 GGUF converted with --quantize int8-b32: the same requantization)."""
@@ -217,7 +220,7 @@ def drift_bound(g):
     # gives r; drift grows about linearly with the perturbation, so transcoding may drift by
     # 5 r D(f16) (measured: 0.5..2.1 r D(f16) over Q2_K, Q3_K, Q4_K, IQ4_XS and four seeds);
     # Q5_0 and IQ4_NL keep their values exactly (r = 0). A file with several kinds adds the
-    # bounds. Copied types (Q4_K, Q6_K) keep their values (r = 0). A misread field or a
+    # bounds. Copied types (Q4_K, Q5_K, Q6_K) keep their values (r = 0). A misread field or a
     # misplaced block moves the logits by O(1).
     ref, dflt, q8, f16 = (logits(g + x) for x in (".ref.f32", ".def.f32", ".q8.f32", ".f16.f32"))
     d_tc = d_f16 = 0.0
@@ -318,7 +321,8 @@ def checks(g, tag):
          lambda: close(g + ".f32.f32", g + ".ref.f32")),
         ("--quantize int8: the decoded F32 GGUF's int8 package, byte for byte",
          lambda: same(g + ".i8.slate", g + ".ri8.slate")),
-        ("default: q4_k / q6_k holding the GGUF's bytes, transcoded q4 / q8_0, or requantized "
+        ("default: q4_k / q5_k / q6_k holding the GGUF's bytes, transcoded q4 / q8_0, or "
+         "requantized "
          "q8_0, as documented", lambda: default(g + ".def.slate", g + ".gguf", g + ".q8.slate")),
         ("default: logits (reference kernels) drift from the reference within the bound",
          lambda: drift_bound(g)),
@@ -339,12 +343,19 @@ def checks(g, tag):
         todo.append(("--quantize int4 --asym (the embedding and head too): Q4_K transcoded to q4 "
                      "b32 asym, each scale the nearest f16, the codes kept",
                      lambda: default(g + ".own.slate", g + ".gguf", None, q4=Q4_ASKED)))
-    if tag.startswith("q4km"):
-        todo += [("has Q4_K and Q6_K tensors only, %s" % ("the embedding Q6_K and no "
-                  "output.weight (tied)" if tag.endswith("tied") else "the head Q6_K"),
-                  lambda: (types == {"Q4_K", "Q6_K"} and (
+    if tag == "Q5_K":
+        todo.append(("--quantize int8-b32 (the requantization Q5_K had before q5_k, for a "
+                     "runtime without it): the decoded F32 GGUF's int8-b32 package, byte for byte",
+                     lambda: same(g + ".own.slate", g + ".q8.slate")))
+    if tag.startswith(("q4km", "q5km")):
+        # the tied embedding: Q6_K in the Q4_K_M-like file, Q5_K in the Q5_K_M-like one
+        main, emb = ("Q4_K", "Q6_K") if tag.startswith("q4km") else ("Q5_K", "Q5_K")
+        todo += [("has %s and Q6_K tensors only, %s" % (main, "the embedding %s and no "
+                  "output.weight (tied)" % emb if tag.endswith("tied") else "the head Q6_K"),
+                  lambda: (types == {main, "Q6_K"} and (
                       ("output.weight" not in package(g + ".def.slate") and
-                       package(g + ".def.slate")["token_embd.weight"][0]["dtype"] == "q6_k")
+                       package(g + ".def.slate")["token_embd.weight"][0]["dtype"] ==
+                       COPY[emb])
                       if tag.endswith("tied") else
                       package(g + ".def.slate")["output.weight"][0]["dtype"] == "q6_k"),
                            sorted(types))),
@@ -422,7 +433,7 @@ check_type() {
     Q4_K) own="--quantize int4 --asym --block-size 32 $keep4" ;;
     Q2_K) own="--quantize int4 --asym --block-size 16 $keep4" ;;
     Q3_K) own="--quantize int4 --block-size 16 $keep4" ;;
-    Q5_0 | IQ4_NL | IQ4_XS) own="--quantize int8-b32" ;;
+    Q5_0 | IQ4_NL | IQ4_XS | Q5_K) own="--quantize int8-b32" ;;
   esac
   # shellcheck disable=SC2086
   [ -z "$own" ] || conv "$g.gguf" "$g.own.slate" $own
@@ -472,6 +483,27 @@ print([l for l in text.splitlines() if "weights" in l], want)
 sys.exit(0 if ok else 1)' "$WORK/q4km.info" "$WORK/q4km.gguf"
 SRC="$WORK/mt" check_type q4km_tied --quant Q4_K:weight --quant Q6_K:token_embd \
   --quant Q6_K:blk.1.ffn_down
+# Q5_K_M-like (llama.cpp's other common mix): Q5_K, with Q6_K for the head and half of ffn_down;
+# and tied, the embedding Q5_K this time, so the embedding lookup and the head read q5_k.
+check_type q5km --quant Q5_K:weight --quant Q6_K:output.weight --quant Q5_K:attn_output \
+  --quant Q6_K:blk.0.ffn_down
+SRC="$WORK/mt" check_type q5km_tied --quant Q5_K:weight --quant Q6_K:blk.1.ffn_down
+# slate info on the Q5_K_M-like package: q5_k at 176 bytes per 256 (5.50 bits per weight).
+"$SLATE" info "$WORK/q5km.def.slate" >"$WORK/q5km.info" 2>&1 || true
+check "slate info lists the q6_k and q5_k bytes (the GGUF's) with their bits per weight" $PY -c '
+import re, sys
+import ggml_quants as gq
+import slatefiles as sf
+text = open(sys.argv[1]).read()
+want = {"Q5_K": 0, "Q6_K": 0}
+for ne, tt, _ in sf.gguf_tensors(sys.argv[2]).values():
+    qt = gq.TYPE_IDS.get(tt)
+    if qt in want:
+        want[qt] += ne[0] * ne[1] // 256 * gq.TYPES[qt][2]
+pat = r"\(f32 \d+, f16 0, bf16 0; q6_k %d = 6\.56 bits per weight, q5_k %d = 5\.50 bits per weight\)"
+ok = re.search(pat % (want["Q6_K"], want["Q5_K"]), text)
+print([l for l in text.splitlines() if "weights" in l], want)
+sys.exit(0 if ok else 1)' "$WORK/q5km.info" "$WORK/q5km.gguf"
 
 # Refusals. The small phi3 folder has rows of 64 (hidden 64): whole blocks of 32, not of 256.
 s="$WORK/small"
@@ -493,6 +525,10 @@ patch_f16 "$WORK/Q6_K.gguf" "$WORK/inf_q6.gguf" blk.1.attn_output.weight 7 208 f
 expect_fail "a Q6_K super-block d of -inf is refused (default: copied as q6_k), naming the tensor" \
   SLATE_E_FORMAT "blk.1.attn_output.weight" \
   "$SLATE" convert "$WORK/inf_q6.gguf" -o "$WORK/x.slate"
+patch_f16 "$WORK/Q5_K.gguf" "$WORK/nan_q5.gguf" blk.0.attn_output.weight 6 2 7e00
+expect_fail "a Q5_K super-block dmin of NaN is refused (default: copied as q5_k), naming it" \
+  SLATE_E_FORMAT "blk.0.attn_output.weight" \
+  "$SLATE" convert "$WORK/nan_q5.gguf" -o "$WORK/x.slate"
 head -c -1000 "$WORK/Q6_K.gguf" >"$WORK/trunc.gguf"
 expect_fail "a truncated Q6_K file is refused, naming the last tensor" SLATE_E_FORMAT \
   "blk.1.ffn_down.weight" "$SLATE" convert "$WORK/trunc.gguf" -o "$WORK/x.slate"

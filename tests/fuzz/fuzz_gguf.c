@@ -5,9 +5,10 @@
  * dequantized and, where the converter can transcode them, transcoded: with finite scales
  * every value must be finite (ggml_quants.h), a transcode must give back the dequantized
  * values up to the f16 rounding of its scales, and the types the converter copies (Q8_0, Q4_0,
- * Q4_1, Q4_K, Q6_K) must read back through the runtime's reference dequantization of their
- * slate dtype (q8_0, q4, q4_k, q6_k) as ggml's values bit for bit. A leak of counted allocations aborts. The corpus is in
- * corpus/gguf/; replay_main.c replays it in the normal test run. */
+ * Q4_1, Q4_K, Q5_K, Q6_K) must read back through the runtime's reference dequantization of
+ * their slate dtype (q8_0, q4, q4_k, q5_k, q6_k) as ggml's values bit for bit. A leak of
+ * counted allocations aborts. The corpus is in corpus/gguf/; replay_main.c replays it in the
+ * normal test run. */
 #include <stdint.h>
 #include <stdlib.h>
 
