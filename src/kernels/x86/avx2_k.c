@@ -249,20 +249,28 @@ static void matmul_q6_k(float *y, const float *x, const void *xq, const slate__w
 /* Embedding lookups (row_to_f32): one row dequantized 8 values at a time with exactly ref's f32
  * operations, so the result is bit-identical (kernels/ref/quant.c: Q4_K (d sc) q - dmin m, Q6_K
  * (d s) (code - 32), each product rounded on its own: mul and sub, no FMA). */
-static void row_to_f32_q4_k(float *dst, const slate__wmat *w, int64_t o) {
+/* Q4_K, and Q5_K (q5: Q4_K's with bit j of qh[l] added as 16 to the code of element 32 j + l;
+ * its qs start at byte 48). */
+INLINE void row_to_f32_q45_k(bool q5, float *dst, const slate__wmat *w, int64_t o) {
     const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    size_t bb = q5 ? sizeof(slate__block_q5_k) : sizeof(slate__block_q4_k);
     for (int64_t sb = 0; sb < w->n_in / SLATE__SUPERBLOCK; sb++) {
-        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q4_k);
+        const uint8_t *b = row + (size_t)sb * bb;
         float d = f16_scalar(b), dmin = f16_scalar(b + 2);
         for (int j = 0; j < 8; j++) {
             int sc, m;
             slate__q4k_scale_min(b + 4, j, &sc, &m);
             __m256 dl = _mm256_set1_ps(d * (float)sc), ml = _mm256_set1_ps(dmin * (float)m);
-            const uint8_t *qs = b + 16 + 32 * (j / 2);
+            const uint8_t *qs = b + (q5 ? 48 : 16) + 32 * (j / 2);
             for (int u = 0; u < 4; u++) {
                 __m128i v = _mm_loadl_epi64((const __m128i *)(qs + 8 * u));
                 v = j % 2 ? _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15))
                           : _mm_and_si128(v, _mm_set1_epi8(15));
+                if (q5) {
+                    __m128i h = _mm_loadl_epi64((const __m128i *)(b + 16 + 8 * u));
+                    h = _mm_and_si128(_mm_srl_epi16(h, _mm_cvtsi32_si128(j)), _mm_set1_epi8(1));
+                    v = _mm_or_si128(v, _mm_slli_epi16(h, 4)); /* 0..31, no carry across bytes */
+                }
                 __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
                 _mm256_storeu_ps(dst + sb * SLATE__SUPERBLOCK + 32 * j + 8 * u,
                                  _mm256_sub_ps(_mm256_mul_ps(dl, q), ml));
@@ -271,30 +279,12 @@ static void row_to_f32_q4_k(float *dst, const slate__wmat *w, int64_t o) {
     }
 }
 
-/* Q5_K: Q4_K's with bit j of qh[l] added as 16 to the code of element 32 j + l. */
+static void row_to_f32_q4_k(float *dst, const slate__wmat *w, int64_t o) {
+    row_to_f32_q45_k(false, dst, w, o);
+}
+
 static void row_to_f32_q5_k(float *dst, const slate__wmat *w, int64_t o) {
-    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-    for (int64_t sb = 0; sb < w->n_in / SLATE__SUPERBLOCK; sb++) {
-        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q5_k);
-        float d = f16_scalar(b), dmin = f16_scalar(b + 2);
-        for (int j = 0; j < 8; j++) {
-            int sc, m;
-            slate__q4k_scale_min(b + 4, j, &sc, &m);
-            __m256 dl = _mm256_set1_ps(d * (float)sc), ml = _mm256_set1_ps(dmin * (float)m);
-            const uint8_t *qs = b + 48 + 32 * (j / 2);
-            for (int u = 0; u < 4; u++) {
-                __m128i v = _mm_loadl_epi64((const __m128i *)(qs + 8 * u));
-                __m128i h = _mm_loadl_epi64((const __m128i *)(b + 16 + 8 * u));
-                v = j % 2 ? _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15))
-                          : _mm_and_si128(v, _mm_set1_epi8(15));
-                h = _mm_and_si128(_mm_srl_epi16(h, _mm_cvtsi32_si128(j)), _mm_set1_epi8(1));
-                v = _mm_or_si128(v, _mm_slli_epi16(h, 4)); /* 0..31, no carry across bytes */
-                __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
-                _mm256_storeu_ps(dst + sb * SLATE__SUPERBLOCK + 32 * j + 8 * u,
-                                 _mm256_sub_ps(_mm256_mul_ps(dl, q), ml));
-            }
-        }
-    }
+    row_to_f32_q45_k(true, dst, w, o);
 }
 
 static void row_to_f32_q6_k(float *dst, const slate__wmat *w, int64_t o) {
