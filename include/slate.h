@@ -131,14 +131,18 @@ typedef enum slate_dtype {
                              byte for byte) */
     SLATE_DTYPE_Q5_K = 10, /* super-blocks of 256: 5-bit codes, eight 6-bit scales and minimums
                               (GGUF Q5_K byte for byte) */
+    SLATE_DTYPE_Q3_K = 11, /* super-blocks of 256: 3-bit codes, sixteen 6-bit scales (GGUF Q3_K
+                              byte for byte) */
+    SLATE_DTYPE_Q2_K = 12, /* super-blocks of 256: 2-bit codes, sixteen 4-bit scales and
+                              minimums (GGUF Q2_K byte for byte) */
     /* Caches only (a state's kv_dtype, state files), never weights or packages: int8 values
      * with one f32 scale per kv head and position (blocks of {f32 scale, head_dim int8 padded
      * to 4 bytes}; docs/format.md "State file"). */
     SLATE_DTYPE_I8 = 16,
 } slate_dtype;
 
-/* Static name ("f32", "f16", "bf16", "i32", "q8_0", "q4", "q8_c", "pal", "q4_k", "q6_k", "q5_k", "i8"), or "?" for an unknown
- * value. */
+/* Static name ("f32", "f16", "bf16", "i32", "q8_0", "q4", "q8_c", "pal", "q4_k", "q6_k", "q5_k",
+ * "q3_k", "q2_k", "i8"), or "?" for an unknown value. */
 const char *slate_dtype_name(slate_dtype dtype);
 
 /* ------------------------------------------------------------------------------------------ */

@@ -359,6 +359,8 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
         case SLATE_DTYPE_Q4_K:
         case SLATE_DTYPE_Q6_K:
         case SLATE_DTYPE_Q5_K:
+        case SLATE_DTYPE_Q3_K:
+        case SLATE_DTYPE_Q2_K:
             return SLATE__INTERNAL(err, "i32/i8/compressed weights");
         }
     }

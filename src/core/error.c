@@ -90,6 +90,8 @@ const char *slate_dtype_name(slate_dtype dtype) {
     case SLATE_DTYPE_Q4_K: return "q4_k";
     case SLATE_DTYPE_Q6_K: return "q6_k";
     case SLATE_DTYPE_Q5_K: return "q5_k";
+    case SLATE_DTYPE_Q3_K: return "q3_k";
+    case SLATE_DTYPE_Q2_K: return "q2_k";
     case SLATE_DTYPE_I8: return "i8";
     }
     return "?";

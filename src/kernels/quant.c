@@ -19,6 +19,8 @@ bool slate__wdtype_valid(slate_dtype dt) {
     case SLATE_DTYPE_Q4_K:
     case SLATE_DTYPE_Q6_K:
     case SLATE_DTYPE_Q5_K:
+    case SLATE_DTYPE_Q3_K:
+    case SLATE_DTYPE_Q2_K:
         return true;
     default:
         return false;
@@ -94,6 +96,8 @@ static size_t row_bytes(slate_dtype dt, int32_t block, bool asym, int64_t n_in) 
     case SLATE_DTYPE_Q4_K: return (size_t)(n_in / 256) * sizeof(slate__block_q4_k);
     case SLATE_DTYPE_Q6_K: return (size_t)(n_in / 256) * sizeof(slate__block_q6_k);
     case SLATE_DTYPE_Q5_K: return (size_t)(n_in / 256) * sizeof(slate__block_q5_k);
+    case SLATE_DTYPE_Q3_K: return (size_t)(n_in / 256) * sizeof(slate__block_q3_k);
+    case SLATE_DTYPE_Q2_K: return (size_t)(n_in / 256) * sizeof(slate__block_q2_k);
     default: return 0;
     }
 }

@@ -35,6 +35,17 @@
  *         scales[12]; u8 qh[32]; u8 qs[128]}: Q4_K's scales and 4-bit codes (qs), and element
  *         32 j + l adds 16 to its code when bit j of qh[l] is set (q in 0..31); value
  *         (d * sc_j) * q - dmin * m_j.
+ *   Q3_K  super-blocks of 256 (GGUF Q3_K byte for byte, 110 bytes): {u8 hmask[32]; u8
+ *         qs[64]; u8 scales[12]; f16 d}. Element e, in half n = e / 128, group g = (e % 128) /
+ *         32, position l = e % 32: the low 2 bits of its code are bits 2 g, 2 g + 1 of
+ *         qs[32 n + l], and 4 is subtracted unless bit 4 n + g of hmask[l] is set (code -4..3).
+ *         Scale s = e / 16 (0..15) is 6 bits: the low nibble of scales[s] (s < 8) or the high
+ *         nibble of scales[s - 8] (s >= 8), and bits 2 (s / 4), 2 (s / 4) + 1 of scales[8 + s % 4]
+ *         above it; value (d * (sc_s - 32)) * code, as f32 products in that order (ggml's).
+ *   Q2_K  super-blocks of 256 (GGUF Q2_K byte for byte, 84 bytes): {u8 scales[16]; u8 qs[64];
+ *         f16 d, dmin}. Element e (n, g, l as in Q3_K) has the code q = bits 2 g, 2 g + 1 of
+ *         qs[32 n + l] (0..3); scales[e / 16] holds the scale (low nibble) and minimum (high
+ *         nibble) of its 16 elements; value (d * sc) * q - dmin * m.
  *
  * Rows of the blocked formats are whole blocks: n_in must be a multiple of the block. A row of
  * Q8_0 / Q4 is n_in / B blocks back to back, rows back to back. f16 is IEEE binary16.
@@ -50,8 +61,8 @@
 #include <stdint.h>
 
 /* Weight dtypes are 0..SLATE__N_WDTYPES-1 (F32, F16, BF16, I32 (never a weight), Q8_0, Q4,
- * Q8_C, PAL, Q4_K, Q6_K); kernel tables are indexed by them. */
-#define SLATE__N_WDTYPES 11
+ * Q8_C, PAL, Q4_K, Q6_K, Q5_K, Q3_K, Q2_K); kernel tables are indexed by them. */
+#define SLATE__N_WDTYPES 13
 
 typedef struct slate__block_q8_0 {
     uint16_t d;    /* f16 scale */
@@ -109,6 +120,21 @@ typedef struct slate__block_q5_k {
 } slate__block_q5_k;
 static_assert(sizeof(slate__block_q5_k) == 176, "Q5_K super-block is 176 bytes (GGUF Q5_K)");
 
+typedef struct slate__block_q3_k {
+    uint8_t hmask[32];   /* third bit of the codes: bit 4 n + g of hmask[l] (above) */
+    uint8_t qs[64];      /* low 2 bits: 4 codes per byte */
+    uint8_t scales[12];  /* sixteen 6-bit scales, offset by 32, packed (slate__q3k_scale) */
+    uint16_t d;          /* f16 super-block scale */
+} slate__block_q3_k;
+static_assert(sizeof(slate__block_q3_k) == 110, "Q3_K super-block is 110 bytes (GGUF Q3_K)");
+
+typedef struct slate__block_q2_k {
+    uint8_t scales[16];  /* per 16 elements: scale (low nibble), minimum (high nibble) */
+    uint8_t qs[64];      /* 2-bit codes: 4 per byte, as Q3_K's low bits */
+    uint16_t d, dmin;    /* f16 super-block scale and minimum scale */
+} slate__block_q2_k;
+static_assert(sizeof(slate__block_q2_k) == 84, "Q2_K super-block is 84 bytes (GGUF Q2_K)");
+
 /* Scale and minimum j (0..7) of a Q4_K super-block's 12 scale bytes (the rule above). */
 static inline void slate__q4k_scale_min(const uint8_t *s, int j, int *sc, int *m) {
     if (j < 4) {
@@ -118,6 +144,12 @@ static inline void slate__q4k_scale_min(const uint8_t *s, int j, int *sc, int *m
         *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
         *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
     }
+}
+
+/* Scale s (0..15) of a Q3_K super-block's 12 scale bytes, with its offset removed: -32..31. */
+static inline int slate__q3k_scale(const uint8_t *sc, int s) {
+    int lo = s < 8 ? sc[s] & 15 : sc[s - 8] >> 4;
+    return (lo | ((sc[8 + s % 4] >> (2 * (s / 4))) & 3) << 4) - 32;
 }
 
 /* Bytes of one Q4 block of B elements. */
@@ -133,7 +165,7 @@ static inline int32_t slate__pal_group(int32_t layout) { return layout >> 4; }
 #define SLATE__PAL_GROUP_MAX 4096
 
 /* Largest block of the Q8_0 / Q4 formats (kernels size their stack buffers with it); the
- * super-block formats (Q4_K, Q6_K) have 256. */
+ * super-block formats have 256. */
 #define SLATE__QBLOCK_MAX 128
 #define SLATE__SUPERBLOCK 256
 
@@ -141,7 +173,7 @@ static inline int32_t slate__pal_group(int32_t layout) { return layout >> 4; }
 typedef struct slate__wmat {
     const void *data;
     slate_dtype dtype;
-    int32_t block;        /* Q8_0: 32; Q4: 16, 32, 64 or 128; Q4_K, Q6_K: 256;
+    int32_t block;        /* Q8_0: 32; Q4: 16, 32, 64 or 128; super-blocks: 256;
                              F32/F16/BF16/Q8_C: 0 */
     bool asym;            /* Q4 only: d * q + m */
     int64_t n_out, n_in;
@@ -152,18 +184,20 @@ typedef struct slate__wmat {
                              rows); else NULL */
 } slate__wmat;
 
-/* Whether dtype is stored as a matrix format (F32, F16, BF16, Q8_0, Q4, Q8_C, PAL, Q4_K, Q6_K). */
+/* Whether dtype is stored as a matrix format (F32, F16, BF16, Q8_0, Q4, Q8_C, PAL and the
+ * super-block formats). */
 bool slate__wdtype_valid(slate_dtype dtype);
-/* Whether dtype is one of the compressed formats (Q8_0, Q4, Q8_C, PAL, Q4_K, Q6_K): 2-D only. */
+/* Whether dtype is one of the compressed formats (Q8_0, Q4, Q8_C, PAL, super-blocks): 2-D only. */
 bool slate__wdtype_quantized(slate_dtype dtype);
-/* Whether dtype is a super-block format (Q4_K, Q6_K: blocks of SLATE__SUPERBLOCK). */
+/* Whether dtype is a super-block format (Q4_K, Q6_K, Q5_K, Q3_K, Q2_K: blocks of
+ * SLATE__SUPERBLOCK). */
 static inline bool slate__wdtype_superblock(slate_dtype dt) {
-    return dt == SLATE_DTYPE_Q4_K || dt == SLATE_DTYPE_Q6_K || dt == SLATE_DTYPE_Q5_K;
+    return dt == SLATE_DTYPE_Q4_K || dt == SLATE_DTYPE_Q6_K || dt == SLATE_DTYPE_Q5_K ||
+           dt == SLATE_DTYPE_Q3_K || dt == SLATE_DTYPE_Q2_K;
 }
 
-/* Checks a layout: block and asym must fit the dtype (Q4: 16/32/64/128; Q8_0: 32; Q4_K and
- * Q6_K: 256; others 0,
- * asym only for Q4; PAL: block = slate__pal_layout of bits 2/3/4/6/8 and group 1..4096) and
+/* Checks a layout: block and asym must fit the dtype (Q4: 16/32/64/128; Q8_0: 32; super-block
+ * formats: 256; others 0; asym only for Q4; PAL: block = slate__pal_layout of bits 2/3/4/6/8 and group 1..4096) and
  * n_in must be a multiple of the block (PAL: any n_in). On failure writes the reason
  * ("block 48 is not one of 16, 32, 64, 128") into why[0..cap) and returns false. */
 bool slate__wlayout_check(slate_dtype dtype, int32_t block, bool asym, int64_t n_in, char *why,

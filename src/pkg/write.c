@@ -25,7 +25,9 @@ size_t slate__dtype_size(slate_dtype dtype) {
     case SLATE_DTYPE_PAL:
     case SLATE_DTYPE_Q4_K:
     case SLATE_DTYPE_Q6_K:
-    case SLATE_DTYPE_Q5_K: return 0;
+    case SLATE_DTYPE_Q5_K:
+    case SLATE_DTYPE_Q3_K:
+    case SLATE_DTYPE_Q2_K: return 0;
     }
     return 0;
 }
@@ -34,7 +36,8 @@ bool slate__dtype_parse(const char *name, slate_dtype *out) {
     static const slate_dtype all[] = {SLATE_DTYPE_F32,  SLATE_DTYPE_F16, SLATE_DTYPE_BF16,
                                       SLATE_DTYPE_I32,  SLATE_DTYPE_Q8_0, SLATE_DTYPE_Q4,
                                       SLATE_DTYPE_Q8_C, SLATE_DTYPE_PAL, SLATE_DTYPE_Q4_K,
-                                      SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q5_K};
+                                      SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q3_K,
+                                      SLATE_DTYPE_Q2_K};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (strcmp(name, slate_dtype_name(all[i])) == 0) {
             *out = all[i];

@@ -198,7 +198,7 @@ const kc_qfmt kc_qfmts[KC_N_QFMTS] = {
     {SLATE_DTYPE_Q4, 32, false},   {SLATE_DTYPE_Q4, 32, true},   {SLATE_DTYPE_Q4, 64, false},
     {SLATE_DTYPE_Q4, 64, true},    {SLATE_DTYPE_Q4, 128, false}, {SLATE_DTYPE_Q4, 128, true},
     {SLATE_DTYPE_Q8_C, 0, false},  {SLATE_DTYPE_Q4_K, 256, false}, {SLATE_DTYPE_Q6_K, 256, false},
-    {SLATE_DTYPE_Q5_K, 256, false},
+    {SLATE_DTYPE_Q5_K, 256, false}, {SLATE_DTYPE_Q3_K, 256, false}, {SLATE_DTYPE_Q2_K, 256, false},
 };
 
 /* n bytes that end where a PROT_NONE page begins, so that a kernel reading past them faults. */
@@ -235,7 +235,8 @@ static void put_f16(uint8_t *p, float f) {
  * super-block formats keep their random sub-block scales (Q4_K, Q5_K: 6-bit scales and
  * minimums; Q6_K: int8 scales, -128 included) and get d (and dmin) so that a value reaches the
  * same magnitudes: d = +-s / (15 * 63) (Q5_K: 31 * 63) and dmin = s * u / 63 (u in [-1, 1)) for
- * Q4_K / Q5_K, d = +-s / (32 * 128) for Q6_K. */
+ * Q4_K / Q5_K, d = +-s / (32 * 128) for Q6_K, d = +-s / (4 * 32) for Q3_K (6-bit scales offset
+ * by 32, -32 included), d = +-s / (3 * 15) and dmin = s * u / 15 for Q2_K. */
 void kc_fill_qweights(uint8_t *w, const slate__wmat *wm, uint64_t *rng) {
     static const float mags[3] = {1.0f, 0.05f, 3.0f};
     size_t bytes = (size_t)slate__wmat_bytes(wm->dtype, wm->block, wm->asym, wm->n_out, wm->n_in);
@@ -249,7 +250,7 @@ void kc_fill_qweights(uint8_t *w, const slate__wmat *wm, uint64_t *rng) {
         }
         if (slate__wdtype_superblock(wm->dtype)) {
             /* Q4_K and Q5_K share the header {d, dmin, scales}; codes up to 15 or 31 */
-            bool k4 = wm->dtype != SLATE_DTYPE_Q6_K;
+            bool k4 = wm->dtype == SLATE_DTYPE_Q4_K || wm->dtype == SLATE_DTYPE_Q5_K;
             float qmax = wm->dtype == SLATE_DTYPE_Q5_K ? 31.0f : 15.0f;
             size_t bb = (size_t)(wm->row_bytes / (size_t)(wm->n_in / 256));
             for (int64_t b = 0; b < wm->n_in / 256; b++) {
@@ -259,6 +260,11 @@ void kc_fill_qweights(uint8_t *w, const slate__wmat *wm, uint64_t *rng) {
                 if (k4) {
                     put_f16(blk, s / (qmax * 63.0f));
                     put_f16(blk + 2, fabsf(s) * kc_randf(rng) / 63.0f);
+                } else if (wm->dtype == SLATE_DTYPE_Q3_K) {
+                    put_f16(blk + 108, s / (4.0f * 32.0f));
+                } else if (wm->dtype == SLATE_DTYPE_Q2_K) {
+                    put_f16(blk + 80, s / (3.0f * 15.0f));
+                    put_f16(blk + 82, fabsf(s) * kc_randf(rng) / 15.0f);
                 } else {
                     put_f16(blk + 208, s / (32.0f * 128.0f));
                 }

@@ -416,41 +416,57 @@ static void runs_of_blocks_and_sizes_follow_the_geometry(void **st) {
     assert_false(slate__ggml_is_block(SLATE__SRC_F16));
 }
 
-/* ---- q4_k / q5_k / q6_k: the package dtypes that hold GGUF Q4_K / Q5_K / Q6_K bytes ----- */
+/* ---- the super-block dtypes that hold GGUF Q4_K / Q5_K / Q6_K / Q3_K / Q2_K bytes ------- */
 
-/* The converter copies Q4_K / Q5_K / Q6_K bytes into q4_k / q5_k / q6_k packages, so the
- * runtime's reference dequantization of those dtypes (slate__ref_dequant, kernels/ref/quant.c:
- * the specification every kernel is checked against) must give ggml's values bit for bit,
- * whatever the bytes: matrices of random super-blocks (every code value, Q5_K's every qh byte
- * so every fifth-bit pattern of the eight sub-blocks, random 6-bit scales and minimums / int8
- * scales), the f16 d (and dmin) drawn from both signs, zero, subnormals, small, plain and
- * large values (up to 65504: a finite scale gives finite values), 3 rows of 2 super-blocks,
- * read from every start column and length so a super-block boundary falls anywhere. */
+/* The converter copies Q4_K / Q5_K / Q6_K / Q3_K / Q2_K bytes into q4_k / q5_k / q6_k / q3_k /
+ * q2_k packages, so the runtime's reference dequantization of those dtypes (slate__ref_dequant,
+ * kernels/ref/quant.c: the specification every kernel is checked against) must give ggml's
+ * values bit for bit, whatever the bytes: matrices of random super-blocks (every code value,
+ * Q5_K's every qh byte so every fifth-bit pattern of the eight sub-blocks, random 6-bit (Q3_K:
+ * offset) scales and minimums / int8 / 4-bit scales), the f16 d (and dmin) drawn from both
+ * signs, zero, subnormals, small, plain and large values (up to 65504: a finite scale gives
+ * finite values), 3 rows of 2 super-blocks, read from every start column and length so a
+ * super-block boundary falls anywhere. */
 static void ref_dequant_of_k_quants_is_ggml_bit_for_bit(void **st) {
     (void)st;
     static const uint16_t scales[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400,
                                       0x1000, 0x9555, 0x3c00, 0xbc00, 0x5c00, 0x7bff, 0xfbff};
+    static const struct {
+        slate__src_type src;
+        slate_dtype dt;
+        size_t bytes;
+        int n_f16, f16_at, n_codes;  /* f16 scales (d, dmin) at f16_at; codes 0..n_codes-1 */
+    } fmts[] = {
+        {SLATE__SRC_Q4_K, SLATE_DTYPE_Q4_K, 144, 2, 0, 16},
+        {SLATE__SRC_Q6_K, SLATE_DTYPE_Q6_K, 210, 1, 208, 64},
+        {SLATE__SRC_Q5_K, SLATE_DTYPE_Q5_K, 176, 2, 0, 32},
+        {SLATE__SRC_Q3_K, SLATE_DTYPE_Q3_K, 110, 1, 108, 8},
+        {SLATE__SRC_Q2_K, SLATE_DTYPE_Q2_K, 84, 2, 80, 4},
+    };
     const int n_sc = (int)(sizeof scales / sizeof scales[0]);
     uint64_t seed = tu_seed(), rng = seed;
-    for (int k = 0; k < 3; k++) {
-        bool six = k == 1, five = k == 2;
-        slate__src_type src = six ? SLATE__SRC_Q6_K : five ? SLATE__SRC_Q5_K : SLATE__SRC_Q4_K;
-        slate_dtype dt = six ? SLATE_DTYPE_Q6_K : five ? SLATE_DTYPE_Q5_K : SLATE_DTYPE_Q4_K;
-        size_t bytes = six    ? sizeof(slate__block_q6_k)
-                       : five ? sizeof(slate__block_q5_k)
-                              : sizeof(slate__block_q4_k);
-        assert_int_equal(bytes, six ? 210 : five ? 176 : 144);
+    for (size_t k = 0; k < sizeof fmts / sizeof fmts[0]; k++) {
+        slate__src_type src = fmts[k].src;
+        slate_dtype dt = fmts[k].dt;
+        size_t bytes = fmts[k].bytes;
+        bool six = dt == SLATE_DTYPE_Q6_K, five = dt == SLATE_DTYPE_Q5_K;
+        bool three = dt == SLATE_DTYPE_Q3_K, two = dt == SLATE_DTYPE_Q2_K;
+        assert_int_equal(bytes, six     ? sizeof(slate__block_q6_k)
+                                : five  ? sizeof(slate__block_q5_k)
+                                : three ? sizeof(slate__block_q3_k)
+                                : two   ? sizeof(slate__block_q2_k)
+                                        : sizeof(slate__block_q4_k));
         enum { N_OUT = 3, N_IN = 512, N_BLK = N_OUT * N_IN / 256 };
         uint8_t w[N_BLK * 210];
         float want[N_OUT * N_IN], got[N_IN];
-        bool seen[64] = {false}, seen_qh[256] = {false};
+        bool seen[64] = {false}, seen_qh[256] = {false}, seen_sc[64] = {false};
         for (int it = 0; it < 200; it++) {
             for (size_t i = 0; i < N_BLK * bytes; i++) w[i] = (uint8_t)tu_rand(&rng);
             for (int b = 0; b < N_BLK; b++) {
                 uint8_t *blk = w + (size_t)b * bytes;
                 /* half the blocks take an edge d (and dmin), the others keep random finite ones */
-                for (int f = 0; f < (six ? 1 : 2); f++) {
-                    uint8_t *h = blk + (six ? 208 : 2 * f);
+                for (int f = 0; f < fmts[k].n_f16; f++) {
+                    uint8_t *h = blk + fmts[k].f16_at + 2 * f;
                     uint16_t v = it % 2 ? scales[(it / 2 + 3 * b + 5 * f) % n_sc]
                                         : (uint16_t)(h[0] | h[1] << 8);
                     if ((v & 0x7c00) == 0x7c00) v &= 0xbbff; /* inf / NaN: finite instead */
@@ -479,21 +495,34 @@ static void ref_dequant_of_k_quants_is_ggml_bit_for_bit(void **st) {
                 for (int e = 0; e < 256; e++) {
                     int n = e / 128, g = (e % 128) / 32, l = e % 32, j = e / 32;
                     const uint8_t *qs = blk + (five ? 48 : 16); /* Q5_K: after qh[32] */
-                    int c = six ? ((g < 2 ? blk[64 * n + 32 * (g % 2) + l] & 15
-                                          : blk[64 * n + 32 * (g % 2) + l] >> 4) |
-                                   ((blk[128 + 32 * n + l] >> (2 * g)) & 3) << 4)
-                                : (j % 2 ? qs[32 * (j / 2) + l] >> 4 : qs[32 * (j / 2) + l] & 15);
+                    int c;
+                    if (six)
+                        c = (g < 2 ? blk[64 * n + 32 * (g % 2) + l] & 15
+                                   : blk[64 * n + 32 * (g % 2) + l] >> 4) |
+                            ((blk[128 + 32 * n + l] >> (2 * g)) & 3) << 4;
+                    else if (three) /* low 2 bits in qs (at 32), third in hmask */
+                        c = ((blk[32 + 32 * n + l] >> (2 * g)) & 3) |
+                            ((blk[l] >> (4 * n + g)) & 1) << 2;
+                    else if (two)
+                        c = (blk[16 + 32 * n + l] >> (2 * g)) & 3;
+                    else
+                        c = j % 2 ? qs[32 * (j / 2) + l] >> 4 : qs[32 * (j / 2) + l] & 15;
                     if (five) c |= ((blk[16 + l] >> j) & 1) << 4;
                     seen[c] = true;
                 }
                 if (five)
                     for (int l = 0; l < 32; l++) seen_qh[blk[16 + l]] = true;
+                if (three) /* every 6-bit scale, so both sign sides of the offset 32 */
+                    for (int s = 0; s < 16; s++) seen_sc[slate__q3k_scale(blk + 96, s) + 32] = true;
             }
         }
         if (five)
             for (int h = 0; h < 256; h++)
                 if (!seen_qh[h]) fail_msg("q5_k: qh byte %#x never drawn", h);
-        for (int c = 0; c < (six ? 64 : five ? 32 : 16); c++)
+        if (three)
+            for (int c = 0; c < 64; c++)
+                if (!seen_sc[c]) fail_msg("q3_k: scale %d never drawn", c - 32);
+        for (int c = 0; c < fmts[k].n_codes; c++)
             if (!seen[c]) fail_msg("%s: code %d never drawn", slate_dtype_name(dt), c);
     }
 }

@@ -78,6 +78,20 @@ static float deq1(const slate__wmat *w, int64_t o, int64_t i) {
         float dl = f16_at(blk + 208) * (float)(int8_t)blk[192 + e / 16];
         return dl * (float)(code - 32);
     }
+    case SLATE_DTYPE_Q3_K: {
+        const uint8_t *blk = row + (size_t)(i / 256) * sizeof(slate__block_q3_k);
+        int e = (int)(i % 256), n = e / 128, g = (e % 128) / 32, l = e % 32;
+        int code = ((blk[32 + 32 * n + l] >> (2 * g)) & 3) - ((blk[l] >> (4 * n + g)) & 1 ? 0 : 4);
+        float dl = f16_at(blk + 108) * (float)slate__q3k_scale(blk + 96, e / 16);
+        return dl * (float)code;
+    }
+    case SLATE_DTYPE_Q2_K: {
+        const uint8_t *blk = row + (size_t)(i / 256) * sizeof(slate__block_q2_k);
+        int e = (int)(i % 256), n = e / 128, g = (e % 128) / 32, l = e % 32;
+        int q = (blk[16 + 32 * n + l] >> (2 * g)) & 3, sm = blk[e / 16];
+        float dl = f16_at(blk + 80) * (float)(sm & 15), ml = f16_at(blk + 82) * (float)(sm >> 4);
+        return dl * (float)q - ml;
+    }
     default: return 0.0f; /* not a weight dtype: the compiler refuses such tensors */
     }
 }
@@ -122,6 +136,8 @@ void slate__ref_quant_fill(slate__kernels *k) {
     k->matmul[SLATE_DTYPE_Q4_K] = matmul_q;
     k->matmul[SLATE_DTYPE_Q6_K] = matmul_q;
     k->matmul[SLATE_DTYPE_Q5_K] = matmul_q;
+    k->matmul[SLATE_DTYPE_Q3_K] = matmul_q;
+    k->matmul[SLATE_DTYPE_Q2_K] = matmul_q;
     for (int dt = 0; dt < SLATE__N_WDTYPES; dt++)
         if (slate__wdtype_valid((slate_dtype)dt)) k->row_to_f32[dt] = row_to_f32;
 }
