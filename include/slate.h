@@ -186,11 +186,10 @@ typedef struct slate_convert_params {
     int32_t n_keep;
     bool convert_quantized;           /* false (default): tensors already quantized in the
                                          source (GGUF block formats) get their nearest slate
-                                         layout, whatever dtype says: Q8_0, Q4_0, Q4_1, Q4_K,
-                                         Q5_K, Q6_K keep their bytes (Q8_0, Q4 block 32, Q4_1:
-                                         asymmetric, Q4_K, Q5_K, Q6_K); Q2_K becomes asymmetric
-                                         Q4 block 16, Q3_K symmetric Q4 block 16, Q5_0, IQ4_NL
-                                         and IQ4_XS Q8_0, all transcoded (codes moved, not
+                                         layout, whatever dtype says: Q8_0, Q4_0, Q4_1, Q2_K..Q6_K
+                                         keep their bytes (Q8_0, Q4 block 32, Q4_1:
+                                         asymmetric, Q2_K..Q6_K); Q5_0, IQ4_NL
+                                         and IQ4_XS become Q8_0, all transcoded (codes moved, not
                                          re-rounded; only each sub-block scale d * sc is rounded
                                          to f16, and Q5_0 / IQ4_NL are exact); Q5_1 is
                                          requantized to Q8_0 (a second rounding, at most half an
@@ -198,16 +197,17 @@ typedef struct slate_convert_params {
                                          transcoded or requantized (with `progress`, each one by
                                          name). Keep rules still apply (a rule's Q4 takes
                                          block_size and asym, the bytes are copied or transcoded
-                                         when that is the source's layout, or for Q4_K
-                                         asymmetric Q4 block 32, which Q4_K transcodes to).
+                                         when that is the source's layout, or the Q4 a K-quant
+                                         transcodes to: block 32 asymmetric for Q4_K, block 16
+                                         asymmetric for Q2_K, block 16 symmetric for Q3_K).
                                          true: they get the dtype chosen for them like any other
                                          tensor (bytes copied or transcoded when that is their
-                                         own layout or, Q4_K, asymmetric Q4 block 32; else
-                                         dequantized to f32 exactly as ggml does, then
-                                         converted; Q5_K asked for as Q8_0 is requantized so, as
-                                         it was by default before Q5_K was copied). Q4_K, Q5_K
-                                         and Q6_K are never a chosen dtype (E_INVALID_ARG as
-                                         dtype or in a keep rule): no quantizer makes them */
+                                         own layout or that Q4; else dequantized to f32 exactly
+                                         as ggml does, then converted; Q5_K asked for as Q8_0 is
+                                         requantized so, as it was by default before Q5_K was
+                                         copied). Q2_K..Q6_K are never a chosen dtype
+                                         (E_INVALID_ARG as dtype or in a keep rule): no
+                                         quantizer makes them */
     int32_t n_threads;                /* quantization threads; 0: one per online core */
     /* PAL (dtype or keep rule): k-means palettization, k = 2^pal_bits centroids per group of
      * pal_group output rows (1-D k-means on the group's weights: started from the optimum

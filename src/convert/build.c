@@ -896,21 +896,33 @@ static slate_status build_program(builder *b) {
     return SLATE_OK;
 }
 
-/* The dtypes a matrix can be converted to. Not the super-block ones (q4_k, q5_k, q6_k): slate
- * has no quantizer for them, their packages hold GGUF Q4_K / Q5_K / Q6_K tensors' own bytes (the
- * default for those tensors). */
+/* The dtypes a matrix can be converted to. Not the super-block ones (q4_k, q5_k, q6_k, q3_k,
+ * q2_k): slate has no quantizer for them, their packages hold GGUF K-quant tensors' own bytes
+ * (the default for those tensors). */
 static bool matrix_dtype_ok(slate_dtype d) {
     return d == SLATE_DTYPE_F32 || d == SLATE_DTYPE_F16 || d == SLATE_DTYPE_BF16 ||
            (slate__wdtype_quantized(d) && !slate__wdtype_superblock(d));
+}
+
+/* Why dtype d is not a conversion target, for the messages below: for a super-block dtype,
+ * where such tensors come from; "" for the others. */
+static const char *not_target_why(slate_dtype d) {
+    switch ((int)d) {
+    case SLATE_DTYPE_Q4_K: return "; q4_k is only copied from GGUF Q4_K tensors, by default";
+    case SLATE_DTYPE_Q5_K: return "; q5_k is only copied from GGUF Q5_K tensors, by default";
+    case SLATE_DTYPE_Q6_K: return "; q6_k is only copied from GGUF Q6_K tensors, by default";
+    case SLATE_DTYPE_Q3_K: return "; q3_k is only copied from GGUF Q3_K tensors, by default";
+    case SLATE_DTYPE_Q2_K: return "; q2_k is only copied from GGUF Q2_K tensors, by default";
+    default: return "";
+    }
 }
 
 /* The compression parameters (slate_convert_params in slate.h). */
 static slate_status check_compression(const slate_convert_params *cp, slate_error *err) {
     if (!matrix_dtype_ok(cp->dtype))
         return slate__fail(err, SLATE_E_INVALID_ARG, "weight dtype %s: expected f32, f16, bf16, "
-                           "q8_0, q4, q8_c or pal (q4_k, q5_k and q6_k are only copied from GGUF "
-                           "Q4_K, Q5_K and Q6_K tensors, by default)",
-                           slate_dtype_name(cp->dtype));
+                           "q8_0, q4, q8_c or pal%s", slate_dtype_name(cp->dtype),
+                           not_target_why(cp->dtype));
     if (cp->pal_bits != 0 && cp->pal_bits != 2 && cp->pal_bits != 3 && cp->pal_bits != 4 &&
         cp->pal_bits != 6 && cp->pal_bits != 8)
         return slate__fail(err, SLATE_E_INVALID_ARG, "pal bits %d: expected 2, 3, 4, 6 or 8",
@@ -931,9 +943,9 @@ static slate_status check_compression(const slate_convert_params *cp, slate_erro
         if (!matrix_dtype_ok(cp->keep[i].dtype))
             return slate__fail(err, SLATE_E_INVALID_ARG, "keep rule %d (%s): dtype %s is not a "
                                "dtype a matrix can be converted to (f32, f16, bf16, q8_0, "
-                               "q4, q8_c, pal; q4_k, q5_k and q6_k are only copied from GGUF "
-                               "Q4_K, Q5_K and Q6_K tensors, by default)", i,
-                               cp->keep[i].pattern, slate_dtype_name(cp->keep[i].dtype));
+                               "q4, q8_c, pal%s)", i, cp->keep[i].pattern,
+                               slate_dtype_name(cp->keep[i].dtype),
+                               not_target_why(cp->keep[i].dtype));
     }
     if (cp->n_threads < 0 || cp->n_threads > 1024)
         return slate__fail(err, SLATE_E_INVALID_ARG, "n_threads %d outside 0..1024", cp->n_threads);

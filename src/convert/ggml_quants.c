@@ -303,8 +303,10 @@ slate__ggml_route slate__ggml_layout(slate__src_type type, slate_dtype *dtype, i
         break;
     case SLATE__SRC_Q6_K: dt = SLATE_DTYPE_Q6_K, b = SLATE__SUPERBLOCK, r = SLATE__ROUTE_COPY;
         break;
-    case SLATE__SRC_Q2_K: dt = SLATE_DTYPE_Q4, b = 16, as = true; break;
-    case SLATE__SRC_Q3_K: dt = SLATE_DTYPE_Q4, b = 16; break;
+    case SLATE__SRC_Q3_K: dt = SLATE_DTYPE_Q3_K, b = SLATE__SUPERBLOCK, r = SLATE__ROUTE_COPY;
+        break;
+    case SLATE__SRC_Q2_K: dt = SLATE_DTYPE_Q2_K, b = SLATE__SUPERBLOCK, r = SLATE__ROUTE_COPY;
+        break;
     case SLATE__SRC_Q5_0:
     case SLATE__SRC_IQ4_NL:
     case SLATE__SRC_IQ4_XS: break;
@@ -318,10 +320,11 @@ slate__ggml_route slate__ggml_layout(slate__src_type type, slate_dtype *dtype, i
 
 bool slate__ggml_transcode_layout(slate__src_type type, slate_dtype *dtype, int32_t *block,
                                   bool *asym) {
-    if (type == SLATE__SRC_Q4_K) { /* copied by default; transcoded when q4 b32 asym is asked */
+    /* copied by default; transcoded when that q4 layout is asked for */
+    if (type == SLATE__SRC_Q4_K || type == SLATE__SRC_Q2_K || type == SLATE__SRC_Q3_K) {
         *dtype = SLATE_DTYPE_Q4;
-        *block = 32;
-        *asym = true;
+        *block = type == SLATE__SRC_Q4_K ? 32 : 16;
+        *asym = type != SLATE__SRC_Q3_K;
         return true;
     }
     return slate__ggml_layout(type, dtype, block, asym) == SLATE__ROUTE_TRANSCODE;

@@ -62,7 +62,7 @@ int64_t slate__ggml_first_nonfinite(slate__src_type type, const uint8_t *src, ui
 typedef enum slate__ggml_route {
     SLATE__ROUTE_NONE,      /* not a block format: F32/F16/BF16 */
     SLATE__ROUTE_COPY,      /* the bytes are the slate layout's (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
-                               Q6_K) */
+                               Q6_K, Q3_K, Q2_K) */
     SLATE__ROUTE_TRANSCODE, /* rewritten block by block, exactly or up to the f16 rounding of
                                the per-sub-block scales (slate__ggml_transcode) */
     SLATE__ROUTE_REQUANT,   /* dequantized and quantized again (a second rounding) */
@@ -70,9 +70,8 @@ typedef enum slate__ggml_route {
 
 /* The nearest slate layout of a source format and the route to it:
  *   Q8_0 -> q8_0, Q4_0 -> q4 b32, Q4_1 -> q4 b32 asym,
- *   Q4_K -> q4_k, Q5_K -> q5_k, Q6_K -> q6_k (super-blocks of 256)              copy
- *   Q2_K -> q4 b16 asym: d' = f16(d * (sc & 15)), m' = f16(-(dmin * (sc >> 4))) transcode
- *   Q3_K -> q4 b16 sym:  d' = f16(d * (sc - 32)) (may be negative), nibble q + 8 transcode
+ *   Q4_K -> q4_k, Q5_K -> q5_k, Q6_K -> q6_k, Q3_K -> q3_k, Q2_K -> q2_k
+ *     (super-blocks of 256)                                                      copy
  *   Q5_0 -> q8_0: the same d, q = x - 16 (exact)                                transcode
  *   IQ4_NL -> q8_0: the same d, q = kv[x] (exact)                               transcode
  *   IQ4_XS -> q8_0: d' = f16(d * (ls - 32)), q = kv[x]                          transcode
@@ -86,9 +85,12 @@ slate__ggml_route slate__ggml_layout(slate__src_type type, slate_dtype *dtype, i
 
 /* The slate layout slate__ggml_transcode writes for type: the transcode routes above, and
  *   Q4_K -> q4 b32 asym: d' = f16(d * sc), m' = f16(-(dmin * m)) per 32
- * (not Q4_K's default, which copies its bytes as q4_k: the converter transcodes when q4 b32
- * asym is asked for, e.g. `--quantize int4 --asym` for a runtime that predates q4_k; the codes
- * stay, only the sub-block scales are rounded to f16, nearer than requantizing would be).
+ *   Q2_K -> q4 b16 asym: d' = f16(d * (sc & 15)), m' = f16(-(dmin * (sc >> 4))) per 16
+ *   Q3_K -> q4 b16 sym:  d' = f16(d * (sc - 32)) (may be negative), nibble q + 8, per 16
+ * (not their default, which copies the bytes as q4_k / q2_k / q3_k: the converter transcodes
+ * when that q4 layout is asked for, e.g. `--quantize int4 --asym` (Q4_K) or `--quantize int4
+ * --block-size 16` (Q3_K) for a runtime that predates the super-block dtypes; the codes stay,
+ * only the sub-block scales are rounded to f16, nearer than requantizing would be).
  * false (outputs unspecified) for types with no transcode. */
 bool slate__ggml_transcode_layout(slate__src_type type, slate_dtype *dtype, int32_t *block,
                                   bool *asym);

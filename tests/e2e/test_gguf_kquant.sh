@@ -10,27 +10,29 @@
 #   the NumPy-decoded weights (so the same logits, checked within 1e-4 relative too), and
 #   formats no block can be transcoded to (--quantize int8; mixed: fp16, int4 with blocks of
 #   64) that F32 GGUF's package byte for byte;
-# - the default conversion keeps what can be kept: Q4_K, Q5_K, Q6_K become slate's q4_k, q5_k, q6_k
-#   holding the GGUF rows' bytes unchanged (compared byte for byte; their logits then match the
-#   --dtype fp32 package's within 1e-4 relative, as every value is kept); Q2_K becomes slate's
-#   asymmetric q4 with blocks of 16, Q3_K symmetric q4 with blocks of 16, each sub-block's scale
-#   (and offset) the f16 nearest to ggml's d * sc (and -dmin * m), the codes unchanged; Q5_0,
-#   IQ4_NL and IQ4_XS become q8_0 with their codes as int8 (q - 16, the IQ4 levels) and their
-#   own d (IQ4_XS: d * (ls - 32) in f16): exact for the first two; Q5_1 becomes q8_0 with
-#   exactly the bytes slate's own int8-b32 quantizer gives the decoded weights (and so does
+# - the default conversion keeps what can be kept: Q4_K, Q5_K, Q6_K, Q3_K, Q2_K become slate's
+#   q4_k, q5_k, q6_k, q3_k, q2_k holding the GGUF rows' bytes unchanged (compared byte for byte;
+#   their logits then match the --dtype fp32 package's within 1e-4 relative, as every value is
+#   kept); Q5_0, IQ4_NL and IQ4_XS become q8_0 with their codes as int8 (q - 16, the IQ4 levels)
+#   and their own d (IQ4_XS: d * (ls - 32) in f16): exact for the first two; Q5_1 becomes q8_0
+#   with exactly the bytes slate's own int8-b32 quantizer gives the decoded weights (and so does
 #   Q5_K with --quantize int8-b32); the logits (reference kernels) stay near the reference's,
-#   within a bound stated below; Q4_K asked for as q4 b32 asym (--quantize int4 --asym) is
-#   transcoded as Q2_K is;
+#   within a bound stated below; asked for the q4 layout they transcode to (Q4_K: --quantize
+#   int4 --asym; Q2_K: int4 --asym --block-size 16; Q3_K: int4 --block-size 16), Q4_K, Q2_K and
+#   Q3_K are transcoded: each sub-block's scale (and offset) the f16 nearest to ggml's d * sc
+#   (and -dmin * m), the codes unchanged;
 # - a Q4_K_M-like file (Q4_K, Q6_K head and one ffn_down), also tied (Q6_K embedding, no
 #   output.weight: the head reads the embedding), and a Q5_K_M-like one (Q5_K, Q6_K head and one
 #   ffn_down; tied: Q5_K embedding) give packages whose tensors are exactly the GGUF's tensor
 #   bytes plus rope.freqs, the file adding only alignment, the header, META and the TOKENIZER
 #   section (stated precisely in sizes()), logits within 1e-4 relative of the --dtype fp32
-#   package's, and a `slate info` weights line with each dtype's bytes and bits per weight;
+#   package's, and a `slate info` weights line with each dtype's bytes and bits per weight; so
+#   do a Q3_K_M-like file (Q3_K, Q4_K attn_output, Q5_K and Q4_K ffn_down, Q6_K head) and a
+#   Q2_K-like one (Q2_K, Q3_K and Q4_K ffn_down, Q4_K attn_output, Q6_K head);
 # - with random bytes in every block (all values of every code and sub-block scale field) and
 #   edge values in its super-block scales (f16 subnormals, zero, -0, negative, near the f16
 #   limit once times a sub-block scale) --dtype fp32 still gives ggml's values bit for bit and
-#   the default the GGUF's bytes (Q4_K, Q5_K, Q6_K) or each transcoded scale as the f16 nearest the
+#   the default the GGUF's bytes (the K-quants) or each transcoded scale as the f16 nearest the
 #   exact product, the codes kept; a Q4_K sub-block scale that rounds past f16 (65520) is copied
 #   by default (its values are finite) and refused naming the tensor when q4 b32 asym is asked
 #   for (or kept f32);
@@ -55,9 +57,9 @@ import numpy as np
 import ggml_quants as gq
 import slatefiles as sf
 
-COPY = {"Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k"}  # their bytes, as super-block dtypes
-Q4 = {"Q2_K": (16, True), "Q3_K": (16, False)}  # transcoded to q4
-Q4_ASKED = {"Q4_K": (32, True)}  # transcoded to q4 when that is asked for (--quantize int4 --asym)
+COPY = {"Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k", "Q3_K": "q3_k", "Q2_K": "q2_k"}  # their bytes
+Q4 = {}  # transcoded to q4 by default: none since Q2_K / Q3_K are copied
+Q4_ASKED = {"Q4_K": (32, True), "Q2_K": (16, True), "Q3_K": (16, False)}  # when that q4 is asked for
 Q8 = ("Q5_0", "IQ4_NL", "IQ4_XS")  # transcoded to q8_0
 REQUANT = ("Q5_1",)  # requantized to q8_0
 EXACT = set(COPY) | {"Q5_0", "IQ4_NL"}  # the default keeps every value
@@ -123,7 +125,7 @@ def fp32(pkg_path, gguf_path):
 
 
 def default(pkg_path, gguf_path, q8_path, q4=Q4):
-    """The default conversion: COPY types as q4_k / q5_k / q6_k holding the GGUF rows' bytes
+    """The default conversion: COPY types as their super-block dtypes holding the GGUF rows' bytes
     unchanged; Q4 types (q4: Q4_ASKED too) as q4 with transcode_q4's d, m and codes; Q8 types
     as q8_0 with transcode_q8's d and codes; REQUANT types as the tensor of q8_path (the
     decoded F32 GGUF converted with --quantize int8-b32: the same requantization)."""
@@ -220,7 +222,7 @@ def drift_bound(g):
     # gives r; drift grows about linearly with the perturbation, so transcoding may drift by
     # 5 r D(f16) (measured: 0.5..2.1 r D(f16) over Q2_K, Q3_K, Q4_K, IQ4_XS and four seeds);
     # Q5_0 and IQ4_NL keep their values exactly (r = 0). A file with several kinds adds the
-    # bounds. Copied types (Q4_K, Q5_K, Q6_K) keep their values (r = 0). A misread field or a
+    # bounds. Copied types (the K-quants) keep their values (r = 0). A misread field or a
     # misplaced block moves the logits by O(1).
     ref, dflt, q8, f16 = (logits(g + x) for x in (".ref.f32", ".def.f32", ".q8.f32", ".f16.f32"))
     d_tc = d_f16 = 0.0
@@ -276,9 +278,12 @@ def edges(src, out):
 
 # Asking for the layout a type is transcoded to (docs/format.md: "transcoded instead when that
 # format is the source's own layout"), for the embedding and the head too.
-OWN = {"Q2_K": "--quantize int4 --asym --block-size 16",
-       "Q3_K": "--quantize int4 --block-size 16", "Q5_0": "--quantize int8-b32",
-       "IQ4_NL": "--quantize int8-b32", "IQ4_XS": "--quantize int8-b32"}
+OWN = {"Q5_0": "--quantize int8-b32", "IQ4_NL": "--quantize int8-b32",
+       "IQ4_XS": "--quantize int8-b32"}
+# Mixes as llama.cpp makes them: tag -> (the types, the tied embedding's type, the head's type)
+MIXES = {"q4km": ({"Q4_K", "Q6_K"}, "Q6_K", "Q6_K"), "q5km": ({"Q5_K", "Q6_K"}, "Q5_K", "Q6_K"),
+         "q3km": ({"Q3_K", "Q4_K", "Q5_K", "Q6_K"}, None, "Q6_K"),
+         "q2k": ({"Q2_K", "Q3_K", "Q4_K", "Q6_K"}, None, "Q6_K")}
 
 
 def sizes(pkg_path, gguf_path):
@@ -321,9 +326,8 @@ def checks(g, tag):
          lambda: close(g + ".f32.f32", g + ".ref.f32")),
         ("--quantize int8: the decoded F32 GGUF's int8 package, byte for byte",
          lambda: same(g + ".i8.slate", g + ".ri8.slate")),
-        ("default: q4_k / q5_k / q6_k holding the GGUF's bytes, transcoded q4 / q8_0, or "
-         "requantized "
-         "q8_0, as documented", lambda: default(g + ".def.slate", g + ".gguf", g + ".q8.slate")),
+        ("default: q4_k / q5_k / q6_k / q3_k / q2_k holding the GGUF's bytes, transcoded q8_0, "
+         "or requantized q8_0, as documented", lambda: default(g + ".def.slate", g + ".gguf", g + ".q8.slate")),
         ("default: logits (reference kernels) drift from the reference within the bound",
          lambda: drift_bound(g)),
         ("scales at f16 edges, --dtype fp32: ggml's values bit for bit",
@@ -339,25 +343,27 @@ def checks(g, tag):
     if tag in OWN:
         todo.append(("%s: transcoded as by default, byte for byte" % OWN[tag],
                      lambda: same(g + ".own.slate", g + ".def.slate")))
-    if tag == "Q4_K":
-        todo.append(("--quantize int4 --asym (the embedding and head too): Q4_K transcoded to q4 "
-                     "b32 asym, each scale the nearest f16, the codes kept",
-                     lambda: default(g + ".own.slate", g + ".gguf", None, q4=Q4_ASKED)))
+    if tag in Q4_ASKED:
+        blk, asym = Q4_ASKED[tag]
+        todo.append(("--quantize int4%s --block-size %d (the embedding and head too): %s "
+                     "transcoded to q4 b%d%s, each scale the nearest f16, the codes kept"
+                     % (" --asym" if asym else "", blk, tag, blk, " asym" if asym else ""),
+                     lambda: default(g + ".own.slate", g + ".gguf", None,
+                                     q4={tag: Q4_ASKED[tag]})))
     if tag == "Q5_K":
         todo.append(("--quantize int8-b32 (the requantization Q5_K had before q5_k, for a "
                      "runtime without it): the decoded F32 GGUF's int8-b32 package, byte for byte",
                      lambda: same(g + ".own.slate", g + ".q8.slate")))
-    if tag.startswith(("q4km", "q5km")):
-        # the tied embedding: Q6_K in the Q4_K_M-like file, Q5_K in the Q5_K_M-like one
-        main, emb = ("Q4_K", "Q6_K") if tag.startswith("q4km") else ("Q5_K", "Q5_K")
-        todo += [("has %s and Q6_K tensors only, %s" % (main, "the embedding %s and no "
-                  "output.weight (tied)" % emb if tag.endswith("tied") else "the head Q6_K"),
-                  lambda: (types == {main, "Q6_K"} and (
+    if tag.split("_")[0] in MIXES:
+        mix, emb, head = MIXES[tag.split("_")[0]]
+        todo += [("has %s tensors only, %s" % (" ".join(sorted(mix)), "the embedding %s and no "
+                  "output.weight (tied)" % emb if tag.endswith("tied") else "the head " + head),
+                  lambda: (types == mix and (
                       ("output.weight" not in package(g + ".def.slate") and
                        package(g + ".def.slate")["token_embd.weight"][0]["dtype"] ==
                        COPY[emb])
                       if tag.endswith("tied") else
-                      package(g + ".def.slate")["output.weight"][0]["dtype"] == "q6_k"),
+                      package(g + ".def.slate")["output.weight"][0]["dtype"] == COPY[head]),
                            sorted(types))),
                  ("default: no larger than the GGUF's tensor bytes plus rope.freqs, alignment, "
                   "META and TOKENIZER", lambda: sizes(g + ".def.slate", g + ".gguf"))]
@@ -505,6 +511,33 @@ ok = re.search(pat % (want["Q6_K"], want["Q5_K"]), text)
 print([l for l in text.splitlines() if "weights" in l], want)
 sys.exit(0 if ok else 1)' "$WORK/q5km.info" "$WORK/q5km.gguf"
 
+# Q3_K_M-like (llama.cpp's 3-bit mix: Q3_K, attn_output Q4_K, ffn_down Q5_K then Q4_K, the head
+# Q6_K) and Q2_K-like (Q2_K, ffn_down Q3_K then Q4_K, attn_output Q4_K, the head Q6_K).
+check_type q3km --quant Q3_K:weight --quant Q6_K:output.weight --quant Q4_K:attn_output \
+  --quant Q5_K:blk.0.ffn_down --quant Q4_K:blk.1.ffn_down
+check_type q2k --quant Q2_K:weight --quant Q6_K:output.weight --quant Q4_K:attn_output \
+  --quant Q3_K:blk.0.ffn_down --quant Q4_K:blk.1.ffn_down
+# slate info on them: every K dtype's bytes (the GGUF's) and bits per weight (q3_k 110 bytes
+# per 256: 3.44; q2_k 84: 2.62).
+for m in q3km q2k; do
+  "$SLATE" info "$WORK/$m.def.slate" >"$WORK/$m.info" 2>&1 || true
+  check "slate info lists each K dtype's bytes of the $m package with its bits per weight" $PY -c '
+import re, sys
+import ggml_quants as gq
+import slatefiles as sf
+text = open(sys.argv[1]).read()
+want = {}
+for ne, tt, _ in sf.gguf_tensors(sys.argv[2]).values():
+    qt = gq.TYPE_IDS.get(tt)
+    if qt and qt.endswith("_K"):
+        want[qt] = want.get(qt, 0) + ne[0] * ne[1] // 256 * gq.TYPES[qt][2]
+line = [l for l in text.splitlines() if "weights" in l]
+miss = [qt for qt, n in want.items() if not line or "%s %d = %.2f bits per weight" % (
+    qt.lower(), n, gq.TYPES[qt][2] * 8 / 256) not in line[0]]
+print(line, want, "missing:", miss)
+sys.exit(0 if len(want) == 4 and not miss else 1)' "$WORK/$m.info" "$WORK/$m.gguf"
+done
+
 # Refusals. The small phi3 folder has rows of 64 (hidden 64): whole blocks of 32, not of 256.
 s="$WORK/small"
 $PY "$TOOLS/hfmodel.py" make --variant phi3 --out "$s" --seed 5 >/dev/null
@@ -529,6 +562,12 @@ patch_f16 "$WORK/Q5_K.gguf" "$WORK/nan_q5.gguf" blk.0.attn_output.weight 6 2 7e0
 expect_fail "a Q5_K super-block dmin of NaN is refused (default: copied as q5_k), naming it" \
   SLATE_E_FORMAT "blk.0.attn_output.weight" \
   "$SLATE" convert "$WORK/nan_q5.gguf" -o "$WORK/x.slate"
+patch_f16 "$WORK/Q3_K.gguf" "$WORK/inf_q3.gguf" blk.1.ffn_up.weight 4 108 7c00
+expect_fail "a Q3_K super-block d of +inf is refused (default: copied as q3_k), naming the tensor" \
+  SLATE_E_FORMAT "blk.1.ffn_up.weight" "$SLATE" convert "$WORK/inf_q3.gguf" -o "$WORK/x.slate"
+patch_f16 "$WORK/Q2_K.gguf" "$WORK/nan_q2.gguf" blk.0.attn_qkv.weight 2 82 7e00
+expect_fail "a Q2_K super-block dmin of NaN is refused (default: copied as q2_k), naming it" \
+  SLATE_E_FORMAT "blk.0.attn_qkv.weight" "$SLATE" convert "$WORK/nan_q2.gguf" -o "$WORK/x.slate"
 head -c -1000 "$WORK/Q6_K.gguf" >"$WORK/trunc.gguf"
 expect_fail "a truncated Q6_K file is refused, naming the last tensor" SLATE_E_FORMAT \
   "blk.1.ffn_down.weight" "$SLATE" convert "$WORK/trunc.gguf" -o "$WORK/x.slate"

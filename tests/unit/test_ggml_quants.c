@@ -606,8 +606,8 @@ static void each_type_has_its_nearest_layout(void **st) {
         {SLATE__SRC_Q4_0, SLATE__ROUTE_COPY, SLATE_DTYPE_Q4, 32, false},
         {SLATE__SRC_Q4_1, SLATE__ROUTE_COPY, SLATE_DTYPE_Q4, 32, true},
         {SLATE__SRC_Q4_K, SLATE__ROUTE_COPY, SLATE_DTYPE_Q4_K, 256, false},
-        {SLATE__SRC_Q2_K, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q4, 16, true},
-        {SLATE__SRC_Q3_K, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q4, 16, false},
+        {SLATE__SRC_Q2_K, SLATE__ROUTE_COPY, SLATE_DTYPE_Q2_K, 256, false},
+        {SLATE__SRC_Q3_K, SLATE__ROUTE_COPY, SLATE_DTYPE_Q3_K, 256, false},
         {SLATE__SRC_Q5_0, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q8_0, 32, false},
         {SLATE__SRC_IQ4_NL, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q8_0, 32, false},
         {SLATE__SRC_IQ4_XS, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q8_0, 32, false},
@@ -627,11 +627,12 @@ static void each_type_has_its_nearest_layout(void **st) {
         int32_t tblock = 0;
         bool tasym = false;
         bool tc = slate__ggml_transcode_layout(want[i].t, &tdt, &tblock, &tasym);
-        if (want[i].t == SLATE__SRC_Q4_K) {
+        if (want[i].t == SLATE__SRC_Q4_K || want[i].t == SLATE__SRC_Q2_K ||
+            want[i].t == SLATE__SRC_Q3_K) { /* the q4 they transcode to when it is asked for */
             assert_true(tc);
             assert_int_equal(tdt, SLATE_DTYPE_Q4);
-            assert_int_equal(tblock, 32);
-            assert_true(tasym);
+            assert_int_equal(tblock, want[i].t == SLATE__SRC_Q4_K ? 32 : 16);
+            assert_int_equal(tasym, want[i].t != SLATE__SRC_Q3_K);
         } else if (want[i].r == SLATE__ROUTE_TRANSCODE) {
             assert_true(tc);
             assert_int_equal(tdt, want[i].dt);
@@ -868,21 +869,29 @@ static void build(const slate__import *imp, const slate_convert_params *cp, cons
     if (slate__build_package(imp, cp, path, &err) != SLATE_OK) fail_msg("%s", err.message);
 }
 
-/* Q4_K, Q5_K and Q6_K by default: every matrix is q4_k / q5_k / q6_k holding exactly the
- * source bytes (the tied head reads the embedding's); with an explicit f32 dtype every matrix
- * is f32 equal, bit for bit, to the dequantization; asked for q4 b32 asym (--quantize int4
- * --asym, every matrix by keep rule), Q4_K matrices hold exactly the transcoded bytes. */
+/* The K-quants by default: every matrix is q4_k / q5_k / q6_k / q3_k / q2_k holding exactly
+ * the source bytes (the tied head reads the embedding's); with an explicit f32 dtype every
+ * matrix is f32 equal, bit for bit, to the dequantization; asked for the q4 layout a type
+ * transcodes to (--quantize int4 --asym for Q4_K, int4 --asym --block-size 16 for Q2_K, int4
+ * --block-size 16 for Q3_K; every matrix by keep rule), the matrices hold exactly the
+ * transcoded bytes (Q5_K / Q6_K, asked for q4 b32 asym, are requantized). */
 static void k_quants_are_copied_or_exact_f32_or_transcoded_when_asked(void **st) {
     (void)st;
     static const struct {
         slate__src_type t;
         const char *dtype;
         size_t bytes; /* per super-block */
-    } kt[] = {{SLATE__SRC_Q4_K, "q4_k", 144}, {SLATE__SRC_Q6_K, "q6_k", 210},
-              {SLATE__SRC_Q5_K, "q5_k", 176}};
-    for (int k = 0; k < 6; k++) {
-        bool four = kt[k % 3].t == SLATE__SRC_Q4_K, tied = k >= 3;
-        tm_opts o = kq_opts(kt[k % 3].t);
+        int32_t q4_block; /* the q4 asked for */
+        bool q4_asym, transcoded;
+    } kt[] = {{SLATE__SRC_Q4_K, "q4_k", 144, 32, true, true},
+              {SLATE__SRC_Q6_K, "q6_k", 210, 32, true, false},
+              {SLATE__SRC_Q5_K, "q5_k", 176, 32, true, false},
+              {SLATE__SRC_Q3_K, "q3_k", 110, 16, false, true},
+              {SLATE__SRC_Q2_K, "q2_k", 84, 16, true, true}};
+    enum { NK = sizeof kt / sizeof kt[0] };
+    for (int k = 0; k < 2 * NK; k++) {
+        bool tied = k >= NK;
+        tm_opts o = kq_opts(kt[k % NK].t);
         o.tied = tied;
         slate__import imp;
         slate_error err;
@@ -897,7 +906,8 @@ static void k_quants_are_copied_or_exact_f32_or_transcoded_when_asked(void **st)
         cp.convert_quantized = true; /* slate convert --dtype fp32 */
         build(&imp, &cp, f32);
         cp.dtype = SLATE_DTYPE_Q4; /* --quantize int4 --asym --keep int4:'*.weight' */
-        cp.asym = true;
+        cp.asym = kt[k % NK].q4_asym;
+        cp.block_size = kt[k % NK].q4_block;
         rules[0] = (slate_convert_keep){SLATE_DTYPE_Q4, "*.weight"};
         cp.n_keep = 1;
         build(&imp, &cp, q4);
@@ -913,10 +923,10 @@ static void k_quants_are_copied_or_exact_f32_or_transcoded_when_asked(void **st)
             n_q++;
             int64_t n = t->dims[0] * t->dims[1];
             const cJSON *e = pu_view_tensor(&vd, t->name);
-            assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring, kt[k % 3].dtype);
+            assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring, kt[k % NK].dtype);
             assert_int_equal((int)cJSON_GetObjectItem(e, "block")->valuedouble, 256);
             assert_null(cJSON_GetObjectItem(e, "asym"));
-            size_t want_bytes = (size_t)n / 256 * kt[k % 3].bytes;
+            size_t want_bytes = (size_t)n / 256 * kt[k % NK].bytes;
             assert_int_equal((size_t)t->nbytes, want_bytes);
             assert_int_equal((size_t)cJSON_GetObjectItem(e, "size")->valuedouble, want_bytes);
             if (memcmp(pu_view_data(&vd, e), t->data, want_bytes) != 0)
@@ -930,10 +940,12 @@ static void k_quants_are_copied_or_exact_f32_or_transcoded_when_asked(void **st)
             free(deq);
             const cJSON *eq = pu_view_tensor(&vq, t->name);
             assert_string_equal(cJSON_GetObjectItem(eq, "dtype")->valuestring, "q4");
-            assert_int_equal((int)cJSON_GetObjectItem(eq, "block")->valuedouble, 32);
-            assert_true(cJSON_IsTrue(cJSON_GetObjectItem(eq, "asym")));
-            if (four) { /* Q5_K / Q6_K have no transcode: requantized, checked by size only */
-                size_t tc_bytes = (size_t)n / 32 * 20;
+            int32_t qb = kt[k % NK].q4_block;
+            assert_int_equal((int)cJSON_GetObjectItem(eq, "block")->valuedouble, qb);
+            assert_int_equal(cJSON_IsTrue(cJSON_GetObjectItem(eq, "asym")), kt[k % NK].q4_asym);
+            if (kt[k % NK].transcoded) { /* Q5_K / Q6_K: requantized, checked by size only */
+                size_t tc_bytes =
+                    (size_t)n / (size_t)qb * slate__q4_block_bytes(qb, kt[k % NK].q4_asym);
                 uint8_t *tc = malloc(tc_bytes);
                 float bad;
                 assert_int_equal(slate__ggml_transcode(t->type, t->data, n, tc, &bad), -1);
@@ -953,22 +965,25 @@ static void k_quants_are_copied_or_exact_f32_or_transcoded_when_asked(void **st)
     }
 }
 
-/* q4_k, q5_k and q6_k are not conversion targets (no quantizer makes them): asked for as the
- * dtype or by a keep rule, through the API, they are refused up front, not failed per tensor
- * (also from a Q5_K source, whose default is a q5_k copy). */
+/* The super-block dtypes are not conversion targets (no quantizer makes them): asked for as
+ * the dtype or by a keep rule, through the API, they are refused up front, not failed per
+ * tensor (also from a Q5_K source, whose default is a q5_k copy), naming the GGUF type they
+ * come from. */
 static void k_quants_are_refused_as_requested_dtypes(void **st) {
     (void)st;
-    static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q5_K};
-    for (int k = 0; k < 12; k++) {
-        tm_opts o = kq_opts(k < 6 ? SLATE__SRC_Q4_K : SLATE__SRC_Q5_K);
+    static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q5_K,
+                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
+    static const char *const gguf[] = {"Q4_K", "Q6_K", "Q5_K", "Q3_K", "Q2_K"};
+    for (int k = 0; k < 20; k++) {
+        tm_opts o = kq_opts(k < 10 ? SLATE__SRC_Q4_K : SLATE__SRC_Q5_K);
         slate__import imp;
         slate_error err;
         assert_int_equal(tm_import(&o, &imp, &err), SLATE_OK);
-        slate_dtype dt = dts[k % 3];
+        slate_dtype dt = dts[k % 5];
         slate_convert_keep rules[2];
         slate_convert_params cp = tm_params(&o, rules);
         cp.convert_quantized = true;
-        if (k % 6 < 3) {
+        if (k % 10 < 5) {
             cp.dtype = dt;
         } else {
             rules[0] = (slate_convert_keep){dt, "blk.*"};
@@ -977,8 +992,9 @@ static void k_quants_are_refused_as_requested_dtypes(void **st) {
         memset(&err, 0, sizeof err);
         assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("kq_req.slate"), &err),
                          SLATE_E_INVALID_ARG);
-        if (!strstr(err.message, slate_dtype_name(dt)) ||
-            !strstr(err.message, "only copied from GGUF Q4_K, Q5_K and Q6_K tensors"))
+        char want[64];
+        snprintf(want, sizeof want, "only copied from GGUF %s tensors", gguf[k % 5]);
+        if (!strstr(err.message, slate_dtype_name(dt)) || !strstr(err.message, want))
             fail_msg("case %d: %s", k, err.message);
         tm_import_free(&imp);
     }
@@ -999,8 +1015,8 @@ static void logits_of(const char *path, float *out) {
 }
 
 /* Each type by default: its nearest layout in the package; the package runs (the run-time
- * kernels, not only the reference: negative q4 scales from Q3_K, blocks of 16 from Q2_K and
- * Q3_K, q4_k / q5_k / q6_k super-blocks, also as a tied head and in the embedding lookup) and its
+ * kernels, not only the reference: q4_k / q5_k / q6_k / q3_k / q2_k super-blocks, also as a
+ * tied head and in the embedding lookup) and its
  * logits follow the f32 conversion of the same source. Tolerance: relative L2 error of the
  * logits below 2e-2. The weights differ from the f32 ones by the f16 rounding of scales
  * (2^-11 relative) or, requantized, by up to half an int8 step (~0.4% of a block's largest
@@ -1016,7 +1032,8 @@ static void every_type_converts_to_its_layout_and_runs_close_to_f32(void **st) {
     } cases[] = {
         {SLATE__SRC_Q4_K, "q4_k", 256, false, false}, {SLATE__SRC_Q4_K, "q4_k", 256, false, true},
         {SLATE__SRC_Q6_K, "q6_k", 256, false, false}, {SLATE__SRC_Q6_K, "q6_k", 256, false, true},
-        {SLATE__SRC_Q2_K, "q4", 16, true, false},     {SLATE__SRC_Q3_K, "q4", 16, false, false},
+        {SLATE__SRC_Q2_K, "q2_k", 256, false, false}, {SLATE__SRC_Q2_K, "q2_k", 256, false, true},
+        {SLATE__SRC_Q3_K, "q3_k", 256, false, false}, {SLATE__SRC_Q3_K, "q3_k", 256, false, true},
         {SLATE__SRC_Q5_0, "q8_0", 32, false, false},  {SLATE__SRC_IQ4_NL, "q8_0", 32, false, false},
         {SLATE__SRC_Q5_K, "q5_k", 256, false, false}, {SLATE__SRC_Q5_K, "q5_k", 256, false, true},
         {SLATE__SRC_IQ4_XS, "q8_0", 32, false, false}, {SLATE__SRC_Q5_1, "q8_0", 32, false, false},
