@@ -4,8 +4,8 @@
  * f16/bf16 tensor cannot hold and copied GGUF blocks with non-finite scales refused, GGUF
  * Q8_0/Q4_0 tensors imported byte for byte, quantized tiny models that open
  * and give logits close to their f32 twin (prefill and decode, through exec's activation
- * quantization), and malformed quantized tensor entries refused with the culprit named (q4_k /
- * q5_k / q6_k too). */
+ * quantization), and malformed quantized tensor entries refused with the culprit named (the
+ * super-block dtypes too). */
 #include "testutil.h"
 #include "pkgutil.h"
 #include "tinymodel.h"
@@ -726,9 +726,10 @@ static void expect_edit_opens(const uint8_t *pkg, const char *tensor, void (*edi
     cJSON_Delete(j);
 }
 
-/* q4_k / q5_k / q6_k entries (what the converter writes for GGUF Q4_K / Q5_K / Q6_K tensors):
- * "block" is optional and 256 when given; any other block, "asym", "bits", a size that is not
- * n_out x n_in / 256 x 144 (q5_k: 176, q6_k: 210) bytes, or rows that are not whole
+/* Super-block entries (what the converter writes for GGUF Q4_K / Q5_K / Q6_K / Q3_K / Q2_K
+ * tensors): "block" is optional and 256 when given; any other block, "asym", "bits", a size that
+ * is not n_out x n_in / 256 x 144 (q5_k: 176, q6_k: 210, q3_k: 110, q2_k: 84) bytes, or rows that
+ * are not whole
  * super-blocks are refused naming the tensor. */
 static void k_quant_tensor_entries_take_super_blocks_of_256_only(void **st) {
     (void)st;
@@ -737,8 +738,9 @@ static void k_quant_tensor_entries_take_super_blocks_of_256_only(void **st) {
         const char *dtype;
         double bytes; /* per super-block */
     } kt[] = {{SLATE__SRC_Q4_K, "q4_k", 144}, {SLATE__SRC_Q6_K, "q6_k", 210},
-              {SLATE__SRC_Q5_K, "q5_k", 176}};
-    for (int k = 0; k < 3; k++) {
+              {SLATE__SRC_Q5_K, "q5_k", 176}, {SLATE__SRC_Q3_K, "q3_k", 110},
+              {SLATE__SRC_Q2_K, "q2_k", 84}};
+    for (size_t k = 0; k < sizeof kt / sizeof kt[0]; k++) {
         char msg[64];
         tm_opts o = tm_default();
         o.n_layers = 1;
