@@ -6,7 +6,9 @@
  *       --set num_hidden_layers=2
  *   tests/tools/hf_to_gguf.py m k.gguf --quant Q4_0:weight --quant Q4_K:blk.0.ffn_down
  *       --quant Q6_K:blk.1.ffn_down
- *   slate convert k.gguf -o kquant_ffn_down.slate --kv-dtype fp32 --context 64 */
+ *   slate convert k.gguf -o kquant_ffn_down.slate --kv-dtype fp32 --context 64
+ * and kquant23_ffn_down.slate the same with --quant Q3_K:blk.0.ffn_down --quant
+ * Q2_K:blk.1.ffn_down (q3_k and q2_k super-blocks). */
 #include <stddef.h>
 #include <stdint.h>
 
