@@ -196,13 +196,13 @@ static void on_signal(int sig) {
     g_stop = 1;
 }
 
-static bool parse_int(const char *v, long lo, long hi, long *out) {
-    if (!v || !*v) return false;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || x < lo || x > hi) return false;
-    *out = x;
-    return true;
+/* Option a's value v as an integer in lo..hi (cli_parse_int), or false after saying so in the
+ * other commands' words. */
+static bool opt_int(const char *a, const char *v, long long lo, long long hi, long long *out) {
+    if (cli_parse_int(v, lo, hi, out)) return true;
+    fprintf(stderr, "slate serve: %s must be an integer in %lld..%lld, not '%s'\n", a, lo, hi,
+            v ? v : "");
+    return false;
 }
 
 int srv_main(int argc, char **argv) {
@@ -220,14 +220,14 @@ int srv_main(int argc, char **argv) {
     c->conns_per_ip = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long n;
+        long long n;
         bool ok = true;
         if (strcmp(a, "--host") == 0 && v) c->host = v;
-        else if (strcmp(a, "--port") == 0) ok = parse_int(v, 1, 65535, &n) && (c->port = (int)n);
-        else if (strcmp(a, "--slots") == 0) ok = parse_int(v, 1, 256, &n) && (c->n_slots = (int)n);
-        else if (strcmp(a, "--queue") == 0) ok = parse_int(v, 0, 100000, &n) && ((c->queue_max = (int)n), true);
+        else if (strcmp(a, "--port") == 0) ok = opt_int(a, v, 1, 65535, &n) && (c->port = (int)n);
+        else if (strcmp(a, "--slots") == 0) ok = opt_int(a, v, 1, 256, &n) && (c->n_slots = (int)n);
+        else if (strcmp(a, "--queue") == 0) ok = opt_int(a, v, 0, 100000, &n) && ((c->queue_max = (int)n), true);
         else if (strcmp(a, "--api-key") == 0 && v && *v) c->api_key = v;
-        else if (strcmp(a, "--ctx") == 0) ok = parse_int(v, 1, 1 << 24, &n) && (c->n_ctx = (int32_t)n);
+        else if (strcmp(a, "--ctx") == 0) ok = opt_int(a, v, 1, 1 << 24, &n) && (c->n_ctx = (int32_t)n);
         else if (strcmp(a, "--kv-rollback") == 0) { /* run's parser and wording: exit 2 */
             if (!cli_kv_rollback_parse("serve", v, &c->kv_rollback_tokens)) {
                 free(s);
@@ -238,13 +238,13 @@ int srv_main(int argc, char **argv) {
             c->kv_keep_all = true;
             continue; /* takes no value */
         }
-        else if (strcmp(a, "--max-tokens") == 0) ok = parse_int(v, 1, 1 << 24, &n) && (c->max_tokens_limit = (int32_t)n);
-        else if (strcmp(a, "--max-body") == 0) ok = parse_int(v, 1024, 1 << 30, &n) && (c->max_body_bytes = (size_t)n);
-        else if (strcmp(a, "--queue-timeout") == 0) ok = parse_int(v, 0, 86400, &n) && ((c->queue_timeout_s = (double)n), true);
-        else if (strcmp(a, "--idle-timeout") == 0) ok = parse_int(v, 1, 86400, &n) && ((c->idle_timeout_s = (unsigned)n), true);
-        else if (strcmp(a, "--request-timeout") == 0) ok = parse_int(v, 1, 86400, &n) && ((c->request_timeout_s = (unsigned)n), true);
-        else if (strcmp(a, "--conns-per-ip") == 0) ok = parse_int(v, 0, 1 << 20, &n) && ((c->conns_per_ip = n), true);
-        else if ((strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0)) ok = parse_int(v, 1, 1024, &n) && (c->n_threads = (int32_t)n);
+        else if (strcmp(a, "--max-tokens") == 0) ok = opt_int(a, v, 1, 1 << 24, &n) && (c->max_tokens_limit = (int32_t)n);
+        else if (strcmp(a, "--max-body") == 0) ok = opt_int(a, v, 1024, 1 << 30, &n) && (c->max_body_bytes = (size_t)n);
+        else if (strcmp(a, "--queue-timeout") == 0) ok = opt_int(a, v, 0, 86400, &n) && ((c->queue_timeout_s = (double)n), true);
+        else if (strcmp(a, "--idle-timeout") == 0) ok = opt_int(a, v, 1, 86400, &n) && ((c->idle_timeout_s = (unsigned)n), true);
+        else if (strcmp(a, "--request-timeout") == 0) ok = opt_int(a, v, 1, 86400, &n) && ((c->request_timeout_s = (unsigned)n), true);
+        else if (strcmp(a, "--conns-per-ip") == 0) ok = opt_int(a, v, 0, 1 << 20, &n) && ((c->conns_per_ip = (long)n), true);
+        else if ((strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0)) ok = opt_int(a, v, 1, 1024, &n) && (c->n_threads = (int32_t)n);
         else if (strcmp(a, "--template") == 0 && v) c->template_name = v;
         else if (a[0] != '-' && !c->model_path) {
             c->model_path = a;
@@ -253,8 +253,7 @@ int srv_main(int argc, char **argv) {
             free(s);
             return cli_bad_option("serve", a);
         }
-        if (!ok) {
-            fprintf(stderr, "slate serve: bad value for %s: '%s'\n", a, v ? v : "");
+        if (!ok) { /* opt_int said why */
             free(s);
             return 2;
         }

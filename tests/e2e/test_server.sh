@@ -211,7 +211,9 @@ expect_exit2() { # expect_exit2 "desc" SUBSTRING args...
 }
 expect_exit2 "serve --template bogus: refused at startup" "--template 'bogus'" --template bogus
 expect_exit2 "serve --ctx past the package's context: refused" "--ctx 4097 is outside 1..4096" --ctx 4097
-expect_exit2 "serve --conns-per-ip -1: refused" "bad value for --conns-per-ip: '-1'" --conns-per-ip -1
+expect_exit2 "serve --conns-per-ip -1: refused" "--conns-per-ip must be an integer in 0..1048576, not '-1'" --conns-per-ip -1
+expect_exit2 "serve --port 99999999999999999999 (past long long): refused, not wrapped" \
+  "--port must be an integer in 1..65535, not '99999999999999999999'" --port 99999999999999999999
 
 # A NUL in a JSON string would silently cut it (cJSON strings end at NUL): refused, as an
 # escape, in chat content, or as a raw byte; an escaped backslash before u0000 is plain text.
