@@ -1,5 +1,5 @@
 /* test_quant_kernels.c - the matmul of the compressed weight formats (Q8_0; Q4 with blocks of
- * 16, 32, 64, 128, symmetric and asymmetric; Q8_C; Q4_K, Q5_K and Q6_K) of every SIMD table this
+ * 16, 32, 64, 128, symmetric and asymmetric; Q8_C; Q2_K to Q6_K) of every SIMD table this
  * CPU supports ("avx2", x86/avx2_q.c and x86/avx2_k.c; "avx2_vnni", the same with AVX-VNNI;
  * "avx512_vnni", x86/avx512_vnni.c and x86/avx512_vnni_k.c; on AArch64 "neon" and
  * "neon_dotprod", arm/neon_q.c and arm/neon_k.c, which tests/kernels/neon_check.c also checks
@@ -325,13 +325,15 @@ static void row_to_f32_matches_ref_dequantization(void **st) {
  * same with every code 31 (every fifth bit set) or 0; Q6_K with every code 63 or every code 0
  * (|code - 32| up to 32) under scales -128 and 127; against x of one magnitude (every input
  * rounds to +-127: the largest u8 x s8 pairs, 63 * 127 * 2 for Q6_K), of alternating sign, and
- * random; one super-block and many, rows across the 4-row tile. A saturated s16 pair or a
- * wrapped sum is off by far more than the bound. */
+ * random; Q3_K with every code 3 or -4 (every third bit set, or none) under scales -32 and
+ * 31; one super-block and many, rows across the 4-row tile. A saturated s16 pair or a wrapped
+ * sum is off by far more than the bound. */
 static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x6578747265ull;
     static const int64_t n_ins[] = {256, 256 * 9};
-    static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K};
+    static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
+                                      SLATE_DTYPE_Q3_K};
     for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
         for (size_t ni = 0; ni < sizeof n_ins / sizeof *n_ins; ni++) {
             slate_dtype dt = dts[di];
@@ -340,19 +342,20 @@ static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
             slate__wmat wm;
             slate__wmat_init(&wm, w, dt, 256, false, n_out, n_in);
             kc_fill_qweights(w, &wm, &rng); /* random d (dmin), both signs; rows 4, 5 stay random */
-            size_t bb = dt == SLATE_DTYPE_Q4_K   ? sizeof(slate__block_q4_k)
-                        : dt == SLATE_DTYPE_Q5_K ? sizeof(slate__block_q5_k)
-                                                 : sizeof(slate__block_q6_k);
+            size_t bb = (size_t)wm.row_bytes / (size_t)(n_in / 256);
             for (int64_t o = 0; o < 4; o++)
                 for (int64_t b = 0; b < n_in / 256; b++) {
                     uint8_t *blk = w + (size_t)o * wm.row_bytes + (size_t)b * bb;
                     uint8_t code = o % 2 ? 0x00 : 0xFF;
-                    if (dt != SLATE_DTYPE_Q6_K) {
+                    if (dt == SLATE_DTYPE_Q4_K || dt == SLATE_DTYPE_Q5_K) {
                         memset(blk + 4, 0xFF, 12); /* every scale and minimum 63 */
                         memset(blk + 16, code, bb - 16); /* Q5_K: qh and qs, codes 31 or 0 */
-                    } else {
+                    } else if (dt == SLATE_DTYPE_Q6_K) {
                         memset(blk, code, 192);    /* ql and qh: codes 63 or 0 */
                         memset(blk + 192, o < 2 ? 0x80 : 0x7F, 16); /* scales -128 or 127 */
+                    } else {
+                        memset(blk, code, 96);     /* hmask and qs: codes 3 or -4 */
+                        memset(blk + 96, o < 2 ? 0x00 : 0xFF, 12); /* scales -32 or 31 */
                     }
                 }
             float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
@@ -429,7 +432,8 @@ static void formats_sharing_an_xq_layout_write_the_same_bytes(void **st) {
  * and prefill: a Q4_K / Q5_K mix shares one xq. */
 static void superblock_formats_run_the_tables_own_kernels(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
-    static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q5_K};
+    static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q5_K,
+                                      SLATE_DTYPE_Q3_K};
     for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
         if (k->matmul[dts[i]] == ref->matmul[dts[i]] || !k->xq_plan[dts[i]] || !k->quantize_x[dts[i]])
             fail_msg("%s runs no kernel of its own for %s", k->name, slate_dtype_name(dts[i]));
@@ -445,6 +449,29 @@ static void superblock_formats_run_the_tables_own_kernels(void **st) {
                      k->name, (long long)n_rows, (unsigned)p5.layout, p5.bytes,
                      (unsigned)p4.layout, p4.bytes);
     }
+}
+
+/* The avx2 tables read one x for every super-block format (x86/avx2_k.c installs avx2_q.c's
+ * quantizer for all of them): a Q3_K_M (Q3_K with Q4_K, Q5_K, Q6_K) or Q2_K file's q/k/v and
+ * gate/up share one xq only if every format's plan names Q4_K's layout and bytes, for decode and
+ * prefill; formats_sharing_an_xq_layout_write_the_same_bytes then checks the bytes agree. */
+static void superblock_formats_share_one_x_plan(void **st) {
+    const slate__kernels *k = table_or_skip(st);
+    static const slate_dtype dts[] = {SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q3_K};
+    for (int64_t n_rows = 1; n_rows <= 9; n_rows += 8)
+        for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
+            slate__wmat w4, wd;
+            slate__wmat_init(&w4, NULL, SLATE_DTYPE_Q4_K, 256, false, 8, 1024);
+            slate__wmat_init(&wd, NULL, dts[i], 256, false, 8, 1024);
+            if (!k->xq_plan[dts[i]])
+                fail_msg("%s has no x plan for %s", k->name, slate_dtype_name(dts[i]));
+            slate__xq_plan p4 = k->xq_plan[SLATE_DTYPE_Q4_K](&w4, n_rows);
+            slate__xq_plan pd = k->xq_plan[dts[i]](&wd, n_rows);
+            if (!p4.bytes || p4.layout != pd.layout || p4.bytes != pd.bytes)
+                fail_msg("%s rows=%lld: %s's x plan (layout %#x, %zu bytes) is not q4_k's (%#x, "
+                         "%zu)", k->name, (long long)n_rows, slate_dtype_name(dts[i]),
+                         (unsigned)pd.layout, pd.bytes, (unsigned)p4.layout, p4.bytes);
+        }
 }
 
 #define FOR_TABLE(f, name)                                                                         \
@@ -486,6 +513,8 @@ int main(void) {
         FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx2"),
         FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx2_vnni"),
         FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx512_vnni"),
+        FOR_TABLE(superblock_formats_share_one_x_plan, "avx2"),
+        FOR_TABLE(superblock_formats_share_one_x_plan, "avx2_vnni"),
         cmocka_unit_test(avx2_vnni_equals_avx2_bit_for_bit),
         FOR_TABLE(row_to_f32_matches_ref_dequantization, "ref"),
         FOR_TABLE(row_to_f32_matches_ref_dequantization, "avx2"),

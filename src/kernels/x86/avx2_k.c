@@ -1,7 +1,7 @@
 /*
- * avx2_k.c - integer matmul of the super-block formats Q4_K, Q5_K and Q6_K (GGUF's, quant.h)
- * for CPUs with AVX2: the avx2 table, and the avx512 table, which keeps avx2's integer kernels.
- * Same signatures and meaning as kernels/ref/quant.c up to the rounding of x.
+ * avx2_k.c - integer matmul of the super-block formats Q4_K, Q5_K, Q6_K and Q3_K (GGUF's,
+ * quant.h) for CPUs with AVX2: the avx2 table, and the avx512 table, which keeps avx2's integer
+ * kernels. Same signatures and meaning as kernels/ref/quant.c up to the rounding of x.
  *
  * x is x86/avx2_q.c's: its quantizer and plan are installed for these formats too (the same
  * bytes, the same layout id), so exec quantizes x once for q/k/v or gate/up even where a Q4_K_M
@@ -26,14 +26,20 @@
  *         sorted even / odd), times dx straight from xq, the super-block's sum times d (11 %
  *         less time than d dx per unit from a vector: one shuffle per unit fewer); the -32 as
  *         -32 d s_k times the x sum of each 16.
+ *   Q3_K  value d s_k code, s_k = sc_k - 32 (-32..31), code -4..3: Q6_K's kernel on code + 4
+ *         (0..7: the 2 low bits of unit u = 4 n + g at bits 2 g of a 32-byte load of qs half n,
+ *         the third bit at bit u of one load of hmask), scales unpacked 4 at a time to int8 from
+ *         a 12-byte memcpy (a 16-byte load would pass the end of the 110-byte super-block), the
+ *         -4 as -4 d s_k times the x sum of each 16. Pairs at most 2 * 7 * 128, so s16 holds
+ *         them; super-blocks after the first are 2-byte aligned, every load is unaligned.
  * The correction terms go into the same f32 accumulator as the products (only its lane sum
  * matters). Up to 4 rows of x share each unpacked super-block (prefill), as in avx2_q.c.
  *
  * Built as x86/avx2_vnni_k.c (SLATE_AVX2_K_VNNI) for the avx2_vnni table: Q4_K's and Q5_K's
- * unit products are one VEX vpdpbusd; Q6_K keeps vpmaddubsw + vpmaddwd by its scales (vpdpbusd
- * sums 4 products, so the per-16 scales would cost a vpmulld or an f32 multiply per unit instead),
- * compiled with the same flags. Integer sums are exact either way, so the two tables' results
- * are bit-identical (test_quant_kernels checks it).
+ * unit products are one VEX vpdpbusd; Q6_K and Q3_K keep vpmaddubsw + vpmaddwd by their
+ * scales (vpdpbusd sums 4 products, so the per-16 scales would cost a vpmulld or an f32 multiply
+ * per unit instead), compiled with the same flags. Integer sums are exact either way, so the
+ * two tables' results are bit-identical (test_quant_kernels checks it).
  */
 #include "kernels/kernels.h"
 #include "kernels/x86/avx2_inline.h"
@@ -206,6 +212,86 @@ INLINE void q6k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate_
         y[(r0 + r) * w->n_out + o] = hsum8(acc[r]) + (bias ? bias[o] : 0.0f);
 }
 
+/* Q3_K's 12 scale bytes as its 16 scales sc_s - 32 (-32..31), int8 s in byte s: quant.h's rule
+ * 4 at a time (the low nibbles of bytes 0-3 are scales 0-3, of bytes 4-7 scales 4-7, their high
+ * nibbles scales 8-11 and 12-15; the top 2 bits of scales 4 k .. 4 k + 3 are bits 2 k, 2 k + 1
+ * of bytes 8-11). Read with memcpy: a 16-byte load would run 2 bytes past the super-block. */
+INLINE __m128i q3k_scales(const uint8_t *s) {
+    uint32_t a[3];
+    memcpy(a, s, 12);
+    const uint32_t k4 = 0x0f0f0f0fu, k2 = 0x03030303u;
+    __m128i v = _mm_setr_epi32((int)((a[0] & k4) | (a[2] & k2) << 4),
+                               (int)((a[1] & k4) | (a[2] >> 2 & k2) << 4),
+                               (int)((a[0] >> 4 & k4) | (a[2] >> 4 & k2) << 4),
+                               (int)((a[1] >> 4 & k4) | (a[2] >> 6 & k2) << 4));
+    return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+/* Rows r0 .. r0+R-1 of x against weight row o of a Q3_K matrix: Q6_K's kernel with the code + 4
+ * (0..7, u8) as the unsigned factor and -4 in place of -32. Super-blocks are 110 bytes, so all
+ * but the first are only 2-byte aligned: every load is unaligned. */
+INLINE void q3k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
+                     const float *bias, int64_t r0, int64_t o) {
+    int64_t units = x_units(w), nsb = w->n_in / SLATE__SUPERBLOCK;
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    const int8_t *xr[4];
+    const float *dx[4], *hs[4];
+    __m256 acc[4];
+    UNROLL for (int r = 0; r < R; r++) {
+        xr[r] = (const int8_t *)(xq + (size_t)(r0 + r) * xs);
+        dx[r] = (const float *)(xr[r] + units * XU);
+        hs[r] = dx[r] + units;
+        acc[r] = _mm256_setzero_ps();
+    }
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
+    const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q3_k);
+        int64_t u0 = sb * UPS;
+        float d = f16_scalar(b + 108);
+        __m128i s8 = q3k_scales(b + 96);
+        /* s16: scales 0, 2, .., 14 in the low lane, 1, 3, .., 15 in the high one */
+        __m256i s16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, even_odd));
+        __m256 c4 = _mm256_set1_ps(-4.0f * d); /* exact: a power of two times d */
+        __m256 cl = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), c4);
+        __m256 ch = _mm256_mul_ps(
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), c4);
+        __m256 t[4]; /* this super-block's products times dx, before d */
+        UNROLL for (int r = 0; r < R; r++) {
+            t[r] = _mm256_setzero_ps();
+            acc[r] = _mm256_fmadd_ps(cl, _mm256_loadu_ps(hs[r] + 2 * u0), acc[r]);
+            acc[r] = _mm256_fmadd_ps(ch, _mm256_loadu_ps(hs[r] + 2 * u0 + 8), acc[r]);
+        }
+        /* unit u = 4 n + g takes bit u of hmask[l], moved to bit 2 (16-bit shifts by at most 5:
+         * a bit that crosses from the neighbouring byte lands off bit 2 and is masked) */
+        __m256i hm = _mm256_loadu_si256((const __m256i *)b);
+        UNROLL for (int n = 0; n < 2; n++) {
+            __m256i q2 = _mm256_loadu_si256((const __m256i *)(b + 32 + 32 * n));
+            UNROLL for (int g = 0; g < 4; g++) {
+                int u = 4 * n + g;
+                __m256i hb = u < 2 ? _mm256_slli_epi16(hm, 2 - u) : _mm256_srli_epi16(hm, u - 2);
+                /* code + 4 in 0..7: a u8 x s8 pair is at most 2 * 7 * 128 (no s16 saturation);
+                 * times the scale (|s| <= 32) and summed by vpmaddwd, under 2^17 in s32 */
+                __m256i code = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q2, 2 * g), m3),
+                                               _mm256_and_si256(hb, m4));
+                /* s16 word u of each lane: s_2u for inputs 0-15, s_2u+1 for 16-31 */
+                __m256i sc =
+                    _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((2 * u + 1) << 8 | 2 * u)));
+                UNROLL for (int r = 0; r < R; r++) {
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(xr[r] + (u0 + u) * XU));
+                    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(code, xv), sc);
+                    t[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                           _mm256_broadcast_ss(dx[r] + u0 + u), t[r]);
+                }
+            }
+        }
+        UNROLL for (int r = 0; r < R; r++)
+            acc[r] = _mm256_fmadd_ps(t[r], _mm256_set1_ps(d), acc[r]);
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        y[(r0 + r) * w->n_out + o] = hsum8(acc[r]) + (bias ? bias[o] : 0.0f);
+}
+
 /* Every output in [o0, o1) for every row of x, 4 rows of x per pass over a weight row. */
 #define ROWS(CALL)                                                                                 \
     for (int64_t o = o0; o < o1; o++) {                                                            \
@@ -244,6 +330,15 @@ static void matmul_q6_k(float *y, const float *x, const void *xq, const slate__w
 #define Q6K_CALL(R) q6k_rows(R, y, xq, xs, w, bias, r, o)
     ROWS(Q6K_CALL)
 #undef Q6K_CALL
+}
+
+static void matmul_q3_k(float *y, const float *x, const void *xq, const slate__wmat *w,
+                        const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
+    (void)x;
+    size_t xs = x_stride(w);
+#define Q3K_CALL(R) q3k_rows(R, y, xq, xs, w, bias, r, o)
+    ROWS(Q3K_CALL)
+#undef Q3K_CALL
 }
 
 /* Embedding lookups (row_to_f32): one row dequantized 8 values at a time with exactly ref's f32
@@ -308,6 +403,27 @@ static void row_to_f32_q6_k(float *dst, const slate__wmat *w, int64_t o) {
     }
 }
 
+/* Q3_K: (d (sc_s - 32)) (code), the code's low 2 bits and third bit as in q3k_rows. */
+static void row_to_f32_q3_k(float *dst, const slate__wmat *w, int64_t o) {
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    for (int64_t sb = 0; sb < w->n_in / SLATE__SUPERBLOCK; sb++) {
+        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q3_k);
+        float d = f16_scalar(b + 108);
+        for (int e = 0; e < SLATE__SUPERBLOCK; e += 8) { /* 8 elements of one scale group */
+            int n = e / 128, g = (e % 128) / 32, l = e % 32;
+            __m128i lo = _mm_loadl_epi64((const __m128i *)(b + 32 + 32 * n + l));
+            __m128i hi = _mm_loadl_epi64((const __m128i *)(b + l));
+            lo = _mm_and_si128(_mm_srl_epi16(lo, _mm_cvtsi32_si128(2 * g)), _mm_set1_epi8(3));
+            hi = _mm_and_si128(_mm_srl_epi16(hi, _mm_cvtsi32_si128(4 * n + g)), _mm_set1_epi8(1));
+            __m128i c = _mm_or_si128(lo, _mm_slli_epi16(hi, 2)); /* code + 4: 0..7 */
+            __m256i c32 = _mm256_sub_epi32(_mm256_cvtepu8_epi32(c), _mm256_set1_epi32(4));
+            __m256 dl = _mm256_set1_ps(d * (float)slate__q3k_scale(b + 96, e / 16));
+            _mm256_storeu_ps(dst + sb * SLATE__SUPERBLOCK + e,
+                             _mm256_mul_ps(dl, _mm256_cvtepi32_ps(c32)));
+        }
+    }
+}
+
 #ifdef SLATE_AVX2_K_VNNI
 void slate__avx2_vnni_k_fill(slate__kernels *k) {
 #else
@@ -316,12 +432,15 @@ void slate__avx2_k_fill(slate__kernels *k) {
     k->row_to_f32[SLATE_DTYPE_Q4_K] = row_to_f32_q4_k;
     k->row_to_f32[SLATE_DTYPE_Q5_K] = row_to_f32_q5_k;
     k->row_to_f32[SLATE_DTYPE_Q6_K] = row_to_f32_q6_k;
+    k->row_to_f32[SLATE_DTYPE_Q3_K] = row_to_f32_q3_k;
     /* x as the table's Q4 quantizer writes it (avx2_q.c's layout); without one, ref stays. */
     if (!k->xq_plan[SLATE_DTYPE_Q4] || !k->quantize_x[SLATE_DTYPE_Q4]) return;
-    static const slate_dtype q[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K};
+    static const slate_dtype q[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
+                                    SLATE_DTYPE_Q3_K};
     k->matmul[SLATE_DTYPE_Q4_K] = matmul_q4_k;
     k->matmul[SLATE_DTYPE_Q5_K] = matmul_q5_k;
     k->matmul[SLATE_DTYPE_Q6_K] = matmul_q6_k;
+    k->matmul[SLATE_DTYPE_Q3_K] = matmul_q3_k;
     for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
         k->xq_plan[q[i]] = k->xq_plan[SLATE_DTYPE_Q4];
         k->quantize_x[q[i]] = k->quantize_x[SLATE_DTYPE_Q4];
