@@ -264,7 +264,7 @@ static void avx2_vnni_equals_avx2_bit_for_bit(void **st) {
     uint64_t rng = tu_seed() ^ 0x766e6e69ull;
     for (size_t fi = 0; fi < KC_N_QFMTS; fi++) {
         const kc_qfmt *f = &kc_qfmts[fi];
-        /* Every format, the super-block ones (Q4_K, Q5_K, Q6_K: x86/avx2_k.c) included, has
+        /* Every format, the super-block ones (Q2_K to Q6_K: x86/avx2_k.c) included, has
          * its own integer kernel in both tables, on x quantized by avx2's quantizer. */
         if (!a->xq_plan[f->dt] || a->matmul[f->dt] == b->matmul[f->dt])
             fail_msg("%s B=%d asym=%d: avx2 and avx2_vnni do not run kernels of their own",
@@ -326,14 +326,15 @@ static void row_to_f32_matches_ref_dequantization(void **st) {
  * (|code - 32| up to 32) under scales -128 and 127; against x of one magnitude (every input
  * rounds to +-127: the largest u8 x s8 pairs, 63 * 127 * 2 for Q6_K), of alternating sign, and
  * random; Q3_K with every code 3 or -4 (every third bit set, or none) under scales -32 and
- * 31; one super-block and many, rows across the 4-row tile. A saturated s16 pair or a wrapped
- * sum is off by far more than the bound. */
+ * 31; Q2_K with every code 3 or 0 under scale 15 with minimum 15 or 0; one super-block and many,
+ * rows across the 4-row tile. A saturated s16 pair or a wrapped sum is off by far more than the
+ * bound. */
 static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x6578747265ull;
     static const int64_t n_ins[] = {256, 256 * 9};
     static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
-                                      SLATE_DTYPE_Q3_K};
+                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
     for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
         for (size_t ni = 0; ni < sizeof n_ins / sizeof *n_ins; ni++) {
             slate_dtype dt = dts[di];
@@ -353,9 +354,12 @@ static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
                     } else if (dt == SLATE_DTYPE_Q6_K) {
                         memset(blk, code, 192);    /* ql and qh: codes 63 or 0 */
                         memset(blk + 192, o < 2 ? 0x80 : 0x7F, 16); /* scales -128 or 127 */
-                    } else {
+                    } else if (dt == SLATE_DTYPE_Q3_K) {
                         memset(blk, code, 96);     /* hmask and qs: codes 3 or -4 */
                         memset(blk + 96, o < 2 ? 0x00 : 0xFF, 12); /* scales -32 or 31 */
+                    } else {
+                        memset(blk + 16, code, 64); /* qs: codes 3 or 0 */
+                        memset(blk, o < 2 ? 0xFF : 0x0F, 16); /* scales 15, minimums 15 or 0 */
                     }
                 }
             float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
@@ -389,8 +393,8 @@ static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
 }
 
 /* Two formats whose plans name the same nonzero layout must write the same xq bytes: exec
- * quantizes x once for both (x86/avx2_k.c installs avx2_q.c's quantizer for Q4_K, Q5_K and
- * Q6_K, so a Q4_K_M or Q5_K_M q/k/v or gate/up with mixed formats shares one xq). */
+ * quantizes x once for both (x86/avx2_k.c installs avx2_q.c's quantizer for Q2_K to Q6_K, so a
+ * Q4_K_M, Q5_K_M, Q3_K_M or Q2_K q/k/v or gate/up with mixed formats shares one xq). */
 static void formats_sharing_an_xq_layout_write_the_same_bytes(void **st) {
     const slate__kernels *k = table_or_skip(st);
     uint64_t rng = tu_seed() ^ 0x73686172ull;
@@ -433,7 +437,7 @@ static void formats_sharing_an_xq_layout_write_the_same_bytes(void **st) {
 static void superblock_formats_run_the_tables_own_kernels(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q5_K,
-                                      SLATE_DTYPE_Q3_K};
+                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
     for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
         if (k->matmul[dts[i]] == ref->matmul[dts[i]] || !k->xq_plan[dts[i]] || !k->quantize_x[dts[i]])
             fail_msg("%s runs no kernel of its own for %s", k->name, slate_dtype_name(dts[i]));
@@ -457,7 +461,8 @@ static void superblock_formats_run_the_tables_own_kernels(void **st) {
  * prefill; formats_sharing_an_xq_layout_write_the_same_bytes then checks the bytes agree. */
 static void superblock_formats_share_one_x_plan(void **st) {
     const slate__kernels *k = table_or_skip(st);
-    static const slate_dtype dts[] = {SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q3_K};
+    static const slate_dtype dts[] = {SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q3_K,
+                                      SLATE_DTYPE_Q2_K};
     for (int64_t n_rows = 1; n_rows <= 9; n_rows += 8)
         for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
             slate__wmat w4, wd;

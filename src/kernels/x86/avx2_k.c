@@ -1,11 +1,12 @@
 /*
- * avx2_k.c - integer matmul of the super-block formats Q4_K, Q5_K, Q6_K and Q3_K (GGUF's,
+ * avx2_k.c - integer matmul of the super-block formats Q4_K, Q5_K, Q6_K, Q3_K and Q2_K (GGUF's,
  * quant.h) for CPUs with AVX2: the avx2 table, and the avx512 table, which keeps avx2's integer
  * kernels. Same signatures and meaning as kernels/ref/quant.c up to the rounding of x.
  *
  * x is x86/avx2_q.c's: its quantizer and plan are installed for these formats too (the same
  * bytes, the same layout id), so exec quantizes x once for q/k/v or gate/up even where a Q4_K_M
- * (Q5_K_M) file mixes Q4_K (Q5_K) and Q6_K there. Per row: int8 q in units of 32 inputs, the
+ * (Q5_K_M) file mixes Q4_K (Q5_K) and Q6_K there, a Q3_K_M file Q3_K with Q4_K to Q6_K, a Q2_K
+ * file Q2_K with Q3_K and Q4_K. Per row: int8 q in units of 32 inputs, the
  * f32 scale dx of each unit and dx * (sum of q) of each half of 16. A super-block of 256 is 8
  * units; each product of a unit of 32 weights with a unit of x is integer (vpmaddubsw u8 x s8
  * -> s16 pairs, vpmaddwd -> 8 x s32, lanes 0-3 the first 16 inputs, 4-7 the last 16), then one
@@ -32,11 +33,14 @@
  *         a 12-byte memcpy (a 16-byte load would pass the end of the 110-byte super-block), the
  *         -4 as -4 d s_k times the x sum of each 16. Pairs at most 2 * 7 * 128, so s16 holds
  *         them; super-blocks after the first are 2-byte aligned, every load is unaligned.
+ *   Q2_K  value (d sc_k) q - dmin m_k, q 0..3: Q3_K's kernel without the third bit (q u8 as it
+ *         is), the nibble scales 0..15 through vpmaddwd as Q3_K's, the minimum as -dmin m_k
+ *         times the x sum of each 16 in place of Q3_K's -4 d s_k.
  * The correction terms go into the same f32 accumulator as the products (only its lane sum
  * matters). Up to 4 rows of x share each unpacked super-block (prefill), as in avx2_q.c.
  *
  * Built as x86/avx2_vnni_k.c (SLATE_AVX2_K_VNNI) for the avx2_vnni table: Q4_K's and Q5_K's
- * unit products are one VEX vpdpbusd; Q6_K and Q3_K keep vpmaddubsw + vpmaddwd by their
+ * unit products are one VEX vpdpbusd; Q6_K, Q3_K and Q2_K keep vpmaddubsw + vpmaddwd by their
  * scales (vpdpbusd sums 4 products, so the per-16 scales would cost a vpmulld or an f32 multiply
  * per unit instead), compiled with the same flags. Integer sums are exact either way, so the
  * two tables' results are bit-identical (test_quant_kernels checks it).
@@ -227,11 +231,13 @@ INLINE __m128i q3k_scales(const uint8_t *s) {
     return _mm_sub_epi8(v, _mm_set1_epi8(32));
 }
 
-/* Rows r0 .. r0+R-1 of x against weight row o of a Q3_K matrix: Q6_K's kernel with the code + 4
- * (0..7, u8) as the unsigned factor and -4 in place of -32. Super-blocks are 110 bytes, so all
- * but the first are only 2-byte aligned: every load is unaligned. */
-INLINE void q3k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
-                     const float *bias, int64_t r0, int64_t o) {
+/* Rows r0 .. r0+R-1 of x against weight row o of a Q3_K matrix, or of a Q2_K one (q2, a
+ * constant after inlining): Q6_K's kernel on the 2-bit codes of qs, with Q3_K's third bit OR-ed
+ * in as 4 (code + 4, 0..7, u8) and -4 in place of -32; Q2_K's codes 0..3 as they are and its
+ * minimum, -dmin m_k, in place of -32 d s_k. Q3_K's super-blocks are 110 bytes, so all but the
+ * first are only 2-byte aligned: every load is unaligned. */
+INLINE void q23k_rows(int R, bool q2, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
+                      const float *bias, int64_t r0, int64_t o) {
     int64_t units = x_units(w), nsb = w->n_in / SLATE__SUPERBLOCK;
     const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
     const int8_t *xr[4];
@@ -243,37 +249,55 @@ INLINE void q3k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate_
         hs[r] = dx[r] + units;
         acc[r] = _mm256_setzero_ps();
     }
+    size_t bb = q2 ? sizeof(slate__block_q2_k) : sizeof(slate__block_q3_k), qs = q2 ? 16 : 32;
     const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
+    const __m128i m15 = _mm_set1_epi8(15);
     const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q3_k);
+        const uint8_t *b = row + (size_t)sb * bb;
         int64_t u0 = sb * UPS;
-        float d = f16_scalar(b + 108);
-        __m128i s8 = q3k_scales(b + 96);
+        float d = f16_scalar(b + (q2 ? 80 : 108));
+        /* s8: the 16 group scales as int8 (Q2_K 0..15, Q3_K -32..31); c8 with cf the constant
+         * term of each group: Q2_K's minimums (0..15) times -dmin, Q3_K's scales times -4 d
+         * (exact: a power of two times d) */
+        __m128i s8, c8;
+        float cf;
+        if (q2) {
+            __m128i sm = _mm_loadu_si128((const __m128i *)b);
+            s8 = _mm_and_si128(sm, m15);
+            c8 = _mm_and_si128(_mm_srli_epi16(sm, 4), m15);
+            cf = -f16_scalar(b + 82);
+        } else {
+            s8 = c8 = q3k_scales(b + 96);
+            cf = -4.0f * d;
+        }
         /* s16: scales 0, 2, .., 14 in the low lane, 1, 3, .., 15 in the high one */
         __m256i s16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, even_odd));
-        __m256 c4 = _mm256_set1_ps(-4.0f * d); /* exact: a power of two times d */
-        __m256 cl = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), c4);
-        __m256 ch = _mm256_mul_ps(
-            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), c4);
+        __m256 cl = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c8)), _mm256_set1_ps(cf));
+        __m256 ch = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c8, 8))),
+                                  _mm256_set1_ps(cf));
         __m256 t[4]; /* this super-block's products times dx, before d */
         UNROLL for (int r = 0; r < R; r++) {
             t[r] = _mm256_setzero_ps();
             acc[r] = _mm256_fmadd_ps(cl, _mm256_loadu_ps(hs[r] + 2 * u0), acc[r]);
             acc[r] = _mm256_fmadd_ps(ch, _mm256_loadu_ps(hs[r] + 2 * u0 + 8), acc[r]);
         }
-        /* unit u = 4 n + g takes bit u of hmask[l], moved to bit 2 (16-bit shifts by at most 5:
-         * a bit that crosses from the neighbouring byte lands off bit 2 and is masked) */
-        __m256i hm = _mm256_loadu_si256((const __m256i *)b);
+        /* Q3_K: unit u = 4 n + g takes bit u of hmask[l], moved to bit 2 (16-bit shifts by at
+         * most 5: a bit that crosses from the neighbouring byte lands off bit 2 and is masked) */
+        __m256i hm = q2 ? _mm256_setzero_si256() : _mm256_loadu_si256((const __m256i *)b);
         UNROLL for (int n = 0; n < 2; n++) {
-            __m256i q2 = _mm256_loadu_si256((const __m256i *)(b + 32 + 32 * n));
+            __m256i ql = _mm256_loadu_si256((const __m256i *)(b + qs + 32 * n));
             UNROLL for (int g = 0; g < 4; g++) {
                 int u = 4 * n + g;
-                __m256i hb = u < 2 ? _mm256_slli_epi16(hm, 2 - u) : _mm256_srli_epi16(hm, u - 2);
-                /* code + 4 in 0..7: a u8 x s8 pair is at most 2 * 7 * 128 (no s16 saturation);
-                 * times the scale (|s| <= 32) and summed by vpmaddwd, under 2^17 in s32 */
-                __m256i code = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q2, 2 * g), m3),
-                                               _mm256_and_si256(hb, m4));
+                /* codes 0..3 (Q2_K) or code + 4 in 0..7 (Q3_K): a u8 x s8 pair is at most
+                 * 2 * 7 * 128 (no s16 saturation); times the scale (|s| <= 32) and summed by
+                 * vpmaddwd, under 2^17 in s32 */
+                __m256i code = _mm256_and_si256(_mm256_srli_epi16(ql, 2 * g), m3);
+                if (!q2) {
+                    __m256i hb =
+                        u < 2 ? _mm256_slli_epi16(hm, 2 - u) : _mm256_srli_epi16(hm, u - 2);
+                    code = _mm256_or_si256(code, _mm256_and_si256(hb, m4));
+                }
                 /* s16 word u of each lane: s_2u for inputs 0-15, s_2u+1 for 16-31 */
                 __m256i sc =
                     _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((2 * u + 1) << 8 | 2 * u)));
@@ -336,9 +360,18 @@ static void matmul_q3_k(float *y, const float *x, const void *xq, const slate__w
                         const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
     (void)x;
     size_t xs = x_stride(w);
-#define Q3K_CALL(R) q3k_rows(R, y, xq, xs, w, bias, r, o)
+#define Q3K_CALL(R) q23k_rows(R, false, y, xq, xs, w, bias, r, o)
     ROWS(Q3K_CALL)
 #undef Q3K_CALL
+}
+
+static void matmul_q2_k(float *y, const float *x, const void *xq, const slate__wmat *w,
+                        const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
+    (void)x;
+    size_t xs = x_stride(w);
+#define Q2K_CALL(R) q23k_rows(R, true, y, xq, xs, w, bias, r, o)
+    ROWS(Q2K_CALL)
+#undef Q2K_CALL
 }
 
 /* Embedding lookups (row_to_f32): one row dequantized 8 values at a time with exactly ref's f32
@@ -403,7 +436,7 @@ static void row_to_f32_q6_k(float *dst, const slate__wmat *w, int64_t o) {
     }
 }
 
-/* Q3_K: (d (sc_s - 32)) (code), the code's low 2 bits and third bit as in q3k_rows. */
+/* Q3_K: (d (sc_s - 32)) (code), the code's low 2 bits and third bit as in q23k_rows. */
 static void row_to_f32_q3_k(float *dst, const slate__wmat *w, int64_t o) {
     const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
     for (int64_t sb = 0; sb < w->n_in / SLATE__SUPERBLOCK; sb++) {
@@ -424,6 +457,25 @@ static void row_to_f32_q3_k(float *dst, const slate__wmat *w, int64_t o) {
     }
 }
 
+/* Q2_K: (d sc) q - dmin m, sc and m the nibbles of the group's scale byte. */
+static void row_to_f32_q2_k(float *dst, const slate__wmat *w, int64_t o) {
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    for (int64_t sb = 0; sb < w->n_in / SLATE__SUPERBLOCK; sb++) {
+        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q2_k);
+        float d = f16_scalar(b + 80), dmin = f16_scalar(b + 82);
+        for (int e = 0; e < SLATE__SUPERBLOCK; e += 8) { /* 8 elements of one scale group */
+            int n = e / 128, g = (e % 128) / 32, l = e % 32, sm = b[e / 16];
+            __m128i q = _mm_loadl_epi64((const __m128i *)(b + 16 + 32 * n + l));
+            q = _mm_and_si128(_mm_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), _mm_set1_epi8(3));
+            __m256 dl = _mm256_set1_ps(d * (float)(sm & 15));
+            __m256 ml = _mm256_set1_ps(dmin * (float)(sm >> 4));
+            __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q));
+            _mm256_storeu_ps(dst + sb * SLATE__SUPERBLOCK + e,
+                             _mm256_sub_ps(_mm256_mul_ps(dl, qf), ml));
+        }
+    }
+}
+
 #ifdef SLATE_AVX2_K_VNNI
 void slate__avx2_vnni_k_fill(slate__kernels *k) {
 #else
@@ -433,14 +485,16 @@ void slate__avx2_k_fill(slate__kernels *k) {
     k->row_to_f32[SLATE_DTYPE_Q5_K] = row_to_f32_q5_k;
     k->row_to_f32[SLATE_DTYPE_Q6_K] = row_to_f32_q6_k;
     k->row_to_f32[SLATE_DTYPE_Q3_K] = row_to_f32_q3_k;
+    k->row_to_f32[SLATE_DTYPE_Q2_K] = row_to_f32_q2_k;
     /* x as the table's Q4 quantizer writes it (avx2_q.c's layout); without one, ref stays. */
     if (!k->xq_plan[SLATE_DTYPE_Q4] || !k->quantize_x[SLATE_DTYPE_Q4]) return;
     static const slate_dtype q[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
-                                    SLATE_DTYPE_Q3_K};
+                                    SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
     k->matmul[SLATE_DTYPE_Q4_K] = matmul_q4_k;
     k->matmul[SLATE_DTYPE_Q5_K] = matmul_q5_k;
     k->matmul[SLATE_DTYPE_Q6_K] = matmul_q6_k;
     k->matmul[SLATE_DTYPE_Q3_K] = matmul_q3_k;
+    k->matmul[SLATE_DTYPE_Q2_K] = matmul_q2_k;
     for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
         k->xq_plan[q[i]] = k->xq_plan[SLATE_DTYPE_Q4];
         k->quantize_x[q[i]] = k->quantize_x[SLATE_DTYPE_Q4];
