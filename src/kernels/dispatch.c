@@ -66,7 +66,7 @@ static void init(void) {
         slate__avx2_q_fill(&g_avx2);
 #endif
 #ifdef SLATE_HAVE_avx2_k
-        slate__avx2_k_fill(&g_avx2); /* after avx2_q: Q4_K/Q6_K read x as Q4's quantizer writes it */
+        slate__avx2_k_fill(&g_avx2); /* after avx2_q: Q2_K..Q6_K read x as Q4's quantizer writes it */
 #endif
         g_best = &g_avx2;
     }

@@ -29,10 +29,11 @@
  *         -32 d s_k times the x sum of each 16.
  *   Q3_K  value d s_k code, s_k = sc_k - 32 (-32..31), code -4..3: Q6_K's kernel on code + 4
  *         (0..7: the 2 low bits of unit u = 4 n + g at bits 2 g of a 32-byte load of qs half n,
- *         the third bit at bit u of one load of hmask), scales unpacked 4 at a time to int8 from
- *         a 12-byte memcpy (a 16-byte load would pass the end of the 110-byte super-block), the
- *         -4 as -4 d s_k times the x sum of each 16. Pairs at most 2 * 7 * 128, so s16 holds
- *         them; super-blocks after the first are 2-byte aligned, every load is unaligned.
+ *         the third bit at bit u of one load of hmask), scales unpacked to int8 in vector
+ *         registers from an 8- and a 4-byte load (a 16-byte load would pass the end of the
+ *         110-byte super-block), the -4 as -4 d s_k times the x sum of each 16. Pairs at most
+ *         2 * 7 * 128, so s16 holds them; super-blocks after the first are 2-byte aligned,
+ *         every load is unaligned.
  *   Q2_K  value (d sc_k) q - dmin m_k, q 0..3: Q3_K's kernel without the third bit (q u8 as it
  *         is), the nibble scales 0..15 through vpmaddwd as Q3_K's, the minimum as -dmin m_k
  *         times the x sum of each 16 in place of Q3_K's -4 d s_k.
@@ -217,18 +218,19 @@ INLINE void q6k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate_
 }
 
 /* Q3_K's 12 scale bytes as its 16 scales sc_s - 32 (-32..31), int8 s in byte s: quant.h's rule
- * 4 at a time (the low nibbles of bytes 0-3 are scales 0-3, of bytes 4-7 scales 4-7, their high
- * nibbles scales 8-11 and 12-15; the top 2 bits of scales 4 k .. 4 k + 3 are bits 2 k, 2 k + 1
- * of bytes 8-11). Read with memcpy: a 16-byte load would run 2 bytes past the super-block. */
+ * in vector registers (the low nibbles of bytes 0-7 are scales 0-7, their high nibbles scales
+ * 8-15; the top 2 bits of scales 4 k .. 4 k + 3 are bits 2 k, 2 k + 1 of bytes 8-11: those 4
+ * bytes broadcast, 32-bit lane k shifted right by 2 k). Read as 8 + 4 bytes: a 16-byte load
+ * would run 2 bytes past the super-block. */
 INLINE __m128i q3k_scales(const uint8_t *s) {
-    uint32_t a[3];
-    memcpy(a, s, 12);
-    const uint32_t k4 = 0x0f0f0f0fu, k2 = 0x03030303u;
-    __m128i v = _mm_setr_epi32((int)((a[0] & k4) | (a[2] & k2) << 4),
-                               (int)((a[1] & k4) | (a[2] >> 2 & k2) << 4),
-                               (int)((a[0] >> 4 & k4) | (a[2] >> 4 & k2) << 4),
-                               (int)((a[1] >> 4 & k4) | (a[2] >> 6 & k2) << 4));
-    return _mm_sub_epi8(v, _mm_set1_epi8(32));
+    uint32_t t;
+    memcpy(&t, s + 8, 4);
+    const __m128i m15 = _mm_set1_epi8(15);
+    __m128i v = _mm_loadl_epi64((const __m128i *)s);
+    __m128i lo = _mm_and_si128(_mm_unpacklo_epi64(v, _mm_srli_epi16(v, 4)), m15);
+    __m128i hi = _mm_srlv_epi32(_mm_set1_epi32((int)t), _mm_setr_epi32(0, 2, 4, 6));
+    hi = _mm_slli_epi16(_mm_and_si128(hi, _mm_set1_epi8(3)), 4); /* at most 48: no carry */
+    return _mm_sub_epi8(_mm_or_si128(lo, hi), _mm_set1_epi8(32));
 }
 
 /* Rows r0 .. r0+R-1 of x against weight row o of a Q3_K matrix, or of a Q2_K one (q2, a
