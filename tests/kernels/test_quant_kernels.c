@@ -320,15 +320,42 @@ static void row_to_f32_matches_ref_dequantization(void **st) {
     }
 }
 
+/* One matmul of superblock_matmul_matches_ref_at_extreme_codes: rows [0, n_rows) of x. */
+static void check_extreme(const slate__kernels *k, const slate__kernels *ref, const slate__wmat *wm,
+                          const float *x, int64_t n_rows) {
+    slate_dtype dt = wm->dtype;
+    int64_t n_out = wm->n_out;
+    float *got = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
+    float *want = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
+    const float sentinel = 12345.0f;
+    for (int64_t i = 0; i < n_rows * n_out; i++) got[i] = want[i] = sentinel;
+    void *xq = NULL;
+    size_t xq_bytes = k->xq_plan[dt] ? k->xq_plan[dt](wm, n_rows).bytes : 0;
+    if (xq_bytes) {
+        xq = xmalloc(xq_bytes);
+        k->quantize_x[dt](xq, x, wm, n_rows, 0, n_rows);
+    }
+    k->matmul[dt](got, x, xq, wm, NULL, n_rows, 0, n_out);
+    ref->matmul[dt](want, x, NULL, wm, NULL, n_rows, 0, n_out);
+    char detail[300] = "";
+    if (kc_check_q_outputs(wm, x, NULL, got, want, sentinel, n_rows, 0, n_out, xq_bytes > 0,
+                           detail, sizeof detail))
+        fail_msg("%s matmul %s n_in=%lld rows=%lld at extreme codes: %s", k->name,
+                 slate_dtype_name(dt), (long long)wm->n_in, (long long)n_rows, detail);
+    free(got);
+    free(want);
+    free(xq);
+}
+
 /* The super-block formats at the magnitudes that could overflow an integer product: Q4_K with
  * every code 15 and every scale and minimum 63, or every code 0 under minimums 63; Q5_K the
  * same with every code 31 (every fifth bit set) or 0; Q6_K with every code 63 or every code 0
- * (|code - 32| up to 32) under scales -128 and 127; against x of one magnitude (every input
- * rounds to +-127: the largest u8 x s8 pairs, 63 * 127 * 2 for Q6_K), of alternating sign, and
- * random; Q3_K with every code 3 or -4 (every third bit set, or none) under scales -32 and
- * 31; Q2_K with every code 3 or 0 under scale 15 with minimum 15 or 0; one super-block and many,
- * rows across the 4-row tile. A saturated s16 pair or a wrapped sum is off by far more than the
- * bound. */
+ * (|code - 32| up to 32) under scales -128 and 127; Q3_K with every code 3 or -4 (every third
+ * bit set, or none) under scales -32 and 31; Q2_K with every code 3 or 0 under scale 15 with
+ * minimum 15 or 0; against x of one magnitude (every input rounds to +-127: the largest u8 x s8
+ * pairs, 63 * 127 * 2 for Q6_K), of alternating sign, and random; one super-block and many,
+ * rows across the 4-row tile (prefill) and by 1 to 3 (decode). A saturated s16 pair or a
+ * wrapped sum is off by far more than the bound. */
 static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x6578747265ull;
@@ -367,73 +394,62 @@ static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
                 for (int64_t i = 0; i < n_in; i++)
                     x[r * n_in + i] = r == 0 ? 2.5f : r == 1 ? -2.5f : r == 2 ? (i % 2 ? 1.0f : -1.0f)
                                     : r == 3 ? (i / 16 % 2 ? -3.0f : 3.0f) : tu_randf(&rng);
-            float *got = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
-            float *want = xmalloc((size_t)(n_rows * n_out) * sizeof(float));
-            const float sentinel = 12345.0f;
-            for (int64_t i = 0; i < n_rows * n_out; i++) got[i] = want[i] = sentinel;
-            void *xq = NULL;
-            size_t xq_bytes = k->xq_plan[dt] ? k->xq_plan[dt](&wm, n_rows).bytes : 0;
-            if (xq_bytes) {
-                xq = xmalloc(xq_bytes);
-                k->quantize_x[dt](xq, x, &wm, n_rows, 0, n_rows);
-            }
-            k->matmul[dt](got, x, xq, &wm, NULL, n_rows, 0, n_out);
-            ref->matmul[dt](want, x, NULL, &wm, NULL, n_rows, 0, n_out);
-            char detail[300] = "";
-            if (kc_check_q_outputs(&wm, x, NULL, got, want, sentinel, n_rows, 0, n_out,
-                                   xq_bytes > 0, detail, sizeof detail))
-                fail_msg("%s matmul %s n_in=%lld at extreme codes: %s", k->name,
-                         slate_dtype_name(dt), (long long)n_in, detail);
+            /* all 7 rows (prefill), then rows 0-2, 3-5, 6 (decode) */
+            static const int64_t parts[][2] = {{0, 7}, {0, 3}, {3, 3}, {6, 1}};
+            for (size_t pi = 0; pi < sizeof parts / sizeof *parts; pi++)
+                check_extreme(k, ref, &wm, x + parts[pi][0] * n_in, parts[pi][1]);
             free(w);
             free(x);
-            free(got);
-            free(want);
-            free(xq);
         }
 }
 
-/* Two formats whose plans name the same nonzero layout must write the same xq bytes: exec
- * quantizes x once for both (x86/avx2_k.c installs avx2_q.c's quantizer for Q2_K to Q6_K, so a
- * Q4_K_M, Q5_K_M, Q3_K_M or Q2_K q/k/v or gate/up with mixed formats shares one xq). */
+/* Two formats whose plans name the same nonzero layout must write the same xq bytes, for decode
+ * (1 row) and prefill (5 rows): exec quantizes x once for both (x86/avx2_k.c installs
+ * avx2_q.c's quantizer for every super-block format; x86/avx512_vnni_k.c gives Q5_K Q4_K's x
+ * and Q3_K and Q2_K Q6_K's, so a Q4_K_M, Q5_K_M or Q2_K q/k/v or gate/up with mixed formats
+ * shares one xq there; a Q3_K_M one mixing Q3_K with Q4_K / Q5_K quantizes x twice). */
 static void formats_sharing_an_xq_layout_write_the_same_bytes(void **st) {
     const slate__kernels *k = table_or_skip(st);
     uint64_t rng = tu_seed() ^ 0x73686172ull;
-    int64_t n_rows = 5, n_in = 512 * 3;
-    float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
-    for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = tu_randf(&rng) * (i % 7 == 0 ? 4.0f : 1.0f);
-    for (size_t a = 0; a < KC_N_QFMTS; a++)
-        for (size_t b = a + 1; b < KC_N_QFMTS; b++) {
-            const kc_qfmt *fa = &kc_qfmts[a], *fb = &kc_qfmts[b];
-            if (!k->xq_plan[fa->dt] || !k->xq_plan[fb->dt]) continue;
-            slate__wmat wa, wb;
-            slate__wmat_init(&wa, NULL, fa->dt, fa->block, fa->asym, 8, n_in);
-            slate__wmat_init(&wb, NULL, fb->dt, fb->block, fb->asym, 8, n_in);
-            slate__xq_plan pa = k->xq_plan[fa->dt](&wa, n_rows);
-            slate__xq_plan pb = k->xq_plan[fb->dt](&wb, n_rows);
-            if (!pa.bytes || pa.layout != pb.layout) continue;
-            if (pa.bytes != pb.bytes)
-                fail_msg("%s: %s B=%d and %s B=%d share layout %#x with %zu and %zu bytes", k->name,
-                         slate_dtype_name(fa->dt), fa->block, slate_dtype_name(fb->dt), fb->block,
-                         (unsigned)pa.layout, pa.bytes, pb.bytes);
-            uint8_t *qa = xmalloc(pa.bytes), *qb = xmalloc(pb.bytes);
-            memset(qa, 0x11, pa.bytes);
-            memset(qb, 0x22, pb.bytes);
-            k->quantize_x[fa->dt](qa, x, &wa, n_rows, 0, n_rows);
-            k->quantize_x[fb->dt](qb, x, &wb, n_rows, 0, n_rows);
-            if (memcmp(qa, qb, pa.bytes) != 0)
-                fail_msg("%s: %s B=%d and %s B=%d share layout %#x but write other bytes", k->name,
-                         slate_dtype_name(fa->dt), fa->block, slate_dtype_name(fb->dt), fb->block,
-                         (unsigned)pa.layout);
-            free(qa);
-            free(qb);
-        }
+    int64_t n_in = 512 * 3;
+    float *x = xmalloc((size_t)(5 * n_in) * sizeof(float));
+    for (int64_t i = 0; i < 5 * n_in; i++) x[i] = tu_randf(&rng) * (i % 7 == 0 ? 4.0f : 1.0f);
+    for (int64_t n_rows = 1; n_rows <= 5; n_rows += 4)
+        for (size_t a = 0; a < KC_N_QFMTS; a++)
+            for (size_t b = a + 1; b < KC_N_QFMTS; b++) {
+                const kc_qfmt *fa = &kc_qfmts[a], *fb = &kc_qfmts[b];
+                if (!k->xq_plan[fa->dt] || !k->xq_plan[fb->dt]) continue;
+                slate__wmat wa, wb;
+                slate__wmat_init(&wa, NULL, fa->dt, fa->block, fa->asym, 8, n_in);
+                slate__wmat_init(&wb, NULL, fb->dt, fb->block, fb->asym, 8, n_in);
+                slate__xq_plan pa = k->xq_plan[fa->dt](&wa, n_rows);
+                slate__xq_plan pb = k->xq_plan[fb->dt](&wb, n_rows);
+                if (!pa.bytes || pa.layout != pb.layout) continue;
+                if (pa.bytes != pb.bytes)
+                    fail_msg("%s rows=%lld: %s B=%d and %s B=%d share layout %#x with %zu and "
+                             "%zu bytes", k->name, (long long)n_rows, slate_dtype_name(fa->dt),
+                             fa->block, slate_dtype_name(fb->dt), fb->block, (unsigned)pa.layout,
+                             pa.bytes, pb.bytes);
+                uint8_t *qa = xmalloc(pa.bytes), *qb = xmalloc(pb.bytes);
+                memset(qa, 0x11, pa.bytes);
+                memset(qb, 0x22, pb.bytes);
+                k->quantize_x[fa->dt](qa, x, &wa, n_rows, 0, n_rows);
+                k->quantize_x[fb->dt](qb, x, &wb, n_rows, 0, n_rows);
+                if (memcmp(qa, qb, pa.bytes) != 0)
+                    fail_msg("%s rows=%lld: %s B=%d and %s B=%d share layout %#x but write other "
+                             "bytes", k->name, (long long)n_rows, slate_dtype_name(fa->dt),
+                             fa->block, slate_dtype_name(fb->dt), fb->block, (unsigned)pa.layout);
+                free(qa);
+                free(qb);
+            }
     free(x);
 }
 
 /* The table runs its own super-block matmuls, not ref's (the checks above compare with ref, so
  * a format left to ref's fallback would pass them unseen), with x quantized; Q5_K takes Q4_K's
- * x as it is (x86/avx512_vnni_k.c; x86/avx2_k.c shares avx2_q.c's x among all), so both plans name one layout of the same bytes, for decode
- * and prefill: a Q4_K / Q5_K mix shares one xq. */
+ * x as it is and Q3_K and Q2_K take Q6_K's (x86/avx512_vnni_k.c; x86/avx2_k.c shares avx2_q.c's
+ * x among all), so their plans name one layout of the same bytes, for decode and prefill: a
+ * Q4_K / Q5_K mix, or a Q6_K / Q3_K / Q2_K one, shares one xq. */
 static void superblock_formats_run_the_tables_own_kernels(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q5_K,
@@ -452,6 +468,20 @@ static void superblock_formats_run_the_tables_own_kernels(void **st) {
             fail_msg("%s rows=%lld: q5_k's x plan (layout %#x, %zu bytes) is not q4_k's (%#x, %zu)",
                      k->name, (long long)n_rows, (unsigned)p5.layout, p5.bytes,
                      (unsigned)p4.layout, p4.bytes);
+        slate__wmat w6;
+        slate__wmat_init(&w6, NULL, SLATE_DTYPE_Q6_K, 256, false, 8, 1024);
+        slate__xq_plan p6 = k->xq_plan[SLATE_DTYPE_Q6_K](&w6, n_rows);
+        static const slate_dtype k16[] = {SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
+        for (size_t i = 0; i < sizeof k16 / sizeof *k16; i++) {
+            slate_dtype dt = k16[i];
+            slate__wmat wk;
+            slate__wmat_init(&wk, NULL, dt, 256, false, 8, 1024);
+            slate__xq_plan pk = k->xq_plan[dt](&wk, n_rows);
+            if (pk.layout != p6.layout || pk.bytes != p6.bytes)
+                fail_msg("%s rows=%lld: %s's x plan (layout %#x, %zu bytes) is not q6_k's (%#x, %zu)",
+                         k->name, (long long)n_rows, slate_dtype_name(dt), (unsigned)pk.layout,
+                         pk.bytes, (unsigned)p6.layout, p6.bytes);
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 /*
- * avx512_vnni_k.c - integer kernels for the super-block formats Q4_K, Q5_K and Q6_K (GGUF's,
- * byte for byte: kernels/quant.h) with AVX-512 VNNI (vpdpbusd, u8 x s8 in fours into int32
+ * avx512_vnni_k.c - integer kernels for the super-block formats Q4_K, Q5_K, Q6_K, Q3_K and Q2_K
+ * (GGUF's, byte for byte: kernels/quant.h) with AVX-512 VNNI (vpdpbusd, u8 x s8 in fours into int32
  * lanes).
  * dispatch.c installs them in the avx512_vnni table next to avx512_vnni.c's Q8_0/Q4/Q8_C
  * kernels, whose design this file follows (its header comment records the measurements). Same
@@ -8,9 +8,9 @@
  *
  * Activations. x is rounded to int8 in groups of 128 inputs, one f32 scale dx = max|x| / 127
  * per group (a super-block is two groups; a group never straddles two super-blocks). The
- * weight codes are unsigned (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63), so vpdpbusd takes them as its
- * u8 operand against int8 x, and what is not a product of code and x comes from x sums the
- * quantizer precomputes:
+ * weight codes are unsigned (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63, Q3_K 8 (code + 4) 0..56, Q2_K
+ * 0..3), so vpdpbusd takes them as its u8 operand against int8 x, and what is not a product of
+ * code and x comes from x sums the quantizer precomputes:
  *   Q4_K  value (d sc_j) q - dmin m_j: the minimum term of sub-block j (32 inputs) is
  *         -dmin m_j dx S_j with S_j = sum of its int8 x; the quantizer stores dx S_j as f32.
  *   Q5_K  Q4_K's header, values and x (the same quantizer and layout: xq_plan names Q4_K's, so
@@ -18,6 +18,13 @@
  *   Q6_K  value (d sc_k) (code - 32): the -32 is folded into the integer accumulator's initial
  *         value, -32 * (sum of the 4 int8 x of each lane), which the quantizer stores (decode),
  *         or -32 * S per 16 inputs (prefill).
+ *   Q3_K  value (d (sc_s - 32)) code, code -4..3: Q6_K's x and its -32 (xq_plan names Q6_K's
+ *         layout, so a mix of Q6_K, Q3_K and Q2_K shares one xq) against the codes 8 (code + 4):
+ *         the integer sum is 8 * sum of code * x, and d / 8 (exact) undoes the 8.
+ *   Q2_K  value (d sc_s) q - dmin m_s: Q6_K's x; the minimum term -dmin m_s dx S_s of each 16
+ *         inputs comes from the stored -32 S (per lane: a vpmaddwd with the words 256 m_s, as
+ *         the scales; prefill: per 16 inputs). A Q3_K_M q/k/v (Q3_K with Q4_K or Q5_K) quantizes
+ *         x twice, one xq per layout; Q2_K files mix Q2_K with Q3_K.
  *
  * Decode (n_rows < PREFILL_MIN_ROWS): one weight row at a time per x row, a single sequential
  * stream per thread, prefetched PF_ROWS rows ahead (avx512_vnni.c's measurements). Per group of
@@ -33,15 +40,21 @@
  *         (5 for group 1) on the weights, none per x row.
  *   Q6_K  64 bytes of ql and 32 of qh give the codes of inputs 0-63 (low nibbles | qh bits 0-3)
  *         and 64-127 (high nibbles | qh bits 4-7) of the group, in natural order.
+ *   Q3_K, Q2_K  32 bytes of qs as [qs, qs >> 2] in a zmm hold the 2-bit codes of inputs 0-63
+ *         at bits 0-1 and of 64-127 at bits 4-5, natural order; Q3_K's hmask likewise as
+ *         [hm, hm >> 1] (dec_k16). Per block 110 (Q3_K) or 84 (Q2_K) bytes, so blocks are only
+ *         2-byte aligned: every load is unaligned, and none reads past the block.
  * A lane's sum (Q4_K at most 4 * 15 * 127 = 7620 in magnitude, Q5_K 4 * 31 * 127 = 15748,
- * Q6_K with the -32 folded in 4 * 32 * 127 = 16256) fits int16, so vpackssdw packs the two
+ * Q6_K with the -32 folded in 4 * 32 * 127 = 16256, Q3_K 8 code in -32..24 the same, Q2_K
+ * 4 * 3 * 127 = 1524 and its x sums 16256) fits int16, so vpackssdw packs the two
  * vectors into words and vpmaddwd multiplies each word by its sub-block's integer scale (sc_j of
  * Q4_K / Q5_K, at most 63 * 256 as a word: see scale_index; a pair 2 * 15748 * 16128 < 2^31),
- * the int8 scale of Q6_K) and adds pairs of words of one sub-block: the scales are applied in
- * integers. The scale words come from one vpshufb each (scale_index); then one cvt per group, a
- * multiply by dx (a broadcast memory operand) and one fma with d per super-block give floats.
- * Q4_K's (and Q5_K's) minimum term is one more fma per super-block (m_j dmin with the stored
- * dx S_j, lane by lane). Measured against avx512_vnni.c's Q4 B=32 asymmetric decode, one
+ * the int8 scale of Q6_K, sc - 32 of Q3_K, sc of Q2_K; a pair at most 2 * 16256 * 32768) and
+ * adds pairs of words of one sub-block: the scales are applied in integers. The scale words come
+ * from one vpshufb each (scale_index); then one cvt per group, a multiply by dx (a broadcast
+ * memory operand) and one fma with d per super-block give floats. Q4_K's (and Q5_K's) minimum
+ * term is one more fma per super-block (m_j dmin with the stored dx S_j, lane by lane); Q2_K's
+ * one vpmaddwd, cvt and fma per group and one fma with dmin per super-block. Measured against avx512_vnni.c's Q4 B=32 asymmetric decode, one
  * thread, [512][2048] in L2, best of 1000: Q4_K first 37 us vs 38 (vpermw for the scale words, scalar scale unpacking, d * dx per group
  * broadcast from a register: ports 0 and 5 both full, llvm-mca), then 29-30 us vs 38 with the
  * vector scale unpacking, broadcast operands and vpshufb; Q6_K 31 -> 30 us (q8_0: 48). From
@@ -53,17 +66,30 @@
  * 11.4 / 19.0 / 11.7 / 6.6 GB/s for the four shapes against Q4_K's 11.4 / 10.4 / 12.7 / 19.6
  * and Q8_0's 11.7 / 20.2 / 11.3 / 6.4 (medians 3.5-9.9 for all); prefill 314 / 92 / 124 / 107
  * GFLOP/s against Q4_K's 158 / 94 / 112 / 101 and Q8_0's 151 / 138 / 152 / 110.
+ * Q3_K and Q2_K, one thread, [512][2048] in L2, best of 1000, in one run with the others (the
+ * 2 cores shared at load 5-6): 37.7 and 35.8 us against Q4_K's 29.3 and Q6_K's 30.0 (more
+ * operations per weight byte: Q3_K's codes take two shifts and a merge per vector more than
+ * Q6_K's, Q2_K its minimum term per group); from DRAM (bench/kq_matvec.c, 512 MiB of copies,
+ * load ~6, rough) the best-of decode of the four shapes took 188 / 274 / 277 / 3400 us for
+ * Q3_K and 173 / 243 / 252 / 2423 for Q2_K against Q4_K's 260 / 322 / 341 / 5419 and Q6_K's
+ * 352 / 423 / 478 / 7992 (GB/s: Q3_K 9.6 / 18.1 / 17.9 / 8.3, Q2_K 8.0 / 15.6 / 15.0 / 8.9,
+ * Q4_K 9.1 / 20.1 / 19.0 / 6.8, Q6_K 9.8 / 22.3 / 19.8 / 6.7).
  *
  * Prefill (n_rows >= PREFILL_MIN_ROWS), compute bound: avx512_vnni.c's tiling. The weights of
  * 32 output columns x KC inputs are unpacked once into u8 [KC/4][32][4] (codes 0..63), with per
  * column and chunk of constant scale (Q4_K, Q5_K: a sub-block of 32, scale d sc_j and minimum
- * -dmin m_j; Q6_K: 16 inputs, scale d sc_k) the f32 scales; every 4-row tile of x then runs
+ * -dmin m_j; Q6_K, Q3_K, Q2_K: 16 inputs, scale d sc_k (Q3_K: d (sc_k - 32) / 8), Q2_K's
+ * minimum -dmin m_k) the f32 scales; every 4-row tile of x then runs
  * over them, lane c of a row's accumulator being that row's output column c. Q4_K is then the
  * asymmetric Q4 of block 32 (the minimum term per chunk from the stored dx S), and so is Q5_K
  * (only its unpacking differs: codes16 ORs the fifth bit in; 8 vpdpbusd per chunk sum at most
- * 32 * 31 * 127 in int32), Q6_K a symmetric one of block 16 (initial value -32 S per chunk).
+ * 32 * 31 * 127 in int32), Q6_K a symmetric one of block 16 (initial value -32 S per chunk),
+ * and so is Q3_K (its codes 8 (code + 4)); Q2_K an asymmetric one of block 16 (dx S from the
+ * stored -32 S).
  * Measured, one thread, 128 rows of [256][2048]: Q4_K 365-369 GFLOP/s, Q4 B=32 asymmetric 370, Q6_K 345-353 (its chunks of 16
- * take twice the int-to-float steps), q8_0 398.
+ * take twice the int-to-float steps), q8_0 398. In the Q3_K / Q2_K run above (load 5-6): Q3_K
+ * 314-323, Q2_K 207-247 (its minimum term: two more fma per 16 inputs and row), Q6_K 358-373,
+ * Q4_K 379.
  *
  * n_in is a multiple of 256, so no load is partial and x has no padding inside a row. Row
  * ranges are split by exec; this file keeps no state between calls.
@@ -82,12 +108,14 @@ enum {
     Q4K_BYTES = (int)sizeof(slate__block_q4_k),
     Q6K_BYTES = (int)sizeof(slate__block_q6_k),
     Q5K_BYTES = (int)sizeof(slate__block_q5_k),
+    Q3K_BYTES = (int)sizeof(slate__block_q3_k),
+    Q2K_BYTES = (int)sizeof(slate__block_q2_k),
     PREFILL_MIN_ROWS = 4, /* fewer rows: the decode kernels (see xq_plan) */
     RT = 8,               /* prefill x rows are padded to a multiple of this */
     PR = 4,               /* prefill rows per register tile */
     CT = 32,              /* prefill columns per tile (two zmm of int32) */
     KC = 1024,            /* prefill inputs per K block (4 super-blocks): 44 KiB of unpacked
-                             weights and scales while every row of x passes over them */
+                             weights and scales (Q2_K: 48) while every row of x passes over them */
     PF_ROWS = 4,          /* decode prefetches this many weight rows ahead (avx512_vnni.c) */
 };
 
@@ -104,13 +132,15 @@ enum {
  * Prefill rows are padded to a multiple of RT with zero rows. */
 
 typedef struct xgeom {
-    bool prefill, k4, k5; /* k4: Q4_K or Q5_K (Q4_K's x layout); k5: Q5_K */
+    slate_dtype dt;       /* the weights' format */
+    bool prefill, k4, k5; /* k4: Q4_K or Q5_K (Q4_K's x layout, else Q6_K's); k5: Q5_K */
     int64_t n, ng;
     size_t stride, off_d, off_c, used; /* used: bytes of a row before its padding to 64 */
 } xgeom;
 
 static xgeom geom(const slate__wmat *w, int64_t n_rows) {
     xgeom g;
+    g.dt = w->dtype;
     g.prefill = n_rows >= PREFILL_MIN_ROWS;
     g.k5 = w->dtype == SLATE_DTYPE_Q5_K;
     g.k4 = w->dtype == SLATE_DTYPE_Q4_K || g.k5;
@@ -131,8 +161,9 @@ static slate__xq_plan xq_plan(const slate__wmat *w, int64_t n_rows) {
     p.bytes = (size_t)rows * g.stride;
     p.row_align = g.prefill ? RT : 1;
     /* 0x4B ('K'): none of avx512_vnni.c's (1..3 << 24) or avx512_vbmi.c's (0x50 << 24). Q5_K
-     * takes Q4_K's x as it is, so both name Q4_K's layout (one xq for a mix of the two). */
-    slate_dtype xdt = g.k4 ? SLATE_DTYPE_Q4_K : w->dtype;
+     * takes Q4_K's x as it is, Q3_K and Q2_K take Q6_K's, so each names that layout (one xq
+     * for a mix of Q4_K and Q5_K, or of Q6_K, Q3_K and Q2_K). */
+    slate_dtype xdt = g.k4 ? SLATE_DTYPE_Q4_K : SLATE_DTYPE_Q6_K;
     p.layout = 0x4Bu << 24 | (uint32_t)xdt << 4 | (uint32_t)g.prefill;
     return p;
 }
@@ -323,71 +354,162 @@ INLINE void dec_q4k(bool k5, int R, int O, float *y, const uint8_t *xq, const xg
         y[r * w->n_out + o + c] = hsum(acc[r][c]) - hsum(accm[r][c]) + (bias ? bias[o + c] : 0.0f);
 }
 
-/* R rows of x against Q6_K weight rows o..o+O-1. */
-INLINE void dec_q6k(int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
+/* The 16 scales of a Q3_K super-block from its 12 scale bytes at s (slate__q3k_scale), as int8
+ * sc_s - 32 in byte s. With u0, u1, u2 the scale bytes as dwords, byte-wise, dword k (scales
+ * 4k..4k+3) is (u0, u1, u0 >> 4, u1 >> 4)[k] & 15 with bits 2k, 2k+1 of u2 at bits 4-5. Reads
+ * the 12 bytes only: the next block (2-byte aligned) or the row's end follows them. */
+INLINE __m128i q3k_scales(const uint8_t *s) {
+    uint64_t u01;
+    uint32_t u2;
+    memcpy(&u01, s, 8);
+    memcpy(&u2, s + 8, 4);
+    __m128i a = _mm_srlv_epi32(_mm_set1_epi64x((long long)u01), _mm_set_epi32(4, 4, 0, 0));
+    __m128i b = _mm_slli_epi32(_mm_srlv_epi32(_mm_set1_epi32((int)u2), _mm_set_epi32(6, 4, 2, 0)), 4);
+    /* (a & 0x0f) | (b & 0xf0), bits 6-7 cleared, minus 32 */
+    __m128i v = _mm_ternarylogic_epi32(a, b, _mm_set1_epi8(0x0f), 0xE4);
+    return _mm_sub_epi8(_mm_and_si128(v, _mm_set1_epi8(0x3f)), _mm_set1_epi8(32));
+}
+
+/* R rows of x against Q6_K, Q3_K or Q2_K (dt) weight rows o..o+O-1: groups of 16 with one
+ * scale each, the same element order, Q6_K's x (the -32 * lane sums). The u8 codes per group h
+ * of 128 inputs: lo[c][h] those of inputs 0-63, hi[c][h] of 64-127, in natural order:
+ *   Q6_K  code 0..63 (its value's code - 32): the -32 comes from the x sums;
+ *   Q3_K  8 (code + 4), 0..56: with the -32 x sums the lane is 8 * sum of code * x (d / 8 to
+ *         match, exactly). The low 2 bits of group g (qs[32 h + l] >> 2g) at bits 3-4 and
+ *         hmask bit 4h + g at bit 5: [qs, qs >> 2] holds g = 0, 2 (low half) and 1, 3 (high
+ *         half) at bits 0-1, 4-5, [hm, hm >> 1] >> 4h those of hmask at bits 0, 2;
+ *   Q2_K  code 0..3, the same 2-bit positions; the minimum term -dmin m_s dx S_s from the
+ *         x sums (-32 S per 4 inputs) times the word 256 m_s (vpmaddwd, as the scales), so
+ *         dmin / 8192 multiplies it.
+ * Every int16 word of vpackssdw fits: a lane's 4 products are at most 4 * 32 * 127 = 16256 in
+ * magnitude (Q6_K's code - 32 and Q3_K's 8 code are in -32..31 and -32..24; Q2_K's 4 * 3 * 127),
+ * as are the x sums (4 * 32 * 127); vpmaddwd's pair is then at most 2 * 16256 * 32768 < 2^31
+ * (the scale word 256 sc: Q6_K's -128..127, Q3_K's -32..31, Q2_K's 0..15). */
+INLINE void dec_k16(slate_dtype dt, int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
                     const slate__wmat *w, const float *bias, int64_t o, const kidx *ix) {
+    const bool q6 = dt == SLATE_DTYPE_Q6_K, q3 = dt == SLATE_DTYPE_Q3_K, q2 = dt == SLATE_DTYPE_Q2_K;
     const int64_t nsb = w->n_in / SB;
+    const size_t bbytes = q6 ? Q6K_BYTES : q3 ? Q3K_BYTES : Q2K_BYTES;
     const size_t pf = PF_ROWS * (size_t)O * w->row_bytes;
     const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    const __m512i m03 = _mm512_set1_epi8(0x03), m18 = _mm512_set1_epi8(0x18), m38 = _mm512_set1_epi8(0x38);
     const uint8_t *wr[2];
     UNROLL for (int c = 0; c < O; c++) wr[c] = (const uint8_t *)w->data + (size_t)(o + c) * w->row_bytes;
-    __m512 acc[3][2];
-    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++) acc[r][c] = _mm512_setzero_ps();
+    __m512 acc[3][2], accm[3][2];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++)
+        acc[r][c] = accm[r][c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nsb; b++) {
-        __m512i lo[2][2], hi[2][2], sw[2][2];
-        __m512 dv[2];
+        __m512i lo[2][2], hi[2][2], sw[2][2], mw[2][2];
+        __m512 dv[2], mv[2];
         UNROLL for (int c = 0; c < O; c++) {
-            const uint8_t *p = wr[c] + b * Q6K_BYTES;
-            UNROLL for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(p + pf + 64 * l), _MM_HINT_T0);
-            uint16_t hd;
-            memcpy(&hd, p + 208, 2);
-            /* d / 256: see scale_index */
-            dv[c] = _mm512_broadcastss_ps(_mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(hd)), _mm_set_ss(1.0f / 256)));
-            __m512i s4 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 192)));
-            UNROLL for (int h = 0; h < 2; h++) {
-                __m512i ql = _mm512_loadu_si512((const void *)(p + 64 * h));
-                __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
-                /* [qh, qh >> 2]: bits 0-1 and 4-5 of each byte are the high bits of the codes
-                 * of groups 0, 2 (low half) and 1, 3 (high half) of this 128 */
-                __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-                /* A | (B & C) */
-                lo[c][h] = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, m0f),
-                                                     _mm512_slli_epi16(qh2, 4), m30, 0xF8);
-                hi[c][h] = _mm512_ternarylogic_epi32(
-                    _mm512_and_si512(_mm512_srli_epi16(ql, 4), m0f), qh2, m30, 0xF8);
-                sw[c][h] = _mm512_shuffle_epi8(s4, ix->s[h]);
+            const uint8_t *p = wr[c] + b * bbytes;
+            /* Q6_K: 4 lines from its first byte; Q3_K, Q2_K: the lines of the first, 65th and
+             * last byte */
+            _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
+            if (q6) {
+                _mm_prefetch((const char *)(p + pf + 128), _MM_HINT_T0);
+                _mm_prefetch((const char *)(p + pf + 192), _MM_HINT_T0);
+            } else {
+                _mm_prefetch((const char *)(p + pf + bbytes - 1), _MM_HINT_T0);
+            }
+            if (q6) {
+                uint16_t hd;
+                memcpy(&hd, p + 208, 2);
+                /* d / 256: see scale_index */
+                dv[c] = _mm512_broadcastss_ps(_mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(hd)), _mm_set_ss(1.0f / 256)));
+                __m512i s4 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + 192)));
+                UNROLL for (int h = 0; h < 2; h++) {
+                    __m512i ql = _mm512_loadu_si512((const void *)(p + 64 * h));
+                    __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+                    /* [qh, qh >> 2]: bits 0-1 and 4-5 of each byte are the high bits of the
+                     * codes of groups 0, 2 (low half) and 1, 3 (high half) of this 128 */
+                    __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+                    /* A | (B & C) */
+                    lo[c][h] = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, m0f),
+                                                         _mm512_slli_epi16(qh2, 4), m30, 0xF8);
+                    hi[c][h] = _mm512_ternarylogic_epi32(
+                        _mm512_and_si512(_mm512_srli_epi16(ql, 4), m0f), qh2, m30, 0xF8);
+                    sw[c][h] = _mm512_shuffle_epi8(s4, ix->s[h]);
+                }
+            } else if (q3) {
+                uint16_t hd;
+                memcpy(&hd, p + 108, 2);
+                /* d / 256 (scale_index) / 8 (the codes are 8 (code + 4)) */
+                dv[c] = _mm512_broadcastss_ps(_mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(hd)), _mm_set_ss(1.0f / 2048)));
+                __m512i s4 = _mm512_broadcast_i32x4(q3k_scales(p + 96));
+                __m256i hm = _mm256_loadu_si256((const __m256i *)p);
+                __m512i hm2 = _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 1), 1);
+                UNROLL for (int h = 0; h < 2; h++) {
+                    __m256i q = _mm256_loadu_si256((const __m256i *)(p + 32 + 32 * h));
+                    __m512i q2v = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 2), 1);
+                    __m512i hb = h ? _mm512_srli_epi16(hm2, 4) : hm2;
+                    /* (C ? A : B) & 0x38: the low bits at 3-4, the hmask bit at 5 */
+                    lo[c][h] = _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_slli_epi16(q2v, 3),
+                                                                          _mm512_slli_epi16(hb, 5), m18, 0xE4), m38);
+                    hi[c][h] = _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_srli_epi16(q2v, 1),
+                                                                          _mm512_slli_epi16(hb, 3), m18, 0xE4), m38);
+                    sw[c][h] = _mm512_shuffle_epi8(s4, ix->s[h]);
+                }
+            } else {
+                uint32_t h2;
+                memcpy(&h2, p + 80, 4);
+                __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)h2)); /* d, dmin */
+                dv[c] = _mm512_broadcastss_ps(_mm_mul_ss(dm, _mm_set_ss(1.0f / 256)));
+                /* -dmin m S = dmin / (256 * 32) * (256 m) (-32 S) */
+                mv[c] = _mm512_permutexvar_ps(_mm512_set1_epi32(1), _mm512_castps128_ps512(
+                                                  _mm_mul_ps(dm, _mm_set1_ps(1.0f / 8192))));
+                __m128i s = _mm_loadu_si128((const __m128i *)p);
+                __m512i s4 = _mm512_broadcast_i32x4(_mm_and_si128(s, _mm_set1_epi8(0x0f)));
+                __m512i m4 = _mm512_broadcast_i32x4(_mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(0x0f)));
+                UNROLL for (int h = 0; h < 2; h++) {
+                    __m256i q = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * h));
+                    __m512i q2v = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 2), 1);
+                    lo[c][h] = _mm512_and_si512(q2v, m03);
+                    hi[c][h] = _mm512_and_si512(_mm512_srli_epi16(q2v, 4), m03);
+                    sw[c][h] = _mm512_shuffle_epi8(s4, ix->s[h]);
+                    mw[c][h] = _mm512_shuffle_epi8(m4, ix->s[h]);
+                }
             }
         }
         UNROLL for (int r = 0; r < R; r++) {
             const uint8_t *xr = xq + (size_t)r * xg->stride;
             const float *dx = (const float *)(xr + xg->off_d) + 2 * b;
-            __m512 t[2][2];
+            __m512 t[2][2], tm[2][2];
             UNROLL for (int h = 0; h < 2; h++) {
                 int64_t i0 = b * SB + GROUP * h;
                 __m512i xlo = _mm512_loadu_si512((const void *)(xr + i0));
                 __m512i xhi = _mm512_loadu_si512((const void *)(xr + i0 + 64));
                 __m512i ilo = _mm512_loadu_si512((const void *)(xr + xg->off_c + i0));
                 __m512i ihi = _mm512_loadu_si512((const void *)(xr + xg->off_c + i0 + 64));
+                /* Q2_K: the x sums in the words of vpackssdw(a, e) */
+                __m512i xs = q2 ? _mm512_packs_epi32(ilo, ihi) : _mm512_setzero_si512();
                 UNROLL for (int c = 0; c < O; c++) {
-                    __m512i a = _mm512_dpbusd_epi32(ilo, lo[c][h], xlo);
-                    __m512i e = _mm512_dpbusd_epi32(ihi, hi[c][h], xhi);
+                    __m512i a = _mm512_dpbusd_epi32(q2 ? _mm512_setzero_si512() : ilo, lo[c][h], xlo);
+                    __m512i e = _mm512_dpbusd_epi32(q2 ? _mm512_setzero_si512() : ihi, hi[c][h], xhi);
                     t[c][h] = _mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_packs_epi32(a, e), sw[c][h]));
+                    if (q2) tm[c][h] = _mm512_cvtepi32_ps(_mm512_madd_epi16(xs, mw[c][h]));
                 }
             }
-            /* dx from memory (a broadcast operand), d once per super-block */
-            UNROLL for (int c = 0; c < O; c++)
+            /* dx from memory (a broadcast operand), d (dmin) once per super-block */
+            UNROLL for (int c = 0; c < O; c++) {
                 acc[r][c] = _mm512_fmadd_ps(_mm512_fmadd_ps(t[c][1], _mm512_set1_ps(dx[1]), _mm512_mul_ps(t[c][0], _mm512_set1_ps(dx[0]))),
                                             dv[c], acc[r][c]);
+                if (q2)
+                    accm[r][c] = _mm512_fmadd_ps(_mm512_fmadd_ps(tm[c][1], _mm512_set1_ps(dx[1]), _mm512_mul_ps(tm[c][0], _mm512_set1_ps(dx[0]))),
+                                                 mv[c], accm[r][c]);
+            }
         }
     }
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++)
-        y[r * w->n_out + o + c] = hsum(acc[r][c]) + (bias ? bias[o + c] : 0.0f);
+        y[r * w->n_out + o + c] = hsum(acc[r][c]) + (q2 ? hsum(accm[r][c]) : 0.0f) + (bias ? bias[o + c] : 0.0f);
 }
 
 /* All of [o0, o1) for R rows: one x row, one weight row at a time (a single stream per thread);
  * 2 or 3 x rows, two weight rows at a time so each x chunk serves both, then a single one. */
-INLINE void decode_range(bool k4, bool k5, int R, float *y, const uint8_t *xq, const xgeom *xg,
+INLINE void decode_range(slate_dtype dt, int R, float *y, const uint8_t *xq, const xgeom *xg,
                          const slate__wmat *w, const float *bias, int64_t o0, int64_t o1) {
+    const bool k4 = dt == SLATE_DTYPE_Q4_K || dt == SLATE_DTYPE_Q5_K, k5 = dt == SLATE_DTYPE_Q5_K;
     kidx ix;
     ix.s[0] = scale_index(k4, 0);
     ix.s[1] = scale_index(k4, 1);
@@ -398,9 +520,17 @@ INLINE void decode_range(bool k4, bool k5, int R, float *y, const uint8_t *xq, c
         for (; o < o1; o++) dec_q4k(k5, R, 1, y, xq, xg, w, bias, o, &ix);
     } else {
         if (R > 1)
-            for (; o + 2 <= o1; o += 2) dec_q6k(R, 2, y, xq, xg, w, bias, o, &ix);
-        for (; o < o1; o++) dec_q6k(R, 1, y, xq, xg, w, bias, o, &ix);
+            for (; o + 2 <= o1; o += 2) dec_k16(dt, R, 2, y, xq, xg, w, bias, o, &ix);
+        for (; o < o1; o++) dec_k16(dt, R, 1, y, xq, xg, w, bias, o, &ix);
     }
+}
+
+/* R as a constant in each call */
+INLINE void decode_rows(slate_dtype dt, int R, float *y, const uint8_t *xq, const xgeom *xg,
+                        const slate__wmat *w, const float *bias, int64_t o0, int64_t o1) {
+    if (R == 3) decode_range(dt, 3, y, xq, xg, w, bias, o0, o1);
+    else if (R == 2) decode_range(dt, 2, y, xq, xg, w, bias, o0, o1);
+    else decode_range(dt, 1, y, xq, xg, w, bias, o0, o1);
 }
 
 static void matmul_decode(float *y, const void *xq, const slate__wmat *w, const float *bias,
@@ -409,19 +539,13 @@ static void matmul_decode(float *y, const void *xq, const slate__wmat *w, const 
         const uint8_t *xr = (const uint8_t *)xq + (size_t)r * xg->stride;
         float *yr = y + r * w->n_out;
         int R = n_rows - r >= 3 ? 3 : (int)(n_rows - r);
-        /* R and the format as constants in each call */
-        if (xg->k5) {
-            if (R == 3) decode_range(true, true, 3, yr, xr, xg, w, bias, o0, o1);
-            else if (R == 2) decode_range(true, true, 2, yr, xr, xg, w, bias, o0, o1);
-            else decode_range(true, true, 1, yr, xr, xg, w, bias, o0, o1);
-        } else if (xg->k4) {
-            if (R == 3) decode_range(true, false, 3, yr, xr, xg, w, bias, o0, o1);
-            else if (R == 2) decode_range(true, false, 2, yr, xr, xg, w, bias, o0, o1);
-            else decode_range(true, false, 1, yr, xr, xg, w, bias, o0, o1);
-        } else {
-            if (R == 3) decode_range(false, false, 3, yr, xr, xg, w, bias, o0, o1);
-            else if (R == 2) decode_range(false, false, 2, yr, xr, xg, w, bias, o0, o1);
-            else decode_range(false, false, 1, yr, xr, xg, w, bias, o0, o1);
+        /* the format as a constant in each call */
+        switch ((int)xg->dt) {
+        case SLATE_DTYPE_Q4_K: decode_rows(SLATE_DTYPE_Q4_K, R, yr, xr, xg, w, bias, o0, o1); break;
+        case SLATE_DTYPE_Q5_K: decode_rows(SLATE_DTYPE_Q5_K, R, yr, xr, xg, w, bias, o0, o1); break;
+        case SLATE_DTYPE_Q6_K: decode_rows(SLATE_DTYPE_Q6_K, R, yr, xr, xg, w, bias, o0, o1); break;
+        case SLATE_DTYPE_Q3_K: decode_rows(SLATE_DTYPE_Q3_K, R, yr, xr, xg, w, bias, o0, o1); break;
+        default: decode_rows(SLATE_DTYPE_Q2_K, R, yr, xr, xg, w, bias, o0, o1); break;
         }
         r += R;
     }
@@ -431,20 +555,21 @@ static void matmul_decode(float *y, const void *xq, const slate__wmat *w, const 
  * Columns [c0, c0 + 32) x inputs [kb, ke) of the weights are unpacked into u8 wp[k/4][32][4]
  * (the codes), 16 inputs x 16 columns at a time: each column's 16 codes are decoded into an
  * xmm, then a 16 x 4 dword transpose writes 4 zmm rows (avx512_vnni.c's pack16x16). Scales per
- * chunk (CH inputs) and column go to ds (and the minimums, Q4_K, to ms). Columns past the
- * matrix are zero. */
+ * chunk (CH inputs) and column go to ds (and the minimums, Q4_K, Q5_K and Q2_K, to ms). Columns
+ * past the matrix are zero. */
 
 typedef struct tile {
     uint8_t wp[KC / 4][CT][4];
     float ds[KC / 16][CT]; /* per chunk (16 or 32 inputs) */
-    float ms[KC / 32][CT];
+    float ms[KC / 16][CT]; /* Q4_K, Q5_K: the first KC / 32 */
 } tile;
 
-/* Inputs [k, k + 16) of a weight row as 16 u8 codes (k a multiple of 16). */
-INLINE __m128i codes16(bool k4, bool k5, const uint8_t *row, int64_t k) {
-    const __m128i m0f = _mm_set1_epi8(15);
+/* Inputs [k, k + 16) of a weight row as 16 u8 codes (k a multiple of 16): those of dec_q4k and
+ * dec_k16 (Q3_K's 8 (code + 4)). */
+INLINE __m128i codes16(slate_dtype dt, const uint8_t *row, int64_t k) {
+    const __m128i m0f = _mm_set1_epi8(15), m03 = _mm_set1_epi8(3);
     int e = (int)(k % SB);
-    if (k5) { /* Q4_K's nibble plus 16 where bit j of qh[l] is set */
+    if (dt == SLATE_DTYPE_Q5_K) { /* Q4_K's nibble plus 16 where bit j of qh[l] is set */
         const uint8_t *blk = row + (size_t)(k / SB) * Q5K_BYTES;
         int j = e / 32;
         __m128i b = _mm_loadu_si128((const __m128i *)(blk + 48 + 32 * (j / 2) + e % 32));
@@ -452,14 +577,27 @@ INLINE __m128i codes16(bool k4, bool k5, const uint8_t *row, int64_t k) {
         __m128i fifth = _mm_and_si128(_mm_srl_epi16(qh, _mm_cvtsi32_si128(j)), _mm_set1_epi8(1));
         return _mm_or_si128(_mm_and_si128(j % 2 ? _mm_srli_epi16(b, 4) : b, m0f), _mm_slli_epi16(fifth, 4));
     }
-    if (k4) {
+    if (dt == SLATE_DTYPE_Q4_K) {
         const uint8_t *blk = row + (size_t)(k / SB) * Q4K_BYTES;
         int j = e / 32;
         __m128i b = _mm_loadu_si128((const __m128i *)(blk + 16 + 32 * (j / 2) + e % 32));
         return _mm_and_si128(j % 2 ? _mm_srli_epi16(b, 4) : b, m0f);
     }
-    const uint8_t *blk = row + (size_t)(k / SB) * Q6K_BYTES;
     int n = e / 128, g = (e % 128) / 32, l = e % 32;
+    if (dt == SLATE_DTYPE_Q3_K) { /* (low 2 bits | hmask bit 4n + g << 2) << 3 */
+        const uint8_t *blk = row + (size_t)(k / SB) * Q3K_BYTES;
+        __m128i q = _mm_loadu_si128((const __m128i *)(blk + 32 + 32 * n + l));
+        __m128i hm = _mm_loadu_si128((const __m128i *)(blk + l));
+        __m128i low = _mm_and_si128(_mm_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), m03);
+        __m128i hb = _mm_and_si128(_mm_srl_epi16(hm, _mm_cvtsi32_si128(4 * n + g)), _mm_set1_epi8(1));
+        return _mm_slli_epi16(_mm_or_si128(low, _mm_slli_epi16(hb, 2)), 3);
+    }
+    if (dt == SLATE_DTYPE_Q2_K) {
+        const uint8_t *blk = row + (size_t)(k / SB) * Q2K_BYTES;
+        __m128i q = _mm_loadu_si128((const __m128i *)(blk + 16 + 32 * n + l));
+        return _mm_and_si128(_mm_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), m03);
+    }
+    const uint8_t *blk = row + (size_t)(k / SB) * Q6K_BYTES;
     __m128i ql = _mm_loadu_si128((const __m128i *)(blk + 64 * n + 32 * (g % 2) + l));
     __m128i qh = _mm_loadu_si128((const __m128i *)(blk + 128 + 32 * n + l));
     __m128i low = _mm_and_si128(g < 2 ? ql : _mm_srli_epi16(ql, 4), m0f);
@@ -469,14 +607,14 @@ INLINE __m128i codes16(bool k4, bool k5, const uint8_t *row, int64_t k) {
 
 /* Columns [c0, c0 + 16) (nc valid) x inputs [k, k + 16) into wp rows k/4 .. k/4 + 3 at column
  * offset co. */
-INLINE void pack16x16(bool k4, bool k5, tile *t, const uint8_t *const rows[16], int nc, int64_t k,
+INLINE void pack16x16(slate_dtype dt, tile *t, const uint8_t *const rows[16], int nc, int64_t k,
                       int64_t kb, int co) {
     const __m512i tr = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
     __m512i a[4];
     UNROLL for (int m = 0; m < 4; m++) {
         __m128i v[4];
         UNROLL for (int i = 0; i < 4; i++)
-            v[i] = 4 * m + i < nc ? codes16(k4, k5, rows[4 * m + i], k) : _mm_setzero_si128();
+            v[i] = 4 * m + i < nc ? codes16(dt, rows[4 * m + i], k) : _mm_setzero_si128();
         __m512i z = _mm512_castsi128_si512(v[0]);
         z = _mm512_inserti32x4(z, v[1], 1);
         z = _mm512_inserti32x4(z, v[2], 2);
@@ -493,39 +631,56 @@ INLINE void pack16x16(bool k4, bool k5, tile *t, const uint8_t *const rows[16], 
     _mm512_storeu_si512((void *)&t->wp[r + 3][co], _mm512_shuffle_i32x4(t1, t3, 0xdd));
 }
 
-INLINE void pack(bool k4, bool k5, tile *t, const slate__wmat *w, int64_t c0, int nc, int64_t kb,
+static float f16_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+INLINE void pack(slate_dtype dt, tile *t, const slate__wmat *w, int64_t c0, int nc, int64_t kb,
                  int64_t ke) {
+    const bool k4 = dt == SLATE_DTYPE_Q4_K || dt == SLATE_DTYPE_Q5_K;
+    const size_t bbytes = dt == SLATE_DTYPE_Q4_K   ? Q4K_BYTES
+                          : dt == SLATE_DTYPE_Q5_K ? Q5K_BYTES
+                          : dt == SLATE_DTYPE_Q6_K ? Q6K_BYTES
+                          : dt == SLATE_DTYPE_Q3_K ? Q3K_BYTES
+                                                   : Q2K_BYTES;
     for (int half = 0; half < 2; half++) {
         int co = 16 * half, n = nc - co < 0 ? 0 : nc - co > 16 ? 16 : nc - co;
         const uint8_t *rows[16];
         for (int c = 0; c < 16; c++)
             rows[c] = (const uint8_t *)w->data + (size_t)(c < n ? c0 + co + c : c0) * w->row_bytes;
         if (n == 16)
-            for (int64_t k = kb; k < ke; k += 16) pack16x16(k4, k5, t, rows, 16, k, kb, co);
+            for (int64_t k = kb; k < ke; k += 16) pack16x16(dt, t, rows, 16, k, kb, co);
         else
-            for (int64_t k = kb; k < ke; k += 16) pack16x16(k4, k5, t, rows, n, k, kb, co);
-        /* per super-block and column: the f32 products ref computes (d sc, dmin m) */
+            for (int64_t k = kb; k < ke; k += 16) pack16x16(dt, t, rows, n, k, kb, co);
+        /* per super-block and column: the f32 products ref computes (d sc, dmin m; Q3_K's d sc
+         * / 8 for its codes 8 (code + 4), exactly) */
         for (int64_t k = kb; k < ke; k += SB) {
             int64_t s = (k - kb) / (k4 ? 32 : 16);
             for (int c = 0; c < 16; c++) {
-                uint16_t h;
+                const uint8_t *blk = rows[c] + (size_t)(k / SB) * bbytes;
                 if (k4) {
-                    const uint8_t *blk = rows[c] + (size_t)(k / SB) * (k5 ? Q5K_BYTES : Q4K_BYTES);
-                    memcpy(&h, blk, 2);
-                    float d = c < n ? _cvtsh_ss(h) : 0.0f;
-                    memcpy(&h, blk + 2, 2);
-                    float dmin = c < n ? _cvtsh_ss(h) : 0.0f;
+                    float d = c < n ? f16_at(blk) : 0.0f, dmin = c < n ? f16_at(blk + 2) : 0.0f;
                     for (int j = 0; j < 8; j++) {
                         int sc, m;
                         slate__q4k_scale_min(blk + 4, j, &sc, &m);
                         t->ds[s + j][co + c] = d * (float)sc;
                         t->ms[s + j][co + c] = -(dmin * (float)m);
                     }
-                } else {
-                    const uint8_t *blk = rows[c] + (size_t)(k / SB) * Q6K_BYTES;
-                    memcpy(&h, blk + 208, 2);
-                    float d = c < n ? _cvtsh_ss(h) : 0.0f;
+                } else if (dt == SLATE_DTYPE_Q6_K) {
+                    float d = c < n ? f16_at(blk + 208) : 0.0f;
                     for (int j = 0; j < 16; j++) t->ds[s + j][co + c] = d * (float)(int8_t)blk[192 + j];
+                } else if (dt == SLATE_DTYPE_Q3_K) {
+                    float d = c < n ? f16_at(blk + 108) : 0.0f;
+                    for (int j = 0; j < 16; j++)
+                        t->ds[s + j][co + c] = d * (float)slate__q3k_scale(blk + 96, j) * 0.125f;
+                } else {
+                    float d = c < n ? f16_at(blk + 80) : 0.0f, dmin = c < n ? f16_at(blk + 82) : 0.0f;
+                    for (int j = 0; j < 16; j++) {
+                        t->ds[s + j][co + c] = d * (float)(blk[j] & 15);
+                        t->ms[s + j][co + c] = -(dmin * (float)(blk[j] >> 4));
+                    }
                 }
             }
         }
@@ -533,22 +688,28 @@ INLINE void pack(bool k4, bool k5, tile *t, const slate__wmat *w, int64_t c0, in
 }
 
 /* Rows [r0, r0 + 4) x the 32 columns of t over [kb, ke): out[r][h] = sum over 128-input groups
- * of dx[r][g] * sum over the group's chunks of ds[chunk] * (int32 dot), plus for Q4_K
- * ms[chunk] * dx S[chunk]. */
-INLINE void tile_rows(bool k4, const tile *t, const uint8_t *xq, const xgeom *xg, int64_t r0,
+ * of dx[r][g] * sum over the group's chunks of ds[chunk] * (int32 dot), plus for Q4_K, Q5_K
+ * ms[chunk] * dx S[chunk] (Q2_K: dx S from the stored -32 S). Q6_K and Q3_K start each
+ * chunk's dot at the stored -32 S. */
+INLINE void tile_rows(slate_dtype dt, const tile *t, const uint8_t *xq, const xgeom *xg, int64_t r0,
                       int64_t kb, int64_t ke, __m512 out[PR][2]) {
+    const bool k4 = dt == SLATE_DTYPE_Q4_K || dt == SLATE_DTYPE_Q5_K, q2 = dt == SLATE_DTYPE_Q2_K;
     const int64_t ch = k4 ? 32 : 16;
     const uint8_t *xr[PR];
     UNROLL for (int r = 0; r < PR; r++) xr[r] = xq + (size_t)(r0 + r) * xg->stride;
     for (int64_t g0 = kb; g0 < ke; g0 += GROUP) {
         __m512 acc[PR][2];
-        UNROLL for (int r = 0; r < PR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        float dxs[PR];
+        UNROLL for (int r = 0; r < PR; r++) {
+            acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+            dxs[r] = ((const float *)(xr[r] + xg->off_d))[g0 / GROUP];
+        }
         UNROLL for (int64_t k0 = g0; k0 < g0 + GROUP; k0 += ch) {
             int64_t ci = (k0 - kb) / ch, cg = k0 / ch;
             __m512i a[PR][2];
             UNROLL for (int r = 0; r < PR; r++) {
-                __m512i i0 = k4 ? _mm512_setzero_si512()
-                                : _mm512_set1_epi32(((const int32_t *)(xr[r] + xg->off_c))[cg]);
+                __m512i i0 = k4 || q2 ? _mm512_setzero_si512()
+                                      : _mm512_set1_epi32(((const int32_t *)(xr[r] + xg->off_c))[cg]);
                 a[r][0] = a[r][1] = i0;
             }
             UNROLL for (int64_t j = 0; j < ch / 4; j++) { /* 4 inputs of 32 columns */
@@ -567,17 +728,20 @@ INLINE void tile_rows(bool k4, const tile *t, const uint8_t *xq, const xgeom *xg
                 acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[r][0]), d0, acc[r][0]);
                 acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[r][1]), d1, acc[r][1]);
             }
-            if (k4) {
+            if (k4 || q2) {
                 __m512 m0 = _mm512_loadu_ps(t->ms[ci]), m1 = _mm512_loadu_ps(t->ms[ci] + 16);
                 UNROLL for (int r = 0; r < PR; r++) {
-                    __m512 cf = _mm512_set1_ps(((const float *)(xr[r] + xg->off_c))[cg]);
+                    /* dx S: stored (Q4_K), or -32 S (exact in f32) times -dx / 32 */
+                    float s = k4 ? ((const float *)(xr[r] + xg->off_c))[cg]
+                                 : (float)((const int32_t *)(xr[r] + xg->off_c))[cg] * (dxs[r] * -0.03125f);
+                    __m512 cf = _mm512_set1_ps(s);
                     out[r][0] = _mm512_fmadd_ps(m0, cf, out[r][0]);
                     out[r][1] = _mm512_fmadd_ps(m1, cf, out[r][1]);
                 }
             }
         }
         UNROLL for (int r = 0; r < PR; r++) {
-            __m512 dx = _mm512_set1_ps(((const float *)(xr[r] + xg->off_d))[g0 / GROUP]);
+            __m512 dx = _mm512_set1_ps(dxs[r]);
             out[r][0] = _mm512_fmadd_ps(acc[r][0], dx, out[r][0]);
             out[r][1] = _mm512_fmadd_ps(acc[r][1], dx, out[r][1]);
         }
@@ -590,14 +754,14 @@ INLINE __mmask16 mask16(int64_t n) { /* the first n lanes, n clamped to [0, 16] 
 
 /* One column tile: for each K block, unpack it, then every row tile adds its share to y (the
  * tile's y strip, n_rows x 32 floats, stays in L2 across the K blocks). */
-INLINE void prefill_cols(bool k4, bool k5, tile *t, float *y, const void *xq, const slate__wmat *w,
+INLINE void prefill_cols(slate_dtype dt, tile *t, float *y, const void *xq, const slate__wmat *w,
                          const float *bias, int64_t n_rows, int64_t c0, int nc, const xgeom *xg) {
     const int64_t n_out = w->n_out;
     __mmask16 cm[2] = {mask16(nc), mask16(nc - 16)};
     for (int64_t kb = 0; kb < w->n_in; kb += KC) {
         int64_t ke = kb + KC < w->n_in ? kb + KC : w->n_in;
         bool first = kb == 0;
-        pack(k4, k5, t, w, c0, nc, kb, ke);
+        pack(dt, t, w, c0, nc, kb, ke);
         __m512 bv[2];
         for (int h = 0; h < 2; h++)
             bv[h] = bias && first ? _mm512_maskz_loadu_ps(cm[h], bias + c0 + 16 * h) : _mm512_setzero_ps();
@@ -613,7 +777,7 @@ INLINE void prefill_cols(bool k4, bool k5, tile *t, float *y, const void *xq, co
                     out[r][1] = _mm512_maskz_loadu_ps(cm[1], y + (r0 + r) * n_out + c0 + 16);
                 }
             }
-            tile_rows(k4, t, (const uint8_t *)xq, xg, r0, kb, ke, out);
+            tile_rows(dt, t, (const uint8_t *)xq, xg, r0, kb, ke, out);
             for (int r = 0; r < nr; r++)
                 for (int h = 0; h < 2; h++)
                     _mm512_mask_storeu_ps(y + (r0 + r) * n_out + c0 + 16 * h, cm[h], out[r][h]);
@@ -626,9 +790,14 @@ static void matmul_prefill(float *y, const void *xq, const slate__wmat *w, const
     tile t __attribute__((aligned(64)));
     for (int64_t c0 = o0; c0 < o1; c0 += CT) {
         int nc = (int)(o1 - c0 < CT ? o1 - c0 : CT);
-        if (xg->k5) prefill_cols(true, true, &t, y, xq, w, bias, n_rows, c0, nc, xg);
-        else if (xg->k4) prefill_cols(true, false, &t, y, xq, w, bias, n_rows, c0, nc, xg);
-        else prefill_cols(false, false, &t, y, xq, w, bias, n_rows, c0, nc, xg);
+        /* the format as a constant in each call */
+        switch ((int)xg->dt) {
+        case SLATE_DTYPE_Q4_K: prefill_cols(SLATE_DTYPE_Q4_K, &t, y, xq, w, bias, n_rows, c0, nc, xg); break;
+        case SLATE_DTYPE_Q5_K: prefill_cols(SLATE_DTYPE_Q5_K, &t, y, xq, w, bias, n_rows, c0, nc, xg); break;
+        case SLATE_DTYPE_Q6_K: prefill_cols(SLATE_DTYPE_Q6_K, &t, y, xq, w, bias, n_rows, c0, nc, xg); break;
+        case SLATE_DTYPE_Q3_K: prefill_cols(SLATE_DTYPE_Q3_K, &t, y, xq, w, bias, n_rows, c0, nc, xg); break;
+        default: prefill_cols(SLATE_DTYPE_Q2_K, &t, y, xq, w, bias, n_rows, c0, nc, xg); break;
+        }
     }
 }
 
@@ -641,7 +810,8 @@ static void matmul(float *y, const float *x, const void *xq, const slate__wmat *
 }
 
 void slate__avx512_vnni_k_fill(slate__kernels *k) {
-    static const slate_dtype q[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K};
+    static const slate_dtype q[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
+                                    SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
         k->matmul[q[i]] = matmul;
         k->xq_plan[q[i]] = xq_plan;
