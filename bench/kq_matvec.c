@@ -1,6 +1,7 @@
-/* kq_matvec.c - A/B of the super-block formats' matmuls (q4_k, q5_k, q6_k: GGUF Q4_K / Q5_K /
- * Q6_K byte for byte) against the formats they replace (q4 block 32 asymmetric, q8_0; Q5_K
- * became int8-b32 before q5_k, so q8_0's bytes are its baseline) on one kernel table,
+/* kq_matvec.c - A/B of the super-block formats' matmuls (q4_k, q5_k, q6_k, q3_k, q2_k: GGUF
+ * Q4_K / Q5_K / Q6_K / Q3_K / Q2_K byte for byte) against the formats they replace (q4 block 32
+ * asymmetric, q8_0; Q5_K became int8-b32 before q5_k, so q8_0's bytes are its baseline; q3_k
+ * and q2_k read 3.44 and 2.63 bits per weight where q4_k reads 4.5) on one kernel table,
  * in one process, on TinyLlama's shapes [2048][2048] (attention), [5632][2048] (ffn_up/gate),
  * [2048][5632] (ffn_down) and [32000][2048] (output), 2 threads (exec's split: an atomic counter
  * hands out chunks of 32-column multiples, ~8 per thread):
@@ -31,7 +32,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { N_THREADS = 2, PREFILL_ROWS = 128, DECODE_REPS = 20, PREFILL_REPS = 2, N_VAR = 5,
+enum { N_THREADS = 2, PREFILL_ROWS = 128, DECODE_REPS = 20, PREFILL_REPS = 2, N_VAR = 7,
        MAX_REPS = 64 * DECODE_REPS };
 
 static double now(void) {
@@ -121,15 +122,19 @@ static uint8_t *make_tensor(const variant *v, int64_t n_out, int64_t n_in, uint6
     if (slate__wdtype_superblock(v->dt)) {
         for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)(rnd(r) >> 32);
         /* Q5_K has Q4_K's header {d, dmin, scales}, its codes reach 31 */
-        bool k4 = v->dt != SLATE_DTYPE_Q6_K, k5 = v->dt == SLATE_DTYPE_Q5_K;
-        size_t bb = k5   ? sizeof(slate__block_q5_k)
-                    : k4 ? sizeof(slate__block_q4_k)
-                         : sizeof(slate__block_q6_k);
+        bool k4 = v->dt == SLATE_DTYPE_Q4_K || v->dt == SLATE_DTYPE_Q5_K;
+        bool k5 = v->dt == SLATE_DTYPE_Q5_K;
+        size_t bb = m.row_bytes / (size_t)(n_in / 256);
         for (size_t b = 0; b < bytes / bb; b++) { /* finite f16 scales of a trained model's size */
             uint8_t *blk = w + b * bb;
             if (k4) {
                 put_f16(blk, 0.02f / ((k5 ? 31 : 15) * 63) * (1 + rndf(r)));
                 put_f16(blk + 2, 0.01f / 63 * (1 + rndf(r)));
+            } else if (v->dt == SLATE_DTYPE_Q3_K) {
+                put_f16(blk + 108, 0.02f / (4 * 32) * (1 + rndf(r)));
+            } else if (v->dt == SLATE_DTYPE_Q2_K) {
+                put_f16(blk + 80, 0.02f / (3 * 15) * (1 + rndf(r)));
+                put_f16(blk + 82, 0.01f / 15 * (1 + rndf(r)));
             } else {
                 put_f16(blk + 208, 0.02f / (32 * 128) * (1 + rndf(r)));
             }
@@ -170,6 +175,8 @@ static void shape(slate__pool *pool, const slate__kernels *k, int64_t n_out, int
         {.name = "q5_k", .dt = SLATE_DTYPE_Q5_K, .block = 256},
         {.name = "q8_0", .dt = SLATE_DTYPE_Q8_0, .block = 32},
         {.name = "q6_k", .dt = SLATE_DTYPE_Q6_K, .block = 256},
+        {.name = "q3_k", .dt = SLATE_DTYPE_Q3_K, .block = 256},
+        {.name = "q2_k", .dt = SLATE_DTYPE_Q2_K, .block = 256},
     };
     uint64_t r = 88172645463325252ull;
     for (int i = 0; i < N_VAR; i++) {
