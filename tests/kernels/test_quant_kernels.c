@@ -8,8 +8,8 @@
  * block, odd block counts, partial x groups, many blocks; rows 1..13 and past the prefill tile;
  * output sub-ranges that do not start at 0; with and without bias; sizes past the prefill K
  * block (1024 on avx512_vnni) and column tile (32); the super-block formats at the codes and
- * scales that could overflow an integer product; formats that share an xq layout write the
- * same bytes; and on x that int8 holds exactly, where a quantizing table must be as close as an
+ * scales that could overflow an integer product; no read past the super-block weights (a guard
+ * page behind them); formats that share an xq layout write the same bytes; and on x that int8 holds exactly, where a quantizing table must be as close as an
  * f32 kernel (quant_matmul_is_exact_on_x_int8_holds). The "avx512" table shares avx2's
  * functions for these formats and is not run twice. The seed is printed once (tu_seed);
  * SLATE_TEST_SEED=<n> repeats a run. */
@@ -403,6 +403,28 @@ static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
         }
 }
 
+/* The super-block formats' matmuls read no byte past the weights: kc_matmul_q places them so
+ * that they end where a PROT_NONE page begins (a read past them faults). Q3_K's blocks of 110
+ * bytes and Q2_K's of 84 are not 16-aligned, so a vector load of a block's last bytes (Q3_K's
+ * scales and d, Q2_K's d and dmin) must not run into the next 16 bytes; the last block of the
+ * last row, decode (1-3 rows) and prefill (5 rows), one super-block and several. */
+static void superblock_matmul_reads_nothing_past_the_weights(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x6775617264ull;
+    static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
+                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
+    static const int64_t rows[] = {1, 2, 3, 5};
+    char problem[600];
+    for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++)
+            for (int64_t n_sb = 1; n_sb <= 3; n_sb += 2) {
+                int64_t n_out = 3 + (int64_t)ri;
+                if (!kc_matmul_q(k, ref, dts[di], 256, false, rows[ri], 256 * n_sb, n_out, 0, n_out,
+                                 ri % 2 == 0, &rng, problem, sizeof problem))
+                    fail_msg("%s", problem);
+            }
+}
+
 /* Two formats whose plans name the same nonzero layout must write the same xq bytes, for decode
  * (1 row) and prefill (5 rows): exec quantizes x once for both (x86/avx2_k.c installs
  * avx2_q.c's quantizer for every super-block format; x86/avx512_vnni_k.c gives Q5_K Q4_K's x
@@ -540,6 +562,11 @@ int main(void) {
         FOR_TABLE(superblock_matmul_matches_ref_at_extreme_codes, "avx512_vnni"),
         FOR_TABLE(superblock_matmul_matches_ref_at_extreme_codes, "neon"),
         FOR_TABLE(superblock_matmul_matches_ref_at_extreme_codes, "neon_dotprod"),
+        FOR_TABLE(superblock_matmul_reads_nothing_past_the_weights, "avx2"),
+        FOR_TABLE(superblock_matmul_reads_nothing_past_the_weights, "avx2_vnni"),
+        FOR_TABLE(superblock_matmul_reads_nothing_past_the_weights, "avx512_vnni"),
+        FOR_TABLE(superblock_matmul_reads_nothing_past_the_weights, "neon"),
+        FOR_TABLE(superblock_matmul_reads_nothing_past_the_weights, "neon_dotprod"),
         FOR_TABLE(formats_sharing_an_xq_layout_write_the_same_bytes, "avx2"),
         FOR_TABLE(formats_sharing_an_xq_layout_write_the_same_bytes, "avx2_vnni"),
         FOR_TABLE(formats_sharing_an_xq_layout_write_the_same_bytes, "avx512_vnni"),
