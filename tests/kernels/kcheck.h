@@ -67,8 +67,9 @@ int64_t kc_check_q_outputs(const slate__wmat *wm, const float *x, const float *b
                            int64_t o0, int64_t o1, bool xq, char *detail, size_t cap);
 
 /* The same for a compressed format: dt Q8_0 (block 32), Q4 (block 16, 32, 64 or 128, asym or
- * not) or Q8_C (block 0), n_in a multiple of the block. The weights are random stored bytes
- * (every int8 and nibble value, f16 scales and offsets of three magnitudes and both signs)
+ * not), Q8_C (block 0) or a super-block format (Q2_K..Q6_K, block 256), n_in a multiple of the
+ * block. The weights are random stored bytes (kc_fill_qweights: every int8 and nibble value, f16
+ * scales and offsets of three magnitudes and both signs)
  * placed so that they end where an unreadable page begins: reading past them crashes the
  * check. Where the table quantizes x for dt (xq_plan), x is quantized as exec does, in two
  * calls over rows [0, mid) and [mid, n_rows) with mid a multiple of row_align, which must write
