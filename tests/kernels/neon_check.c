@@ -5,7 +5,7 @@
  * without bias); matmul of the compressed formats (Q8_0; Q4 with blocks of 16, 32, 64, 128,
  * symmetric and asymmetric; Q8_C; Q4_K, Q5_K, Q6_K, Q3_K, Q2_K) with x quantized in two row ranges
  * (n_rows 1 to 9 and 13, one block, odd block counts, short last x units, 37 rows, rows of 4096+
- * inputs, several output blocks; for Q4_K, Q5_K, Q6_K and Q3_K also row counts around the groups
+ * inputs, several output blocks; for the super-block formats also row counts around the groups
  * of 4, many super-blocks, the tables' own kernels sharing Q8_0's x, and every code at its
  * extreme against every x at +-max, the largest integer sums); to_f32 (every f16 / bf16
  * bit pattern at several tail lengths), rms_norm, attention (F32 and F16 caches, head_dim 1 to
@@ -122,10 +122,10 @@ static void check_quant_matmuls(const slate__kernels *k, const slate__kernels *r
     }
 }
 
-/* ---- the super-block formats (Q4_K, Q5_K, Q6_K, Q3_K: arm/neon_k.c) ------------------------ */
+/* ---- the super-block formats (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K: arm/neon_k.c) ------------------ */
 
 static const slate_dtype kdts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
-                                   SLATE_DTYPE_Q3_K};
+                                   SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
 enum { N_KDTS = sizeof kdts / sizeof *kdts };
 
 /* Shapes of neon_k.c's tiling that check_quant_matmuls draws only by chance: row counts around
@@ -148,10 +148,10 @@ static void check_kquant_tiles(const slate__kernels *k, const slate__kernels *re
                    problem);
 }
 
-/* The neon tables run their own Q4_K / Q5_K / Q6_K / Q3_K matmuls (not ref's). The
+/* The neon tables run their own Q4_K / Q5_K / Q6_K / Q3_K / Q2_K matmuls (not ref's). The
  * table's x for them is the one it writes for Q8_0 (the same plan: bytes, layout id, row
  * alignment; the same bytes), so exec may share it between q/k/v or gate/up of mixed formats,
- * as Q4_K_M and Q3_K_M files have them. Tables without an x quantizer for these pass. */
+ * as Q4_K_M, Q3_K_M and Q2_K files have them. Tables without an x quantizer for these pass. */
 static void check_kquant_shared_x(const slate__kernels *k, const slate__kernels *ref) {
     uint64_t rng = g_seed ^ 0x7368617265ull;
     char problem[512];
@@ -205,16 +205,17 @@ static void check_kquant_shared_x(const slate__kernels *k, const slate__kernels 
  * against the largest codes: Q4_K all 15 (16 products of 15 * 127 per s16 lane of the NEON
  * baseline), Q6_K all -32 or all 31 (8 of 32 * 127), Q5_K all 31 (nibbles 15 and every qh bit:
  * 8 products of 31 * 127 fit an s16 lane, 16 would not), Q3_K all -4 (no qs or hmask bit) or
- * all 3 (every bit), with x's sign the same or opposite everywhere; the scales stay
+ * all 3 (every bit), Q2_K all 3, with x's sign the same or opposite everywhere; the scales stay
  * random. A sum kept in too narrow a lane overflows here. */
 static void check_kquant_extremes(const slate__kernels *k, const slate__kernels *ref) {
     uint64_t rng = g_seed ^ 0x65787472656dull;
     const int64_t n_rows = 5, n_in = 512, n_out = 19, o0 = 2, o1 = 19;
     /* bit 0: x's sign; c / 2: 0 Q4_K, 1 Q6_K codes -32, 2 Q6_K 31, 3 Q5_K 31, 4 Q3_K -4,
-     * 5 Q3_K 3 */
-    for (int c = 0; c < 12; c++) {
-        static const slate_dtype dts[6] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q6_K,
-                                           SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q3_K};
+     * 5 Q3_K 3, 6 Q2_K 3 */
+    for (int c = 0; c < 14; c++) {
+        static const slate_dtype dts[7] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q6_K,
+                                           SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q3_K,
+                                           SLATE_DTYPE_Q2_K};
         slate_dtype dt = dts[c / 2];
         char problem[512], detail[300] = "";
         snprintf(problem, sizeof problem, "%s matmul %s saturated codes (case %d): ", k->name,
@@ -240,6 +241,9 @@ static void check_kquant_extremes(const slate__kernels *k, const slate__kernels 
                 } else if (dt == SLATE_DTYPE_Q3_K) {
                     blk += (size_t)b * sizeof(slate__block_q3_k);
                     memset(blk, c / 2 == 4 ? 0x00 : 0xFF, 32 + 64); /* hmask and qs */
+                } else if (dt == SLATE_DTYPE_Q2_K) {
+                    blk += (size_t)b * sizeof(slate__block_q2_k);
+                    memset(blk + 16, 0xFF, 64); /* qs */
                 } else {
                     blk += (size_t)b * sizeof(slate__block_q6_k);
                     memset(blk, c / 2 == 1 ? 0x00 : 0xFF, 192); /* ql and qh */

@@ -1,17 +1,17 @@
 /*
- * neon_k.c - integer matmul of the GGUF super-block formats (Q4_K, Q5_K, Q6_K, Q3_K: quant.h)
- * with AArch64 Advanced SIMD: the "neon" table (dispatch.c adds them after neon_q.c's
+ * neon_k.c - integer matmul of the GGUF super-block formats (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K:
+ * quant.h) with AArch64 Advanced SIMD: the "neon" table (dispatch.c adds them after neon_q.c's
  * kernels). Same signatures and meaning as kernels/ref/quant.c up to the rounding of x; the
  * design is arm/neon_q.c's, whose header explains it.
  *
  * x is neon_q.c's: this file installs the table's Q4 quantizer (xq_plan + quantize_x, layout
- * 'N' << 24) for all four formats too, so exec quantizes x once for q/k/v and gate/up whatever
+ * 'N' << 24) for all five formats too, so exec quantizes x once for q/k/v and gate/up whatever
  * their formats (Q4_K_M files mix Q4_K and Q6_K in attn_v and ffn_down, Q5_K_M files Q5_K and
- * Q6_K, Q3_K_M files Q3_K with Q4_K / Q5_K / Q6_K). Per row of x: int8 q[units * 32], f32
- * dx[units], f32 hs[units * 2] (dx * sum of q over each half of 16), units of 32 inputs, dx =
- * max|x| / 127 over the unit. A unit of x is one Q4_K / Q5_K sub-block (one 6-bit scale and
- * minimum) or two scale groups of 16 (Q6_K, Q3_K: the same element order), so the integer
- * products never cross a scale of x or of w:
+ * Q6_K, Q3_K_M files Q3_K with Q4_K / Q5_K / Q6_K, Q2_K files Q2_K with Q3_K / Q4_K). Per row of
+ * x: int8 q[units * 32], f32 dx[units], f32 hs[units * 2] (dx * sum of q over each half of 16),
+ * units of 32 inputs, dx = max|x| / 127 over the unit. A unit of x is one Q4_K / Q5_K sub-block
+ * (one 6-bit scale and minimum) or two scale groups of 16 (Q6_K, Q3_K, Q2_K: the same element
+ * order), so the integer products never cross a scale of x or of w:
  *   Q4_K  codes 0..15 as s8; unit u of the super-block gives isum_u = sum q_w q_x, and
  *         y += (d sc_u) dx_u isum_u - (dmin m_u) (dx_u sum q_x), the second from hs: the same
  *         rounded x in both terms, so y is exactly w . x^ up to f32 sums (kcheck.c's bound);
@@ -20,33 +20,36 @@
  *   Q6_K  codes - 32 (-32..31) as s8; each group of 16 gives isum_g and
  *         y += (d sc_g) dx_u isum_g;
  *   Q3_K  Q6_K's kernel on the codes -4..3 (2 bits of qs, minus 4 where hmask's bit is clear)
- *         and the 6-bit scales minus 32 (-32..31) as d sc_g.
+ *         and the 6-bit scales minus 32 (-32..31) as d sc_g;
+ *   Q2_K  Q6_K's kernel on the codes 0..3 with scales d sc_g, and Q4_K's minimum term per group:
+ *         y -= (dmin m_g) (dx_u sum q_x over group g), the last factor hs's half of unit u.
  * Every code is a signed s8 (vmull_s8 and SDOT take both operands signed), so none needs
  * x86's unsigned side and the sum of x that undoes its offset.
  * The f32 work is per 4 units (128 inputs), not per unit as in neon_q.c: the integer sums of 4
- * units (Q4_K, Q5_K) or 8 groups (Q6_K, Q3_K) are reduced with pairwise adds into one or
+ * units (Q4_K, Q5_K) or 8 groups (Q6_K, Q3_K, Q2_K) are reduced with pairwise adds into one or
  * two vectors whose lanes are the units (groups), then one conversion and one FMA each against
  * the lane-wise scales (d sc, from the super-block, times dx of the 4 units, which lie side by
- * side in xq).
+ * side in xq; Q2_K adds one FMA per vector for its minimums).
  *   - baseline (plain Advanced SIMD): vmull_s8 / vmlal_s8 products summed in s16 as far as
  *     they cannot overflow (Q4_K: |q_w q_x| <= 15 * 127, 16 per lane, 30480; Q5_K: 31 * 127,
  *     8 per lane, 31496 (16 would reach 62992); Q6_K: 32 * 127, 8 per lane, 32512; Q3_K:
- *     4 * 127, 8 per lane, 4064: even 64 per lane would fit), then
+ *     4 * 127, 8 per lane, 4064; Q2_K: 3 * 127, 8 per lane, 3048: even 64 per lane would fit), then
  *     vpaddlq_s16 to s32 (Q5_K: and vpaddq_s32 for the last pair);
  *   - arm/neon_dotprod_k.c (this file again, built with SLATE_NEON_Q_DOTPROD, table
  *     "neon_dotprod"): one SDOT per 16 products, vpaddq_s32 to reduce.
  * The Q4_K / Q5_K scales and minimums are unpacked once per super-block and weight row (ggml's
  * masks, in vector registers), to f32 d sc and dmin m vectors; Q6_K's 16 int8 scales the same,
  * Q3_K's 16 6-bit ones (ggml's masks again, two loads of 8 and 4 bytes: the blocks are 110
- * bytes, so only 2-byte aligned, and a 16-byte load would leave the last one).
+ * bytes, so only 2-byte aligned, and a 16-byte load would leave the last one) and Q2_K's 16
+ * nibble pairs.
  *
  * Tiling as neon_q.c: decode (n_rows == 1) streams each weight row once into two sets of
  * accumulators (the two halves of a super-block); prefill unpacks each half super-block of a
  * weight row (8 registers of codes, its scales) once for up to 4 rows of x and goes over the
- * outputs in blocks of OB = 16 weight rows (16 rows of 4096 inputs are 27.5 KiB of Q3_K, 36
- * KiB of Q4_K, 44 KiB of Q5_K, 53 KiB of Q6_K: L2) while every group of 4 rows passes over
- * them; a single row left over takes the decode path. Nothing is read past the arrays: rows are
- * whole super-blocks, so x has no short unit.
+ * outputs in blocks of OB = 16 weight rows (16 rows of 4096 inputs are 21 KiB of Q2_K, 27.5
+ * KiB of Q3_K, 36 KiB of Q4_K, 44 KiB of Q5_K, 53 KiB of Q6_K: L2) while every group of 4
+ * rows passes over them; a single row left over takes the decode path. Nothing is read past
+ * the arrays: rows are whole super-blocks, so x has no short unit.
  *
  * Why: without it the neon table ran these formats on ref, which dequantizes one weight
  * at a time. Correctness is checked under qemu (tests/kernels/neon_check.c,
@@ -91,7 +94,7 @@ INLINE float f16_at(const uint8_t *p) {
  * dot_units4: lane k = the dot product of unit k (codes 0..15, or 0..31 with wide: Q5_K; see
  * the bounds above).
  * dot_groups4: lo = {unit 0 inputs 0-15, unit 0 16-31, unit 1 0-15, unit 1 16-31}, hi the same
- * for units 2 and 3 (codes -32..31: Q6_K, Q3_K). */
+ * for units 2 and 3 (codes -32..31: Q6_K, Q3_K, Q2_K). */
 #ifdef SLATE_NEON_Q_DOTPROD
 INLINE int32x4_t dot_units4(bool wide, const int8x16_t *w, const int8x16_t *x) {
     (void)wide; /* s32 sums: any s8 codes */
@@ -127,7 +130,7 @@ INLINE int32x4_t dot_units4(bool wide, const int8x16_t *w, const int8x16_t *x) {
     return vpaddlq_s16(vpaddq_s16(t0, t1));
 }
 INLINE void dot_groups4(const int8x16_t *w, const int8x16_t *x, int32x4_t *lo, int32x4_t *hi) {
-    int16x8_t p[8]; /* 2 products per lane: at most 2 * 32 * 127 = 8128 (Q3_K 1016) */
+    int16x8_t p[8]; /* 2 products per lane: at most 2 * 32 * 127 = 8128 (Q3_K 1016, Q2_K 762) */
     UNROLL for (int k = 0; k < 8; k++) p[k] = mul_pairs(w[k], x[k]);
     /* 8 products per lane (at most 32512): {g0, g0, g1, g1, g2, g2, g3, g3} */
     *lo = vpaddlq_s16(vpaddq_s16(vpaddq_s16(p[0], p[1]), vpaddq_s16(p[2], p[3])));
@@ -241,7 +244,7 @@ INLINE void q3k_scales(const uint8_t *blk, float32x4_t *fs) {
     group_scales(vreinterpretq_s8_u8(vsubq_u8(sc, vdupq_n_u8(32))), f16_at(blk + 108), fs);
 }
 
-/* Bits 2 g, 2 g + 1 of each byte of q, g = 0..3 (Q3_K's low 2 bits of the codes). */
+/* Bits 2 g, 2 g + 1 of each byte of q, g = 0..3 (the 2-bit codes of Q3_K and Q2_K). */
 INLINE void crumbs(uint8x16_t q, uint8x16_t *c) {
     const uint8x16_t m3 = vdupq_n_u8(3);
     c[0] = vandq_u8(q, m3);
@@ -266,9 +269,28 @@ INLINE void q3k_codes(const uint8_t *blk, int n, int8x16_t *w) {
     }
 }
 
+/* Q2_K: fs[k] = d * sc_s and fm[k] = dmin * m_s for s = 4 k .. 4 k + 3 (scales[s]: sc in the
+ * low nibble, m in the high one). */
+INLINE void q2k_scales(const uint8_t *blk, float32x4_t *fs, float32x4_t *fm) {
+    uint8x16_t b = vld1q_u8(blk);
+    group_scales(vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(15))), f16_at(blk + 80), fs);
+    group_scales(vreinterpretq_s8_u8(vshrq_n_u8(b, 4)), f16_at(blk + 82), fm);
+}
+
+/* Q2_K: the codes (0..3) of units 4 n .. 4 n + 3: bits 2 g, 2 g + 1 of qs[32 n ..] (at byte 16),
+ * as Q3_K's low bits. */
+INLINE void q2k_codes(const uint8_t *blk, int n, int8x16_t *w) {
+    const uint8_t *qs = blk + 16 + 32 * n;
+    UNROLL for (int k = 0; k < 2; k++) {
+        uint8x16_t c[4];
+        crumbs(vld1q_u8(qs + 16 * k), c);
+        UNROLL for (int g = 0; g < 4; g++) w[2 * g + k] = vreinterpretq_s8_u8(c[g]);
+    }
+}
+
 /* ---- matmul ------------------------------------------------------------------------------ */
 
-enum { F_Q4_K, F_Q5_K, F_Q6_K, F_Q3_K };
+enum { F_Q4_K, F_Q5_K, F_Q6_K, F_Q3_K, F_Q2_K };
 
 /* Where row r of quantized x lives. */
 typedef struct xrow {
@@ -287,7 +309,8 @@ INLINE void rows_k(int F, int R, float *y, const uint8_t *xq, size_t xs, const s
     size_t bb = F == F_Q4_K   ? sizeof(slate__block_q4_k)
                 : F == F_Q5_K ? sizeof(slate__block_q5_k)
                 : F == F_Q6_K ? sizeof(slate__block_q6_k)
-                              : sizeof(slate__block_q3_k);
+                : F == F_Q3_K ? sizeof(slate__block_q3_k)
+                              : sizeof(slate__block_q2_k);
     const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
     /* One row (decode): the second half of each super-block (Q4_K, Q5_K) or the second vector of
      * groups (Q6_K) goes into a second accumulator so that the FMAs do not wait on each other;
@@ -323,18 +346,22 @@ INLINE void rows_k(int F, int R, float *y, const uint8_t *xq, size_t xs, const s
                     *a = vfmsq_f32(*a, fm[h], vaddq_f32(hs.val[0], hs.val[1]));
                 }
             }
-        } else { /* groups of 16 with one scale each: Q6_K, Q3_K */
-            float32x4_t fs[4];
+        } else { /* groups of 16 with one scale each: Q6_K, Q3_K, Q2_K (and its minimums) */
+            float32x4_t fs[4], fm[4];
             if (F == F_Q6_K)
                 q6k_scales(blk, fs);
-            else
+            else if (F == F_Q3_K)
                 q3k_scales(blk, fs);
+            else
+                q2k_scales(blk, fs, fm);
             UNROLL for (int n = 0; n < 2; n++) {
                 int8x16_t wv[8];
                 if (F == F_Q6_K)
                     q6k_codes(blk, n, wv);
-                else
+                else if (F == F_Q3_K)
                     q3k_codes(blk, n, wv);
+                else
+                    q2k_codes(blk, n, wv);
                 int64_t u = b * UPS + 4 * n;
                 UNROLL for (int r = 0; r < R; r++) {
                     int8x16_t xv[8];
@@ -346,6 +373,11 @@ INLINE void rows_k(int F, int R, float *y, const uint8_t *xq, size_t xs, const s
                                           vmulq_f32(fs[2 * n], vzip1q_f32(dx, dx)));
                     acc[odd][r] = vfmaq_f32(acc[odd][r], vcvtq_f32_s32(hi),
                                             vmulq_f32(fs[2 * n + 1], vzip2q_f32(dx, dx)));
+                    if (F == F_Q2_K) { /* hs: dx * sum q_x over the same 8 groups, in order */
+                        acc[0][r] = vfmsq_f32(acc[0][r], fm[2 * n], vld1q_f32(xr[r].hs + 2 * u));
+                        acc[odd][r] =
+                            vfmsq_f32(acc[odd][r], fm[2 * n + 1], vld1q_f32(xr[r].hs + 2 * u + 4));
+                    }
                 }
             }
         }
@@ -405,6 +437,12 @@ static void matmul_q3_k(float *y, const float *x, const void *xq, const slate__w
     matmul_fmt(F_Q3_K, y, xq, w, b, n_rows, o0, o1);
 }
 
+static void matmul_q2_k(float *y, const float *x, const void *xq, const slate__wmat *w,
+                        const float *b, int64_t n_rows, int64_t o0, int64_t o1) {
+    (void)x;
+    matmul_fmt(F_Q2_K, y, xq, w, b, n_rows, o0, o1);
+}
+
 #ifdef SLATE_NEON_Q_DOTPROD
 void slate__neon_dotprod_k_fill(slate__kernels *k) {
 #else
@@ -413,11 +451,12 @@ void slate__neon_k_fill(slate__kernels *k) {
     /* x as neon_q.c quantizes it (already in the table's Q4 slot): the layout read above. */
     if (!k->quantize_x[SLATE_DTYPE_Q4]) return; /* not filled by neon_q.c: stay ref */
     static const slate_dtype kq[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
-                                     SLATE_DTYPE_Q3_K};
+                                     SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
     k->matmul[SLATE_DTYPE_Q4_K] = matmul_q4_k;
     k->matmul[SLATE_DTYPE_Q5_K] = matmul_q5_k;
     k->matmul[SLATE_DTYPE_Q6_K] = matmul_q6_k;
     k->matmul[SLATE_DTYPE_Q3_K] = matmul_q3_k;
+    k->matmul[SLATE_DTYPE_Q2_K] = matmul_q2_k;
     for (size_t i = 0; i < sizeof kq / sizeof *kq; i++) {
         k->xq_plan[kq[i]] = k->xq_plan[SLATE_DTYPE_Q4];
         k->quantize_x[kq[i]] = k->quantize_x[SLATE_DTYPE_Q4];
