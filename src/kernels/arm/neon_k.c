@@ -413,35 +413,19 @@ INLINE void matmul_fmt(int F, float *y, const void *xq, const slate__wmat *w, co
 
 #undef ROWS_OVER_BLOCK
 
-static void matmul_q4_k(float *y, const float *x, const void *xq, const slate__wmat *w,
-                        const float *b, int64_t n_rows, int64_t o0, int64_t o1) {
-    (void)x;
-    matmul_fmt(F_Q4_K, y, xq, w, b, n_rows, o0, o1);
-}
-
-static void matmul_q5_k(float *y, const float *x, const void *xq, const slate__wmat *w,
-                        const float *b, int64_t n_rows, int64_t o0, int64_t o1) {
-    (void)x;
-    matmul_fmt(F_Q5_K, y, xq, w, b, n_rows, o0, o1);
-}
-
-static void matmul_q6_k(float *y, const float *x, const void *xq, const slate__wmat *w,
-                        const float *b, int64_t n_rows, int64_t o0, int64_t o1) {
-    (void)x;
-    matmul_fmt(F_Q6_K, y, xq, w, b, n_rows, o0, o1);
-}
-
-static void matmul_q3_k(float *y, const float *x, const void *xq, const slate__wmat *w,
-                        const float *b, int64_t n_rows, int64_t o0, int64_t o1) {
-    (void)x;
-    matmul_fmt(F_Q3_K, y, xq, w, b, n_rows, o0, o1);
-}
-
-static void matmul_q2_k(float *y, const float *x, const void *xq, const slate__wmat *w,
-                        const float *b, int64_t n_rows, int64_t o0, int64_t o1) {
-    (void)x;
-    matmul_fmt(F_Q2_K, y, xq, w, b, n_rows, o0, o1);
-}
+/* The table's matmul entry of format F (x: unused, the kernels read xq). */
+#define MATMUL_FMT(name, F)                                                                        \
+    static void name(float *y, const float *x, const void *xq, const slate__wmat *w,             \
+                     const float *b, int64_t n_rows, int64_t o0, int64_t o1) {                     \
+        (void)x;                                                                                   \
+        matmul_fmt(F, y, xq, w, b, n_rows, o0, o1);                                                \
+    }
+MATMUL_FMT(matmul_q4_k, F_Q4_K)
+MATMUL_FMT(matmul_q5_k, F_Q5_K)
+MATMUL_FMT(matmul_q6_k, F_Q6_K)
+MATMUL_FMT(matmul_q3_k, F_Q3_K)
+MATMUL_FMT(matmul_q2_k, F_Q2_K)
+#undef MATMUL_FMT
 
 #ifdef SLATE_NEON_Q_DOTPROD
 void slate__neon_dotprod_k_fill(slate__kernels *k) {

@@ -331,50 +331,30 @@ INLINE void q23k_rows(int R, bool q2, float *y, const uint8_t *xq, size_t xs, co
         }                                                                                          \
     }
 
-static void matmul_q4_k(float *y, const float *x, const void *xq, const slate__wmat *w,
-                        const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
-    (void)x;
-    size_t xs = x_stride(w);
+/* The table's matmul entry whose rows go through CALL(R) (x: unused, the kernels read xq). */
+#define MATMUL_ROWS(name, CALL)                                                                    \
+    static void name(float *y, const float *x, const void *xq, const slate__wmat *w,             \
+                     const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {                  \
+        (void)x;                                                                                   \
+        size_t xs = x_stride(w);                                                                   \
+        ROWS(CALL)                                                                                 \
+    }
 #define Q4K_CALL(R) q4k_rows(R, false, y, xq, xs, w, bias, r, o)
-    ROWS(Q4K_CALL)
-#undef Q4K_CALL
-}
-
-static void matmul_q5_k(float *y, const float *x, const void *xq, const slate__wmat *w,
-                        const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
-    (void)x;
-    size_t xs = x_stride(w);
 #define Q5K_CALL(R) q4k_rows(R, true, y, xq, xs, w, bias, r, o)
-    ROWS(Q5K_CALL)
-#undef Q5K_CALL
-}
-
-static void matmul_q6_k(float *y, const float *x, const void *xq, const slate__wmat *w,
-                        const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
-    (void)x;
-    size_t xs = x_stride(w);
 #define Q6K_CALL(R) q6k_rows(R, y, xq, xs, w, bias, r, o)
-    ROWS(Q6K_CALL)
-#undef Q6K_CALL
-}
-
-static void matmul_q3_k(float *y, const float *x, const void *xq, const slate__wmat *w,
-                        const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
-    (void)x;
-    size_t xs = x_stride(w);
 #define Q3K_CALL(R) q23k_rows(R, false, y, xq, xs, w, bias, r, o)
-    ROWS(Q3K_CALL)
-#undef Q3K_CALL
-}
-
-static void matmul_q2_k(float *y, const float *x, const void *xq, const slate__wmat *w,
-                        const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
-    (void)x;
-    size_t xs = x_stride(w);
 #define Q2K_CALL(R) q23k_rows(R, true, y, xq, xs, w, bias, r, o)
-    ROWS(Q2K_CALL)
+MATMUL_ROWS(matmul_q4_k, Q4K_CALL)
+MATMUL_ROWS(matmul_q5_k, Q5K_CALL)
+MATMUL_ROWS(matmul_q6_k, Q6K_CALL)
+MATMUL_ROWS(matmul_q3_k, Q3K_CALL)
+MATMUL_ROWS(matmul_q2_k, Q2K_CALL)
+#undef Q4K_CALL
+#undef Q5K_CALL
+#undef Q6K_CALL
+#undef Q3K_CALL
 #undef Q2K_CALL
-}
+#undef MATMUL_ROWS
 
 /* Embedding lookups (row_to_f32): one row dequantized 8 values at a time with exactly ref's f32
  * operations, so the result is bit-identical (kernels/ref/quant.c: Q4_K (d sc) q - dmin m, Q6_K
