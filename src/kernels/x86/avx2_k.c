@@ -89,6 +89,25 @@ INLINE __m256 u8x8_ps(uint64_t v) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v)));
 }
 
+/* Rows r0 .. r0+R-1 of the quantized x (xs bytes each: int8 q[units * 32], f32 dx[units], f32
+ * hs[units * 2]): their q, dx and hs, and a zero accumulator each. */
+INLINE void x_rows(int R, const uint8_t *xq, size_t xs, int64_t r0, int64_t units,
+                   const int8_t *xr[4], const float *dx[4], const float *hs[4], __m256 acc[4]) {
+    UNROLL for (int r = 0; r < R; r++) {
+        xr[r] = (const int8_t *)(xq + (size_t)(r0 + r) * xs);
+        dx[r] = (const float *)(xr[r] + units * XU);
+        hs[r] = dx[r] + units;
+        acc[r] = _mm256_setzero_ps();
+    }
+}
+
+/* y[r][o] for rows r0 .. r0+R-1: the accumulators' sums plus the bias. */
+INLINE void store_rows(int R, float *y, const __m256 acc[4], const slate__wmat *w,
+                       const float *bias, int64_t r0, int64_t o) {
+    UNROLL for (int r = 0; r < R; r++)
+        y[(r0 + r) * w->n_out + o] = hsum8(acc[r]) + (bias ? bias[o] : 0.0f);
+}
+
 /* Rows r0 .. r0+R-1 of x against weight row o of a Q4_K matrix, or of a Q5_K one (q5, a
  * constant after inlining): the same header and nibbles (qs after qh) with the fifth bit of
  * unit j, bit j of qh[l], moved to bit 4 of the code. */
@@ -100,12 +119,7 @@ INLINE void q4k_rows(int R, bool q5, float *y, const uint8_t *xq, size_t xs, con
     const int8_t *xr[4];
     const float *dx[4], *hs[4];
     __m256 acc[4];
-    UNROLL for (int r = 0; r < R; r++) {
-        xr[r] = (const int8_t *)(xq + (size_t)(r0 + r) * xs);
-        dx[r] = (const float *)(xr[r] + units * XU);
-        hs[r] = dx[r] + units;
-        acc[r] = _mm256_setzero_ps();
-    }
+    x_rows(R, xq, xs, r0, units, xr, dx, hs, acc);
     const __m256i low = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(16);
     const __m256i hadd_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -147,8 +161,7 @@ INLINE void q4k_rows(int R, bool q5, float *y, const uint8_t *xq, size_t xs, con
             }
         }
     }
-    UNROLL for (int r = 0; r < R; r++)
-        y[(r0 + r) * w->n_out + o] = hsum8(acc[r]) + (bias ? bias[o] : 0.0f);
+    store_rows(R, y, acc, w, bias, r0, o);
 }
 
 /* Rows r0 .. r0+R-1 of x against weight row o of a Q6_K matrix. */
@@ -159,12 +172,7 @@ INLINE void q6k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate_
     const int8_t *xr[4];
     const float *dx[4], *hs[4];
     __m256 acc[4];
-    UNROLL for (int r = 0; r < R; r++) {
-        xr[r] = (const int8_t *)(xq + (size_t)(r0 + r) * xs);
-        dx[r] = (const float *)(xr[r] + units * XU);
-        hs[r] = dx[r] + units;
-        acc[r] = _mm256_setzero_ps();
-    }
+    x_rows(R, xq, xs, r0, units, xr, dx, hs, acc);
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -213,8 +221,7 @@ INLINE void q6k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate_
         UNROLL for (int r = 0; r < R; r++)
             acc[r] = _mm256_fmadd_ps(t[r], _mm256_set1_ps(d), acc[r]);
     }
-    UNROLL for (int r = 0; r < R; r++)
-        y[(r0 + r) * w->n_out + o] = hsum8(acc[r]) + (bias ? bias[o] : 0.0f);
+    store_rows(R, y, acc, w, bias, r0, o);
 }
 
 /* Q3_K's 12 scale bytes as its 16 scales sc_s - 32 (-32..31), int8 s in byte s: quant.h's rule
@@ -245,12 +252,7 @@ INLINE void q23k_rows(int R, bool q2, float *y, const uint8_t *xq, size_t xs, co
     const int8_t *xr[4];
     const float *dx[4], *hs[4];
     __m256 acc[4];
-    UNROLL for (int r = 0; r < R; r++) {
-        xr[r] = (const int8_t *)(xq + (size_t)(r0 + r) * xs);
-        dx[r] = (const float *)(xr[r] + units * XU);
-        hs[r] = dx[r] + units;
-        acc[r] = _mm256_setzero_ps();
-    }
+    x_rows(R, xq, xs, r0, units, xr, dx, hs, acc);
     size_t bb = q2 ? sizeof(slate__block_q2_k) : sizeof(slate__block_q3_k), qs = q2 ? 16 : 32;
     const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
     const __m128i m15 = _mm_set1_epi8(15);
@@ -314,8 +316,7 @@ INLINE void q23k_rows(int R, bool q2, float *y, const uint8_t *xq, size_t xs, co
         UNROLL for (int r = 0; r < R; r++)
             acc[r] = _mm256_fmadd_ps(t[r], _mm256_set1_ps(d), acc[r]);
     }
-    UNROLL for (int r = 0; r < R; r++)
-        y[(r0 + r) * w->n_out + o] = hsum8(acc[r]) + (bias ? bias[o] : 0.0f);
+    store_rows(R, y, acc, w, bias, r0, o);
 }
 
 /* Every output in [o0, o1) for every row of x, 4 rows of x per pass over a weight row. */
