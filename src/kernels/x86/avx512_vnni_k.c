@@ -22,7 +22,7 @@
  *         layout, so a mix of Q6_K, Q3_K and Q2_K shares one xq) against the codes 8 (code + 4):
  *         the integer sum is 8 * sum of code * x, and d / 8 (exact) undoes the 8.
  *   Q2_K  value (d sc_s) q - dmin m_s: Q6_K's x; the minimum term -dmin m_s dx S_s of each 16
- *         inputs comes from the stored -32 S (per lane: a vpmaddwd with the words 256 m_s, as
+ *         inputs comes from the stored -32 S (per lane: a vpmaddwd with the words m_s, as
  *         the scales; prefill: per 16 inputs). A Q3_K_M q/k/v (Q3_K with Q4_K or Q5_K) quantizes
  *         x twice, one xq per layout; Q2_K files mix Q2_K with Q3_K.
  *
@@ -40,10 +40,12 @@
  *         (5 for group 1) on the weights, none per x row.
  *   Q6_K  64 bytes of ql and 32 of qh give the codes of inputs 0-63 (low nibbles | qh bits 0-3)
  *         and 64-127 (high nibbles | qh bits 4-7) of the group, in natural order.
- *   Q3_K, Q2_K  32 bytes of qs as [qs, qs >> 2] in a zmm hold the 2-bit codes of inputs 0-63
- *         at bits 0-1 and of 64-127 at bits 4-5, natural order; Q3_K's hmask likewise as
- *         [hm, hm >> 1] (dec_k16). Per block 110 (Q3_K) or 84 (Q2_K) bytes, so blocks are only
- *         2-byte aligned: every load is unaligned, and none reads past the block.
+ *   Q3_K, Q2_K  32 bytes of qs broadcast into both halves of a zmm (a load, no shuffle) hold
+ *         the 2-bit codes of inputs 0-63 and 64-127 of the group; one vpsrlvw / vpsllvw with
+ *         a count per half moves those of inputs 0-31 | 32-63 (or 64-95 | 96-127) to the bits
+ *         the code takes, in natural order; Q3_K's hmask likewise (dec_k16). Per block 110
+ *         (Q3_K) or 84 (Q2_K) bytes, so blocks are only 2-byte aligned: every load is
+ *         unaligned, and none reads past the block.
  * A lane's sum (Q4_K at most 4 * 15 * 127 = 7620 in magnitude, Q5_K 4 * 31 * 127 = 15748,
  * Q6_K with the -32 folded in 4 * 32 * 127 = 16256, Q3_K 8 code in -32..24 the same, Q2_K
  * 4 * 3 * 127 = 1524 and its x sums 16256) fits int16, so vpackssdw packs the two
@@ -370,21 +372,28 @@ INLINE __m128i q3k_scales(const uint8_t *s) {
     return _mm_sub_epi8(_mm_and_si128(v, _mm_set1_epi8(0x3f)), _mm_set1_epi8(32));
 }
 
+/* Words: a in the low 256 bits, b in the high 256 (per-half word shift counts). */
+INLINE __m512i halves16(short a, short b) {
+    return _mm512_inserti64x4(_mm512_set1_epi16(a), _mm256_set1_epi16(b), 1);
+}
+
 /* R rows of x against Q6_K, Q3_K or Q2_K (dt) weight rows o..o+O-1: groups of 16 with one
  * scale each, the same element order, Q6_K's x (the -32 * lane sums). The u8 codes per group h
  * of 128 inputs: lo[c][h] those of inputs 0-63, hi[c][h] of 64-127, in natural order:
  *   Q6_K  code 0..63 (its value's code - 32): the -32 comes from the x sums;
  *   Q3_K  8 (code + 4), 0..56: with the -32 x sums the lane is 8 * sum of code * x (d / 8 to
  *         match, exactly). The low 2 bits of group g (qs[32 h + l] >> 2g) at bits 3-4 and
- *         hmask bit 4h + g at bit 5: [qs, qs >> 2] holds g = 0, 2 (low half) and 1, 3 (high
- *         half) at bits 0-1, 4-5, [hm, hm >> 1] >> 4h those of hmask at bits 0, 2;
- *   Q2_K  code 0..3, the same 2-bit positions; the minimum term -dmin m_s dx S_s from the
- *         x sums (-32 S per 4 inputs) times the word 256 m_s (vpmaddwd, as the scales), so
- *         dmin / 8192 multiplies it.
+ *         hmask bit 4h + g at bit 5: qs and hm broadcast into both halves of a zmm (g = 0, 1
+ *         for lo, 2, 3 for hi), each half shifted word-wise by its own count (q3sh, hmsh);
+ *   Q2_K  code 0..3, the same 2-bit positions (q2sh, then & 3); the scale byte sc | m << 4
+ *         of each word's group in its low byte (ixq2): sc = word & 15 and m = word >> 4 are
+ *         the scale words (d multiplies the sum; not 256 sc as the others, so d / 256 is d)
+ *         and the minimum words, against the x sums (-32 S per 4 inputs) with vpmaddwd, so
+ *         dmin / 32 multiplies the minimum term.
  * Every int16 word of vpackssdw fits: a lane's 4 products are at most 4 * 32 * 127 = 16256 in
  * magnitude (Q6_K's code - 32 and Q3_K's 8 code are in -32..31 and -32..24; Q2_K's 4 * 3 * 127),
  * as are the x sums (4 * 32 * 127); vpmaddwd's pair is then at most 2 * 16256 * 32768 < 2^31
- * (the scale word 256 sc: Q6_K's -128..127, Q3_K's -32..31, Q2_K's 0..15). */
+ * (the scale word 256 sc: Q6_K's -128..127, Q3_K's -32..31; Q2_K's sc and m 0..15). */
 INLINE void dec_k16(slate_dtype dt, int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
                     const slate__wmat *w, const float *bias, int64_t o, const kidx *ix) {
     const bool q6 = dt == SLATE_DTYPE_Q6_K, q3 = dt == SLATE_DTYPE_Q3_K, q2 = dt == SLATE_DTYPE_Q2_K;
@@ -393,6 +402,18 @@ INLINE void dec_k16(slate_dtype dt, int R, int O, float *y, const uint8_t *xq, c
     const size_t pf = PF_ROWS * (size_t)O * w->row_bytes;
     const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     const __m512i m03 = _mm512_set1_epi8(0x03), m18 = _mm512_set1_epi8(0x18), m38 = _mm512_set1_epi8(0x38);
+    const __m512i m000f = _mm512_set1_epi16(0x0f);
+    /* word shifts of the low 256 bits / the high 256 bits of a broadcast 32 bytes of qs:
+     * Q2_K's 2-bit codes to bits 0-1 (then & 3): lo [>> 0, >> 2], hi [>> 4, >> 6]; Q3_K's to
+     * bits 3-4: lo [<< 3, << 1], hi [>> 1, >> 3] */
+    const __m512i q2sh[2] = {halves16(0, 2), halves16(4, 6)};
+    const __m512i q3sh[2] = {halves16(3, 1), halves16(1, 3)};
+    /* Q3_K's hmask bit 4h + g to bit 5: h = 0 lo [<< 5, << 4], hi [<< 3, << 2]; h = 1 lo
+     * [<< 1, << 0], hi [>> 1, >> 2] */
+    const __m512i hmsh[2][2] = {{halves16(5, 4), halves16(3, 2)}, {halves16(1, 0), halves16(1, 2)}};
+    /* scale_index's bytes moved to the words' low bytes */
+    const __m512i ixq2[2] = {_mm512_or_si512(_mm512_srli_epi16(ix->s[0], 8), _mm512_set1_epi16((short)0x8000)),
+                             _mm512_or_si512(_mm512_srli_epi16(ix->s[1], 8), _mm512_set1_epi16((short)0x8000))};
     const uint8_t *wr[2];
     UNROLL for (int c = 0; c < O; c++) wr[c] = (const uint8_t *)w->data + (size_t)(o + c) * w->row_bytes;
     __m512 acc[3][2], accm[3][2];
@@ -438,37 +459,36 @@ INLINE void dec_k16(slate_dtype dt, int R, int O, float *y, const uint8_t *xq, c
                 /* d / 256 (scale_index) / 8 (the codes are 8 (code + 4)) */
                 dv[c] = _mm512_broadcastss_ps(_mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(hd)), _mm_set_ss(1.0f / 2048)));
                 __m512i s4 = _mm512_broadcast_i32x4(q3k_scales(p + 96));
-                __m256i hm = _mm256_loadu_si256((const __m256i *)p);
-                __m512i hm2 = _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 1), 1);
+                /* hmask and qs broadcast into both halves (loads, no shuffle), then word shifts
+                 * by half (q3sh): no bit crosses between the bytes of a word into the masks */
+                __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
                 UNROLL for (int h = 0; h < 2; h++) {
-                    __m256i q = _mm256_loadu_si256((const __m256i *)(p + 32 + 32 * h));
-                    __m512i q2v = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 2), 1);
-                    __m512i hb = h ? _mm512_srli_epi16(hm2, 4) : hm2;
+                    __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 32 + 32 * h)));
                     /* (C ? A : B) & 0x38: the low bits at 3-4, the hmask bit at 5 */
-                    lo[c][h] = _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_slli_epi16(q2v, 3),
-                                                                          _mm512_slli_epi16(hb, 5), m18, 0xE4), m38);
-                    hi[c][h] = _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_srli_epi16(q2v, 1),
-                                                                          _mm512_slli_epi16(hb, 3), m18, 0xE4), m38);
+                    lo[c][h] = _mm512_and_si512(
+                        _mm512_ternarylogic_epi32(_mm512_sllv_epi16(q, q3sh[0]), _mm512_sllv_epi16(hm, hmsh[h][0]), m18, 0xE4), m38);
+                    hi[c][h] = _mm512_and_si512(
+                        _mm512_ternarylogic_epi32(_mm512_srlv_epi16(q, q3sh[1]), (h ? _mm512_srlv_epi16(hm, hmsh[h][1]) : _mm512_sllv_epi16(hm, hmsh[h][1])), m18, 0xE4), m38);
                     sw[c][h] = _mm512_shuffle_epi8(s4, ix->s[h]);
                 }
             } else {
                 uint32_t h2;
                 memcpy(&h2, p + 80, 4);
                 __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)h2)); /* d, dmin */
-                dv[c] = _mm512_broadcastss_ps(_mm_mul_ss(dm, _mm_set_ss(1.0f / 256)));
-                /* -dmin m S = dmin / (256 * 32) * (256 m) (-32 S) */
+                dv[c] = _mm512_broadcastss_ps(dm);
+                /* -dmin m S = dmin / 32 * m (-32 S) */
                 mv[c] = _mm512_permutexvar_ps(_mm512_set1_epi32(1), _mm512_castps128_ps512(
-                                                  _mm_mul_ps(dm, _mm_set1_ps(1.0f / 8192))));
-                __m128i s = _mm_loadu_si128((const __m128i *)p);
-                __m512i s4 = _mm512_broadcast_i32x4(_mm_and_si128(s, _mm_set1_epi8(0x0f)));
-                __m512i m4 = _mm512_broadcast_i32x4(_mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(0x0f)));
+                                                  _mm_mul_ps(dm, _mm_set1_ps(1.0f / 32))));
+                /* the 16 scale bytes in every 128-bit chunk (a load); ixq2 puts byte sc | m << 4
+                 * in a word's low byte, so its low nibble is sc and the word >> 4 is m */
+                __m512i s4 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p));
                 UNROLL for (int h = 0; h < 2; h++) {
-                    __m256i q = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * h));
-                    __m512i q2v = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 2), 1);
-                    lo[c][h] = _mm512_and_si512(q2v, m03);
-                    hi[c][h] = _mm512_and_si512(_mm512_srli_epi16(q2v, 4), m03);
-                    sw[c][h] = _mm512_shuffle_epi8(s4, ix->s[h]);
-                    mw[c][h] = _mm512_shuffle_epi8(m4, ix->s[h]);
+                    __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16 + 32 * h)));
+                    lo[c][h] = _mm512_and_si512(_mm512_srlv_epi16(q, q2sh[0]), m03);
+                    hi[c][h] = _mm512_and_si512(_mm512_srlv_epi16(q, q2sh[1]), m03);
+                    __m512i sm = _mm512_shuffle_epi8(s4, ixq2[h]);
+                    sw[c][h] = _mm512_and_si512(sm, m000f);
+                    mw[c][h] = _mm512_srli_epi16(sm, 4);
                 }
             }
         }
