@@ -76,6 +76,15 @@
  * Q3_K and 173 / 243 / 252 / 2423 for Q2_K against Q4_K's 260 / 322 / 341 / 5419 and Q6_K's
  * 352 / 423 / 478 / 7992 (GB/s: Q3_K 9.6 / 18.1 / 17.9 / 8.3, Q2_K 8.0 / 15.6 / 15.0 / 8.9,
  * Q4_K 9.1 / 20.1 / 19.0 / 6.8, Q6_K 9.8 / 22.3 / 19.8 / 6.7).
+ * Then the codes from broadcast loads and per-half word shifts (no vinserti64x4) and Q2_K's
+ * scale and minimum words from one vpshufb of the raw scale bytes: one thread, [512][2048] in
+ * L2, best of 3000, 3 runs alternating with the previous code (load ~3): Q3_K 38.6 -> 32.9-34.0
+ * us, Q2_K 36.3-36.6 -> 32.5, Q4_K 29.9-30.8 and Q6_K 30.5-31.3 in both. From DRAM
+ * (bench/kq_matvec.c 3 256, 2 threads, 3 alternating runs of each, the VM so noisy that the
+ * absolute times moved +-50 % between runs) the median over runs of Q2_K's decode time over
+ * Q4_K's in the same run went 0.76 / 0.75 / 0.70 / 0.77 -> 0.69 / 0.73 / 0.65 / 0.68 for the
+ * four shapes, Q3_K's 0.79 / 0.88 / 0.79 / 0.89 -> 0.73 / 0.87 / 0.76 / 0.82 (Q6_K's 1.2-1.6
+ * in both).
  *
  * Prefill (n_rows >= PREFILL_MIN_ROWS), compute bound: avx512_vnni.c's tiling. The weights of
  * 32 output columns x KC inputs are unpacked once into u8 [KC/4][32][4] (codes 0..63), with per
@@ -93,7 +102,10 @@
  * Measured, one thread, 128 rows of [256][2048]: Q4_K 365-369 GFLOP/s, Q4 B=32 asymmetric 370, Q6_K 345-353 (its chunks of 16
  * take twice the int-to-float steps), q8_0 398. In the Q3_K / Q2_K run above (load 5-6): Q3_K
  * 314-323, Q2_K 207-247 (its minimum term: two more fma per 16 inputs and row), Q6_K 358-373,
- * Q4_K 379.
+ * Q4_K 379. Q2_K with its minimum term in integers per group (one thread, 128 rows of
+ * [256][2048], best of 300-500, 6 runs alternating with the previous code, load ~3): 588-691 ->
+ * 514-580 us (231-261 GFLOP/s; these and the decode times above include quantizing x), Q4_K
+ * 440-468 and Q6_K 471-630 in both.
  *
  * n_in is a multiple of 256, so no load is partial and x has no padding inside a row. Row
  * ranges are split by exec; this file keeps no state between calls.
