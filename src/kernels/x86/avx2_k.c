@@ -398,66 +398,60 @@ static void row_to_f32_q5_k(float *dst, const slate__wmat *w, int64_t o) {
     row_to_f32_q45_k(true, dst, w, o);
 }
 
-static void row_to_f32_q6_k(float *dst, const slate__wmat *w, int64_t o) {
-    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-    for (int64_t sb = 0; sb < w->n_in / SLATE__SUPERBLOCK; sb++) {
-        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q6_k);
-        float d = f16_scalar(b + 208);
-        for (int e = 0; e < SLATE__SUPERBLOCK; e += 8) { /* 8 elements of one scale group */
-            int n = e / 128, g = (e % 128) / 32, l = e % 32;
-            __m128i lo = _mm_loadl_epi64((const __m128i *)(b + 64 * n + 32 * (g % 2) + l));
-            __m128i hi = _mm_loadl_epi64((const __m128i *)(b + 128 + 32 * n + l));
-            lo = g < 2 ? _mm_and_si128(lo, _mm_set1_epi8(15))
-                       : _mm_and_si128(_mm_srli_epi16(lo, 4), _mm_set1_epi8(15));
-            hi = _mm_and_si128(_mm_srl_epi16(hi, _mm_cvtsi32_si128(2 * g)), _mm_set1_epi8(3));
-            __m128i code = _mm_or_si128(lo, _mm_slli_epi16(hi, 4)); /* 0..63, no carry across */
-            __m256i c32 = _mm256_sub_epi32(_mm256_cvtepu8_epi32(code), _mm256_set1_epi32(32));
-            __m256 dl = _mm256_set1_ps(d * (float)(int8_t)b[192 + e / 16]);
-            _mm256_storeu_ps(dst + sb * SLATE__SUPERBLOCK + e,
-                             _mm256_mul_ps(dl, _mm256_cvtepi32_ps(c32)));
-        }
-    }
+/* Elements e .. e+7 of a super-block b (8 elements of one 16-element scale group; n = e / 128,
+ * g = (e % 128) / 32, l = e % 32), with exactly ref's f32 operations:
+ *   Q6_K  (d scales[s]) (code - 32)
+ *   Q3_K  (d (sc_s - 32)) code, the code's low 2 bits and third bit as in q23k_rows
+ *   Q2_K  (d sc) q - dmin m, sc and m the nibbles of the group's scale byte */
+INLINE __m256 q6k_group8(const uint8_t *b, int e, int n, int g, int l) {
+    __m128i lo = _mm_loadl_epi64((const __m128i *)(b + 64 * n + 32 * (g % 2) + l));
+    __m128i hi = _mm_loadl_epi64((const __m128i *)(b + 128 + 32 * n + l));
+    lo = g < 2 ? _mm_and_si128(lo, _mm_set1_epi8(15))
+               : _mm_and_si128(_mm_srli_epi16(lo, 4), _mm_set1_epi8(15));
+    hi = _mm_and_si128(_mm_srl_epi16(hi, _mm_cvtsi32_si128(2 * g)), _mm_set1_epi8(3));
+    __m128i code = _mm_or_si128(lo, _mm_slli_epi16(hi, 4)); /* 0..63, no carry across */
+    __m256i c32 = _mm256_sub_epi32(_mm256_cvtepu8_epi32(code), _mm256_set1_epi32(32));
+    __m256 dl = _mm256_set1_ps(f16_scalar(b + 208) * (float)(int8_t)b[192 + e / 16]);
+    return _mm256_mul_ps(dl, _mm256_cvtepi32_ps(c32));
 }
 
-/* Q3_K: (d (sc_s - 32)) (code), the code's low 2 bits and third bit as in q23k_rows. */
-static void row_to_f32_q3_k(float *dst, const slate__wmat *w, int64_t o) {
-    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-    for (int64_t sb = 0; sb < w->n_in / SLATE__SUPERBLOCK; sb++) {
-        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q3_k);
-        float d = f16_scalar(b + 108);
-        for (int e = 0; e < SLATE__SUPERBLOCK; e += 8) { /* 8 elements of one scale group */
-            int n = e / 128, g = (e % 128) / 32, l = e % 32;
-            __m128i lo = _mm_loadl_epi64((const __m128i *)(b + 32 + 32 * n + l));
-            __m128i hi = _mm_loadl_epi64((const __m128i *)(b + l));
-            lo = _mm_and_si128(_mm_srl_epi16(lo, _mm_cvtsi32_si128(2 * g)), _mm_set1_epi8(3));
-            hi = _mm_and_si128(_mm_srl_epi16(hi, _mm_cvtsi32_si128(4 * n + g)), _mm_set1_epi8(1));
-            __m128i c = _mm_or_si128(lo, _mm_slli_epi16(hi, 2)); /* code + 4: 0..7 */
-            __m256i c32 = _mm256_sub_epi32(_mm256_cvtepu8_epi32(c), _mm256_set1_epi32(4));
-            __m256 dl = _mm256_set1_ps(d * (float)slate__q3k_scale(b + 96, e / 16));
-            _mm256_storeu_ps(dst + sb * SLATE__SUPERBLOCK + e,
-                             _mm256_mul_ps(dl, _mm256_cvtepi32_ps(c32)));
-        }
-    }
+INLINE __m256 q3k_group8(const uint8_t *b, int e, int n, int g, int l) {
+    __m128i lo = _mm_loadl_epi64((const __m128i *)(b + 32 + 32 * n + l));
+    __m128i hi = _mm_loadl_epi64((const __m128i *)(b + l));
+    lo = _mm_and_si128(_mm_srl_epi16(lo, _mm_cvtsi32_si128(2 * g)), _mm_set1_epi8(3));
+    hi = _mm_and_si128(_mm_srl_epi16(hi, _mm_cvtsi32_si128(4 * n + g)), _mm_set1_epi8(1));
+    __m128i c = _mm_or_si128(lo, _mm_slli_epi16(hi, 2)); /* code + 4: 0..7 */
+    __m256i c32 = _mm256_sub_epi32(_mm256_cvtepu8_epi32(c), _mm256_set1_epi32(4));
+    __m256 dl = _mm256_set1_ps(f16_scalar(b + 108) * (float)slate__q3k_scale(b + 96, e / 16));
+    return _mm256_mul_ps(dl, _mm256_cvtepi32_ps(c32));
 }
 
-/* Q2_K: (d sc) q - dmin m, sc and m the nibbles of the group's scale byte. */
-static void row_to_f32_q2_k(float *dst, const slate__wmat *w, int64_t o) {
-    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-    for (int64_t sb = 0; sb < w->n_in / SLATE__SUPERBLOCK; sb++) {
-        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_q2_k);
-        float d = f16_scalar(b + 80), dmin = f16_scalar(b + 82);
-        for (int e = 0; e < SLATE__SUPERBLOCK; e += 8) { /* 8 elements of one scale group */
-            int n = e / 128, g = (e % 128) / 32, l = e % 32, sm = b[e / 16];
-            __m128i q = _mm_loadl_epi64((const __m128i *)(b + 16 + 32 * n + l));
-            q = _mm_and_si128(_mm_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), _mm_set1_epi8(3));
-            __m256 dl = _mm256_set1_ps(d * (float)(sm & 15));
-            __m256 ml = _mm256_set1_ps(dmin * (float)(sm >> 4));
-            __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q));
-            _mm256_storeu_ps(dst + sb * SLATE__SUPERBLOCK + e,
-                             _mm256_sub_ps(_mm256_mul_ps(dl, qf), ml));
-        }
-    }
+INLINE __m256 q2k_group8(const uint8_t *b, int e, int n, int g, int l) {
+    int sm = b[e / 16];
+    __m128i q = _mm_loadl_epi64((const __m128i *)(b + 16 + 32 * n + l));
+    q = _mm_and_si128(_mm_srl_epi16(q, _mm_cvtsi32_si128(2 * g)), _mm_set1_epi8(3));
+    __m256 dl = _mm256_set1_ps(f16_scalar(b + 80) * (float)(sm & 15));
+    __m256 ml = _mm256_set1_ps(f16_scalar(b + 82) * (float)(sm >> 4));
+    __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q));
+    return _mm256_sub_ps(_mm256_mul_ps(dl, qf), ml);
 }
+
+/* The row lookup of a format of 16-element scale groups: every super-block of row o, 8 elements
+ * at a time through GROUP8. */
+#define ROW_TO_F32_K16(name, block, GROUP8)                                                        \
+    static void name(float *dst, const slate__wmat *w, int64_t o) {                                \
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;                \
+        for (int64_t sb = 0; sb < w->n_in / SLATE__SUPERBLOCK; sb++) {                             \
+            const uint8_t *b = row + (size_t)sb * sizeof(block);                                   \
+            for (int e = 0; e < SLATE__SUPERBLOCK; e += 8)                                         \
+                _mm256_storeu_ps(dst + sb * SLATE__SUPERBLOCK + e,                                 \
+                                 GROUP8(b, e, e / 128, (e % 128) / 32, e % 32));                   \
+        }                                                                                          \
+    }
+ROW_TO_F32_K16(row_to_f32_q6_k, slate__block_q6_k, q6k_group8)
+ROW_TO_F32_K16(row_to_f32_q3_k, slate__block_q3_k, q3k_group8)
+ROW_TO_F32_K16(row_to_f32_q2_k, slate__block_q2_k, q2k_group8)
+#undef ROW_TO_F32_K16
 
 #ifdef SLATE_AVX2_K_VNNI
 void slate__avx2_vnni_k_fill(slate__kernels *k) {
