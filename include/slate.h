@@ -135,6 +135,10 @@ typedef enum slate_dtype {
                               byte for byte) */
     SLATE_DTYPE_Q2_K = 12, /* super-blocks of 256: 2-bit codes, sixteen 4-bit scales and
                               minimums (GGUF Q2_K byte for byte) */
+    SLATE_DTYPE_IQ4_NL = 13, /* blocks of 32: 4-bit indices into 16 fixed non-linear int8
+                                levels + f16 scale (GGUF IQ4_NL byte for byte) */
+    SLATE_DTYPE_IQ4_XS = 14, /* super-blocks of 256: IQ4_NL's indices and levels, eight 6-bit
+                                scales (GGUF IQ4_XS byte for byte) */
     /* Caches only (a state's kv_dtype, state files), never weights or packages: int8 values
      * with one f32 scale per kv head and position (blocks of {f32 scale, head_dim int8 padded
      * to 4 bytes}; docs/format.md "State file"). */
@@ -142,7 +146,7 @@ typedef enum slate_dtype {
 } slate_dtype;
 
 /* Static name ("f32", "f16", "bf16", "i32", "q8_0", "q4", "q8_c", "pal", "q4_k", "q6_k", "q5_k",
- * "q3_k", "q2_k", "i8"), or "?" for an unknown value. */
+ * "q3_k", "q2_k", "iq4_nl", "iq4_xs", "i8"), or "?" for an unknown value. */
 const char *slate_dtype_name(slate_dtype dtype);
 
 /* ------------------------------------------------------------------------------------------ */

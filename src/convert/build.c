@@ -361,6 +361,8 @@ static slate_status produce(const void *ctx, void *dst, slate_error *err) {
         case SLATE_DTYPE_Q5_K:
         case SLATE_DTYPE_Q3_K:
         case SLATE_DTYPE_Q2_K:
+        case SLATE_DTYPE_IQ4_NL:
+        case SLATE_DTYPE_IQ4_XS:
             return SLATE__INTERNAL(err, "i32/i8/compressed weights");
         }
     }

@@ -39,10 +39,6 @@
 #include <math.h>
 #include <string.h>
 
-/* IQ4_NL / IQ4_XS's 16 levels (ggml's kvalues_iq4nl). */
-static const int8_t iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                      1,    13,   25,  38,  53,  69,  89,  113};
-
 static float f16_at(const uint8_t *p) { return slate__f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 
 static void put_f16(uint8_t *p, uint16_t h) {
@@ -128,12 +124,6 @@ static int k3_scale(const uint8_t *s, int i) {
     return (lo | hi << 4) - 32;
 }
 
-/* 6-bit scale j (0..7) of an IQ4_XS block, 0..63 (the value is that - 32). */
-static int iq4xs_scale(const uint8_t *blk, int j) {
-    int hi = ((blk[2] | blk[3] << 8) >> (2 * j)) & 3;
-    return ((blk[4 + j / 2] >> (4 * (j % 2))) & 15) | hi << 4;
-}
-
 /* ---- codes ------------------------------------------------------------------------------- */
 
 /* The 2-bit code of element e (0..255) of a Q2_K / Q3_K super-block's qs[64]. */
@@ -208,7 +198,7 @@ static void dequant_block(slate__src_type t, const uint8_t *blk, float *y) {
     }
     case SLATE__SRC_IQ4_NL: {
         float d = f16_at(blk);
-        for (int e = 0; e < 32; e++) y[e] = d * (float)iq4_levels[nib32(blk + 2, e)];
+        for (int e = 0; e < 32; e++) y[e] = d * (float)slate__iq4_levels[nib32(blk + 2, e)];
         break;
     }
     case SLATE__SRC_Q2_K: {
@@ -254,9 +244,9 @@ static void dequant_block(slate__src_type t, const uint8_t *blk, float *y) {
     case SLATE__SRC_IQ4_XS: {
         float d = f16_at(blk);
         for (int j = 0; j < 8; j++) {
-            float dl = d * (float)(iq4xs_scale(blk, j) - 32);
+            float dl = d * (float)slate__iq4xs_scale(blk, j);
             for (int e = 0; e < 32; e++)
-                y[32 * j + e] = dl * (float)iq4_levels[nib32(blk + 8 + 16 * j, e)];
+                y[32 * j + e] = dl * (float)slate__iq4_levels[nib32(blk + 8 + 16 * j, e)];
         }
         break;
     }
@@ -381,15 +371,15 @@ static bool transcode_block(slate__src_type t, const uint8_t *blk, uint8_t *out,
         return true;
     case SLATE__SRC_IQ4_NL:
         memcpy(out, blk, 2);
-        for (int e = 0; e < 32; e++) out[2 + e] = (uint8_t)iq4_levels[nib32(blk + 2, e)];
+        for (int e = 0; e < 32; e++) out[2 + e] = (uint8_t)slate__iq4_levels[nib32(blk + 2, e)];
         return true;
     case SLATE__SRC_IQ4_XS: { /* 8 x q8_0 */
         float d = f16_at(blk);
         for (int j = 0; j < 8; j++, out += sizeof(slate__block_q8_0)) {
-            float dl = d * (float)(iq4xs_scale(blk, j) - 32);
+            float dl = d * (float)slate__iq4xs_scale(blk, j);
             if (!put_scale(out, dl)) return *bad = dl, false;
             for (int e = 0; e < 32; e++)
-                out[2 + e] = (uint8_t)iq4_levels[nib32(blk + 8 + 16 * j, e)];
+                out[2 + e] = (uint8_t)slate__iq4_levels[nib32(blk + 8 + 16 * j, e)];
         }
         return true;
     }

@@ -92,6 +92,8 @@ const char *slate_dtype_name(slate_dtype dtype) {
     case SLATE_DTYPE_Q5_K: return "q5_k";
     case SLATE_DTYPE_Q3_K: return "q3_k";
     case SLATE_DTYPE_Q2_K: return "q2_k";
+    case SLATE_DTYPE_IQ4_NL: return "iq4_nl";
+    case SLATE_DTYPE_IQ4_XS: return "iq4_xs";
     case SLATE_DTYPE_I8: return "i8";
     }
     return "?";

@@ -216,14 +216,16 @@ static slate_status get_pal_layout(const cJSON *e, const char *name, slate_dtype
     return SLATE_OK;
 }
 
-/* The layout attributes of a weight entry: "block" (q4: 16, 32, 64 or 128, required; q8_0:
- * optional, 32; q4_k, q6_k: optional, 256) and "asym" (q4 only, optional boolean). Other dtypes must not carry them: a
+/* The layout attributes of a weight entry: "block" (q4: 16, 32, 64 or 128, required; q8_0,
+ * iq4_nl: optional, 32; q2_k..q6_k, iq4_xs: optional, 256) and "asym" (q4 only, optional boolean). Other dtypes must not carry them: a
  * package that needs a feature this reader lacks is refused, never read as something else. */
 static slate_status get_layout(const cJSON *e, const char *name, slate_dtype d, int32_t *block,
                                bool *asym, slate_error *err) {
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(e, "block");
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "asym");
-    *block = d == SLATE_DTYPE_Q8_0 ? 32 : slate__wdtype_superblock(d) ? 256 : 0;
+    *block = d == SLATE_DTYPE_Q8_0 || d == SLATE_DTYPE_IQ4_NL ? 32
+             : slate__wdtype_superblock(d)                    ? 256
+                                                              : 0;
     *asym = false;
     if (d == SLATE_DTYPE_PAL || cJSON_GetObjectItemCaseSensitive(e, "bits") ||
         cJSON_GetObjectItemCaseSensitive(e, "group"))
@@ -235,13 +237,13 @@ static slate_status get_layout(const cJSON *e, const char *name, slate_dtype d, 
                                name);
         int32_t v = (int32_t)b->valuedouble;
         bool ok = d == SLATE_DTYPE_Q4 ? v == 16 || v == 32 || v == 64 || v == 128
-                  : d == SLATE_DTYPE_Q8_0 ? v == 32
+                  : d == SLATE_DTYPE_Q8_0 || d == SLATE_DTYPE_IQ4_NL ? v == 32
                   : slate__wdtype_superblock(d) ? v == 256
                                                 : false;
         if (!ok)
             return slate__fail(err, SLATE_E_UNSUPPORTED, "tensor '%s': block %d is not supported "
-                               "for %s (q4: 16, 32, 64, 128; q8_0: 32; q4_k, q6_k: 256; others: "
-                               "none)", name, v, slate_dtype_name(d));
+                               "for %s (q4: 16, 32, 64, 128; q8_0, iq4_nl: 32; q2_k..q6_k, "
+                               "iq4_xs: 256; others: none)", name, v, slate_dtype_name(d));
         *block = v;
     } else if (d == SLATE_DTYPE_Q4) {
         return slate__fail(err, SLATE_E_FORMAT, "tensor '%s': q4 needs \"block\"", name);

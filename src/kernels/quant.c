@@ -21,6 +21,8 @@ bool slate__wdtype_valid(slate_dtype dt) {
     case SLATE_DTYPE_Q5_K:
     case SLATE_DTYPE_Q3_K:
     case SLATE_DTYPE_Q2_K:
+    case SLATE_DTYPE_IQ4_NL:
+    case SLATE_DTYPE_IQ4_XS:
         return true;
     default:
         return false;
@@ -29,7 +31,7 @@ bool slate__wdtype_valid(slate_dtype dt) {
 
 bool slate__wdtype_quantized(slate_dtype dt) {
     return dt == SLATE_DTYPE_Q8_0 || dt == SLATE_DTYPE_Q4 || dt == SLATE_DTYPE_Q8_C ||
-           dt == SLATE_DTYPE_PAL || slate__wdtype_superblock(dt);
+           dt == SLATE_DTYPE_PAL || dt == SLATE_DTYPE_IQ4_NL || slate__wdtype_superblock(dt);
 }
 
 bool slate__wlayout_check(slate_dtype dt, int32_t block, bool asym, int64_t n_in, char *why,
@@ -53,10 +55,10 @@ bool slate__wlayout_check(slate_dtype dt, int32_t block, bool asym, int64_t n_in
             snprintf(why, cap, "pal group %d is outside 1..%d", (int)group, SLATE__PAL_GROUP_MAX);
             return false;
         }
-    } else if (dt == SLATE_DTYPE_Q8_0) {
+    } else if (dt == SLATE_DTYPE_Q8_0 || dt == SLATE_DTYPE_IQ4_NL) {
         need = 32;
         if (block != 32) {
-            snprintf(why, cap, "q8_0 has blocks of 32, not %d", (int)block);
+            snprintf(why, cap, "%s has blocks of 32, not %d", slate_dtype_name(dt), (int)block);
             return false;
         }
     } else if (dt == SLATE_DTYPE_Q4) {
@@ -98,6 +100,8 @@ static size_t row_bytes(slate_dtype dt, int32_t block, bool asym, int64_t n_in) 
     case SLATE_DTYPE_Q5_K: return (size_t)(n_in / 256) * sizeof(slate__block_q5_k);
     case SLATE_DTYPE_Q3_K: return (size_t)(n_in / 256) * sizeof(slate__block_q3_k);
     case SLATE_DTYPE_Q2_K: return (size_t)(n_in / 256) * sizeof(slate__block_q2_k);
+    case SLATE_DTYPE_IQ4_NL: return (size_t)(n_in / 32) * sizeof(slate__block_iq4_nl);
+    case SLATE_DTYPE_IQ4_XS: return (size_t)(n_in / 256) * sizeof(slate__block_iq4_xs);
     default: return 0;
     }
 }

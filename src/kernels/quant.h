@@ -46,6 +46,16 @@
  *         f16 d, dmin}. Element e (n, g, l as in Q3_K) has the code q = bits 2 g, 2 g + 1 of
  *         qs[32 n + l] (0..3); scales[e / 16] holds the scale (low nibble) and minimum (high
  *         nibble) of its 16 elements; value (d * sc) * q - dmin * m.
+ *   IQ4_NL blocks of 32 (GGUF IQ4_NL byte for byte, 18 bytes): {f16 d; u8 qs[16]}, Q4's nibble
+ *         order (element j < 16: low nibble of qs[j]; j >= 16: high nibble of qs[j - 16]); the
+ *         nibble indexes 16 fixed int8 levels L (slate__iq4_levels, ggml's kvalues_iq4nl):
+ *         value d * L[nibble].
+ *   IQ4_XS super-blocks of 256 (GGUF IQ4_XS byte for byte, 136 bytes): {f16 d; u16 scales_h;
+ *         u8 scales_l[4]; u8 qs[128]}. Sub-block j (0..7) is elements 32 j .. 32 j + 31, stored
+ *         as IQ4_NL's 16 bytes at qs[16 j]; its 6-bit scale is the low (j even) or high (j odd)
+ *         nibble of scales_l[j / 2] with bits 2 j, 2 j + 1 of scales_h above it, minus 32
+ *         (slate__iq4xs_scale: -32..31); value (d * sc_j) * L[nibble], f32 products in that
+ *         order (ggml's).
  *
  * Rows of the blocked formats are whole blocks: n_in must be a multiple of the block. A row of
  * Q8_0 / Q4 is n_in / B blocks back to back, rows back to back. f16 is IEEE binary16.
@@ -61,8 +71,8 @@
 #include <stdint.h>
 
 /* Weight dtypes are 0..SLATE__N_WDTYPES-1 (F32, F16, BF16, I32 (never a weight), Q8_0, Q4,
- * Q8_C, PAL, Q4_K, Q6_K, Q5_K, Q3_K, Q2_K); kernel tables are indexed by them. */
-#define SLATE__N_WDTYPES 13
+ * Q8_C, PAL, Q4_K, Q6_K, Q5_K, Q3_K, Q2_K, IQ4_NL, IQ4_XS); kernel tables are indexed by them. */
+#define SLATE__N_WDTYPES 15
 
 typedef struct slate__block_q8_0 {
     uint16_t d;    /* f16 scale */
@@ -135,6 +145,31 @@ typedef struct slate__block_q2_k {
 } slate__block_q2_k;
 static_assert(sizeof(slate__block_q2_k) == 84, "Q2_K super-block is 84 bytes (GGUF Q2_K)");
 
+typedef struct slate__block_iq4_nl {
+    uint16_t d;          /* f16 scale */
+    uint8_t qs[16];      /* indices into slate__iq4_levels, Q4's nibble order */
+} slate__block_iq4_nl;
+static_assert(sizeof(slate__block_iq4_nl) == 18, "IQ4_NL block is 18 bytes (GGUF IQ4_NL)");
+
+typedef struct slate__block_iq4_xs {
+    uint16_t d;          /* f16 super-block scale */
+    uint16_t scales_h;   /* high 2 bits of the eight scales */
+    uint8_t scales_l[4]; /* low 4 bits of the eight scales */
+    uint8_t qs[128];     /* eight IQ4_NL sub-blocks of 16 bytes */
+} slate__block_iq4_xs;
+static_assert(sizeof(slate__block_iq4_xs) == 136, "IQ4_XS super-block is 136 bytes (GGUF IQ4_XS)");
+
+/* IQ4_NL / IQ4_XS's 16 levels (ggml's kvalues_iq4nl), indexed by the 4-bit code. */
+static const int8_t slate__iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+/* Scale j (0..7) of an IQ4_XS super-block blk (its first byte), offset removed: -32..31. */
+static inline int slate__iq4xs_scale(const uint8_t *blk, int j) {
+    int lo = (blk[4 + j / 2] >> (4 * (j % 2))) & 15;
+    int hi = ((blk[2] | blk[3] << 8) >> (2 * j)) & 3;
+    return (lo | hi << 4) - 32;
+}
+
 /* Scale and minimum j (0..7) of a Q4_K super-block's 12 scale bytes (the rule above). */
 static inline void slate__q4k_scale_min(const uint8_t *s, int j, int *sc, int *m) {
     if (j < 4) {
@@ -184,20 +219,21 @@ typedef struct slate__wmat {
                              rows); else NULL */
 } slate__wmat;
 
-/* Whether dtype is stored as a matrix format (F32, F16, BF16, Q8_0, Q4, Q8_C, PAL and the
- * super-block formats). */
+/* Whether dtype is stored as a matrix format (F32, F16, BF16, Q8_0, Q4, Q8_C, PAL, IQ4_NL and
+ * the super-block formats). */
 bool slate__wdtype_valid(slate_dtype dtype);
-/* Whether dtype is one of the compressed formats (Q8_0, Q4, Q8_C, PAL, super-blocks): 2-D only. */
+/* Whether dtype is one of the compressed formats (Q8_0, Q4, Q8_C, PAL, IQ4_NL, super-blocks):
+ * 2-D only. */
 bool slate__wdtype_quantized(slate_dtype dtype);
-/* Whether dtype is a super-block format (Q4_K, Q6_K, Q5_K, Q3_K, Q2_K: blocks of
+/* Whether dtype is a super-block format (Q4_K, Q6_K, Q5_K, Q3_K, Q2_K, IQ4_XS: blocks of
  * SLATE__SUPERBLOCK). */
 static inline bool slate__wdtype_superblock(slate_dtype dt) {
     return dt == SLATE_DTYPE_Q4_K || dt == SLATE_DTYPE_Q6_K || dt == SLATE_DTYPE_Q5_K ||
-           dt == SLATE_DTYPE_Q3_K || dt == SLATE_DTYPE_Q2_K;
+           dt == SLATE_DTYPE_Q3_K || dt == SLATE_DTYPE_Q2_K || dt == SLATE_DTYPE_IQ4_XS;
 }
 
-/* Checks a layout: block and asym must fit the dtype (Q4: 16/32/64/128; Q8_0: 32; super-block
- * formats: 256; others 0; asym only for Q4; PAL: block = slate__pal_layout of bits 2/3/4/6/8 and group 1..4096) and
+/* Checks a layout: block and asym must fit the dtype (Q4: 16/32/64/128; Q8_0, IQ4_NL: 32;
+ * super-block formats: 256; others 0; asym only for Q4; PAL: block = slate__pal_layout of bits 2/3/4/6/8 and group 1..4096) and
  * n_in must be a multiple of the block (PAL: any n_in). On failure writes the reason
  * ("block 48 is not one of 16, 32, 64, 128") into why[0..cap) and returns false. */
 bool slate__wlayout_check(slate_dtype dtype, int32_t block, bool asym, int64_t n_in, char *why,

@@ -27,7 +27,9 @@ size_t slate__dtype_size(slate_dtype dtype) {
     case SLATE_DTYPE_Q6_K:
     case SLATE_DTYPE_Q5_K:
     case SLATE_DTYPE_Q3_K:
-    case SLATE_DTYPE_Q2_K: return 0;
+    case SLATE_DTYPE_Q2_K:
+    case SLATE_DTYPE_IQ4_NL:
+    case SLATE_DTYPE_IQ4_XS: return 0;
     }
     return 0;
 }
@@ -37,7 +39,7 @@ bool slate__dtype_parse(const char *name, slate_dtype *out) {
                                       SLATE_DTYPE_I32,  SLATE_DTYPE_Q8_0, SLATE_DTYPE_Q4,
                                       SLATE_DTYPE_Q8_C, SLATE_DTYPE_PAL, SLATE_DTYPE_Q4_K,
                                       SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q3_K,
-                                      SLATE_DTYPE_Q2_K};
+                                      SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL, SLATE_DTYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (strcmp(name, slate_dtype_name(all[i])) == 0) {
             *out = all[i];

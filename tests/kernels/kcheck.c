@@ -199,6 +199,7 @@ const kc_qfmt kc_qfmts[KC_N_QFMTS] = {
     {SLATE_DTYPE_Q4, 64, true},    {SLATE_DTYPE_Q4, 128, false}, {SLATE_DTYPE_Q4, 128, true},
     {SLATE_DTYPE_Q8_C, 0, false},  {SLATE_DTYPE_Q4_K, 256, false}, {SLATE_DTYPE_Q6_K, 256, false},
     {SLATE_DTYPE_Q5_K, 256, false}, {SLATE_DTYPE_Q3_K, 256, false}, {SLATE_DTYPE_Q2_K, 256, false},
+    {SLATE_DTYPE_IQ4_NL, 32, false}, {SLATE_DTYPE_IQ4_XS, 256, false},
 };
 
 /* n bytes that end where a PROT_NONE page begins, so that a kernel reading past them faults. */
@@ -236,12 +237,14 @@ static void put_f16(uint8_t *p, float f) {
  * minimums; Q6_K: int8 scales, -128 included) and get d (and dmin) so that a value reaches the
  * same magnitudes: d = +-s / (15 * 63) (Q5_K: 31 * 63) and dmin = s * u / 63 (u in [-1, 1)) for
  * Q4_K / Q5_K, d = +-s / (32 * 128) for Q6_K, d = +-s / (4 * 32) for Q3_K (6-bit scales offset
- * by 32, -32 included), d = +-s / (3 * 15) and dmin = s * u / 15 for Q2_K. */
+ * by 32, -32 included), d = +-s / (3 * 15) and dmin = s * u / 15 for Q2_K, d = +-s / (32 * 127)
+ * for IQ4_XS (random 6-bit scales offset by 32, random nibbles over the 16 levels); IQ4_NL
+ * blocks get d = +-s / 127 as Q8_0's. */
 void kc_fill_qweights(uint8_t *w, const slate__wmat *wm, uint64_t *rng) {
     static const float mags[3] = {1.0f, 0.05f, 3.0f};
     size_t bytes = (size_t)slate__wmat_bytes(wm->dtype, wm->block, wm->asym, wm->n_out, wm->n_in);
     for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)kc_rand(rng);
-    float range = wm->dtype == SLATE_DTYPE_Q4 ? (wm->asym ? 15.0f : 8.0f) : 127.0f;
+    float range = wm->dtype == SLATE_DTYPE_Q4 ? (wm->asym ? 15.0f : 8.0f) : 127.0f; /* + IQ4_NL */
     for (int64_t o = 0; o < wm->n_out; o++) {
         if (wm->dtype == SLATE_DTYPE_Q8_C) {
             float s = mags[kc_rand(rng) % 3] * (0.5f + 0.5f * fabsf(kc_randf(rng))) / range;
@@ -265,14 +268,17 @@ void kc_fill_qweights(uint8_t *w, const slate__wmat *wm, uint64_t *rng) {
                 } else if (wm->dtype == SLATE_DTYPE_Q2_K) {
                     put_f16(blk + 80, s / (3.0f * 15.0f));
                     put_f16(blk + 82, fabsf(s) * kc_randf(rng) / 15.0f);
+                } else if (wm->dtype == SLATE_DTYPE_IQ4_XS) {
+                    put_f16(blk, s / (32.0f * 127.0f));
                 } else {
                     put_f16(blk + 208, s / (32.0f * 128.0f));
                 }
             }
             continue;
         }
-        size_t bb = wm->dtype == SLATE_DTYPE_Q8_0 ? sizeof(slate__block_q8_0)
-                                                  : slate__q4_block_bytes(wm->block, wm->asym);
+        size_t bb = wm->dtype == SLATE_DTYPE_Q8_0     ? sizeof(slate__block_q8_0)
+                    : wm->dtype == SLATE_DTYPE_IQ4_NL ? sizeof(slate__block_iq4_nl)
+                                                      : slate__q4_block_bytes(wm->block, wm->asym);
         for (int64_t b = 0; b < wm->n_in / wm->block; b++) {
             uint8_t *blk = w + (size_t)o * wm->row_bytes + (size_t)b * bb;
             float s = mags[kc_rand(rng) % 3] * (0.5f + 0.5f * fabsf(kc_randf(rng)));

@@ -41,7 +41,7 @@ typedef struct kc_qfmt {
     int32_t block; /* Q8_C: 0 */
     bool asym;
 } kc_qfmt;
-#define KC_N_QFMTS 15
+#define KC_N_QFMTS 17
 extern const kc_qfmt kc_qfmts[KC_N_QFMTS];
 
 /* Random stored bytes for the compressed matrix wm (its data, of slate__wmat_bytes bytes):

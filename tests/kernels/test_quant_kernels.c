@@ -43,8 +43,8 @@ static void *xmalloc(size_t n) {
 }
 
 /* Random weights [n_out][n_in] in format f, quantized by the converter's reference quantizers
- * (values spread over a few magnitudes so blocks get different scales); the super-block formats,
- * which the converter only imports, get random stored bytes (kc_fill_qweights). */
+ * (values spread over a few magnitudes so blocks get different scales); the super-block formats
+ * and IQ4_NL, which the converter only imports, get random stored bytes (kc_fill_qweights). */
 static void *make_weights(const kc_qfmt *f, int64_t n_out, int64_t n_in, uint64_t *rng) {
     uint64_t bytes = slate__wmat_bytes(f->dt, f->block, f->asym, n_out, n_in);
     assert_true(bytes > 0);
@@ -53,7 +53,7 @@ static void *make_weights(const kc_qfmt *f, int64_t n_out, int64_t n_in, uint64_
     float *row = xmalloc((size_t)n_in * sizeof(float));
     slate__wmat wm;
     slate__wmat_init(&wm, w, f->dt, f->block, f->asym, n_out, n_in);
-    if (slate__wdtype_superblock(f->dt)) {
+    if (slate__wdtype_superblock(f->dt) || f->dt == SLATE_DTYPE_IQ4_NL) {
         kc_fill_qweights(w, &wm, rng);
         free(row);
         return w;

@@ -416,32 +416,36 @@ static void runs_of_blocks_and_sizes_follow_the_geometry(void **st) {
     assert_false(slate__ggml_is_block(SLATE__SRC_F16));
 }
 
-/* ---- the super-block dtypes that hold GGUF Q4_K / Q5_K / Q6_K / Q3_K / Q2_K bytes ------- */
+/* ---- the dtypes that hold GGUF K-quant and IQ4 bytes --------------------------------------- */
 
-/* The converter copies Q4_K / Q5_K / Q6_K / Q3_K / Q2_K bytes into q4_k / q5_k / q6_k / q3_k /
- * q2_k packages, so the runtime's reference dequantization of those dtypes (slate__ref_dequant,
+/* The converter copies Q4_K / Q5_K / Q6_K / Q3_K / Q2_K / IQ4_NL / IQ4_XS bytes into q4_k /
+ * q5_k / q6_k / q3_k / q2_k / iq4_nl / iq4_xs packages, so the runtime's reference dequantization
+ * of those dtypes (slate__ref_dequant,
  * kernels/ref/quant.c: the specification every kernel is checked against) must give ggml's
  * values bit for bit, whatever the bytes: matrices of random super-blocks (every code value,
- * Q5_K's every qh byte so every fifth-bit pattern of the eight sub-blocks, random 6-bit (Q3_K:
- * offset) scales and minimums / int8 / 4-bit scales), the f16 d (and dmin) drawn from both
- * signs, zero, subnormals, small, plain and large values (up to 65504: a finite scale gives
- * finite values), 3 rows of 2 super-blocks, read from every start column and length so a
- * super-block boundary falls anywhere. */
-static void ref_dequant_of_k_quants_is_ggml_bit_for_bit(void **st) {
+ * Q5_K's every qh byte so every fifth-bit pattern of the eight sub-blocks, random 6-bit (Q3_K,
+ * IQ4_XS: offset) scales and minimums / int8 / 4-bit scales), the f16 d (and dmin) drawn from
+ * both signs, zero, subnormals, small, plain and large values (up to 65504: a finite scale
+ * gives finite values), 3 rows of 2 super-blocks (16 IQ4_NL blocks), read from every start
+ * column and length so a block boundary falls anywhere. */
+static void ref_dequant_of_copied_ggml_formats_is_ggml_bit_for_bit(void **st) {
     (void)st;
     static const uint16_t scales[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400,
                                       0x1000, 0x9555, 0x3c00, 0xbc00, 0x5c00, 0x7bff, 0xfbff};
     static const struct {
         slate__src_type src;
         slate_dtype dt;
+        int elems;
         size_t bytes;
         int n_f16, f16_at, n_codes;  /* f16 scales (d, dmin) at f16_at; codes 0..n_codes-1 */
     } fmts[] = {
-        {SLATE__SRC_Q4_K, SLATE_DTYPE_Q4_K, 144, 2, 0, 16},
-        {SLATE__SRC_Q6_K, SLATE_DTYPE_Q6_K, 210, 1, 208, 64},
-        {SLATE__SRC_Q5_K, SLATE_DTYPE_Q5_K, 176, 2, 0, 32},
-        {SLATE__SRC_Q3_K, SLATE_DTYPE_Q3_K, 110, 1, 108, 8},
-        {SLATE__SRC_Q2_K, SLATE_DTYPE_Q2_K, 84, 2, 80, 4},
+        {SLATE__SRC_Q4_K, SLATE_DTYPE_Q4_K, 256, 144, 2, 0, 16},
+        {SLATE__SRC_Q6_K, SLATE_DTYPE_Q6_K, 256, 210, 1, 208, 64},
+        {SLATE__SRC_Q5_K, SLATE_DTYPE_Q5_K, 256, 176, 2, 0, 32},
+        {SLATE__SRC_Q3_K, SLATE_DTYPE_Q3_K, 256, 110, 1, 108, 8},
+        {SLATE__SRC_Q2_K, SLATE_DTYPE_Q2_K, 256, 84, 2, 80, 4},
+        {SLATE__SRC_IQ4_NL, SLATE_DTYPE_IQ4_NL, 32, 18, 1, 0, 16},
+        {SLATE__SRC_IQ4_XS, SLATE_DTYPE_IQ4_XS, 256, 136, 1, 0, 16},
     };
     const int n_sc = (int)(sizeof scales / sizeof scales[0]);
     uint64_t seed = tu_seed(), rng = seed;
@@ -451,13 +455,17 @@ static void ref_dequant_of_k_quants_is_ggml_bit_for_bit(void **st) {
         size_t bytes = fmts[k].bytes;
         bool six = dt == SLATE_DTYPE_Q6_K, five = dt == SLATE_DTYPE_Q5_K;
         bool three = dt == SLATE_DTYPE_Q3_K, two = dt == SLATE_DTYPE_Q2_K;
+        bool nl = dt == SLATE_DTYPE_IQ4_NL, xs = dt == SLATE_DTYPE_IQ4_XS;
         assert_int_equal(bytes, six     ? sizeof(slate__block_q6_k)
                                 : five  ? sizeof(slate__block_q5_k)
                                 : three ? sizeof(slate__block_q3_k)
                                 : two   ? sizeof(slate__block_q2_k)
+                                : nl    ? sizeof(slate__block_iq4_nl)
+                                : xs    ? sizeof(slate__block_iq4_xs)
                                         : sizeof(slate__block_q4_k));
-        enum { N_OUT = 3, N_IN = 512, N_BLK = N_OUT * N_IN / 256 };
-        uint8_t w[N_BLK * 210];
+        enum { N_OUT = 3, N_IN = 512 };
+        const int elems = fmts[k].elems, N_BLK = N_OUT * N_IN / elems;
+        uint8_t w[N_OUT * N_IN / 256 * 210];
         float want[N_OUT * N_IN], got[N_IN];
         bool seen[64] = {false}, seen_qh[256] = {false}, seen_sc[64] = {false};
         for (int it = 0; it < 200; it++) {
@@ -476,8 +484,8 @@ static void ref_dequant_of_k_quants_is_ggml_bit_for_bit(void **st) {
             }
             slate__ggml_dequantize(src, w, want, N_OUT * N_IN);
             slate__wmat m;
-            slate__wmat_init(&m, w, dt, SLATE__SUPERBLOCK, false, N_OUT, N_IN);
-            assert_int_equal(m.row_bytes, 2 * bytes);
+            slate__wmat_init(&m, w, dt, elems, false, N_OUT, N_IN);
+            assert_int_equal(m.row_bytes, (size_t)(N_IN / elems) * bytes);
             for (int o = 0; o < N_OUT; o++) {
                 int i0 = (int)(tu_rand(&rng) % N_IN), n = 1 + (int)(tu_rand(&rng) % (N_IN - i0));
                 if (it < 2) i0 = 0, n = N_IN;
@@ -492,11 +500,14 @@ static void ref_dequant_of_k_quants_is_ggml_bit_for_bit(void **st) {
             }
             for (int b = 0; b < N_BLK; b++) { /* the codes drawn (the layout of quant.h) */
                 const uint8_t *blk = w + (size_t)b * bytes;
-                for (int e = 0; e < 256; e++) {
+                for (int e = 0; e < elems; e++) {
                     int n = e / 128, g = (e % 128) / 32, l = e % 32, j = e / 32;
                     const uint8_t *qs = blk + (five ? 48 : 16); /* Q5_K: after qh[32] */
                     int c;
-                    if (six)
+                    if (nl || xs) /* Q4_0's nibble order per 32, after d (IQ4_XS: + 6 bytes) */
+                        c = l < 16 ? blk[(xs ? 8 + 16 * j : 2) + l] & 15
+                                   : blk[(xs ? 8 + 16 * j : 2) + l - 16] >> 4;
+                    else if (six)
                         c = (g < 2 ? blk[64 * n + 32 * (g % 2) + l] & 15
                                    : blk[64 * n + 32 * (g % 2) + l] >> 4) |
                             ((blk[128 + 32 * n + l] >> (2 * g)) & 3) << 4;
@@ -514,14 +525,17 @@ static void ref_dequant_of_k_quants_is_ggml_bit_for_bit(void **st) {
                     for (int l = 0; l < 32; l++) seen_qh[blk[16 + l]] = true;
                 if (three) /* every 6-bit scale, so both sign sides of the offset 32 */
                     for (int s = 0; s < 16; s++) seen_sc[slate__q3k_scale(blk + 96, s) + 32] = true;
+                if (xs)
+                    for (int s = 0; s < 8; s++) seen_sc[slate__iq4xs_scale(blk, s) + 32] = true;
             }
         }
         if (five)
             for (int h = 0; h < 256; h++)
                 if (!seen_qh[h]) fail_msg("q5_k: qh byte %#x never drawn", h);
-        if (three)
+        if (three || xs)
             for (int c = 0; c < 64; c++)
-                if (!seen_sc[c]) fail_msg("q3_k: scale %d never drawn", c - 32);
+                if (!seen_sc[c])
+                    fail_msg("%s: scale %d never drawn", slate_dtype_name(dt), c - 32);
         for (int c = 0; c < fmts[k].n_codes; c++)
             if (!seen[c]) fail_msg("%s: code %d never drawn", slate_dtype_name(dt), c);
     }
@@ -1171,7 +1185,7 @@ int main(void) {
         cmocka_unit_test(every_type_dequantizes_hand_blocks_by_its_formula),
         cmocka_unit_test(random_blocks_dequantize_bit_exact),
         cmocka_unit_test(runs_of_blocks_and_sizes_follow_the_geometry),
-        cmocka_unit_test(ref_dequant_of_k_quants_is_ggml_bit_for_bit),
+        cmocka_unit_test(ref_dequant_of_copied_ggml_formats_is_ggml_bit_for_bit),
         cmocka_unit_test(transcode_equals_dequantize_within_the_scale_rounding),
         cmocka_unit_test(each_type_has_its_nearest_layout),
         cmocka_unit_test(nonfinite_and_overflowing_scales_are_found_by_block),

@@ -92,6 +92,19 @@ static float deq1(const slate__wmat *w, int64_t o, int64_t i) {
         float dl = f16_at(blk + 80) * (float)(sm & 15), ml = f16_at(blk + 82) * (float)(sm >> 4);
         return dl * (float)q - ml;
     }
+    case SLATE_DTYPE_IQ4_NL: {
+        const uint8_t *blk = row + (size_t)(i / 32) * sizeof(slate__block_iq4_nl);
+        int j = (int)(i % 32), q = j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4;
+        return f16_at(blk) * (float)slate__iq4_levels[q];
+    }
+    case SLATE_DTYPE_IQ4_XS: {
+        const uint8_t *blk = row + (size_t)(i / 256) * sizeof(slate__block_iq4_xs);
+        int e = (int)(i % 256), j = e / 32, l = e % 32;
+        uint8_t b = blk[8 + 16 * j + l % 16];
+        int q = l < 16 ? b & 15 : b >> 4;
+        float dl = f16_at(blk) * (float)slate__iq4xs_scale(blk, j);
+        return dl * (float)slate__iq4_levels[q];
+    }
     default: return 0.0f; /* not a weight dtype: the compiler refuses such tensors */
     }
 }
@@ -138,6 +151,8 @@ void slate__ref_quant_fill(slate__kernels *k) {
     k->matmul[SLATE_DTYPE_Q5_K] = matmul_q;
     k->matmul[SLATE_DTYPE_Q3_K] = matmul_q;
     k->matmul[SLATE_DTYPE_Q2_K] = matmul_q;
+    k->matmul[SLATE_DTYPE_IQ4_NL] = matmul_q;
+    k->matmul[SLATE_DTYPE_IQ4_XS] = matmul_q;
     for (int dt = 0; dt < SLATE__N_WDTYPES; dt++)
         if (slate__wdtype_valid((slate_dtype)dt)) k->row_to_f32[dt] = row_to_f32;
 }
