@@ -899,11 +899,12 @@ static slate_status build_program(builder *b) {
 }
 
 /* The dtypes a matrix can be converted to. Not the super-block ones (q4_k, q5_k, q6_k, q3_k,
- * q2_k): slate has no quantizer for them, their packages hold GGUF K-quant tensors' own bytes
- * (the default for those tensors). */
+ * q2_k, iq4_xs) nor iq4_nl: slate has no quantizer for them, their packages hold GGUF
+ * tensors' own bytes (the default for those tensors). */
 static bool matrix_dtype_ok(slate_dtype d) {
     return d == SLATE_DTYPE_F32 || d == SLATE_DTYPE_F16 || d == SLATE_DTYPE_BF16 ||
-           (slate__wdtype_quantized(d) && !slate__wdtype_superblock(d));
+           (slate__wdtype_quantized(d) && !slate__wdtype_superblock(d) &&
+            d != SLATE_DTYPE_IQ4_NL);
 }
 
 /* Why dtype d is not a conversion target, for the messages below: for a super-block dtype,
@@ -915,6 +916,8 @@ static const char *not_target_why(slate_dtype d) {
     case SLATE_DTYPE_Q6_K: return "; q6_k is only copied from GGUF Q6_K tensors, by default";
     case SLATE_DTYPE_Q3_K: return "; q3_k is only copied from GGUF Q3_K tensors, by default";
     case SLATE_DTYPE_Q2_K: return "; q2_k is only copied from GGUF Q2_K tensors, by default";
+    case SLATE_DTYPE_IQ4_NL: return "; iq4_nl is only copied from GGUF IQ4_NL tensors, by default";
+    case SLATE_DTYPE_IQ4_XS: return "; iq4_xs is only copied from GGUF IQ4_XS tensors, by default";
     default: return "";
     }
 }

@@ -297,9 +297,10 @@ slate__ggml_route slate__ggml_layout(slate__src_type type, slate_dtype *dtype, i
         break;
     case SLATE__SRC_Q2_K: dt = SLATE_DTYPE_Q2_K, b = SLATE__SUPERBLOCK, r = SLATE__ROUTE_COPY;
         break;
-    case SLATE__SRC_Q5_0:
-    case SLATE__SRC_IQ4_NL:
-    case SLATE__SRC_IQ4_XS: break;
+    case SLATE__SRC_IQ4_NL: dt = SLATE_DTYPE_IQ4_NL, r = SLATE__ROUTE_COPY; break;
+    case SLATE__SRC_IQ4_XS: dt = SLATE_DTYPE_IQ4_XS, b = SLATE__SUPERBLOCK, r = SLATE__ROUTE_COPY;
+        break;
+    case SLATE__SRC_Q5_0: break;
     case SLATE__SRC_Q5_1: r = SLATE__ROUTE_REQUANT; break;
     }
     *dtype = dt;
@@ -310,11 +311,17 @@ slate__ggml_route slate__ggml_layout(slate__src_type type, slate_dtype *dtype, i
 
 bool slate__ggml_transcode_layout(slate__src_type type, slate_dtype *dtype, int32_t *block,
                                   bool *asym) {
-    /* copied by default; transcoded when that q4 layout is asked for */
+    /* copied by default; transcoded when that q4 (IQ4: q8_0) layout is asked for */
     if (type == SLATE__SRC_Q4_K || type == SLATE__SRC_Q2_K || type == SLATE__SRC_Q3_K) {
         *dtype = SLATE_DTYPE_Q4;
         *block = type == SLATE__SRC_Q4_K ? 32 : 16;
         *asym = type != SLATE__SRC_Q3_K;
+        return true;
+    }
+    if (type == SLATE__SRC_IQ4_NL || type == SLATE__SRC_IQ4_XS) {
+        *dtype = SLATE_DTYPE_Q8_0;
+        *block = 32;
+        *asym = false;
         return true;
     }
     return slate__ggml_layout(type, dtype, block, asym) == SLATE__ROUTE_TRANSCODE;

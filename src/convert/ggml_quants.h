@@ -62,7 +62,7 @@ int64_t slate__ggml_first_nonfinite(slate__src_type type, const uint8_t *src, ui
 typedef enum slate__ggml_route {
     SLATE__ROUTE_NONE,      /* not a block format: F32/F16/BF16 */
     SLATE__ROUTE_COPY,      /* the bytes are the slate layout's (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
-                               Q6_K, Q3_K, Q2_K) */
+                               Q6_K, Q3_K, Q2_K, IQ4_NL, IQ4_XS) */
     SLATE__ROUTE_TRANSCODE, /* rewritten block by block, exactly or up to the f16 rounding of
                                the per-sub-block scales (slate__ggml_transcode) */
     SLATE__ROUTE_REQUANT,   /* dequantized and quantized again (a second rounding) */
@@ -70,11 +70,9 @@ typedef enum slate__ggml_route {
 
 /* The nearest slate layout of a source format and the route to it:
  *   Q8_0 -> q8_0, Q4_0 -> q4 b32, Q4_1 -> q4 b32 asym,
- *   Q4_K -> q4_k, Q5_K -> q5_k, Q6_K -> q6_k, Q3_K -> q3_k, Q2_K -> q2_k
- *     (super-blocks of 256)                                                      copy
+ *   Q4_K -> q4_k, Q5_K -> q5_k, Q6_K -> q6_k, Q3_K -> q3_k, Q2_K -> q2_k,
+ *     IQ4_XS -> iq4_xs (super-blocks of 256), IQ4_NL -> iq4_nl (blocks of 32)    copy
  *   Q5_0 -> q8_0: the same d, q = x - 16 (exact)                                transcode
- *   IQ4_NL -> q8_0: the same d, q = kv[x] (exact)                               transcode
- *   IQ4_XS -> q8_0: d' = f16(d * (ls - 32)), q = kv[x]                          transcode
  *   Q5_1 -> q8_0 (no slate layout holds an offset per 32 with 5-bit codes)      requantize
  * Q5_K has no transcode (its 5-bit codes with an offset per 32 fit no older slate layout): the
  * q8_0 requantization it had before q5_k existed is what `--quantize int8-b32` gives (ggml's
@@ -87,10 +85,13 @@ slate__ggml_route slate__ggml_layout(slate__src_type type, slate_dtype *dtype, i
  *   Q4_K -> q4 b32 asym: d' = f16(d * sc), m' = f16(-(dmin * m)) per 32
  *   Q2_K -> q4 b16 asym: d' = f16(d * (sc & 15)), m' = f16(-(dmin * (sc >> 4))) per 16
  *   Q3_K -> q4 b16 sym:  d' = f16(d * (sc - 32)) (may be negative), nibble q + 8, per 16
- * (not their default, which copies the bytes as q4_k / q2_k / q3_k: the converter transcodes
- * when that q4 layout is asked for, e.g. `--quantize int4 --asym` (Q4_K) or `--quantize int4
- * --block-size 16` (Q3_K) for a runtime that predates the super-block dtypes; the codes stay,
- * only the sub-block scales are rounded to f16, nearer than requantizing would be).
+ *   IQ4_NL -> q8_0: the same d, q = kv[x] (exact)
+ *   IQ4_XS -> q8_0: d' = f16(d * (ls - 32)), q = kv[x], per 32
+ * (not their default, which copies the bytes as q4_k / q2_k / q3_k / iq4_nl / iq4_xs: the
+ * converter transcodes when that layout is asked for, e.g. `--quantize int4 --asym` (Q4_K),
+ * `--quantize int4 --block-size 16` (Q3_K) or `--quantize int8-b32` (IQ4) for a runtime that
+ * predates those dtypes; the codes stay, only the sub-block scales are rounded to f16, nearer
+ * than requantizing would be).
  * false (outputs unspecified) for types with no transcode. */
 bool slate__ggml_transcode_layout(slate__src_type type, slate_dtype *dtype, int32_t *block,
                                   bool *asym);

@@ -10,25 +10,27 @@
 #   the NumPy-decoded weights (so the same logits, checked within 1e-4 relative too), and
 #   formats no block can be transcoded to (--quantize int8; mixed: fp16, int4 with blocks of
 #   64) that F32 GGUF's package byte for byte;
-# - the default conversion keeps what can be kept: Q4_K, Q5_K, Q6_K, Q3_K, Q2_K become slate's
-#   q4_k, q5_k, q6_k, q3_k, q2_k holding the GGUF rows' bytes unchanged (compared byte for byte;
-#   their logits then match the --dtype fp32 package's within 1e-4 relative, as every value is
-#   kept); Q5_0, IQ4_NL and IQ4_XS become q8_0 with their codes as int8 (q - 16, the IQ4 levels)
-#   and their own d (IQ4_XS: d * (ls - 32) in f16): exact for the first two; Q5_1 becomes q8_0
+# - the default conversion keeps what can be kept: Q4_K, Q5_K, Q6_K, Q3_K, Q2_K, IQ4_NL, IQ4_XS
+#   become slate's q4_k, q5_k, q6_k, q3_k, q2_k, iq4_nl, iq4_xs holding the GGUF rows' bytes
+#   unchanged (compared byte for byte; their logits then match the --dtype fp32 package's within
+#   1e-4 relative, as every value is kept); Q5_0 becomes q8_0 with its codes as int8 (q - 16) and
+#   its own d (exact); Q5_1 becomes q8_0
 #   with exactly the bytes slate's own int8-b32 quantizer gives the decoded weights (and so does
 #   Q5_K with --quantize int8-b32); the logits (reference kernels) stay near the reference's,
-#   within a bound stated below; asked for the q4 layout they transcode to (Q4_K: --quantize
-#   int4 --asym; Q2_K: int4 --asym --block-size 16; Q3_K: int4 --block-size 16), Q4_K, Q2_K and
-#   Q3_K are transcoded: each sub-block's scale (and offset) the f16 nearest to ggml's d * sc
-#   (and -dmin * m), the codes unchanged;
+#   within a bound stated below; asked for the layout they transcode to (Q4_K: --quantize
+#   int4 --asym; Q2_K: int4 --asym --block-size 16; Q3_K: int4 --block-size 16; IQ4_NL, IQ4_XS:
+#   int8-b32), Q4_K, Q2_K, Q3_K and the IQ4 types are transcoded: each sub-block's scale (and
+#   offset) the f16 nearest to ggml's d * sc (and -dmin * m), the codes unchanged (the IQ4
+#   levels as int8; IQ4_NL keeps its own d, exact);
 # - a Q4_K_M-like file (Q4_K, Q6_K head and one ffn_down), also tied (Q6_K embedding, no
 #   output.weight: the head reads the embedding), and a Q5_K_M-like one (Q5_K, Q6_K head and one
 #   ffn_down; tied: Q5_K embedding) give packages whose tensors are exactly the GGUF's tensor
 #   bytes plus rope.freqs, the file adding only alignment, the header, META and the TOKENIZER
 #   section (stated precisely in sizes()), logits within 1e-4 relative of the --dtype fp32
 #   package's, and a `slate info` weights line with each dtype's bytes and bits per weight; so
-#   do a Q3_K_M-like file (Q3_K, Q4_K attn_output, Q5_K and Q4_K ffn_down, Q6_K head) and a
-#   Q2_K-like one (Q2_K, Q3_K and Q4_K ffn_down, Q4_K attn_output, Q6_K head);
+#   do a Q3_K_M-like file (Q3_K, Q4_K attn_output, Q5_K and Q4_K ffn_down, Q6_K head), a
+#   Q2_K-like one (Q2_K, Q3_K and Q4_K ffn_down, Q4_K attn_output, Q6_K head), IQ4_XS-like and
+#   IQ4_NL-like ones (the IQ4 type, Q6_K head; IQ4_XS tied too: an iq4_xs embedding and head);
 # - with random bytes in every block (all values of every code and sub-block scale field) and
 #   edge values in its super-block scales (f16 subnormals, zero, -0, negative, near the f16
 #   limit once times a sub-block scale) --dtype fp32 still gives ggml's values bit for bit and
@@ -57,10 +59,12 @@ import numpy as np
 import ggml_quants as gq
 import slatefiles as sf
 
-COPY = {"Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k", "Q3_K": "q3_k", "Q2_K": "q2_k"}  # their bytes
+COPY = {"Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k", "Q3_K": "q3_k", "Q2_K": "q2_k",
+        "IQ4_NL": "iq4_nl", "IQ4_XS": "iq4_xs"}  # their bytes
 Q4 = {}  # transcoded to q4 by default: none since Q2_K / Q3_K are copied
 Q4_ASKED = {"Q4_K": (32, True), "Q2_K": (16, True), "Q3_K": (16, False)}  # when that q4 is asked for
-Q8 = ("Q5_0", "IQ4_NL", "IQ4_XS")  # transcoded to q8_0
+Q8 = ("Q5_0",)  # transcoded to q8_0 by default
+Q8_ASKED = ("IQ4_NL", "IQ4_XS")  # transcoded to q8_0 when it is asked for (--quantize int8-b32)
 REQUANT = ("Q5_1",)  # requantized to q8_0
 EXACT = set(COPY) | {"Q5_0", "IQ4_NL"}  # the default keeps every value
 
@@ -124,11 +128,11 @@ def fp32(pkg_path, gguf_path):
     return not bad and n_ok >= 15, "%d matrices bit for bit, %d not: %s" % (n_ok, len(bad), bad[:3])
 
 
-def default(pkg_path, gguf_path, q8_path, q4=Q4):
-    """The default conversion: COPY types as their super-block dtypes holding the GGUF rows' bytes
+def default(pkg_path, gguf_path, q8_path, q4=Q4, q8t=()):
+    """The default conversion: COPY types as their own dtypes holding the GGUF rows' bytes
     unchanged; Q4 types (q4: Q4_ASKED too) as q4 with transcode_q4's d, m and codes; Q8 types
-    as q8_0 with transcode_q8's d and codes; REQUANT types as the tensor of q8_path (the
-    decoded F32 GGUF converted with --quantize int8-b32: the same requantization)."""
+    (q8t: Q8_ASKED too) as q8_0 with transcode_q8's d and codes; REQUANT types as the tensor of
+    q8_path (the decoded F32 GGUF converted with --quantize int8-b32: the same requantization)."""
     pkg, n_ok, bad, kinds = package(pkg_path), 0, [], {}
     q8 = package(q8_path) if q8_path else {}
     for out, (qt, n_in, data, r0, r1) in sorted(rows_of(sf.gguf_tensors(gguf_path)).items()):
@@ -136,9 +140,10 @@ def default(pkg_path, gguf_path, q8_path, q4=Q4):
         blob = bytes(blob)
         got = (t["dtype"], t.get("block"), bool(t.get("asym")), t["shape"])
         kinds.setdefault(qt, set()).add(got[:3])
-        if qt in COPY and qt not in q4:
-            row = n_in // 256 * gq.TYPES[qt][2]  # bytes per row: whole super-blocks
-            want = (COPY[qt], 256, False, [r1 - r0, n_in])
+        if qt in COPY and qt not in q4 and qt not in q8t:
+            _, blk, size = gq.TYPES[qt]
+            row = n_in // blk * size  # bytes per row: whole (super-)blocks
+            want = (COPY[qt], blk, False, [r1 - r0, n_in])
             if got != want or blob != data[r0 * row:r1 * row]:
                 bad.append("%s (%s): %s block %s asym %s shape %s, expected %s block %s shape %s "
                            "holding the GGUF's bytes (%s)" % ((out, qt) + got + want[:2] + want[3:]
@@ -278,12 +283,12 @@ def edges(src, out):
 
 # Asking for the layout a type is transcoded to (docs/format.md: "transcoded instead when that
 # format is the source's own layout"), for the embedding and the head too.
-OWN = {"Q5_0": "--quantize int8-b32", "IQ4_NL": "--quantize int8-b32",
-       "IQ4_XS": "--quantize int8-b32"}
+OWN = {"Q5_0": "--quantize int8-b32"}
 # Mixes as llama.cpp makes them: tag -> (the types, the tied embedding's type, the head's type)
 MIXES = {"q4km": ({"Q4_K", "Q6_K"}, "Q6_K", "Q6_K"), "q5km": ({"Q5_K", "Q6_K"}, "Q5_K", "Q6_K"),
          "q3km": ({"Q3_K", "Q4_K", "Q5_K", "Q6_K"}, None, "Q6_K"),
-         "q2k": ({"Q2_K", "Q3_K", "Q4_K", "Q6_K"}, None, "Q6_K")}
+         "q2k": ({"Q2_K", "Q3_K", "Q4_K", "Q6_K"}, None, "Q6_K"),
+         "iq4xs": ({"IQ4_XS", "Q6_K"}, "IQ4_XS", "Q6_K"), "iq4nl": ({"IQ4_NL", "Q6_K"}, None, "Q6_K")}
 
 
 def sizes(pkg_path, gguf_path):
@@ -326,8 +331,8 @@ def checks(g, tag):
          lambda: close(g + ".f32.f32", g + ".ref.f32")),
         ("--quantize int8: the decoded F32 GGUF's int8 package, byte for byte",
          lambda: same(g + ".i8.slate", g + ".ri8.slate")),
-        ("default: q4_k / q5_k / q6_k / q3_k / q2_k holding the GGUF's bytes, transcoded q8_0, "
-         "or requantized q8_0, as documented", lambda: default(g + ".def.slate", g + ".gguf", g + ".q8.slate")),
+        ("default: q4_k / q5_k / q6_k / q3_k / q2_k / iq4_nl / iq4_xs holding the GGUF's "
+         "bytes, transcoded q8_0, or requantized q8_0, as documented", lambda: default(g + ".def.slate", g + ".gguf", g + ".q8.slate")),
         ("default: logits (reference kernels) drift from the reference within the bound",
          lambda: drift_bound(g)),
         ("scales at f16 edges, --dtype fp32: ggml's values bit for bit",
@@ -350,6 +355,10 @@ def checks(g, tag):
                      % (" --asym" if asym else "", blk, tag, blk, " asym" if asym else ""),
                      lambda: default(g + ".own.slate", g + ".gguf", None,
                                      q4={tag: Q4_ASKED[tag]})))
+    if tag in Q8_ASKED:
+        todo.append(("--quantize int8-b32 (the embedding and head too): %s transcoded to q8_0, "
+                     "each scale the nearest f16, the levels as int8" % tag,
+                     lambda: default(g + ".own.slate", g + ".gguf", None, q8t=(tag,))))
     if tag == "Q5_K":
         todo.append(("--quantize int8-b32 (the requantization Q5_K had before q5_k, for a "
                      "runtime without it): the decoded F32 GGUF's int8-b32 package, byte for byte",
@@ -483,11 +492,17 @@ check_type q3km --quant Q3_K:weight --quant Q6_K:output.weight --quant Q4_K:attn
   --quant Q5_K:blk.0.ffn_down --quant Q4_K:blk.1.ffn_down
 check_type q2k --quant Q2_K:weight --quant Q6_K:output.weight --quant Q4_K:attn_output \
   --quant Q3_K:blk.0.ffn_down --quant Q4_K:blk.1.ffn_down
-# slate info on the mixes: every K dtype's bytes (the GGUF's) and bits per weight (bytes per 256:
-# q4_k 144 = 4.50, q6_k 210 = 6.56, q5_k 176 = 5.50, q3_k 110 = 3.44, q2_k 84 = 2.62).
-for m in q4km q5km q3km q2k; do
+# IQ4_XS-like and IQ4_NL-like (llama.cpp's IQ4_XS / IQ4_NL files: the 4-bit type everywhere, the
+# head Q6_K); IQ4_XS tied too, so the embedding lookup and the head read iq4_xs.
+check_type iq4xs --quant IQ4_XS:weight --quant Q6_K:output.weight --quant IQ4_XS:attn_output
+SRC="$WORK/mt" check_type iq4xs_tied --quant IQ4_XS:weight --quant Q6_K:blk.1.ffn_down
+check_type iq4nl --quant IQ4_NL:weight --quant Q6_K:output.weight --quant IQ4_NL:attn_output
+# slate info on the mixes: every K / IQ4 dtype's bytes (the GGUF's) and bits per weight (bytes
+# per block: q4_k 144 / 256 = 4.50, q6_k 210 = 6.56, q5_k 176 = 5.50, q3_k 110 = 3.44, q2_k 84 =
+# 2.62, iq4_xs 136 = 4.25; iq4_nl 18 / 32 = 4.50).
+for m in q4km q5km q3km q2k iq4xs iq4nl; do
   "$SLATE" info "$WORK/$m.def.slate" >"$WORK/$m.info" 2>&1 || true
-  check "slate info lists each K dtype's bytes of the $m package with its bits per weight" $PY -c '
+  check "slate info lists each K / IQ4 dtype's bytes of the $m package with its bits per weight" $PY -c '
 import re, sys
 import ggml_quants as gq
 import slatefiles as sf
@@ -495,11 +510,11 @@ text = open(sys.argv[1]).read()
 want = {}
 for ne, tt, _ in sf.gguf_tensors(sys.argv[2]).values():
     qt = gq.TYPE_IDS.get(tt)
-    if qt and qt.endswith("_K"):
-        want[qt] = want.get(qt, 0) + ne[0] * ne[1] // 256 * gq.TYPES[qt][2]
+    if qt and (qt.endswith("_K") or qt.startswith("IQ4")):
+        want[qt] = want.get(qt, 0) + ne[0] * ne[1] // gq.TYPES[qt][1] * gq.TYPES[qt][2]
 line = [l for l in text.splitlines() if "weights" in l]
 miss = [qt for qt, n in want.items() if not line or "%s %d = %.2f bits per weight" % (
-    qt.lower(), n, gq.TYPES[qt][2] * 8 / 256) not in line[0]]
+    qt.lower(), n, gq.TYPES[qt][2] * 8 / gq.TYPES[qt][1]) not in line[0]]
 if not line or "f16 0, bf16 0;" not in line[0]:  # nothing dequantized on the way
     miss.append("f16 0, bf16 0")
 print(line, want, "missing:", miss)
@@ -536,6 +551,13 @@ expect_fail "a Q3_K super-block d of +inf is refused (default: copied as q3_k), 
 patch_f16 "$WORK/Q2_K.gguf" "$WORK/nan_q2.gguf" blk.0.attn_qkv.weight 2 82 7e00
 expect_fail "a Q2_K super-block dmin of NaN is refused (default: copied as q2_k), naming it" \
   SLATE_E_FORMAT "blk.0.attn_qkv.weight" "$SLATE" convert "$WORK/nan_q2.gguf" -o "$WORK/x.slate"
+patch_f16 "$WORK/IQ4_XS.gguf" "$WORK/inf_iq4xs.gguf" blk.1.ffn_up.weight 3 0 fc00
+expect_fail "an IQ4_XS super-block d of -inf is refused (default: copied as iq4_xs), naming it" \
+  SLATE_E_FORMAT "blk.1.ffn_up.weight" "$SLATE" convert "$WORK/inf_iq4xs.gguf" -o "$WORK/x.slate"
+patch_f16 "$WORK/IQ4_NL.gguf" "$WORK/nan_iq4nl.gguf" blk.0.attn_output.weight 9 0 7e00
+expect_fail "an IQ4_NL block d of NaN is refused (default: copied as iq4_nl), naming the tensor" \
+  SLATE_E_FORMAT "blk.0.attn_output.weight" \
+  "$SLATE" convert "$WORK/nan_iq4nl.gguf" -o "$WORK/x.slate"
 head -c -1000 "$WORK/Q6_K.gguf" >"$WORK/trunc.gguf"
 expect_fail "a truncated Q6_K file is refused, naming the last tensor" SLATE_E_FORMAT \
   "blk.1.ffn_down.weight" "$SLATE" convert "$WORK/trunc.gguf" -o "$WORK/x.slate"

@@ -604,9 +604,10 @@ static void transcode_equals_dequantize_within_the_scale_rounding(void **st) {
     assert_true(saw_negative_d);
 }
 
-/* The routes: which slate layout each type lands in by default (Q4_K, Q5_K, Q6_K copied as
- * q4_k, q5_k, q6_k); the layout each transcode writes (Q4_K: q4 b32 asym, asked for; the other
- * copied types and the requantized one have none). */
+/* The routes: which slate layout each type lands in by default (Q2_K..Q6_K, IQ4_NL, IQ4_XS
+ * copied as q2_k..q6_k, iq4_nl, iq4_xs); the layout each transcode writes (Q4_K: q4 b32 asym,
+ * Q2_K / Q3_K: q4 b16, IQ4: q8_0, asked for; the other copied types and the requantized one
+ * have none). */
 static void each_type_has_its_nearest_layout(void **st) {
     (void)st;
     static const struct {
@@ -623,8 +624,8 @@ static void each_type_has_its_nearest_layout(void **st) {
         {SLATE__SRC_Q2_K, SLATE__ROUTE_COPY, SLATE_DTYPE_Q2_K, 256, false},
         {SLATE__SRC_Q3_K, SLATE__ROUTE_COPY, SLATE_DTYPE_Q3_K, 256, false},
         {SLATE__SRC_Q5_0, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q8_0, 32, false},
-        {SLATE__SRC_IQ4_NL, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q8_0, 32, false},
-        {SLATE__SRC_IQ4_XS, SLATE__ROUTE_TRANSCODE, SLATE_DTYPE_Q8_0, 32, false},
+        {SLATE__SRC_IQ4_NL, SLATE__ROUTE_COPY, SLATE_DTYPE_IQ4_NL, 32, false},
+        {SLATE__SRC_IQ4_XS, SLATE__ROUTE_COPY, SLATE_DTYPE_IQ4_XS, 256, false},
         {SLATE__SRC_Q5_1, SLATE__ROUTE_REQUANT, SLATE_DTYPE_Q8_0, 32, false},
         {SLATE__SRC_Q5_K, SLATE__ROUTE_COPY, SLATE_DTYPE_Q5_K, 256, false},
         {SLATE__SRC_Q6_K, SLATE__ROUTE_COPY, SLATE_DTYPE_Q6_K, 256, false},
@@ -647,6 +648,11 @@ static void each_type_has_its_nearest_layout(void **st) {
             assert_int_equal(tdt, SLATE_DTYPE_Q4);
             assert_int_equal(tblock, want[i].t == SLATE__SRC_Q4_K ? 32 : 16);
             assert_int_equal(tasym, want[i].t != SLATE__SRC_Q3_K);
+        } else if (want[i].t == SLATE__SRC_IQ4_NL || want[i].t == SLATE__SRC_IQ4_XS) {
+            assert_true(tc); /* the q8_0 they transcode to when it is asked for */
+            assert_int_equal(tdt, SLATE_DTYPE_Q8_0);
+            assert_int_equal(tblock, 32);
+            assert_false(tasym);
         } else if (want[i].r == SLATE__ROUTE_TRANSCODE) {
             assert_true(tc);
             assert_int_equal(tdt, want[i].dt);
@@ -979,25 +985,26 @@ static void k_quants_are_copied_or_exact_f32_or_transcoded_when_asked(void **st)
     }
 }
 
-/* The super-block dtypes are not conversion targets (no quantizer makes them): asked for as
- * the dtype or by a keep rule, through the API, they are refused up front, not failed per
- * tensor (also from a Q5_K source, whose default is a q5_k copy), naming the GGUF type they
- * come from. */
-static void k_quants_are_refused_as_requested_dtypes(void **st) {
+/* The super-block dtypes and iq4_nl are not conversion targets (no quantizer makes them):
+ * asked for as the dtype or by a keep rule, through the API, they are refused up front, not
+ * failed per tensor (also from a Q5_K source, whose default is a q5_k copy), naming the GGUF
+ * type they come from. */
+static void copied_only_dtypes_are_refused_as_requested_dtypes(void **st) {
     (void)st;
     static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q5_K,
-                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
-    static const char *const gguf[] = {"Q4_K", "Q6_K", "Q5_K", "Q3_K", "Q2_K"};
-    for (int k = 0; k < 20; k++) {
-        tm_opts o = kq_opts(k < 10 ? SLATE__SRC_Q4_K : SLATE__SRC_Q5_K);
+                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL,
+                                      SLATE_DTYPE_IQ4_XS};
+    static const char *const gguf[] = {"Q4_K", "Q6_K", "Q5_K", "Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS"};
+    for (int k = 0; k < 28; k++) {
+        tm_opts o = kq_opts(k < 14 ? SLATE__SRC_Q4_K : SLATE__SRC_Q5_K);
         slate__import imp;
         slate_error err;
         assert_int_equal(tm_import(&o, &imp, &err), SLATE_OK);
-        slate_dtype dt = dts[k % 5];
+        slate_dtype dt = dts[k % 7];
         slate_convert_keep rules[2];
         slate_convert_params cp = tm_params(&o, rules);
         cp.convert_quantized = true;
-        if (k % 10 < 5) {
+        if (k % 14 < 7) {
             cp.dtype = dt;
         } else {
             rules[0] = (slate_convert_keep){dt, "blk.*"};
@@ -1007,7 +1014,7 @@ static void k_quants_are_refused_as_requested_dtypes(void **st) {
         assert_int_equal(slate__build_package(&imp, &cp, tu_tmp("kq_req.slate"), &err),
                          SLATE_E_INVALID_ARG);
         char want[64];
-        snprintf(want, sizeof want, "only copied from GGUF %s tensors", gguf[k % 5]);
+        snprintf(want, sizeof want, "only copied from GGUF %s tensors", gguf[k % 7]);
         if (!strstr(err.message, slate_dtype_name(dt)) || !strstr(err.message, want))
             fail_msg("case %d: %s", k, err.message);
         tm_import_free(&imp);
@@ -1029,8 +1036,8 @@ static void logits_of(const char *path, float *out) {
 }
 
 /* Each type by default: its nearest layout in the package; the package runs (the run-time
- * kernels, not only the reference: q4_k / q5_k / q6_k / q3_k / q2_k super-blocks, also as a
- * tied head and in the embedding lookup) and its
+ * kernels, not only the reference: q4_k / q5_k / q6_k / q3_k / q2_k / iq4_xs super-blocks and
+ * iq4_nl blocks, also as a tied head and in the embedding lookup) and its
  * logits follow the f32 conversion of the same source. Tolerance: relative L2 error of the
  * logits below 2e-2. The weights differ from the f32 ones by the f16 rounding of scales
  * (2^-11 relative) or, requantized, by up to half an int8 step (~0.4% of a block's largest
@@ -1048,9 +1055,13 @@ static void every_type_converts_to_its_layout_and_runs_close_to_f32(void **st) {
         {SLATE__SRC_Q6_K, "q6_k", 256, false, false}, {SLATE__SRC_Q6_K, "q6_k", 256, false, true},
         {SLATE__SRC_Q2_K, "q2_k", 256, false, false}, {SLATE__SRC_Q2_K, "q2_k", 256, false, true},
         {SLATE__SRC_Q3_K, "q3_k", 256, false, false}, {SLATE__SRC_Q3_K, "q3_k", 256, false, true},
-        {SLATE__SRC_Q5_0, "q8_0", 32, false, false},  {SLATE__SRC_IQ4_NL, "q8_0", 32, false, false},
+        {SLATE__SRC_Q5_0, "q8_0", 32, false, false},
+        {SLATE__SRC_IQ4_NL, "iq4_nl", 32, false, false},
+        {SLATE__SRC_IQ4_NL, "iq4_nl", 32, false, true},
         {SLATE__SRC_Q5_K, "q5_k", 256, false, false}, {SLATE__SRC_Q5_K, "q5_k", 256, false, true},
-        {SLATE__SRC_IQ4_XS, "q8_0", 32, false, false}, {SLATE__SRC_Q5_1, "q8_0", 32, false, false},
+        {SLATE__SRC_IQ4_XS, "iq4_xs", 256, false, false},
+        {SLATE__SRC_IQ4_XS, "iq4_xs", 256, false, true},
+        {SLATE__SRC_Q5_1, "q8_0", 32, false, false},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         tm_opts o = kq_opts(cases[c].t);
@@ -1194,7 +1205,7 @@ int main(void) {
         cmocka_unit_test(parser_refuses_rows_that_are_not_whole_blocks),
         cmocka_unit_test(parser_names_every_type_it_does_not_read),
         cmocka_unit_test(k_quants_are_copied_or_exact_f32_or_transcoded_when_asked),
-        cmocka_unit_test(k_quants_are_refused_as_requested_dtypes),
+        cmocka_unit_test(copied_only_dtypes_are_refused_as_requested_dtypes),
         cmocka_unit_test(every_type_converts_to_its_layout_and_runs_close_to_f32),
         cmocka_unit_test(convert_refuses_bad_super_block_scales_naming_tensor_and_block),
     };

@@ -706,8 +706,17 @@ static void size_q4_asym(cJSON *e) {
                            (cJSON_GetArrayItem(s, 1)->valuedouble / 32) * 20);
 }
 
-/* Opens pkg with the tensor entry `tensor` changed by `edit` (NULL: none); must succeed and the
- * weight must keep dtype dt with super-blocks of 256. */
+/* [n_out][n_in] -> [n_out * n_in / 16][16]: the same size, rows of 16 (no whole block). */
+static void shape_rows_16(cJSON *e) {
+    cJSON *s = cJSON_GetObjectItem(e, "shape");
+    double a = cJSON_GetArrayItem(s, 0)->valuedouble, b = cJSON_GetArrayItem(s, 1)->valuedouble;
+    cJSON_DeleteItemFromObject(e, "shape");
+    cJSON *n = cJSON_AddArrayToObject(e, "shape");
+    cJSON_AddItemToArray(n, cJSON_CreateNumber(a * b / 16));
+    cJSON_AddItemToArray(n, cJSON_CreateNumber(16));
+}
+
+/* Opens pkg with the tensor entry `tensor` changed by `edit` (NULL: none); it must succeed. */
 static void expect_edit_opens(const uint8_t *pkg, const char *tensor, void (*edit)(cJSON *e)) {
     cJSON *j = pu_meta(pkg), *e;
     cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "tensors")) {
@@ -726,20 +735,22 @@ static void expect_edit_opens(const uint8_t *pkg, const char *tensor, void (*edi
     cJSON_Delete(j);
 }
 
-/* Super-block entries (what the converter writes for GGUF Q4_K / Q5_K / Q6_K / Q3_K / Q2_K
- * tensors): "block" is optional and 256 when given; any other block, "asym", "bits", a size that
- * is not n_out x n_in / 256 x 144 (q5_k: 176, q6_k: 210, q3_k: 110, q2_k: 84) bytes, or rows that
- * are not whole
- * super-blocks are refused naming the tensor. */
-static void k_quant_tensor_entries_take_super_blocks_of_256_only(void **st) {
+/* Entries of the copied GGUF formats (what the converter writes for GGUF Q4_K / Q5_K / Q6_K /
+ * Q3_K / Q2_K / IQ4_XS / IQ4_NL tensors): "block" is optional and 256 (iq4_nl: 32) when given;
+ * any other block, "asym", "bits", a size that is not n_out x n_in / 256 x 144 (q5_k: 176, q6_k:
+ * 210, q3_k: 110, q2_k: 84, iq4_xs: 136; iq4_nl: n_in / 32 x 18) bytes, or rows that are not
+ * whole (super-)blocks are refused naming the tensor. */
+static void copied_format_entries_take_their_own_blocks_only(void **st) {
     (void)st;
     static const struct {
         slate__src_type t;
         const char *dtype;
-        double bytes; /* per super-block */
-    } kt[] = {{SLATE__SRC_Q4_K, "q4_k", 144}, {SLATE__SRC_Q6_K, "q6_k", 210},
-              {SLATE__SRC_Q5_K, "q5_k", 176}, {SLATE__SRC_Q3_K, "q3_k", 110},
-              {SLATE__SRC_Q2_K, "q2_k", 84}};
+        double bytes; /* per (super-)block */
+        int block;
+    } kt[] = {{SLATE__SRC_Q4_K, "q4_k", 144, 256}, {SLATE__SRC_Q6_K, "q6_k", 210, 256},
+              {SLATE__SRC_Q5_K, "q5_k", 176, 256}, {SLATE__SRC_Q3_K, "q3_k", 110, 256},
+              {SLATE__SRC_Q2_K, "q2_k", 84, 256},  {SLATE__SRC_IQ4_XS, "iq4_xs", 136, 256},
+              {SLATE__SRC_IQ4_NL, "iq4_nl", 18, 32}};
     for (size_t k = 0; k < sizeof kt / sizeof kt[0]; k++) {
         char msg[64];
         tm_opts o = tm_default();
@@ -761,26 +772,29 @@ static void k_quant_tensor_entries_take_super_blocks_of_256_only(void **st) {
             const char *name = cJSON_GetObjectItem(e, "name")->valuestring;
             if (strcmp(name, q) && strcmp(name, dn)) continue;
             assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring, kt[k].dtype);
-            assert_int_equal((int)cJSON_GetObjectItem(e, "block")->valuedouble, 256);
+            assert_int_equal((int)cJSON_GetObjectItem(e, "block")->valuedouble, kt[k].block);
             double n_out = cJSON_GetArrayItem(cJSON_GetObjectItem(e, "shape"), 0)->valuedouble;
             double n_in = cJSON_GetArrayItem(cJSON_GetObjectItem(e, "shape"), 1)->valuedouble;
             assert_true(cJSON_GetObjectItem(e, "size")->valuedouble ==
-                        n_out * (n_in / 256) * kt[k].bytes);
+                        n_out * (n_in / kt[k].block) * kt[k].bytes);
         }
         cJSON_Delete(j);
+        bool sb = kt[k].block == 256;
         expect_edit_opens(pkg, q, NULL);
         expect_edit_opens(pkg, q, no_block);
-        expect_edit_opens(pkg, dn, block_256);
-        snprintf(msg, sizeof msg, "block 32 is not supported for %s", kt[k].dtype);
-        pu_expect_edit(pkg, q, block_32, SLATE_E_UNSUPPORTED, msg);
+        expect_edit_opens(pkg, dn, sb ? block_256 : block_32);
+        snprintf(msg, sizeof msg, "block %d is not supported for %s", sb ? 32 : 256, kt[k].dtype);
+        pu_expect_edit(pkg, q, sb ? block_32 : block_256, SLATE_E_UNSUPPORTED, msg);
         pu_expect_edit(pkg, q, block_64, SLATE_E_UNSUPPORTED, "block 64");
         snprintf(msg, sizeof msg, "asymmetric %s is not supported", kt[k].dtype);
         pu_expect_edit(pkg, q, asym_true, SLATE_E_UNSUPPORTED, msg);
-        pu_expect_edit(pkg, dn, bits_4, SLATE_E_UNSUPPORTED, "apply only to pal, not q");
+        snprintf(msg, sizeof msg, "apply only to pal, not %s", kt[k].dtype);
+        pu_expect_edit(pkg, dn, bits_4, SLATE_E_UNSUPPORTED, msg);
         pu_expect_edit(pkg, q, size_plus_one, SLATE_E_FORMAT, "does not match");
         pu_expect_edit(pkg, dn, size_q4_asym, SLATE_E_FORMAT, "does not match");
-        pu_expect_edit(pkg, q, shape_odd_rows, SLATE_E_FORMAT,
-                       "row length 128 is not a positive multiple of the block 256");
+        pu_expect_edit(pkg, q, sb ? shape_odd_rows : shape_rows_16, SLATE_E_FORMAT,
+                       sb ? "row length 128 is not a positive multiple of the block 256"
+                          : "row length 16 is not a positive multiple of the block 32");
         slate__free(data);
     }
 }
@@ -801,7 +815,7 @@ int main(void) {
         cmocka_unit_test(quantized_models_give_logits_close_to_f32),
         cmocka_unit_test(quantized_prefill_then_decode_matches_longer_prefill),
         cmocka_unit_test(malformed_quantized_tensor_entries_are_refused),
-        cmocka_unit_test(k_quant_tensor_entries_take_super_blocks_of_256_only),
+        cmocka_unit_test(copied_format_entries_take_their_own_blocks_only),
     };
     return TU_RUN_TESTS_NO_LEAK(tests, NULL, NULL);
 }
