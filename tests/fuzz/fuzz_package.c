@@ -8,7 +8,8 @@
  *       --quant Q6_K:blk.1.ffn_down
  *   slate convert k.gguf -o kquant_ffn_down.slate --kv-dtype fp32 --context 64
  * and kquant23_ffn_down.slate the same with --quant Q3_K:blk.0.ffn_down --quant
- * Q2_K:blk.1.ffn_down (q3_k and q2_k super-blocks). */
+ * Q2_K:blk.1.ffn_down (q3_k and q2_k super-blocks), iq4_ffn_down.slate with --quant
+ * IQ4_NL:blk.0.ffn_down --quant IQ4_XS:blk.1.ffn_down (iq4_nl blocks, iq4_xs super-blocks). */
 #include <stddef.h>
 #include <stdint.h>
 
