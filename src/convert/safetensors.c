@@ -499,6 +499,7 @@ slate_status slate__st_open(const char *path, slate__st **out, slate_error *err)
     s = slate__st_open_mem(m.data, m.size, &st, err);
     if (s) {
         slate__map_close(&m);
+        slate__error_name_file(err, path); /* the parser saw only bytes */
         return s;
     }
     st->map = m;

@@ -127,6 +127,9 @@ open(p, "wb").write(struct.pack("<Q", len(s)) + s + bytes(b[8 + n:]))
 PYEOF
 expect_fail "safetensors header lying about a tensor's size" SLATE_E_FORMAT "q_proj" \
   "$SLATE" convert "$WORK/lie" -o "$WORK/lie.slate"
+expect_fail "... and the message names the file (the parser itself sees only bytes)" \
+  SLATE_E_FORMAT "'$WORK/lie/model.safetensors': tensor" \
+  "$SLATE" convert "$WORK/lie" -o "$WORK/lie.slate"
 check "no output left after a failed convert" test ! -e "$WORK/lie.slate" -a ! -e "$WORK/lie.slate.tmp"
 sed -i 's/LlamaForCausalLM/GPTNeoXForCausalLM/' "$WORK/hf/config.json"
 expect_fail "unknown architecture named" SLATE_E_UNSUPPORTED "GPTNeoXForCausalLM" \
