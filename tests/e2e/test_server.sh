@@ -284,14 +284,17 @@ IDLE=$!
 curl -s -o "$WORK/long.body" -w '%{http_code} %{time_total}' "${J[@]}" \
   --data '{"prompt":"long story","max_tokens":16000,"ignore_eos":true}' "$URL/v1/completions" >"$WORK/long.code" &
 LONG=$!
-sleep 0.3
-curl -s --max-time 0.6 -o /dev/null "${J[@]}" --data '{"prompt":"gone","max_tokens":5}' "$URL/v1/completions" &
+# Polled, not slept: under load a fixed sleep missed the queued request (or its hang-up).
+for _ in $(seq 100); do health | grep -q '"slots_busy":1' && break; sleep 0.05; done
+curl -s --max-time 1.5 -o /dev/null "${J[@]}" --data '{"prompt":"gone","max_tokens":5}' "$URL/v1/completions" &
 GONE=$!
-sleep 0.2
+for _ in $(seq 28); do health | grep -q '"queue_length":1' && break; sleep 0.05; done
 check "a second request waits in the queue" bash -c "curl -s $URL/health | grep -q '\"queue_length\":1'"
 wait $GONE || true
-sleep 0.3
-check "a queued client that hangs up leaves the queue" bash -c "curl -s $URL/health | grep -q '\"queue_length\":0'"
+for _ in $(seq 40); do health | grep -q '"queue_length":0' && break; sleep 0.05; done
+# slots_busy 1: the long request still runs, so the queue emptied because the client left
+check "a queued client that hangs up leaves the queue" bash -c \
+  "curl -s $URL/health | grep '\"queue_length\":0' | grep -q '\"slots_busy\":1'"
 curl -s -o "$WORK/queued.body" -w '%{http_code} %{time_total}' "${J[@]}" \
   --data '{"prompt":"patient","max_tokens":5,"stream":true}' "$URL/v1/completions" >"$WORK/queued.code" &
 QUEUED=$!
