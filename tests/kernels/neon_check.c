@@ -3,11 +3,13 @@
  * the scalar reference ("ref", kernels/ref/) on random data with odd sizes and tails: matmul
  * (F32, F16, BF16 weights; n_rows 1 (decode) to 9, n_in 1 to 1000, output sub-ranges, with and
  * without bias); matmul of the compressed formats (Q8_0; Q4 with blocks of 16, 32, 64, 128,
- * symmetric and asymmetric; Q8_C; Q4_K, Q5_K, Q6_K, Q3_K, Q2_K) with x quantized in two row ranges
- * (n_rows 1 to 9 and 13, one block, odd block counts, short last x units, 37 rows, rows of 4096+
- * inputs, several output blocks; for the super-block formats also row counts around the groups
- * of 4, many super-blocks, the tables' own kernels sharing Q8_0's x, and every code at its
- * extreme against every x at +-max, the largest integer sums); to_f32 (every f16 / bf16
+ * symmetric and asymmetric; Q8_C; IQ4_NL; Q4_K, Q5_K, Q6_K, Q3_K, Q2_K, IQ4_XS) with x quantized
+ * in two row ranges (n_rows 1 to 9 and 13, one block, odd block counts, short last x units, 37
+ * rows, rows of 4096+ inputs, several output blocks; for the super-block formats also row counts
+ * around the groups of 4 and many super-blocks; for those and IQ4_NL the tables' own kernels
+ * sharing Q8_0's x, and every code at its extreme against every x at +-max, the largest integer
+ * sums; every format also on x that int8 holds exactly, within the f32 tolerance); to_f32 (every
+ * f16 / bf16
  * bit pattern at several tail lengths), rms_norm, attention (F32 and F16 caches, head_dim 1 to
  * 128, GQA groups of 1 to 9 heads, empty ranges, strides wider than head_dim, masks with -inf
  * and NaN, every score masked, with and without Gemma 2's score cap), the vector tanh (as
@@ -148,21 +150,32 @@ static void check_kquant_tiles(const slate__kernels *k, const slate__kernels *re
                    problem);
 }
 
-/* The neon tables run their own Q4_K / Q5_K / Q6_K / Q3_K / Q2_K matmuls (not ref's). The
- * table's x for them is the one it writes for Q8_0 (the same plan: bytes, layout id, row
+/* The formats GGUF files mix with Q8_0 (and one another) in q/k/v or gate/up, with their blocks:
+ * the super-block formats and IQ4_NL (blocks of 32, arm/neon_q.c). */
+static const struct {
+    slate_dtype dt;
+    int32_t block;
+} mixed[] = {
+    {SLATE_DTYPE_Q4_K, 256}, {SLATE_DTYPE_Q5_K, 256}, {SLATE_DTYPE_Q6_K, 256},
+    {SLATE_DTYPE_Q3_K, 256}, {SLATE_DTYPE_Q2_K, 256}, {SLATE_DTYPE_IQ4_NL, 32},
+};
+
+/* The neon tables run their own Q4_K / Q5_K / Q6_K / Q3_K / Q2_K / IQ4_NL matmuls (not ref's).
+ * The table's x for them is the one it writes for Q8_0 (the same plan: bytes, layout id, row
  * alignment; the same bytes), so exec may share it between q/k/v or gate/up of mixed formats,
- * as Q4_K_M, Q3_K_M and Q2_K files have them. Tables without an x quantizer for these pass. */
+ * as Q4_K_M, Q3_K_M, Q2_K and IQ4_NL files have them. Tables without an x quantizer for these
+ * pass. */
 static void check_kquant_shared_x(const slate__kernels *k, const slate__kernels *ref) {
     uint64_t rng = g_seed ^ 0x7368617265ull;
     char problem[512];
-    for (size_t d = 0; d < N_KDTS; d++) {
-        slate_dtype dt = kdts[d];
+    for (size_t d = 0; d < sizeof mixed / sizeof *mixed; d++) {
+        slate_dtype dt = mixed[d].dt;
         snprintf(problem, sizeof problem, "%s %s: ", k->name, slate_dtype_name(dt));
         size_t len = strlen(problem);
         if (strncmp(k->name, "neon", 4) == 0 && (k->matmul[dt] == ref->matmul[dt] ||
                                                  !k->xq_plan[dt] || !k->quantize_x[dt])) {
             snprintf(problem + len, sizeof problem - len, "the table runs ref's matmul or has no "
-                     "x quantizer (arm/neon_k.c not installed)");
+                     "x quantizer (arm/neon_q.c / neon_k.c not installed)");
             report(false, problem);
             continue;
         }
@@ -172,7 +185,7 @@ static void check_kquant_shared_x(const slate__kernels *k, const slate__kernels 
         }
         const int64_t n_rows = 3, n_in = 768;
         slate__wmat wk, w8;
-        slate__wmat_init(&wk, NULL, dt, 256, false, 1, n_in);
+        slate__wmat_init(&wk, NULL, dt, mixed[d].block, false, 1, n_in);
         slate__wmat_init(&w8, NULL, SLATE_DTYPE_Q8_0, 32, false, 1, n_in);
         slate__xq_plan pk = k->xq_plan[dt](&wk, n_rows);
         slate__xq_plan p8 = k->xq_plan[SLATE_DTYPE_Q8_0](&w8, n_rows);
@@ -201,38 +214,121 @@ static void check_kquant_shared_x(const slate__kernels *k, const slate__kernels 
     }
 }
 
+/* Runs the matmul of wm on x (n_rows rows; columns [o0, o1), no bias) in k, x quantized as
+ * exec does where k quantizes x for the format, and in ref, and checks the outputs with
+ * kc_check_q_outputs: within the bound of x's int8 rounding, or with exact (x that int8 holds,
+ * so the quantizer rounds nothing) within the f32 tolerance alone. detail stays empty when they
+ * agree. */
+static void q_case(const slate__kernels *k, const slate__kernels *ref, const slate__wmat *wm,
+                   const float *x, int64_t n_rows, int64_t o0, int64_t o1, bool exact,
+                   char *detail, size_t cap) {
+    slate_dtype dt = wm->dtype;
+    float *got = malloc((size_t)(n_rows * wm->n_out) * sizeof(float));
+    float *want = malloc((size_t)(n_rows * wm->n_out) * sizeof(float));
+    if (!got || !want) exit(1);
+    for (int64_t i = 0; i < n_rows * wm->n_out; i++) got[i] = want[i] = 12345.0f;
+    uint8_t *xq = NULL;
+    if (k->xq_plan[dt]) {
+        slate__xq_plan pl = k->xq_plan[dt](wm, n_rows);
+        xq = malloc(pl.bytes);
+        if (!xq) exit(1);
+        k->quantize_x[dt](xq, x, wm, n_rows, 0, n_rows);
+    }
+    k->matmul[dt](got, x, xq, wm, NULL, n_rows, o0, o1);
+    ref->matmul[dt](want, x, NULL, wm, NULL, n_rows, o0, o1);
+    kc_check_q_outputs(wm, x, NULL, got, want, 12345.0f, n_rows, o0, o1, xq && !exact, detail,
+                       cap);
+    free(got);
+    free(want);
+    free(xq);
+}
+
+/* x that int8 holds exactly (test_quant_kernels.c's fill_int8_x): per 128 inputs a
+ * power-of-two scale s (1/8 .. 4) times integers in [-127, 127], every 16 inputs with one +-127
+ * among them, so the quantizer's units of 32 find dx = s and round nothing (127 / (127 s) and
+ * every q s are exact in f32). */
+static void fill_int8_x(float *x, int64_t n_rows, int64_t n_in, uint64_t *rng) {
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t g = 0; g < n_in; g += 128) {
+            float s = ldexpf(1.0f, (int)(kc_rand(rng) % 6) - 3);
+            for (int64_t i = g; i < n_in && i < g + 128; i++)
+                x[r * n_in + i] = s * (float)((int)(kc_rand(rng) % 255) - 127);
+            for (int64_t i = g; i < n_in && i < g + 128; i += 16) {
+                int64_t n = n_in - i < 16 ? n_in - i : 16;
+                x[r * n_in + i + (int64_t)(kc_rand(rng) % (uint64_t)n)] =
+                    kc_rand(rng) % 2 ? 127.0f * s : -127.0f * s;
+            }
+        }
+}
+
+/* On x that int8 holds exactly the table must be as close to ref as an f32 kernel (1e-5 of
+ * sum |w x|, the order of summation): x's rounding no longer hides a small error in a code or
+ * scale (one of IQ4's 16 levels off by one stays inside that bound on random x). Every
+ * compressed format, decode and the prefill row groups, several output blocks. */
+static void check_quant_exact(const slate__kernels *k, const slate__kernels *ref) {
+    uint64_t rng = g_seed ^ 0x696e7438ull;
+    static const int64_t rows[] = {1, 2, 3, 4, 5, 9};
+    for (size_t f = 0; f < KC_N_QFMTS; f++) {
+        const kc_qfmt *q = &kc_qfmts[f];
+        for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++) {
+            int64_t n_rows = rows[ri], n_in = q->block ? 512 : 517, n_out = 37, o0 = ri % 3;
+            size_t wbytes = (size_t)slate__wmat_bytes(q->dt, q->block, q->asym, n_out, n_in);
+            uint8_t *wd = malloc(wbytes);
+            float *x = malloc((size_t)(n_rows * n_in) * sizeof(float));
+            if (!wd || !x) exit(1);
+            slate__wmat wm;
+            slate__wmat_init(&wm, wd, q->dt, q->block, q->asym, n_out, n_in);
+            kc_fill_qweights(wd, &wm, &rng);
+            fill_int8_x(x, n_rows, n_in, &rng);
+            char problem[512], detail[300] = "";
+            q_case(k, ref, &wm, x, n_rows, o0, n_out, true, detail, sizeof detail);
+            snprintf(problem, sizeof problem, "%s matmul %s B=%d asym=%d rows=%lld n_in=%lld on "
+                     "x that int8 holds: %s", k->name, slate_dtype_name(q->dt), (int)q->block,
+                     (int)q->asym, (long long)n_rows, (long long)n_in, detail);
+            report(!detail[0], problem);
+            free(wd);
+            free(x);
+        }
+    }
+}
+
 /* The largest integer sums the kernel keeps: every x of a row at +-max (so every |q_x| is 127)
  * against the largest codes: Q4_K all 15 (16 products of 15 * 127 per s16 lane of the NEON
  * baseline), Q6_K all -32 or all 31 (8 of 32 * 127), Q5_K all 31 (nibbles 15 and every qh bit:
  * 8 products of 31 * 127 fit an s16 lane, 16 would not), Q3_K all -4 (no qs or hmask bit) or
- * all 3 (every bit), Q2_K all 3, with x's sign the same or opposite everywhere; the scales stay
- * random. A sum kept in too narrow a lane overflows here. */
+ * all 3 (every bit), Q2_K all 3, IQ4_NL all nibbles 0 (level -127: 2 products of 127 * 127 fill
+ * an s16 lane of the baseline's pairs) or all 15 (level 113), with x's sign the same or opposite
+ * everywhere; the scales stay random. A sum kept in too narrow a lane overflows here. */
 static void check_kquant_extremes(const slate__kernels *k, const slate__kernels *ref) {
     uint64_t rng = g_seed ^ 0x65787472656dull;
     const int64_t n_rows = 5, n_in = 512, n_out = 19, o0 = 2, o1 = 19;
     /* bit 0: x's sign; c / 2: 0 Q4_K, 1 Q6_K codes -32, 2 Q6_K 31, 3 Q5_K 31, 4 Q3_K -4,
-     * 5 Q3_K 3, 6 Q2_K 3 */
-    for (int c = 0; c < 14; c++) {
-        static const slate_dtype dts[7] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q6_K,
-                                           SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q3_K,
-                                           SLATE_DTYPE_Q2_K};
+     * 5 Q3_K 3, 6 Q2_K 3, 7 IQ4_NL nibbles 0, 8 IQ4_NL 15 */
+    for (int c = 0; c < 18; c++) {
+        static const slate_dtype dts[9] = {SLATE_DTYPE_Q4_K,   SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q6_K,
+                                           SLATE_DTYPE_Q5_K,   SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q3_K,
+                                           SLATE_DTYPE_Q2_K,   SLATE_DTYPE_IQ4_NL,
+                                           SLATE_DTYPE_IQ4_NL};
         slate_dtype dt = dts[c / 2];
+        int32_t block = dt == SLATE_DTYPE_IQ4_NL ? 32 : 256;
         char problem[512], detail[300] = "";
         snprintf(problem, sizeof problem, "%s matmul %s saturated codes (case %d): ", k->name,
                  slate_dtype_name(dt), c);
         size_t len = strlen(problem);
-        size_t wbytes = (size_t)slate__wmat_bytes(dt, 256, false, n_out, n_in);
+        size_t wbytes = (size_t)slate__wmat_bytes(dt, block, false, n_out, n_in);
         uint8_t *wd = malloc(wbytes);
         float *x = malloc((size_t)(n_rows * n_in) * sizeof(float));
-        float got[5 * 19], want[5 * 19];
         if (!wd || !x) exit(1);
         slate__wmat wm;
-        slate__wmat_init(&wm, wd, dt, 256, false, n_out, n_in);
+        slate__wmat_init(&wm, wd, dt, block, false, n_out, n_in);
         kc_fill_qweights(wd, &wm, &rng);
         for (int64_t o = 0; o < n_out; o++)
-            for (int64_t b = 0; b < n_in / 256; b++) {
+            for (int64_t b = 0; b < n_in / block; b++) {
                 uint8_t *blk = wd + (size_t)o * wm.row_bytes;
-                if (dt == SLATE_DTYPE_Q4_K) {
+                if (dt == SLATE_DTYPE_IQ4_NL) {
+                    blk += (size_t)b * sizeof(slate__block_iq4_nl);
+                    memset(blk + 2, c / 2 == 7 ? 0x00 : 0xFF, 16); /* qs */
+                } else if (dt == SLATE_DTYPE_Q4_K) {
                     blk += (size_t)b * sizeof(slate__block_q4_k);
                     memset(blk + 16, 0xFF, 128);
                 } else if (dt == SLATE_DTYPE_Q5_K) {
@@ -249,24 +345,13 @@ static void check_kquant_extremes(const slate__kernels *k, const slate__kernels 
                     memset(blk, c / 2 == 1 ? 0x00 : 0xFF, 192); /* ql and qh */
                 }
             }
+        /* +-0.75 in every input: every q_x is +-127 */
         for (int64_t i = 0; i < n_rows * n_in; i++) x[i] = c % 2 ? -0.75f : 0.75f;
-        for (int64_t i = 0; i < n_rows * n_out; i++) got[i] = want[i] = 12345.0f;
-        uint8_t *xq = NULL;
-        if (k->xq_plan[dt]) {
-            slate__xq_plan pl = k->xq_plan[dt](&wm, n_rows);
-            xq = malloc(pl.bytes);
-            if (!xq) exit(1);
-            k->quantize_x[dt](xq, x, &wm, n_rows, 0, n_rows);
-        }
-        k->matmul[dt](got, x, xq, &wm, NULL, n_rows, o0, o1);
-        ref->matmul[dt](want, x, NULL, &wm, NULL, n_rows, o0, o1);
-        kc_check_q_outputs(&wm, x, NULL, got, want, 12345.0f, n_rows, o0, o1, xq != NULL, detail,
-                           sizeof detail);
+        q_case(k, ref, &wm, x, n_rows, o0, o1, false, detail, sizeof detail);
         snprintf(problem + len, sizeof problem - len, "%s", detail);
         report(!detail[0], problem);
         free(wd);
         free(x);
-        free(xq);
     }
 }
 
@@ -397,6 +482,7 @@ int main(int argc, char **argv) {
         check_kquant_tiles(k, ref);
         check_kquant_shared_x(k, ref);
         check_kquant_extremes(k, ref);
+        check_quant_exact(k, ref);
         check_to_f32(k, ref);
         check_rms_norms(k, ref);
         check_attentions(k, ref);

@@ -1,7 +1,7 @@
 /*
  * neon_q.c - integer matmul of the compressed weight formats (Q8_0, Q4 with blocks of 16, 32,
- * 64 and 128, symmetric and asymmetric, Q8_C) with AArch64 Advanced SIMD: the "neon" table
- * (dispatch.c adds them after neon.c's kernels). Same signatures and meaning as
+ * 64 and 128, symmetric and asymmetric, Q8_C, IQ4_NL) with AArch64 Advanced SIMD: the "neon"
+ * table (dispatch.c adds them after neon.c's kernels). Same signatures and meaning as
  * kernels/ref/quant.c up to the rounding of x described here; the design is x86/avx2_q.c's.
  *
  * x is quantized once per matmul (quantize_x; exec reuses it for q/k/v and gate/up, since every
@@ -16,8 +16,12 @@
  *     FEAT_DotProd, table "neon_dotprod"): one SDOT per 16 products.
  * Weights become s8 in input order: Q8_0 and Q8_C are signed already; Q4 nibbles are split
  * with vand / vshr and, symmetric, lose 8 (value d (q - 8)), while the asymmetric d q + m is
- * applied as d * dot + m * dx * sum(q). Q4 with blocks of 16 puts two blocks in a unit: lanes
- * 0-1 of the s32 sums cover the first block and take its scale, lanes 2-3 the second's.
+ * applied as d * dot + m * dx * sum(q). IQ4_NL has Q4 B = 32's bytes; its nibbles, split the
+ * same way, index the 16 int8 levels (-127..113, quant.h) with one vqtbl1q_s8 per 16 weights
+ * (the levels stay in one register), so its unit is Q4's plus one TBL per half and needs no
+ * offset: the levels are signed, like x, and |level| <= 127 keeps the s16 pairs below in
+ * bounds. Q4 with blocks of 16 puts two blocks in a unit: lanes 0-1 of the s32 sums cover the
+ * first block and take its scale, lanes 2-3 the second's.
  *
  * Decode (n_rows == 1) streams each weight row once, front to back, into two sets of
  * accumulators (even and odd units, so consecutive units' FMAs do not wait on each other).
@@ -199,8 +203,21 @@ INLINE wunit q4_16_unit(bool asym, const uint8_t *row, int64_t u, bool pair) {
     return w;
 }
 
+/* IQ4_NL block blk: Q4 B = 32's bytes and nibble order, each nibble an index into the 16 int8
+ * levels (quant.h), looked up 16 at a time by vqtbl1q_s8 in one table register. */
+INLINE wunit iq4nl_unit(const uint8_t *blk) {
+    const int8x16_t levels = vld1q_s8(slate__iq4_levels);
+    uint8x16_t v = vld1q_u8(blk + 2);
+    wunit u;
+    u.w0 = vqtbl1q_s8(levels, vandq_u8(v, vdupq_n_u8(15))); /* inputs 0-15 */
+    u.w1 = vqtbl1q_s8(levels, vshrq_n_u8(v, 4));            /* inputs 16-31 */
+    u.d = vdupq_n_f32(f16_at(blk));
+    u.m = vdup_n_f32(0.0f);
+    return u;
+}
+
 /* The formats, as compile-time constants of the inlined kernels below. */
-enum { F_Q8_0, F_Q8_C, F_Q4_16, F_Q4_32, F_Q4_64, F_Q4_128 };
+enum { F_Q8_0, F_Q8_C, F_Q4_16, F_Q4_32, F_Q4_64, F_Q4_128, F_IQ4_NL };
 
 /* Unit u < n_in / 32 (a whole one) of a format with one unit per step: all but Q4 with blocks
  * of 64 and 128. */
@@ -211,6 +228,7 @@ INLINE wunit flat_unit(int F, bool asym, const uint8_t *row, int64_t u) {
     }
     if (F == F_Q8_C) return q8_unit(row + (size_t)u * XU, 1.0f); /* the row scale comes last */
     if (F == F_Q4_16) return q4_16_unit(asym, row, u, true);
+    if (F == F_IQ4_NL) return iq4nl_unit(row + (size_t)u * sizeof(slate__block_iq4_nl));
     return q4_unit(32, asym, row + (size_t)u * slate__q4_block_bytes(32, asym), 0);
 }
 
@@ -351,15 +369,23 @@ static void matmul_q4(float *y, const float *x, const void *xq, const slate__wma
     }
 }
 
+static void matmul_iq4_nl(float *y, const float *x, const void *xq, const slate__wmat *w,
+                          const float *b, int64_t n_rows, int64_t o0, int64_t o1) {
+    (void)x;
+    matmul_fmt(F_IQ4_NL, false, y, xq, w, b, n_rows, o0, o1);
+}
+
 #ifdef SLATE_NEON_Q_DOTPROD
 void slate__neon_dotprod_fill(slate__kernels *k) {
 #else
 void slate__neon_q_fill(slate__kernels *k) {
 #endif
-    static const slate_dtype q[] = {SLATE_DTYPE_Q8_0, SLATE_DTYPE_Q4, SLATE_DTYPE_Q8_C};
+    static const slate_dtype q[] = {SLATE_DTYPE_Q8_0, SLATE_DTYPE_Q4, SLATE_DTYPE_Q8_C,
+                                    SLATE_DTYPE_IQ4_NL};
     k->matmul[SLATE_DTYPE_Q8_0] = matmul_q8_0;
     k->matmul[SLATE_DTYPE_Q4] = matmul_q4;
     k->matmul[SLATE_DTYPE_Q8_C] = matmul_q8_c;
+    k->matmul[SLATE_DTYPE_IQ4_NL] = matmul_iq4_nl;
     for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
         k->xq_plan[q[i]] = xq_plan;
         k->quantize_x[q[i]] = quantize_x;
