@@ -124,10 +124,10 @@ static void check_quant_matmuls(const slate__kernels *k, const slate__kernels *r
     }
 }
 
-/* ---- the super-block formats (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K: arm/neon_k.c) ------------------ */
+/* ---- the super-block formats (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K, IQ4_XS: arm/neon_k.c) ---------- */
 
 static const slate_dtype kdts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
-                                   SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
+                                   SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_XS};
 enum { N_KDTS = sizeof kdts / sizeof *kdts };
 
 /* Shapes of neon_k.c's tiling that check_quant_matmuls draws only by chance: row counts around
@@ -157,14 +157,15 @@ static const struct {
     int32_t block;
 } mixed[] = {
     {SLATE_DTYPE_Q4_K, 256}, {SLATE_DTYPE_Q5_K, 256}, {SLATE_DTYPE_Q6_K, 256},
-    {SLATE_DTYPE_Q3_K, 256}, {SLATE_DTYPE_Q2_K, 256}, {SLATE_DTYPE_IQ4_NL, 32},
+    {SLATE_DTYPE_Q3_K, 256}, {SLATE_DTYPE_Q2_K, 256}, {SLATE_DTYPE_IQ4_XS, 256},
+    {SLATE_DTYPE_IQ4_NL, 32},
 };
 
-/* The neon tables run their own Q4_K / Q5_K / Q6_K / Q3_K / Q2_K / IQ4_NL matmuls (not ref's).
- * The table's x for them is the one it writes for Q8_0 (the same plan: bytes, layout id, row
- * alignment; the same bytes), so exec may share it between q/k/v or gate/up of mixed formats,
- * as Q4_K_M, Q3_K_M, Q2_K and IQ4_NL files have them. Tables without an x quantizer for these
- * pass. */
+/* The neon tables run their own Q4_K / Q5_K / Q6_K / Q3_K / Q2_K / IQ4_XS / IQ4_NL matmuls (not
+ * ref's). The table's x for them is the one it writes for Q8_0 (the same plan: bytes, layout
+ * id, row alignment; the same bytes), so exec may share it between q/k/v or gate/up of mixed
+ * formats, as Q4_K_M, Q3_K_M, Q2_K, IQ4_XS and IQ4_NL files have them. Tables without an x
+ * quantizer for these pass. */
 static void check_kquant_shared_x(const slate__kernels *k, const slate__kernels *ref) {
     uint64_t rng = g_seed ^ 0x7368617265ull;
     char problem[512];
@@ -297,18 +298,22 @@ static void check_quant_exact(const slate__kernels *k, const slate__kernels *ref
  * baseline), Q6_K all -32 or all 31 (8 of 32 * 127), Q5_K all 31 (nibbles 15 and every qh bit:
  * 8 products of 31 * 127 fit an s16 lane, 16 would not), Q3_K all -4 (no qs or hmask bit) or
  * all 3 (every bit), Q2_K all 3, IQ4_NL all nibbles 0 (level -127: 2 products of 127 * 127 fill
- * an s16 lane of the baseline's pairs) or all 15 (level 113), with x's sign the same or opposite
- * everywhere; the scales stay random. A sum kept in too narrow a lane overflows here. */
+ * an s16 lane of the baseline's pairs) or all 15 (level 113), IQ4_XS the same levels under
+ * every sub-block scale -32 or 31 (each level with each scale), with x's sign the same or
+ * opposite everywhere; the other scales stay random. A sum kept in too narrow a lane overflows
+ * here. */
 static void check_kquant_extremes(const slate__kernels *k, const slate__kernels *ref) {
     uint64_t rng = g_seed ^ 0x65787472656dull;
     const int64_t n_rows = 5, n_in = 512, n_out = 19, o0 = 2, o1 = 19;
     /* bit 0: x's sign; c / 2: 0 Q4_K, 1 Q6_K codes -32, 2 Q6_K 31, 3 Q5_K 31, 4 Q3_K -4,
-     * 5 Q3_K 3, 6 Q2_K 3, 7 IQ4_NL nibbles 0, 8 IQ4_NL 15 */
-    for (int c = 0; c < 18; c++) {
-        static const slate_dtype dts[9] = {SLATE_DTYPE_Q4_K,   SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q6_K,
-                                           SLATE_DTYPE_Q5_K,   SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q3_K,
-                                           SLATE_DTYPE_Q2_K,   SLATE_DTYPE_IQ4_NL,
-                                           SLATE_DTYPE_IQ4_NL};
+     * 5 Q3_K 3, 6 Q2_K 3, 7 IQ4_NL nibbles 0, 8 IQ4_NL 15, 9 IQ4_XS nibbles 0 scales -32,
+     * 10 IQ4_XS 15 and 31, 11 IQ4_XS 0 and 31, 12 IQ4_XS 15 and -32 */
+    for (int c = 0; c < 26; c++) {
+        static const slate_dtype dts[13] = {
+            SLATE_DTYPE_Q4_K,   SLATE_DTYPE_Q6_K,   SLATE_DTYPE_Q6_K,   SLATE_DTYPE_Q5_K,
+            SLATE_DTYPE_Q3_K,   SLATE_DTYPE_Q3_K,   SLATE_DTYPE_Q2_K,   SLATE_DTYPE_IQ4_NL,
+            SLATE_DTYPE_IQ4_NL, SLATE_DTYPE_IQ4_XS, SLATE_DTYPE_IQ4_XS, SLATE_DTYPE_IQ4_XS,
+            SLATE_DTYPE_IQ4_XS};
         slate_dtype dt = dts[c / 2];
         int32_t block = dt == SLATE_DTYPE_IQ4_NL ? 32 : 256;
         char problem[512], detail[300] = "";
@@ -328,6 +333,11 @@ static void check_kquant_extremes(const slate__kernels *k, const slate__kernels 
                 if (dt == SLATE_DTYPE_IQ4_NL) {
                     blk += (size_t)b * sizeof(slate__block_iq4_nl);
                     memset(blk + 2, c / 2 == 7 ? 0x00 : 0xFF, 16); /* qs */
+                } else if (dt == SLATE_DTYPE_IQ4_XS) {
+                    blk += (size_t)b * sizeof(slate__block_iq4_xs);
+                    /* scales_h and scales_l: every 6-bit scale 0 (-32) or 63 (31) */
+                    memset(blk + 2, c / 2 == 9 || c / 2 == 12 ? 0x00 : 0xFF, 6);
+                    memset(blk + 8, c / 2 == 9 || c / 2 == 11 ? 0x00 : 0xFF, 128); /* qs */
                 } else if (dt == SLATE_DTYPE_Q4_K) {
                     blk += (size_t)b * sizeof(slate__block_q4_k);
                     memset(blk + 16, 0xFF, 128);

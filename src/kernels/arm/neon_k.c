@@ -1,17 +1,18 @@
 /*
- * neon_k.c - integer matmul of the GGUF super-block formats (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K:
- * quant.h) with AArch64 Advanced SIMD: the "neon" table (dispatch.c adds them after neon_q.c's
- * kernels). Same signatures and meaning as kernels/ref/quant.c up to the rounding of x; the
- * design is arm/neon_q.c's, whose header explains it.
+ * neon_k.c - integer matmul of the GGUF super-block formats (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K,
+ * IQ4_XS: quant.h) with AArch64 Advanced SIMD: the "neon" table (dispatch.c adds them after
+ * neon_q.c's kernels). Same signatures and meaning as kernels/ref/quant.c up to the rounding of
+ * x; the design is arm/neon_q.c's, whose header explains it.
  *
  * x is neon_q.c's: this file installs the table's Q4 quantizer (xq_plan + quantize_x, layout
- * 'N' << 24) for all five formats too, so exec quantizes x once for q/k/v and gate/up whatever
+ * 'N' << 24) for all six formats too, so exec quantizes x once for q/k/v and gate/up whatever
  * their formats (Q4_K_M files mix Q4_K and Q6_K in attn_v and ffn_down, Q5_K_M files Q5_K and
- * Q6_K, Q3_K_M files Q3_K with Q4_K / Q5_K / Q6_K, Q2_K files Q2_K with Q3_K / Q4_K). Per row of
- * x: int8 q[units * 32], f32 dx[units], f32 hs[units * 2] (dx * sum of q over each half of 16),
- * units of 32 inputs, dx = max|x| / 127 over the unit. A unit of x is one Q4_K / Q5_K sub-block
- * (one 6-bit scale and minimum) or two scale groups of 16 (Q6_K, Q3_K, Q2_K: the same element
- * order), so the integer products never cross a scale of x or of w:
+ * Q6_K, Q3_K_M files Q3_K with Q4_K / Q5_K / Q6_K, Q2_K files Q2_K with Q3_K / Q4_K, IQ4_XS
+ * files IQ4_XS with Q5_K / Q6_K / Q8_0). Per row of x: int8 q[units * 32], f32 dx[units], f32
+ * hs[units * 2] (dx * sum of q over each half of 16), units of 32 inputs, dx = max|x| / 127
+ * over the unit. A unit of x is one Q4_K / Q5_K / IQ4_XS sub-block (one 6-bit scale, and
+ * minimum) or two scale groups of 16 (Q6_K, Q3_K, Q2_K: the same element order), so the
+ * integer products never cross a scale of x or of w:
  *   Q4_K  codes 0..15 as s8; unit u of the super-block gives isum_u = sum q_w q_x, and
  *         y += (d sc_u) dx_u isum_u - (dmin m_u) (dx_u sum q_x), the second from hs: the same
  *         rounded x in both terms, so y is exactly w . x^ up to f32 sums (kcheck.c's bound);
@@ -22,33 +23,38 @@
  *   Q3_K  Q6_K's kernel on the codes -4..3 (2 bits of qs, minus 4 where hmask's bit is clear)
  *         and the 6-bit scales minus 32 (-32..31) as d sc_g;
  *   Q2_K  Q6_K's kernel on the codes 0..3 with scales d sc_g, and Q4_K's minimum term per group:
- *         y -= (dmin m_g) (dx_u sum q_x over group g), the last factor hs's half of unit u.
+ *         y -= (dmin m_g) (dx_u sum q_x over group g), the last factor hs's half of unit u;
+ *   IQ4_XS Q4_K's kernel without the minimum term on the int8 levels (-127..113) that one
+ *         vqtbl1q_s8 per 16 nibbles looks up (IQ4_NL's, arm/neon_q.c), with the signed 6-bit
+ *         scales: y += (d (ls_u - 32)) dx_u isum_u.
  * Every code is a signed s8 (vmull_s8 and SDOT take both operands signed), so none needs
  * x86's unsigned side and the sum of x that undoes its offset.
  * The f32 work is per 4 units (128 inputs), not per unit as in neon_q.c: the integer sums of 4
- * units (Q4_K, Q5_K) or 8 groups (Q6_K, Q3_K, Q2_K) are reduced with pairwise adds into one or
- * two vectors whose lanes are the units (groups), then one conversion and one FMA each against
- * the lane-wise scales (d sc, from the super-block, times dx of the 4 units, which lie side by
- * side in xq; Q2_K adds one FMA per vector for its minimums).
+ * units (Q4_K, Q5_K, IQ4_XS) or 8 groups (Q6_K, Q3_K, Q2_K) are reduced with pairwise adds into
+ * one or two vectors whose lanes are the units (groups), then one conversion and one FMA each
+ * against the lane-wise scales (d sc, from the super-block, times dx of the 4 units, which lie
+ * side by side in xq; Q2_K adds one FMA per vector for its minimums).
  *   - baseline (plain Advanced SIMD): vmull_s8 / vmlal_s8 products summed in s16 as far as
  *     they cannot overflow (Q4_K: |q_w q_x| <= 15 * 127, 16 per lane, 30480; Q5_K: 31 * 127,
  *     8 per lane, 31496 (16 would reach 62992); Q6_K: 32 * 127, 8 per lane, 32512; Q3_K:
- *     4 * 127, 8 per lane, 4064; Q2_K: 3 * 127, 8 per lane, 3048: even 64 per lane would fit), then
- *     vpaddlq_s16 to s32 (Q5_K: and vpaddq_s32 for the last pair);
+ *     4 * 127, 8 per lane, 4064; Q2_K: 3 * 127, 8 per lane, 3048: even 64 per lane would fit;
+ *     IQ4_XS: 127 * 127, 2 per lane, 32258: the pairs of vmull / vmlal_high alone), then
+ *     vpaddlq_s16 to s32 (Q5_K: and vpaddq_s32 for the last pair; IQ4_XS: vpaddl / vpadal per
+ *     unit and vpaddq_s32 from there);
  *   - arm/neon_dotprod_k.c (this file again, built with SLATE_NEON_Q_DOTPROD, table
  *     "neon_dotprod"): one SDOT per 16 products, vpaddq_s32 to reduce.
  * The Q4_K / Q5_K scales and minimums are unpacked once per super-block and weight row (ggml's
  * masks, in vector registers), to f32 d sc and dmin m vectors; Q6_K's 16 int8 scales the same,
  * Q3_K's 16 6-bit ones (ggml's masks again, two loads of 8 and 4 bytes: the blocks are 110
- * bytes, so only 2-byte aligned, and a 16-byte load would leave the last one) and Q2_K's 16
- * nibble pairs.
+ * bytes, so only 2-byte aligned, and a 16-byte load would leave the last one), Q2_K's 16
+ * nibble pairs and IQ4_XS's 8 6-bit scales (one 8-byte load of d, scales_h and scales_l).
  *
  * Tiling as neon_q.c: decode (n_rows == 1) streams each weight row once into two sets of
  * accumulators (the two halves of a super-block); prefill unpacks each half super-block of a
  * weight row (8 registers of codes, its scales) once for up to 4 rows of x and goes over the
  * outputs in blocks of OB = 16 weight rows (16 rows of 4096 inputs are 21 KiB of Q2_K, 27.5
- * KiB of Q3_K, 36 KiB of Q4_K, 44 KiB of Q5_K, 53 KiB of Q6_K: L2) while every group of 4
- * rows passes over them; a single row left over takes the decode path. Nothing is read past
+ * KiB of Q3_K, 34 KiB of IQ4_XS, 36 KiB of Q4_K, 44 KiB of Q5_K, 53 KiB of Q6_K: L2) while
+ * every group of 4 rows passes over them; a single row left over takes the decode path. Nothing is read past
  * the arrays: rows are whole super-blocks, so x has no short unit.
  *
  * Why: without it the neon table ran these formats on ref, which dequantizes one weight
@@ -91,13 +97,14 @@ INLINE float f16_at(const uint8_t *p) {
 
 /* ---- integer dot products of 4 units ------------------------------------------------------
  * w[2 k], w[2 k + 1]: the s8 weights of inputs 0-15 and 16-31 of unit k (0..3); x the same.
- * dot_units4: lane k = the dot product of unit k (codes 0..15, or 0..31 with wide: Q5_K; see
- * the bounds above).
+ * dot_units4: lane k = the dot product of unit k, for codes of the given width: C4 0..15 (Q4_K),
+ * C5 0..31 (Q5_K), C8 |code| <= 127 (IQ4_XS's levels; see the bounds above).
  * dot_groups4: lo = {unit 0 inputs 0-15, unit 0 16-31, unit 1 0-15, unit 1 16-31}, hi the same
  * for units 2 and 3 (codes -32..31: Q6_K, Q3_K, Q2_K). */
+enum { C4, C5, C8 };
 #ifdef SLATE_NEON_Q_DOTPROD
-INLINE int32x4_t dot_units4(bool wide, const int8x16_t *w, const int8x16_t *x) {
-    (void)wide; /* s32 sums: any s8 codes */
+INLINE int32x4_t dot_units4(int width, const int8x16_t *w, const int8x16_t *x) {
+    (void)width; /* s32 sums: any s8 codes */
     const int32x4_t z = vdupq_n_s32(0);
     int32x4_t p[4];
     UNROLL for (int k = 0; k < 4; k++)
@@ -116,7 +123,14 @@ INLINE void dot_groups4(const int8x16_t *w, const int8x16_t *x, int32x4_t *lo, i
 INLINE int16x8_t mul_pairs(int8x16_t w, int8x16_t x) {
     return vmlal_high_s8(vmull_s8(vget_low_s8(w), vget_low_s8(x)), w, x);
 }
-INLINE int32x4_t dot_units4(bool wide, const int8x16_t *w, const int8x16_t *x) {
+INLINE int32x4_t dot_units4(int width, const int8x16_t *w, const int8x16_t *x) {
+    if (width == C8) { /* 2 products per s16 lane (at most 2 * 127 * 127 = 32258), then s32 */
+        int32x4_t p[4];
+        UNROLL for (int k = 0; k < 4; k++)
+            p[k] = vpadalq_s16(vpaddlq_s16(mul_pairs(w[2 * k], x[2 * k])),
+                               mul_pairs(w[2 * k + 1], x[2 * k + 1]));
+        return vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));
+    }
     int16x8_t s[4]; /* 4 products per lane: at most 4 * 31 * 127 = 15748 */
     UNROLL for (int k = 0; k < 4; k++)
         s[k] = vmlal_high_s8(vmlal_s8(mul_pairs(w[2 * k], x[2 * k]), vget_low_s8(w[2 * k + 1]),
@@ -124,7 +138,7 @@ INLINE int32x4_t dot_units4(bool wide, const int8x16_t *w, const int8x16_t *x) {
                              w[2 * k + 1], x[2 * k + 1]);
     /* 8 products per lane (at most 8 * 31 * 127 = 31496): {u0 x 4, u1 x 4}, {u2 x 4, u3 x 4} */
     int16x8_t t0 = vpaddq_s16(s[0], s[1]), t1 = vpaddq_s16(s[2], s[3]);
-    if (wide) /* 16 products of codes up to 31 would reach 62992: widen first */
+    if (width == C5) /* 16 products of codes up to 31 would reach 62992: widen first */
         return vpaddq_s32(vpaddlq_s16(t0), vpaddlq_s16(t1));
     /* 16 products per lane (codes up to 15: at most 30480): {u0, u0, u1, u1, u2, u2, u3, u3} */
     return vpaddlq_s16(vpaddq_s16(t0, t1));
@@ -189,6 +203,39 @@ INLINE void q5k_codes(const uint8_t *blk, int h, int8x16_t *w) {
             w[4 * p + 2 + k] =
                 vreinterpretq_s8_u8(vsriq_n_u8(vandq_u8(vshlq_n_u8(bp, 3), m10), v, 4));
         }
+    }
+}
+
+/* IQ4_XS: fs[h] = d * (ls_j - 32) for j = 4 h .. 4 h + 3 (quant.h's rule: the low 4 bits of ls_j
+ * are nibble j % 2 of scales_l[j / 2], bits 4-5 are bits 2 j, 2 j + 1 of scales_h), from one
+ * 8-byte load of {d, scales_h, scales_l}: scales_l's bytes doubled by vzip and shifted right by
+ * 0 or 4, scales_h's word in 8 lanes shifted right by 2 j. d * (ls_j - 32) is the f32 product
+ * ref multiplies the level by. */
+INLINE void iq4xs_scales(const uint8_t *blk, float32x4_t *fs) {
+    static const int8_t lsh[8] = {0, -4, 0, -4, 0, -4, 0, -4};
+    static const int16_t hsh[8] = {0, -2, -4, -6, -8, -10, -12, -14};
+    uint8x8_t hdr = vld1_u8(blk);
+    uint8x8_t l = vext_u8(hdr, hdr, 4); /* scales_l[0..3], ... */
+    l = vand_u8(vshl_u8(vzip1_u8(l, l), vld1_s8(lsh)), vdup_n_u8(15));
+    uint16x8_t h = vdupq_lane_u16(vreinterpret_u16_u8(hdr), 1); /* scales_h */
+    h = vandq_u16(vshlq_u16(h, vld1q_s16(hsh)), vdupq_n_u16(3));
+    int16x8_t ls = vreinterpretq_s16_u16(vorrq_u16(vmovl_u8(l), vshlq_n_u16(h, 4))); /* 0..63 */
+    ls = vsubq_s16(ls, vdupq_n_s16(32));
+    float d = f16_at(blk);
+    fs[0] = vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(ls))), d);
+    fs[1] = vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(ls)), d);
+}
+
+/* IQ4_XS: the levels of units 4 h .. 4 h + 3: unit j's 16 bytes qs[16 j ..] (at byte 8) hold its
+ * inputs 0-15 in the low nibbles and 16-31 in the high ones (IQ4_NL's order), each an index into
+ * the 16 int8 levels (quant.h) that one vqtbl1q_s8 looks up 16 at a time. */
+INLINE void iq4xs_codes(const uint8_t *blk, int h, int8x16_t *w) {
+    const int8x16_t levels = vld1q_s8(slate__iq4_levels);
+    const uint8_t *qs = blk + 8 + 64 * h;
+    UNROLL for (int k = 0; k < 4; k++) {
+        uint8x16_t v = vld1q_u8(qs + 16 * k);
+        w[2 * k] = vqtbl1q_s8(levels, vandq_u8(v, vdupq_n_u8(15)));
+        w[2 * k + 1] = vqtbl1q_s8(levels, vshrq_n_u8(v, 4));
     }
 }
 
@@ -290,7 +337,7 @@ INLINE void q2k_codes(const uint8_t *blk, int n, int8x16_t *w) {
 
 /* ---- matmul ------------------------------------------------------------------------------ */
 
-enum { F_Q4_K, F_Q5_K, F_Q6_K, F_Q3_K, F_Q2_K };
+enum { F_Q4_K, F_Q5_K, F_Q6_K, F_Q3_K, F_Q2_K, F_IQ4_XS };
 
 /* Where row r of quantized x lives. */
 typedef struct xrow {
@@ -310,7 +357,8 @@ INLINE void rows_k(int F, int R, float *y, const uint8_t *xq, size_t xs, const s
                 : F == F_Q5_K ? sizeof(slate__block_q5_k)
                 : F == F_Q6_K ? sizeof(slate__block_q6_k)
                 : F == F_Q3_K ? sizeof(slate__block_q3_k)
-                              : sizeof(slate__block_q2_k);
+                : F == F_Q2_K ? sizeof(slate__block_q2_k)
+                              : sizeof(slate__block_iq4_xs);
     const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
     /* One row (decode): the second half of each super-block (Q4_K, Q5_K) or the second vector of
      * groups (Q6_K) goes into a second accumulator so that the FMAs do not wait on each other;
@@ -326,24 +374,31 @@ INLINE void rows_k(int F, int R, float *y, const uint8_t *xq, size_t xs, const s
     }
     for (int64_t b = 0; b < n_sb; b++) {
         const uint8_t *blk = row + (size_t)b * bb;
-        if (F == F_Q4_K || F == F_Q5_K) { /* the same scales, at the same bytes */
+        if (F == F_Q4_K || F == F_Q5_K || F == F_IQ4_XS) { /* one scale per unit of 32 */
             float32x4_t fs[2], fm[2];
-            q4k_scales(blk, fs, fm);
+            if (F == F_IQ4_XS)
+                iq4xs_scales(blk, fs);
+            else /* Q4_K and Q5_K: the same scales, at the same bytes */
+                q4k_scales(blk, fs, fm);
             UNROLL for (int h = 0; h < 2; h++) {
                 int8x16_t wv[8];
                 if (F == F_Q4_K)
                     q4k_codes(blk, h, wv);
-                else
+                else if (F == F_Q5_K)
                     q5k_codes(blk, h, wv);
+                else
+                    iq4xs_codes(blk, h, wv);
                 int64_t u = b * UPS + 4 * h;
                 UNROLL for (int r = 0; r < R; r++) {
                     int8x16_t xv[8];
                     load_x4(&xr[r], u, xv);
-                    int32x4_t is = dot_units4(F == F_Q5_K, wv, xv);
-                    float32x4x2_t hs = vld2q_f32(xr[r].hs + 2 * u); /* halves of units u.. */
+                    int32x4_t is = dot_units4(F == F_Q4_K ? C4 : F == F_Q5_K ? C5 : C8, wv, xv);
                     float32x4_t *a = &acc[h * odd][r], dx = vld1q_f32(xr[r].dx + u);
                     *a = vfmaq_f32(*a, vcvtq_f32_s32(is), vmulq_f32(fs[h], dx));
-                    *a = vfmsq_f32(*a, fm[h], vaddq_f32(hs.val[0], hs.val[1]));
+                    if (F != F_IQ4_XS) { /* the minimums */
+                        float32x4x2_t hs = vld2q_f32(xr[r].hs + 2 * u); /* halves of units u.. */
+                        *a = vfmsq_f32(*a, fm[h], vaddq_f32(hs.val[0], hs.val[1]));
+                    }
                 }
             }
         } else { /* groups of 16 with one scale each: Q6_K, Q3_K, Q2_K (and its minimums) */
@@ -425,6 +480,7 @@ MATMUL_FMT(matmul_q5_k, F_Q5_K)
 MATMUL_FMT(matmul_q6_k, F_Q6_K)
 MATMUL_FMT(matmul_q3_k, F_Q3_K)
 MATMUL_FMT(matmul_q2_k, F_Q2_K)
+MATMUL_FMT(matmul_iq4_xs, F_IQ4_XS)
 #undef MATMUL_FMT
 
 #ifdef SLATE_NEON_Q_DOTPROD
@@ -435,12 +491,13 @@ void slate__neon_k_fill(slate__kernels *k) {
     /* x as neon_q.c quantizes it (already in the table's Q4 slot): the layout read above. */
     if (!k->quantize_x[SLATE_DTYPE_Q4]) return; /* not filled by neon_q.c: stay ref */
     static const slate_dtype kq[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
-                                     SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
+                                     SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_XS};
     k->matmul[SLATE_DTYPE_Q4_K] = matmul_q4_k;
     k->matmul[SLATE_DTYPE_Q5_K] = matmul_q5_k;
     k->matmul[SLATE_DTYPE_Q6_K] = matmul_q6_k;
     k->matmul[SLATE_DTYPE_Q3_K] = matmul_q3_k;
     k->matmul[SLATE_DTYPE_Q2_K] = matmul_q2_k;
+    k->matmul[SLATE_DTYPE_IQ4_XS] = matmul_iq4_xs;
     for (size_t i = 0; i < sizeof kq / sizeof *kq; i++) {
         k->xq_plan[kq[i]] = k->xq_plan[SLATE_DTYPE_Q4];
         k->quantize_x[kq[i]] = k->quantize_x[SLATE_DTYPE_Q4];
