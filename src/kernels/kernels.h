@@ -168,18 +168,18 @@ void slate__avx512_vbmi_fill(slate__kernels *k);
  * over f32/f16 caches; with slate__neon_q_fill and slate__neon_k_fill the "neon" table. The rest
  * stays ref. */
 void slate__neon_fill(slate__kernels *k);
-/* The integer Q8_0/Q4/Q8_C matmuls and their activation quantizer (int8 x in units of 32) of
- * the neon table (arm/neon_q.c, plain Advanced SIMD). */
+/* The integer Q8_0/Q4/Q8_C/IQ4_NL matmuls and their activation quantizer (int8 x in units of 32)
+ * of the neon table (arm/neon_q.c, plain Advanced SIMD). */
 void slate__neon_q_fill(slate__kernels *k);
-/* The integer Q4_K/Q5_K/Q6_K/Q3_K/Q2_K matmuls of the neon table (arm/neon_k.c); they read x as
- * the table's Q4 quantize_x writes it, which they install for those five formats too: call after
- * slate__neon_q_fill. */
+/* The integer Q4_K/Q5_K/Q6_K/Q3_K/Q2_K/IQ4_XS matmuls of the neon table (arm/neon_k.c); they read
+ * x as the table's Q4 quantize_x writes it, which they install for those six formats too: call
+ * after slate__neon_q_fill. */
 void slate__neon_k_fill(slate__kernels *k);
 #endif
 #ifdef SLATE_HAVE_neon_dotprod
 /* The same matmuls with SDOT dot products (arm/neon_dotprod.c, FEAT_DotProd). */
 void slate__neon_dotprod_fill(slate__kernels *k);
-/* The same Q4_K/Q5_K/Q6_K/Q3_K/Q2_K matmuls with SDOT (arm/neon_dotprod_k.c): after
+/* The same Q4_K/Q5_K/Q6_K/Q3_K/Q2_K/IQ4_XS matmuls with SDOT (arm/neon_dotprod_k.c): after
  * slate__neon_dotprod_fill. */
 void slate__neon_dotprod_k_fill(slate__kernels *k);
 #endif
