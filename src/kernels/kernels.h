@@ -124,8 +124,9 @@ void slate__ref_dequant(const slate__wmat *w, int64_t o, int64_t i0, int64_t n, 
 void slate__avx2_fill(slate__kernels *k);
 #endif
 #ifdef SLATE_HAVE_avx2_q
-/* The integer Q8_0/Q4/Q8_C matmuls and their activation quantizer (int8 x in units of 32) of
- * the avx2 table (x86/avx2_q.c); the avx512 table inherits them. */
+/* The integer Q8_0/Q4/Q8_C/IQ4_NL matmuls and their activation quantizer (int8 x in units of
+ * 32), and IQ4_NL's row lookup, of the avx2 table (x86/avx2_q.c); the avx512 table inherits
+ * them. */
 void slate__avx2_q_fill(slate__kernels *k);
 #endif
 #ifdef SLATE_HAVE_avx2_vnni

@@ -1,14 +1,14 @@
 /* test_quant_kernels.c - the matmul of the compressed weight formats (Q8_0; Q4 with blocks of
- * 16, 32, 64, 128, symmetric and asymmetric; Q8_C; Q2_K to Q6_K) of every SIMD table this
- * CPU supports ("avx2", x86/avx2_q.c and x86/avx2_k.c; "avx2_vnni", the same with AVX-VNNI;
+ * 16, 32, 64, 128, symmetric and asymmetric; Q8_C; Q2_K to Q6_K; IQ4_NL, IQ4_XS) of every SIMD
+ * table this CPU supports ("avx2", x86/avx2_q.c and x86/avx2_k.c; "avx2_vnni", the same with AVX-VNNI;
  * "avx512_vnni", x86/avx512_vnni.c and x86/avx512_vnni_k.c; on AArch64 "neon" and
  * "neon_dotprod", arm/neon_q.c and arm/neon_k.c, which tests/kernels/neon_check.c also checks
  * under qemu; all quantize activations) against the scalar reference (kernels/ref/quant.c:
  * dequantize and dot in f32) on random weights from the reference quantizers and random x: one
  * block, odd block counts, partial x groups, many blocks; rows 1..13 and past the prefill tile;
  * output sub-ranges that do not start at 0; with and without bias; sizes past the prefill K
- * block (1024 on avx512_vnni) and column tile (32); the super-block formats at the codes and
- * scales that could overflow an integer product; no read past the super-block weights (a guard
+ * block (1024 on avx512_vnni) and column tile (32); the super-block formats and IQ4_NL at the
+ * codes and scales that could overflow an integer product; no read past their weights (a guard
  * page behind them); formats that share an xq layout write the same bytes; and on x that int8 holds exactly, where a quantizing table must be as close as an
  * f32 kernel (quant_matmul_is_exact_on_x_int8_holds). The "avx512" table shares avx2's
  * functions for these formats and is not run twice. The seed is printed once (tu_seed);
@@ -352,8 +352,10 @@ static void check_extreme(const slate__kernels *k, const slate__kernels *ref, co
  * same with every code 31 (every fifth bit set) or 0; Q6_K with every code 63 or every code 0
  * (|code - 32| up to 32) under scales -128 and 127; Q3_K with every code 3 or -4 (every third
  * bit set, or none) under scales -32 and 31; Q2_K with every code 3 or 0 under scale 15 with
- * minimum 15 or 0; against x of one magnitude (every input rounds to +-127: the largest u8 x s8
- * pairs, 63 * 127 * 2 for Q6_K), of alternating sign, and random; one super-block and many,
+ * minimum 15 or 0; IQ4_NL (blocks of 32) with every nibble 15 or 0 (levels 113 and -127, the
+ * largest |level|); against x of one magnitude (every input rounds to +-127: the largest u8 x s8
+ * pairs, 63 * 127 * 2 for Q6_K, 127 * 127 * 2 for IQ4_NL's |level| against x with the level's
+ * sign), of alternating sign, and random; one super-block (8 IQ4_NL blocks) and many,
  * rows across the 4-row tile (prefill) and by 1 to 3 (decode). A saturated s16 pair or a
  * wrapped sum is off by far more than the bound. */
 static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
@@ -361,18 +363,19 @@ static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
     uint64_t rng = tu_seed() ^ 0x6578747265ull;
     static const int64_t n_ins[] = {256, 256 * 9};
     static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
-                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
+                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL};
     for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
         for (size_t ni = 0; ni < sizeof n_ins / sizeof *n_ins; ni++) {
             slate_dtype dt = dts[di];
+            int32_t block = slate__wdtype_superblock(dt) ? 256 : 32; /* IQ4_NL: 32 */
             int64_t n_in = n_ins[ni], n_out = 6, n_rows = 7;
-            uint8_t *w = xmalloc((size_t)slate__wmat_bytes(dt, 256, false, n_out, n_in));
+            uint8_t *w = xmalloc((size_t)slate__wmat_bytes(dt, block, false, n_out, n_in));
             slate__wmat wm;
-            slate__wmat_init(&wm, w, dt, 256, false, n_out, n_in);
+            slate__wmat_init(&wm, w, dt, block, false, n_out, n_in);
             kc_fill_qweights(w, &wm, &rng); /* random d (dmin), both signs; rows 4, 5 stay random */
-            size_t bb = (size_t)wm.row_bytes / (size_t)(n_in / 256);
+            size_t bb = (size_t)wm.row_bytes / (size_t)(n_in / block);
             for (int64_t o = 0; o < 4; o++)
-                for (int64_t b = 0; b < n_in / 256; b++) {
+                for (int64_t b = 0; b < n_in / block; b++) {
                     uint8_t *blk = w + (size_t)o * wm.row_bytes + (size_t)b * bb;
                     uint8_t code = o % 2 ? 0x00 : 0xFF;
                     if (dt == SLATE_DTYPE_Q4_K || dt == SLATE_DTYPE_Q5_K) {
@@ -384,6 +387,8 @@ static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
                     } else if (dt == SLATE_DTYPE_Q3_K) {
                         memset(blk, code, 96);     /* hmask and qs: codes 3 or -4 */
                         memset(blk + 96, o < 2 ? 0x00 : 0xFF, 12); /* scales -32 or 31 */
+                    } else if (dt == SLATE_DTYPE_IQ4_NL) {
+                        memset(blk + 2, code, 16); /* every level 113 or -127; d keeps its sign */
                     } else {
                         memset(blk + 16, code, 64); /* qs: codes 3 or 0 */
                         memset(blk, o < 2 ? 0xFF : 0x0F, 16); /* scales 15, minimums 15 or 0 */
@@ -406,21 +411,22 @@ static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
 /* The super-block formats' matmuls read no byte past the weights: kc_matmul_q places them so
  * that they end where a PROT_NONE page begins (a read past them faults). Q3_K's blocks of 110
  * bytes and Q2_K's of 84 are not 16-aligned, so a vector load of a block's last bytes (Q3_K's
- * scales and d, Q2_K's d and dmin) must not run into the next 16 bytes; the last block of the
- * last row, decode (1-3 rows) and prefill (5 rows), one super-block and several. */
+ * scales and d, Q2_K's d and dmin) must not run into the next 16 bytes; IQ4_NL's blocks of 18
+ * bytes (listed here for that reason) end in their nibbles; the last block of the last row, decode (1-3 rows) and prefill (5 rows), one super-block and several. */
 static void superblock_matmul_reads_nothing_past_the_weights(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x6775617264ull;
     static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
-                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
+                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL};
     static const int64_t rows[] = {1, 2, 3, 5};
     char problem[600];
     for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
         for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++)
             for (int64_t n_sb = 1; n_sb <= 3; n_sb += 2) {
                 int64_t n_out = 3 + (int64_t)ri;
-                if (!kc_matmul_q(k, ref, dts[di], 256, false, rows[ri], 256 * n_sb, n_out, 0, n_out,
-                                 ri % 2 == 0, &rng, problem, sizeof problem))
+                int32_t block = slate__wdtype_superblock(dts[di]) ? 256 : 32; /* IQ4_NL: 32 */
+                if (!kc_matmul_q(k, ref, dts[di], block, false, rows[ri], 256 * n_sb, n_out, 0,
+                                 n_out, ri % 2 == 0, &rng, problem, sizeof problem))
                     fail_msg("%s", problem);
             }
 }
@@ -467,15 +473,15 @@ static void formats_sharing_an_xq_layout_write_the_same_bytes(void **st) {
     free(x);
 }
 
-/* The table runs its own super-block matmuls, not ref's (the checks above compare with ref, so
- * a format left to ref's fallback would pass them unseen), with x quantized; Q5_K takes Q4_K's
+/* The table runs its own super-block and IQ4_NL matmuls, not ref's (the checks above compare
+ * with ref, so a format left to ref's fallback would pass them unseen), with x quantized; Q5_K takes Q4_K's
  * x as it is and Q3_K and Q2_K take Q6_K's (x86/avx512_vnni_k.c; x86/avx2_k.c shares avx2_q.c's
  * x among all), so their plans name one layout of the same bytes, for decode and prefill: a
  * Q4_K / Q5_K mix, or a Q6_K / Q3_K / Q2_K one, shares one xq. */
 static void superblock_formats_run_the_tables_own_kernels(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q5_K,
-                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
+                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL};
     for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
         if (k->matmul[dts[i]] == ref->matmul[dts[i]] || !k->xq_plan[dts[i]] || !k->quantize_x[dts[i]])
             fail_msg("%s runs no kernel of its own for %s", k->name, slate_dtype_name(dts[i]));
@@ -508,18 +514,20 @@ static void superblock_formats_run_the_tables_own_kernels(void **st) {
 }
 
 /* The avx2 tables read one x for every super-block format (x86/avx2_k.c installs avx2_q.c's
- * quantizer for all of them): a Q3_K_M (Q3_K with Q4_K, Q5_K, Q6_K) or Q2_K file's q/k/v and
- * gate/up share one xq only if every format's plan names Q4_K's layout and bytes, for decode and
- * prefill; formats_sharing_an_xq_layout_write_the_same_bytes then checks the bytes agree. */
+ * quantizer for all of them) and for IQ4_NL (avx2_q.c's own): a Q3_K_M (Q3_K with Q4_K, Q5_K,
+ * Q6_K), Q2_K or IQ4_NL (with Q5_K, Q6_K, Q8_0) file's q/k/v and gate/up share one xq only if
+ * every format's plan names Q4_K's layout and bytes, for decode and prefill;
+ * formats_sharing_an_xq_layout_write_the_same_bytes then checks the bytes agree. */
 static void superblock_formats_share_one_x_plan(void **st) {
     const slate__kernels *k = table_or_skip(st);
     static const slate_dtype dts[] = {SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q3_K,
-                                      SLATE_DTYPE_Q2_K};
+                                      SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL};
     for (int64_t n_rows = 1; n_rows <= 9; n_rows += 8)
         for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
             slate__wmat w4, wd;
             slate__wmat_init(&w4, NULL, SLATE_DTYPE_Q4_K, 256, false, 8, 1024);
-            slate__wmat_init(&wd, NULL, dts[i], 256, false, 8, 1024);
+            slate__wmat_init(&wd, NULL, dts[i], slate__wdtype_superblock(dts[i]) ? 256 : 32, false,
+                             8, 1024);
             if (!k->xq_plan[dts[i]])
                 fail_msg("%s has no x plan for %s", k->name, slate_dtype_name(dts[i]));
             slate__xq_plan p4 = k->xq_plan[SLATE_DTYPE_Q4_K](&w4, n_rows);

@@ -1,7 +1,7 @@
 /*
  * avx2_q.c - integer matmul of the compressed weight formats (Q8_0, Q4 with blocks of 16, 32,
- * 64 and 128, symmetric and asymmetric, Q8_C) for CPUs with AVX2 but not AVX-512 VNNI: the
- * avx2 table, and the avx512 table, which keeps avx2's kernels for these formats. Same
+ * 64 and 128, symmetric and asymmetric, Q8_C, IQ4_NL) for CPUs with AVX2 but not AVX-512 VNNI:
+ * the avx2 table, and the avx512 table, which keeps avx2's kernels for these formats. Same
  * signatures and meaning as kernels/ref/quant.c up to the rounding of x described here.
  *
  * x is quantized once per matmul (quantize_x; exec reuses it for q/k/v and gate/up): per row,
@@ -12,7 +12,9 @@
  * first 16 inputs, 4-7 the last 16), then one f32 FMA with the scales d_w * dx. Q4's nibbles
  * are already u8 (its value d (q - 8) or d q + m is applied as d * dot + m * dx * sum(q)); Q8_0
  * and Q8_C are signed on both sides, so the sign of w moves onto x (vpsignb) and |w| is the
- * unsigned factor (|w| <= 128, pairs at most 2 * 128 * 127 < 32767: no saturation). Q4 with
+ * unsigned factor (|w| <= 128, pairs at most 2 * 128 * 127 < 32767: no saturation). IQ4_NL
+ * (blocks of 32 = units) does the same with its int8 levels, one vpshufb of the 32 nibbles
+ * (avx2_inline.h's iq4_unit), and also has a bit-exact row lookup (row_to_f32) here. Q4 with
  * blocks of 16 puts two blocks in a unit: lanes 0-3 take the first block's scale, 4-7 the
  * second's. Up to 4 rows of x share each unpacked unit of weights (prefill).
  *
@@ -218,6 +220,41 @@ INLINE void q8_rows(bool blocked, int R, float *y, const uint8_t *xq, size_t xs,
         y[(r0 + r) * w->n_out + o] = hsum8(acc[r]) * sc + (bias ? bias[o] : 0.0f);
 }
 
+/* Rows r0 .. r0+R-1 of x against weight row o of an IQ4_NL matrix (blocks of 32 = one unit of x,
+ * 18 bytes each: only 2-byte aligned, every load is unaligned). A block's 32 int8 levels L come
+ * from one vpshufb (iq4_unit); vpmaddubsw wants an unsigned factor, so |L| is the u8 side and L's
+ * sign moves onto x (vpsignb), as for Q8_0. No overflow: |L| <= 127 and |q| <= 127 (quantize_x
+ * rounds x * 127 / max|x| for finite x: never -128, so vpsignb cannot wrap), so a vpmaddubsw
+ * pair is at most 2 * 127 * 127 = 32258 < 32767 (no s16 saturation; even a -128 in x would give
+ * 2 * 127 * 128 = 32512) and a vpmaddwd (vpdpbusd) lane 4 * 127 * 128 < 2^31: the sums are
+ * exact, so avx2_vnni's are avx2's bit for bit. */
+INLINE void iq4nl_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
+                       const float *bias, int64_t r0, int64_t o) {
+    int64_t units = x_units(w);
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    const int8_t *xr[4];
+    const float *dx[4];
+    __m256 acc[4];
+    UNROLL for (int r = 0; r < R; r++) {
+        xr[r] = (const int8_t *)(xq + (size_t)(r0 + r) * xs);
+        dx[r] = (const float *)(xr[r] + units * XU);
+        acc[r] = _mm256_setzero_ps();
+    }
+    const __m256i levels = iq4_levels(slate__iq4_levels);
+    for (int64_t u = 0; u < units; u++) {
+        const uint8_t *blk = row + (size_t)u * sizeof(slate__block_iq4_nl);
+        float d = f16_scalar(blk);
+        __m256i wv = iq4_unit(levels, blk + 2), wu = _mm256_abs_epi8(wv);
+        UNROLL for (int r = 0; r < R; r++) {
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(xr[r] + u * XU));
+            __m256i p = dot_u8s8(wu, _mm256_sign_epi8(xv, wv));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * dx[r][u]), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++)
+        y[(r0 + r) * w->n_out + o] = hsum8(acc[r]) + (bias ? bias[o] : 0.0f);
+}
+
 /* Every output in [o0, o1) for every row of x, 4 rows of x per pass over a weight row. (Blocks
  * of 16 outputs sharing each 4-row group of x in L1 measured 78 vs 73 tok/s for TinyLlama int4
  * prefill-512, one run each: within noise, as the kernel is bound by its integer work.) */
@@ -276,15 +313,44 @@ static void matmul_q4(float *y, const float *x, const void *xq, const slate__wma
     }
 }
 
+static void matmul_iq4_nl(float *y, const float *x, const void *xq, const slate__wmat *w,
+                          const float *bias, int64_t n_rows, int64_t o0, int64_t o1) {
+    (void)x;
+    size_t xs = x_stride(w);
+#define IQ4NL_CALL(R) iq4nl_rows(R, y, xq, xs, w, bias, r, o)
+    ROWS(IQ4NL_CALL)
+#undef IQ4NL_CALL
+}
+
+/* Embedding lookup of IQ4_NL: per block the 32 levels (iq4_unit), 8 at a time as f32 times d,
+ * exactly ref's product d * L (one rounding), so the result is bit-identical. */
+static void row_to_f32_iq4_nl(float *dst, const slate__wmat *w, int64_t o) {
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    const __m256i levels = iq4_levels(slate__iq4_levels);
+    for (int64_t b = 0; b < w->n_in / 32; b++) {
+        const uint8_t *blk = row + (size_t)b * sizeof(slate__block_iq4_nl);
+        __m256 d = _mm256_set1_ps(f16_scalar(blk));
+        __m256i l = iq4_unit(levels, blk + 2);
+        __m128i h[2] = {_mm256_castsi256_si128(l), _mm256_extracti128_si256(l, 1)};
+        UNROLL for (int k = 0; k < 4; k++) {
+            __m256i l32 = _mm256_cvtepi8_epi32(k % 2 ? _mm_srli_si128(h[k / 2], 8) : h[k / 2]);
+            _mm256_storeu_ps(dst + 32 * b + 8 * k, _mm256_mul_ps(d, _mm256_cvtepi32_ps(l32)));
+        }
+    }
+}
+
 #ifdef SLATE_AVX2_Q_VNNI
 void slate__avx2_vnni_fill(slate__kernels *k) {
 #else
 void slate__avx2_q_fill(slate__kernels *k) {
 #endif
-    static const slate_dtype q[] = {SLATE_DTYPE_Q8_0, SLATE_DTYPE_Q4, SLATE_DTYPE_Q8_C};
+    static const slate_dtype q[] = {SLATE_DTYPE_Q8_0, SLATE_DTYPE_Q4, SLATE_DTYPE_Q8_C,
+                                    SLATE_DTYPE_IQ4_NL};
     k->matmul[SLATE_DTYPE_Q8_0] = matmul_q8_0;
     k->matmul[SLATE_DTYPE_Q4] = matmul_q4;
     k->matmul[SLATE_DTYPE_Q8_C] = matmul_q8_c;
+    k->matmul[SLATE_DTYPE_IQ4_NL] = matmul_iq4_nl;
+    k->row_to_f32[SLATE_DTYPE_IQ4_NL] = row_to_f32_iq4_nl;
     for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
         k->xq_plan[q[i]] = xq_plan;
         k->quantize_x[q[i]] = quantize_x;
