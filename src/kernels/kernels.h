@@ -134,9 +134,10 @@ void slate__avx2_q_fill(slate__kernels *k);
 void slate__avx2_vnni_fill(slate__kernels *k);
 #endif
 #ifdef SLATE_HAVE_avx2_k
-/* The integer Q4_K/Q6_K matmuls of the avx2 table (x86/avx2_k.c; the avx512 table inherits
- * them). They read x as the table's Q4 quantizer writes it and install that quantizer and plan
- * for Q4_K/Q6_K: call after slate__avx2_q_fill (without a Q4 quantizer they install nothing). */
+/* The integer Q2_K..Q6_K and IQ4_XS matmuls of the avx2 table (x86/avx2_k.c; the avx512 table
+ * inherits them), and their row lookups. They read x as the table's Q4 quantizer writes it and
+ * install that quantizer and plan for these formats: call after slate__avx2_q_fill (without a Q4
+ * quantizer they install no matmul). */
 void slate__avx2_k_fill(slate__kernels *k);
 #endif
 #ifdef SLATE_HAVE_avx2_vnni_k

@@ -1,7 +1,7 @@
 /* test_quant_kernels.c - the matmul of the compressed weight formats (Q8_0; Q4 with blocks of
  * 16, 32, 64, 128, symmetric and asymmetric; Q8_C; Q2_K to Q6_K; IQ4_NL, IQ4_XS) of every SIMD
- * table this CPU supports ("avx2", x86/avx2_q.c and x86/avx2_k.c; "avx2_vnni", the same with AVX-VNNI;
- * "avx512_vnni", x86/avx512_vnni.c and x86/avx512_vnni_k.c; on AArch64 "neon" and
+ * table this CPU supports ("avx2", x86/avx2_q.c and x86/avx2_k.c; "avx2_vnni", the same with
+ * AVX-VNNI; "avx512_vnni", x86/avx512_vnni.c and x86/avx512_vnni_k.c; on AArch64 "neon" and
  * "neon_dotprod", arm/neon_q.c and arm/neon_k.c, which tests/kernels/neon_check.c also checks
  * under qemu; all quantize activations) against the scalar reference (kernels/ref/quant.c:
  * dequantize and dot in f32) on random weights from the reference quantizers and random x: one
@@ -353,17 +353,18 @@ static void check_extreme(const slate__kernels *k, const slate__kernels *ref, co
  * (|code - 32| up to 32) under scales -128 and 127; Q3_K with every code 3 or -4 (every third
  * bit set, or none) under scales -32 and 31; Q2_K with every code 3 or 0 under scale 15 with
  * minimum 15 or 0; IQ4_NL (blocks of 32) with every nibble 15 or 0 (levels 113 and -127, the
- * largest |level|); against x of one magnitude (every input rounds to +-127: the largest u8 x s8
- * pairs, 63 * 127 * 2 for Q6_K, 127 * 127 * 2 for IQ4_NL's |level| against x with the level's
- * sign), of alternating sign, and random; one super-block (8 IQ4_NL blocks) and many,
- * rows across the 4-row tile (prefill) and by 1 to 3 (decode). A saturated s16 pair or a
- * wrapped sum is off by far more than the bound. */
+ * largest |level|); IQ4_XS the same under scales -32 and 31; against x of one magnitude (every
+ * input rounds to +-127: the largest u8 x s8 pairs, 63 * 127 * 2 for Q6_K, 127 * 127 * 2 for
+ * IQ4's |level| against x with the level's sign), of alternating sign, and random; one
+ * super-block (8 IQ4_NL blocks) and many, rows across the 4-row tile (prefill) and by 1 to 3
+ * (decode). A saturated s16 pair or a wrapped sum is off by far more than the bound. */
 static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x6578747265ull;
     static const int64_t n_ins[] = {256, 256 * 9};
     static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
-                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL};
+                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL,
+                                      SLATE_DTYPE_IQ4_XS};
     for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
         for (size_t ni = 0; ni < sizeof n_ins / sizeof *n_ins; ni++) {
             slate_dtype dt = dts[di];
@@ -389,6 +390,9 @@ static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
                         memset(blk + 96, o < 2 ? 0x00 : 0xFF, 12); /* scales -32 or 31 */
                     } else if (dt == SLATE_DTYPE_IQ4_NL) {
                         memset(blk + 2, code, 16); /* every level 113 or -127; d keeps its sign */
+                    } else if (dt == SLATE_DTYPE_IQ4_XS) {
+                        memset(blk + 8, code, 128); /* every level 113 or -127 */
+                        memset(blk + 2, o < 2 ? 0x00 : 0xFF, 6); /* every scale -32 or 31 */
                     } else {
                         memset(blk + 16, code, 64); /* qs: codes 3 or 0 */
                         memset(blk, o < 2 ? 0xFF : 0x0F, 16); /* scales 15, minimums 15 or 0 */
@@ -412,12 +416,14 @@ static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
  * that they end where a PROT_NONE page begins (a read past them faults). Q3_K's blocks of 110
  * bytes and Q2_K's of 84 are not 16-aligned, so a vector load of a block's last bytes (Q3_K's
  * scales and d, Q2_K's d and dmin) must not run into the next 16 bytes; IQ4_NL's blocks of 18
- * bytes (listed here for that reason) end in their nibbles; the last block of the last row, decode (1-3 rows) and prefill (5 rows), one super-block and several. */
+ * bytes (listed here for that reason) end in their nibbles; the last block of the last row,
+ * decode (1-3 rows) and prefill (5 rows), one super-block and several. */
 static void superblock_matmul_reads_nothing_past_the_weights(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x6775617264ull;
     static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
-                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL};
+                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL,
+                                      SLATE_DTYPE_IQ4_XS};
     static const int64_t rows[] = {1, 2, 3, 5};
     char problem[600];
     for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
@@ -474,14 +480,15 @@ static void formats_sharing_an_xq_layout_write_the_same_bytes(void **st) {
 }
 
 /* The table runs its own super-block and IQ4_NL matmuls, not ref's (the checks above compare
- * with ref, so a format left to ref's fallback would pass them unseen), with x quantized; Q5_K takes Q4_K's
- * x as it is and Q3_K and Q2_K take Q6_K's (x86/avx512_vnni_k.c; x86/avx2_k.c shares avx2_q.c's
- * x among all), so their plans name one layout of the same bytes, for decode and prefill: a
- * Q4_K / Q5_K mix, or a Q6_K / Q3_K / Q2_K one, shares one xq. */
+ * with ref, so a format left to ref's fallback would pass them unseen), with x quantized; Q5_K
+ * takes Q4_K's x as it is and Q3_K and Q2_K take Q6_K's (x86/avx512_vnni_k.c; x86/avx2_k.c
+ * shares avx2_q.c's x among all), so their plans name one layout of the same bytes, for decode
+ * and prefill: a Q4_K / Q5_K mix, or a Q6_K / Q3_K / Q2_K one, shares one xq. */
 static void superblock_formats_run_the_tables_own_kernels(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q5_K,
-                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL};
+                                      SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL,
+                                      SLATE_DTYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
         if (k->matmul[dts[i]] == ref->matmul[dts[i]] || !k->xq_plan[dts[i]] || !k->quantize_x[dts[i]])
             fail_msg("%s runs no kernel of its own for %s", k->name, slate_dtype_name(dts[i]));
@@ -514,14 +521,15 @@ static void superblock_formats_run_the_tables_own_kernels(void **st) {
 }
 
 /* The avx2 tables read one x for every super-block format (x86/avx2_k.c installs avx2_q.c's
- * quantizer for all of them) and for IQ4_NL (avx2_q.c's own): a Q3_K_M (Q3_K with Q4_K, Q5_K,
- * Q6_K), Q2_K or IQ4_NL (with Q5_K, Q6_K, Q8_0) file's q/k/v and gate/up share one xq only if
+ * quantizer for all of them, IQ4_XS included) and for IQ4_NL (avx2_q.c's own): a Q3_K_M (Q3_K
+ * with Q4_K, Q5_K, Q6_K), Q2_K, IQ4_XS or IQ4_NL (with Q5_K, Q6_K, Q8_0) file's q/k/v and
+ * gate/up share one xq only if
  * every format's plan names Q4_K's layout and bytes, for decode and prefill;
  * formats_sharing_an_xq_layout_write_the_same_bytes then checks the bytes agree. */
 static void superblock_formats_share_one_x_plan(void **st) {
     const slate__kernels *k = table_or_skip(st);
     static const slate_dtype dts[] = {SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K, SLATE_DTYPE_Q3_K,
-                                      SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL};
+                                      SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL, SLATE_DTYPE_IQ4_XS};
     for (int64_t n_rows = 1; n_rows <= 9; n_rows += 8)
         for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
             slate__wmat w4, wd;

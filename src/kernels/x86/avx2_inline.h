@@ -1,7 +1,7 @@
 /*
  * avx2_inline.h - small inline helpers shared by the files compiled with AVX2 flags
- * (x86/avx2.c, x86/avx2_q.c, x86/avx2_k.c). Include only from such files: the intrinsics need -mavx2 -mfma
- * -mf16c.
+ * (x86/avx2.c, x86/avx2_q.c, x86/avx2_k.c). Include only from such files: the intrinsics need
+ * -mavx2 -mfma -mf16c.
  */
 #ifndef SLATE_AVX2_INLINE_H
 #define SLATE_AVX2_INLINE_H

@@ -1,17 +1,17 @@
 /*
- * avx2_k.c - integer matmul of the super-block formats Q4_K, Q5_K, Q6_K, Q3_K and Q2_K (GGUF's,
- * quant.h) for CPUs with AVX2: the avx2 table, and the avx512 table, which keeps avx2's integer
- * kernels. Same signatures and meaning as kernels/ref/quant.c up to the rounding of x.
+ * avx2_k.c - integer matmul of the super-block formats Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and IQ4_XS
+ * (GGUF's, quant.h) for CPUs with AVX2: the avx2 table, and the avx512 table, which keeps avx2's
+ * integer kernels. Same signatures and meaning as kernels/ref/quant.c up to the rounding of x.
  *
  * x is x86/avx2_q.c's: its quantizer and plan are installed for these formats too (the same
  * bytes, the same layout id), so exec quantizes x once for q/k/v or gate/up even where a Q4_K_M
  * (Q5_K_M) file mixes Q4_K (Q5_K) and Q6_K there, a Q3_K_M file Q3_K with Q4_K to Q6_K, a Q2_K
- * file Q2_K with Q3_K and Q4_K. Per row: int8 q in units of 32 inputs, the
- * f32 scale dx of each unit and dx * (sum of q) of each half of 16. A super-block of 256 is 8
- * units; each product of a unit of 32 weights with a unit of x is integer (vpmaddubsw u8 x s8
- * -> s16 pairs, vpmaddwd -> 8 x s32, lanes 0-3 the first 16 inputs, 4-7 the last 16), then one
- * f32 FMA with a scale broadcast from memory (vbroadcastss: a load, not a shuffle on the port
- * the integer work needs).
+ * file Q2_K with Q3_K and Q4_K, an IQ4_XS file IQ4_XS with Q5_K, Q6_K or Q8_0. Per row: int8 q
+ * in units of 32 inputs, the f32 scale dx of each unit and dx * (sum of q) of each half of 16. A
+ * super-block of 256 is 8 units; each product of a unit of 32 weights with a unit of x is
+ * integer (vpmaddubsw u8 x s8 -> s16 pairs, vpmaddwd -> 8 x s32, lanes 0-3 the first 16 inputs,
+ * 4-7 the last 16), then one f32 FMA with a scale broadcast from memory (vbroadcastss: a load,
+ * not a shuffle on the port the integer work needs).
  *   Q4_K  value (d sc_j) q - dmin m_j with codes q in 0..15 (u8 already: a 32-byte load of qs
  *         is two units, low nibbles sub-block 2p, high nibbles 2p + 1): dot * d sc_j dx, the 8
  *         units' d sc_j dx computed in one vector per super-block and row and stored; the
@@ -37,14 +37,19 @@
  *   Q2_K  value (d sc_k) q - dmin m_k, q 0..3: Q3_K's kernel without the third bit (q u8 as it
  *         is), the nibble scales 0..15 through vpmaddwd as Q3_K's, the minimum as -dmin m_k
  *         times the x sum of each 16 in place of Q3_K's -4 d s_k.
+ *   IQ4_XS value (d (ls_j - 32)) L, L one of 16 int8 levels: each sub-block is an IQ4_NL block
+ *         (avx2_q.c), its 32 levels by one vpshufb of the nibbles (avx2_inline.h's iq4_unit), |L|
+ *         the u8 factor with L's sign moved onto x (vpsignb), then Q4_K's f32 FMA per unit with
+ *         d (ls_j - 32) dx, the 8 scales unpacked by two vpsrlvd and computed in one vector per
+ *         super-block and row. vpmaddwd by ones, so avx2_vnni takes vpdpbusd here too.
  * The correction terms go into the same f32 accumulator as the products (only its lane sum
  * matters). Up to 4 rows of x share each unpacked super-block (prefill), as in avx2_q.c.
  *
- * Built as x86/avx2_vnni_k.c (SLATE_AVX2_K_VNNI) for the avx2_vnni table: Q4_K's and Q5_K's
- * unit products are one VEX vpdpbusd; Q6_K, Q3_K and Q2_K keep vpmaddubsw + vpmaddwd by their
- * scales (vpdpbusd sums 4 products, so the per-16 scales would cost a vpmulld or an f32 multiply
- * per unit instead), compiled with the same flags. Integer sums are exact either way, so the
- * two tables' results are bit-identical (test_quant_kernels checks it).
+ * Built as x86/avx2_vnni_k.c (SLATE_AVX2_K_VNNI) for the avx2_vnni table: Q4_K's, Q5_K's and
+ * IQ4_XS's unit products are one VEX vpdpbusd; Q6_K, Q3_K and Q2_K keep vpmaddubsw + vpmaddwd by
+ * their scales (vpdpbusd sums 4 products, so the per-16 scales would cost a vpmulld or an f32
+ * multiply per unit instead), compiled with the same flags. Integer sums are exact either way, so
+ * the two tables' results are bit-identical (test_quant_kernels checks it).
  */
 #include "kernels/kernels.h"
 #include "kernels/x86/avx2_inline.h"
@@ -319,6 +324,61 @@ INLINE void q23k_rows(int R, bool q2, float *y, const uint8_t *xq, size_t xs, co
     store_rows(R, y, acc, w, bias, r0, o);
 }
 
+/* IQ4_XS's 8 sub-block scales ls_j - 32 (-32..31) as f32 lanes j, quant.h's rule for all 8 at
+ * once: the low 4 bits of ls_j are bits 4 j .. 4 j + 3 of scales_l (4 bytes, little-endian),
+ * the high 2 bits bits 2 j, 2 j + 1 of scales_h (one 32-bit lane each, shifted by vpsrlvd). */
+INLINE __m256 iq4xs_scales(const uint8_t *b) {
+    uint16_t h;
+    uint32_t l;
+    memcpy(&h, b + 2, 2);
+    memcpy(&l, b + 4, 4);
+    __m256i lo = _mm256_srlv_epi32(_mm256_set1_epi32((int)l),
+                                   _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    __m256i hi = _mm256_srlv_epi32(_mm256_set1_epi32(h),
+                                   _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    __m256i ls = _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(15)),
+                                 _mm256_slli_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(3)), 4));
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32)));
+}
+
+/* Rows r0 .. r0+R-1 of x against weight row o of an IQ4_XS matrix: each sub-block j is one unit
+ * of x and IQ4_NL's block (x86/avx2_q.c): 32 int8 levels by one vpshufb (iq4_unit), |L| times x
+ * with L's sign (vpsignb); |L|, |q| <= 127, so a vpmaddubsw pair is at most 2 * 127 * 127 = 32258
+ * < 32767 (quantize_x never writes -128 for finite x; a -128 would still give only 32512) and a
+ * vpmaddwd / vpdpbusd lane 4 * 127 * 128. The signed scale ls_j - 32 and d meet the integer sum
+ * as Q4_K's d sc_j do: d (ls_j - 32) dx per unit, the super-block's 8 in one vector per row,
+ * broadcast from memory. (Applying ls_j - 32 in integers, by vpmaddwd as Q6_K does, would save
+ * nothing: every unit has its own dx, so one f32 FMA per unit stays, and avx2_vnni would lose
+ * vpdpbusd.) Super-blocks are 136 bytes (8-aligned at best): unaligned loads. */
+INLINE void iq4xs_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
+                       const float *bias, int64_t r0, int64_t o) {
+    int64_t units = x_units(w), nsb = w->n_in / SLATE__SUPERBLOCK;
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    const int8_t *xr[4];
+    const float *dx[4], *hs[4];
+    __m256 acc[4];
+    x_rows(R, xq, xs, r0, units, xr, dx, hs, acc);
+    const __m256i levels = iq4_levels(slate__iq4_levels);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_iq4_xs);
+        int64_t u0 = sb * UPS;
+        __m256 ds = _mm256_mul_ps(_mm256_set1_ps(f16_scalar(b)), iq4xs_scales(b));
+        float fs[4][8] __attribute__((aligned(32)));
+        UNROLL for (int r = 0; r < R; r++)
+            _mm256_store_ps(fs[r], _mm256_mul_ps(ds, _mm256_loadu_ps(dx[r] + u0)));
+        UNROLL for (int j = 0; j < UPS; j++) {
+            __m256i wv = iq4_unit(levels, b + 8 + 16 * j), wu = _mm256_abs_epi8(wv);
+            UNROLL for (int r = 0; r < R; r++) {
+                __m256i xv = _mm256_loadu_si256((const __m256i *)(xr[r] + (u0 + j) * XU));
+                __m256i p = dot_u8s8(wu, _mm256_sign_epi8(xv, wv));
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&fs[r][j]),
+                                         acc[r]);
+            }
+        }
+    }
+    store_rows(R, y, acc, w, bias, r0, o);
+}
+
 /* Every output in [o0, o1) for every row of x, 4 rows of x per pass over a weight row. */
 #define ROWS(CALL)                                                                                 \
     for (int64_t o = o0; o < o1; o++) {                                                            \
@@ -345,16 +405,19 @@ INLINE void q23k_rows(int R, bool q2, float *y, const uint8_t *xq, size_t xs, co
 #define Q6K_CALL(R) q6k_rows(R, y, xq, xs, w, bias, r, o)
 #define Q3K_CALL(R) q23k_rows(R, false, y, xq, xs, w, bias, r, o)
 #define Q2K_CALL(R) q23k_rows(R, true, y, xq, xs, w, bias, r, o)
+#define IQ4XS_CALL(R) iq4xs_rows(R, y, xq, xs, w, bias, r, o)
 MATMUL_ROWS(matmul_q4_k, Q4K_CALL)
 MATMUL_ROWS(matmul_q5_k, Q5K_CALL)
 MATMUL_ROWS(matmul_q6_k, Q6K_CALL)
 MATMUL_ROWS(matmul_q3_k, Q3K_CALL)
 MATMUL_ROWS(matmul_q2_k, Q2K_CALL)
+MATMUL_ROWS(matmul_iq4_xs, IQ4XS_CALL)
 #undef Q4K_CALL
 #undef Q5K_CALL
 #undef Q6K_CALL
 #undef Q3K_CALL
 #undef Q2K_CALL
+#undef IQ4XS_CALL
 #undef MATMUL_ROWS
 
 /* Embedding lookups (row_to_f32): one row dequantized 8 values at a time with exactly ref's f32
@@ -453,6 +516,27 @@ ROW_TO_F32_K16(row_to_f32_q3_k, slate__block_q3_k, q3k_group8)
 ROW_TO_F32_K16(row_to_f32_q2_k, slate__block_q2_k, q2k_group8)
 #undef ROW_TO_F32_K16
 
+/* IQ4_XS: per sub-block j the 32 levels (iq4_unit) times d (ls_j - 32), 8 at a time, exactly
+ * ref's products (d * (ls_j - 32)) * L. */
+static void row_to_f32_iq4_xs(float *dst, const slate__wmat *w, int64_t o) {
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
+    const __m256i levels = iq4_levels(slate__iq4_levels);
+    for (int64_t sb = 0; sb < w->n_in / SLATE__SUPERBLOCK; sb++) {
+        const uint8_t *b = row + (size_t)sb * sizeof(slate__block_iq4_xs);
+        float d = f16_scalar(b);
+        for (int j = 0; j < UPS; j++) {
+            __m256 dl = _mm256_set1_ps(d * (float)slate__iq4xs_scale(b, j));
+            __m256i l = iq4_unit(levels, b + 8 + 16 * j);
+            __m128i h[2] = {_mm256_castsi256_si128(l), _mm256_extracti128_si256(l, 1)};
+            UNROLL for (int k = 0; k < 4; k++) {
+                __m256i l32 = _mm256_cvtepi8_epi32(k % 2 ? _mm_srli_si128(h[k / 2], 8) : h[k / 2]);
+                _mm256_storeu_ps(dst + sb * SLATE__SUPERBLOCK + 32 * j + 8 * k,
+                                 _mm256_mul_ps(dl, _mm256_cvtepi32_ps(l32)));
+            }
+        }
+    }
+}
+
 #ifdef SLATE_AVX2_K_VNNI
 void slate__avx2_vnni_k_fill(slate__kernels *k) {
 #else
@@ -463,15 +547,17 @@ void slate__avx2_k_fill(slate__kernels *k) {
     k->row_to_f32[SLATE_DTYPE_Q6_K] = row_to_f32_q6_k;
     k->row_to_f32[SLATE_DTYPE_Q3_K] = row_to_f32_q3_k;
     k->row_to_f32[SLATE_DTYPE_Q2_K] = row_to_f32_q2_k;
+    k->row_to_f32[SLATE_DTYPE_IQ4_XS] = row_to_f32_iq4_xs;
     /* x as the table's Q4 quantizer writes it (avx2_q.c's layout); without one, ref stays. */
     if (!k->xq_plan[SLATE_DTYPE_Q4] || !k->quantize_x[SLATE_DTYPE_Q4]) return;
     static const slate_dtype q[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
-                                    SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K};
+                                    SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_XS};
     k->matmul[SLATE_DTYPE_Q4_K] = matmul_q4_k;
     k->matmul[SLATE_DTYPE_Q5_K] = matmul_q5_k;
     k->matmul[SLATE_DTYPE_Q6_K] = matmul_q6_k;
     k->matmul[SLATE_DTYPE_Q3_K] = matmul_q3_k;
     k->matmul[SLATE_DTYPE_Q2_K] = matmul_q2_k;
+    k->matmul[SLATE_DTYPE_IQ4_XS] = matmul_iq4_xs;
     for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
         k->xq_plan[q[i]] = k->xq_plan[SLATE_DTYPE_Q4];
         k->quantize_x[q[i]] = k->quantize_x[SLATE_DTYPE_Q4];
