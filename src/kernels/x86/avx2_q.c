@@ -241,8 +241,36 @@ INLINE void iq4nl_rows(int R, float *y, const uint8_t *xq, size_t xs, const slat
         acc[r] = _mm256_setzero_ps();
     }
     const __m256i levels = iq4_levels(slate__iq4_levels);
-    for (int64_t u = 0; u < units; u++) {
-        const uint8_t *blk = row + (size_t)u * sizeof(slate__block_iq4_nl);
+    const size_t bb = sizeof(slate__block_iq4_nl);
+    int64_t u = 0;
+    /* 8 blocks at a time: their d as one vector (vcvtph2ps of the 8 f16), d dx of each row in
+     * one multiply, stored and broadcast from memory per unit (a load, not a shuffle on the
+     * port vpshufb needs). Against a scalar d * dx and a register broadcast per block and row,
+     * one thread, same runs, [2048][2048] decode from cache: best 193-195 us vs 224-225 (three
+     * runs); from DRAM 0.94-1.05 of its time. The same products as the tail's scalar ones, so
+     * the result does not depend on where a block falls. */
+    for (; u + 8 <= units; u += 8) {
+        const uint8_t *b8 = row + (size_t)u * bb;
+        uint16_t h[8];
+        UNROLL for (int k = 0; k < 8; k++) memcpy(&h[k], b8 + k * bb, 2);
+        __m256 d8 = _mm256_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2],
+                                                   (short)h[3], (short)h[4], (short)h[5],
+                                                   (short)h[6], (short)h[7]));
+        float fs[4][8] __attribute__((aligned(32)));
+        UNROLL for (int r = 0; r < R; r++)
+            _mm256_store_ps(fs[r], _mm256_mul_ps(d8, _mm256_loadu_ps(dx[r] + u)));
+        UNROLL for (int k = 0; k < 8; k++) {
+            __m256i wv = iq4_unit(levels, b8 + k * bb + 2), wu = _mm256_abs_epi8(wv);
+            UNROLL for (int r = 0; r < R; r++) {
+                __m256i xv = _mm256_loadu_si256((const __m256i *)(xr[r] + (u + k) * XU));
+                __m256i p = dot_u8s8(wu, _mm256_sign_epi8(xv, wv));
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&fs[r][k]),
+                                         acc[r]);
+            }
+        }
+    }
+    for (; u < units; u++) { /* the last n_in / 32 % 8 blocks */
+        const uint8_t *blk = row + (size_t)u * bb;
         float d = f16_scalar(blk);
         __m256i wv = iq4_unit(levels, blk + 2), wu = _mm256_abs_epi8(wv);
         UNROLL for (int r = 0; r < R; r++) {
