@@ -360,8 +360,9 @@ bool kc_matmul_q(const slate__kernels *k, const slate__kernels *ref, slate_dtype
     char why[120];
     if (!slate__wlayout_check(dt, block, asym, n_in, why, sizeof why) ||
         !slate__wdtype_quantized(dt) || dt == SLATE_DTYPE_PAL)
-        return verdict(what, "not a valid case: needs Q8_0, Q4, Q8_C or a super-block format "
-                             "(Q2_K..Q6_K) with n_in a multiple of the block", problem, cap);
+        return verdict(what, "not a valid case: needs Q8_0, Q4, Q8_C, IQ4_NL or a super-block "
+                             "format (Q2_K..Q6_K, IQ4_XS) with n_in a multiple of the block",
+                       problem, cap);
     float *x = xmalloc((size_t)(n_rows * n_in) * sizeof(float));
     float *bias = xmalloc((size_t)n_out * sizeof(float));
     float *got = xmalloc((size_t)(n_rows * n_out) * sizeof(float));

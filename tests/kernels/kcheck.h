@@ -35,7 +35,8 @@ bool kc_matmul(const slate__kernels *k, const slate__kernels *ref, slate_dtype d
                uint64_t *rng, char *problem, size_t cap);
 
 /* The compressed formats and their layouts: Q8_0; Q4 with blocks of 16, 32, 64 and 128,
- * symmetric and asymmetric; Q8_C; the super-block formats Q4_K, Q6_K and Q5_K (the last three). */
+ * symmetric and asymmetric; Q8_C; the super-block formats Q4_K, Q6_K, Q5_K, Q3_K, Q2_K; IQ4_NL
+ * (blocks of 32) and IQ4_XS (super-blocks). */
 typedef struct kc_qfmt {
     slate_dtype dt;
     int32_t block; /* Q8_C: 0 */

@@ -479,9 +479,9 @@ static void formats_sharing_an_xq_layout_write_the_same_bytes(void **st) {
     free(x);
 }
 
-/* The table runs its own super-block and IQ4_NL matmuls, not ref's (the checks above compare
- * with ref, so a format left to ref's fallback would pass them unseen), with x quantized; Q5_K
- * takes Q4_K's x as it is and Q3_K and Q2_K take Q6_K's (x86/avx512_vnni_k.c; x86/avx2_k.c
+/* The table runs its own super-block and IQ4_NL matmuls and row lookups, not ref's (the checks
+ * above compare with ref, so a format left to ref's fallback would pass them unseen), with x
+ * quantized; Q5_K takes Q4_K's x as it is and Q3_K and Q2_K take Q6_K's (x86/avx512_vnni_k.c; x86/avx2_k.c
  * shares avx2_q.c's x among all), so their plans name one layout of the same bytes, for decode
  * and prefill: a Q4_K / Q5_K mix, or a Q6_K / Q3_K / Q2_K one, shares one xq. */
 static void superblock_formats_run_the_tables_own_kernels(void **st) {
@@ -492,6 +492,10 @@ static void superblock_formats_run_the_tables_own_kernels(void **st) {
     for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
         if (k->matmul[dts[i]] == ref->matmul[dts[i]] || !k->xq_plan[dts[i]] || !k->quantize_x[dts[i]])
             fail_msg("%s runs no kernel of its own for %s", k->name, slate_dtype_name(dts[i]));
+        /* the embedding lookup too (row_to_f32_matches_ref_dequantization checks its values) */
+        if (k->row_to_f32[dts[i]] == ref->row_to_f32[dts[i]])
+            fail_msg("%s looks %s rows up with ref's row_to_f32", k->name,
+                     slate_dtype_name(dts[i]));
     }
     for (int64_t n_rows = 1; n_rows <= 9; n_rows += 8) {
         slate__wmat w4, w5;
