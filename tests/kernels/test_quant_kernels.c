@@ -441,7 +441,8 @@ static void superblock_matmul_reads_nothing_past_the_weights(void **st) {
  * (1 row) and prefill (5 rows): exec quantizes x once for both (x86/avx2_k.c installs
  * avx2_q.c's quantizer for every super-block format; x86/avx512_vnni_k.c gives Q5_K Q4_K's x
  * and Q3_K and Q2_K Q6_K's, so a Q4_K_M, Q5_K_M or Q2_K q/k/v or gate/up with mixed formats
- * shares one xq there; a Q3_K_M one mixing Q3_K with Q4_K / Q5_K quantizes x twice). */
+ * shares one xq there; a Q3_K_M one mixing Q3_K with Q4_K / Q5_K quantizes x twice; IQ4_NL
+ * takes x86/avx512_vnni.c's Q4 B=32 symmetric x). */
 static void formats_sharing_an_xq_layout_write_the_same_bytes(void **st) {
     const slate__kernels *k = table_or_skip(st);
     uint64_t rng = tu_seed() ^ 0x73686172ull;
@@ -524,6 +525,30 @@ static void superblock_formats_run_the_tables_own_kernels(void **st) {
     }
 }
 
+/* avx512_vnni runs IQ4_NL kernels of its own (x86/avx512_vnni.c: vpdpbusd on Q4 B=32
+ * symmetric's x, whose plan it names), not only ref's or the avx2 ones the avx512 table
+ * inherits: the other checks compare with ref, so an inherited kernel would pass them unseen. */
+static void avx512_vnni_runs_its_own_iq4_kernels(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    const slate__kernels *a2 = slate__kernels_by_name("avx2");
+    static const slate_dtype dts[] = {SLATE_DTYPE_IQ4_NL};
+    for (size_t i = 0; i < sizeof dts / sizeof *dts; i++)
+        if (k->matmul[dts[i]] == ref->matmul[dts[i]] ||
+            (a2 && k->matmul[dts[i]] == a2->matmul[dts[i]]))
+            fail_msg("%s runs no %s matmul of its own", k->name, slate_dtype_name(dts[i]));
+    for (int64_t n_rows = 1; n_rows <= 9; n_rows += 8) {
+        slate__wmat wq, wn;
+        slate__wmat_init(&wq, NULL, SLATE_DTYPE_Q4, 32, false, 8, 1024);
+        slate__wmat_init(&wn, NULL, SLATE_DTYPE_IQ4_NL, 32, false, 8, 1024);
+        slate__xq_plan pq = k->xq_plan[SLATE_DTYPE_Q4](&wq, n_rows);
+        slate__xq_plan pn = k->xq_plan[SLATE_DTYPE_IQ4_NL](&wn, n_rows);
+        if (!pq.bytes || pq.layout != pn.layout || pq.bytes != pn.bytes)
+            fail_msg("%s rows=%lld: iq4_nl's x plan (layout %#x, %zu bytes) is not q4 b32's (%#x, "
+                     "%zu)", k->name, (long long)n_rows, (unsigned)pn.layout, pn.bytes,
+                     (unsigned)pq.layout, pq.bytes);
+    }
+}
+
 /* The avx2 tables read one x for every super-block format (x86/avx2_k.c installs avx2_q.c's
  * quantizer for all of them, IQ4_XS included) and for IQ4_NL (avx2_q.c's own): a Q3_K_M (Q3_K
  * with Q4_K, Q5_K, Q6_K), Q2_K, IQ4_XS or IQ4_NL (with Q5_K, Q6_K, Q8_0) file's q/k/v and
@@ -595,6 +620,7 @@ int main(void) {
         FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx2"),
         FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx2_vnni"),
         FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx512_vnni"),
+        FOR_TABLE(avx512_vnni_runs_its_own_iq4_kernels, "avx512_vnni"),
         FOR_TABLE(superblock_formats_share_one_x_plan, "avx2"),
         FOR_TABLE(superblock_formats_share_one_x_plan, "avx2_vnni"),
         cmocka_unit_test(avx2_vnni_equals_avx2_bit_for_bit),

@@ -38,6 +38,15 @@
  * the weight block, or 128 for Q8_C), then cvt + fma with d_w[c] * dx[r] into the f32 result.
  * x of KC inputs for all rows stays in L2 while the column tiles pass over it.
  *
+ * IQ4_NL (GGUF's, byte for byte: blocks of 32 {f16 d; u8 qs[16]}, Q4 B=32's bytes and nibble
+ * order, value d * L[nibble] with the 16 int8 levels L of slate__iq4_levels) runs Q4 B=32
+ * symmetric's kernels and x (the same xq_plan layout and bytes). Only the codes differ: one
+ * vpshufb per 64 nibbles turns them into L + 128 (1..241, unsigned for vpdpbusd), and the
+ * correction -128 * sum(qx) is the stored -8 * sum(qx) shifted left by 4 (one shift per group
+ * and x row, or per chunk in prefill). A decode lane's int32 sum is then sum L q over its 8
+ * products, at most 8 * 127 * 127 in magnitude; on the way 8 * 127 * 128 (the correction) plus
+ * 4 * 241 * 127: no overflow, and every sum converts to f32 exactly.
+ *
  * Loads past a row's last block are masked (nothing outside a tensor is read); x is zero past
  * n_in, so masked-off weights never matter. Row ranges are split by exec; this file keeps no
  * state between calls.
@@ -83,8 +92,16 @@ typedef struct xgeom {
     size_t stride, off_c, off_d, used; /* used: bytes of a row before its padding to 64 */
 } xgeom;
 
+/* IQ4_NL reads x as Q4 B=32 symmetric: x_q4 says whether w reads a Q4 layout, x_block and
+ * x_asym which one. */
+static bool x_q4(const slate__wmat *w) {
+    return w->dtype == SLATE_DTYPE_Q4 || w->dtype == SLATE_DTYPE_IQ4_NL;
+}
+static int32_t x_block(const slate__wmat *w) { return w->dtype == SLATE_DTYPE_Q4 ? w->block : 32; }
+static bool x_asym(const slate__wmat *w) { return w->dtype == SLATE_DTYPE_Q4 && w->asym; }
+
 static int64_t chunk_of(const slate__wmat *w) {
-    return w->dtype == SLATE_DTYPE_Q4 ? w->block : w->dtype == SLATE_DTYPE_Q8_0 ? 32 : GROUP;
+    return x_q4(w) ? x_block(w) : w->dtype == SLATE_DTYPE_Q8_0 ? 32 : GROUP;
 }
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
@@ -103,7 +120,7 @@ static xgeom geom(const slate__wmat *w, int64_t n_rows) {
         g.used = g.off_c + 4 * (size_t)g.n_ch;
     } else {
         g.off_c = np;
-        g.off_d = np + (w->dtype == SLATE_DTYPE_Q4 ? 64 : 128) * ng;
+        g.off_d = np + (x_q4(w) ? 64 : 128) * ng;
         g.used = g.off_d + 4 * ng;
     }
     g.stride = align64(g.used);
@@ -117,10 +134,10 @@ static slate__xq_plan xq_plan(const slate__wmat *w, int64_t n_rows) {
     p.bytes = (size_t)rows * g.stride;
     p.row_align = g.prefill ? RT : 1;
     if (g.prefill) {
-        uint32_t kind = w->dtype != SLATE_DTYPE_Q4 ? 0 : w->asym ? 2 : 1;
+        uint32_t kind = !x_q4(w) ? 0 : x_asym(w) ? 2 : 1;
         p.layout = 3u << 24 | (uint32_t)g.ch << 4 | kind;
-    } else if (w->dtype == SLATE_DTYPE_Q4) {
-        p.layout = 2u << 24 | (uint32_t)w->block << 1 | (uint32_t)w->asym;
+    } else if (x_q4(w)) {
+        p.layout = 2u << 24 | (uint32_t)x_block(w) << 1 | (uint32_t)x_asym(w);
     } else {
         p.layout = 1u << 24;
     }
@@ -182,12 +199,12 @@ static void quantize_x(void *xq, const float *x, const slate__wmat *w, int64_t n
                        int64_t r1) {
     xgeom g = geom(w, n_rows);
     int64_t n_in = w->n_in;
-    bool q4 = w->dtype == SLATE_DTYPE_Q4;
+    bool q4 = x_q4(w), asym = x_asym(w);
     for (int64_t r = r0; r < r1; r++) {
         uint8_t *row = (uint8_t *)xq + (size_t)r * g.stride;
         int8_t *q = (int8_t *)row;
         float *d = (float *)(row + g.off_d);
-        quant_row(x + r * n_in, n_in, g.ng, g.prefill || !q4 ? 0 : w->block, q, d);
+        quant_row(x + r * n_in, n_in, g.ng, g.prefill || !q4 ? 0 : x_block(w), q, d);
         memset(row + g.used, 0, g.stride - g.used); /* the same bytes for the same x */
         if (!g.prefill && !q4) { /* Q8: init per 64 */
             for (int64_t h = 0; h < 2 * g.ng; h++) {
@@ -198,7 +215,7 @@ static void quantize_x(void *xq, const float *x, const slate__wmat *w, int64_t n
         } else if (!g.prefill) { /* Q4: per group, low + high lanes */
             for (int64_t gi = 0; gi < g.ng; gi++) {
                 __m512i s = _mm512_add_epi32(lane_sums(q + GROUP * gi), lane_sums(q + GROUP * gi + 64));
-                __m512i v = w->asym ? _mm512_castps_si512(
+                __m512i v = asym ? _mm512_castps_si512(
                                           _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d[gi])))
                                     : _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(s, 3));
                 _mm512_storeu_si512((void *)(row + g.off_c + 64 * gi), v);
@@ -215,7 +232,7 @@ static void quantize_x(void *xq, const float *x, const slate__wmat *w, int64_t n
                     for (int32_t l = l0; l < l0 + (per < 16 ? per : 16); l++) s += ls[l];
                     int64_t c = (64 * h + 4 * l0) / g.ch;
                     bool first = (64 * h + 4 * l0) % g.ch == 0; /* CH = 128 spans two halves */
-                    if (q4 && w->asym) {
+                    if (asym) {
                         float v = d[(64 * h) / GROUP] * (float)s;
                         cf[c] = first ? v : cf[c] + v;
                     } else {
@@ -238,10 +255,17 @@ INLINE __mmask64 mask64(int64_t n) { /* the first n bytes, n clamped to [0, 64] 
 }
 
 /* vpermt2w index vectors of a Q4 group: 32 words of nibbles (each block's qs, in order), and
- * per lane the word of its block's d (and m). */
+ * per lane the word of its block's d (and m); lv: IQ4_NL's levels L + 128 as u8, the vpshufb
+ * table in every 128-bit lane. */
 typedef struct q4idx {
-    __m512i qs, d, m;
+    __m512i qs, d, m, lv;
 } q4idx;
+
+/* IQ4_NL's levels plus 128 (1..241) in every 128-bit lane: vpshufb by nibble gives L + 128. */
+INLINE __m512i iq4_levels_u8(void) {
+    __m128i l = _mm_loadu_si128((const __m128i *)slate__iq4_levels);
+    return _mm512_broadcast_i32x4(_mm_xor_si128(l, _mm_set1_epi8((char)0x80)));
+}
 
 INLINE q4idx q4_index(int B, bool asym) {
     int32_t bw = (int32_t)(slate__q4_block_bytes(B, asym) / 2), hw = asym ? 2 : 1;
@@ -257,6 +281,7 @@ INLINE q4idx q4_index(int B, bool asym) {
     r.qs = _mm512_loadu_si512((const void *)qs);
     r.d = _mm512_loadu_si512((const void *)d);
     r.m = _mm512_loadu_si512((const void *)m);
+    r.lv = iq4_levels_u8();
     return r;
 }
 
@@ -264,9 +289,11 @@ INLINE float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 /* One group g (nb bytes of each weight row: the whole group, or the last, partial one) of R rows
  * of x against weight rows wr[0..O), added into acc. nb is a compile-time constant for whole
- * groups, so their load masks fold away. */
-INLINE void dec_q4_group(int B, bool asym, int R, int O, __m512 acc[3][4], const uint8_t *xq,
-                         const xgeom *xg, const uint8_t *const wr[4], int64_t g, int64_t gb,
+ * groups, so their load masks fold away. nl: IQ4_NL (B = 32, symmetric), whose nibbles become
+ * L + 128 and whose correction is 16 times Q4's (see IQ4_NL above). */
+INLINE void dec_q4_group(bool nl, int B, bool asym, int R, int O, __m512 acc[3][4],
+                         const uint8_t *xq, const xgeom *xg, const uint8_t *const wr[4], int64_t g,
+                         int64_t gb,
                          int64_t nb, size_t pf, const q4idx *ix) {
     const __m512i lo4 = _mm512_set1_epi8(15);
     __mmask64 m1 = mask64(nb), m2 = mask64(nb - 64);
@@ -280,6 +307,10 @@ INLINE void dec_q4_group(int B, bool asym, int R, int O, __m512 acc[3][4], const
         __m512i qs = _mm512_permutex2var_epi16(z1, ix->qs, z2);
         lo[c] = _mm512_and_si512(qs, lo4);
         hi[c] = _mm512_and_si512(_mm512_srli_epi16(qs, 4), lo4);
+        if (nl) {
+            lo[c] = _mm512_shuffle_epi8(ix->lv, lo[c]);
+            hi[c] = _mm512_shuffle_epi8(ix->lv, hi[c]);
+        }
         sv[c] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(z1, ix->d, z2)));
         if (asym)
             mv[c] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(z1, ix->m, z2)));
@@ -290,6 +321,7 @@ INLINE void dec_q4_group(int B, bool asym, int R, int O, __m512 acc[3][4], const
         __m512i xhi = _mm512_loadu_si512((const void *)(xr + g * GROUP + 64));
         __m512i init = asym ? _mm512_setzero_si512()
                             : _mm512_loadu_si512((const void *)(xr + xg->off_c + 64 * g));
+        if (nl) init = _mm512_slli_epi32(init, 4); /* -128 * sum(qx) */
         __m512 cf = asym ? _mm512_loadu_ps((const void *)(xr + xg->off_c + 64 * g)) : _mm512_setzero_ps();
         __m512 dx = _mm512_set1_ps(((const float *)(xr + xg->off_d))[g]);
         UNROLL for (int c = 0; c < O; c++) {
@@ -300,9 +332,10 @@ INLINE void dec_q4_group(int B, bool asym, int R, int O, __m512 acc[3][4], const
     }
 }
 
-/* R rows of x against weight rows o..o+O-1, Q4 with block B. */
-INLINE void dec_q4(int B, bool asym, int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
-                   const slate__wmat *w, const float *bias, int64_t o, const q4idx *ix) {
+/* R rows of x against weight rows o..o+O-1, Q4 with block B (nl: IQ4_NL). */
+INLINE void dec_q4(bool nl, int B, bool asym, int R, int O, float *y, const uint8_t *xq,
+                   const xgeom *xg, const slate__wmat *w, const float *bias, int64_t o,
+                   const q4idx *ix) {
     const int64_t bb = (int64_t)slate__q4_block_bytes(B, asym), gb = (GROUP / B) * bb;
     const int64_t n_full = w->n_in / GROUP, ng = xg->ng;
     const int64_t tail = (w->n_in % GROUP) / B * bb; /* bytes of the last, partial group */
@@ -311,8 +344,9 @@ INLINE void dec_q4(int B, bool asym, int R, int O, float *y, const uint8_t *xq, 
     UNROLL for (int c = 0; c < O; c++) wr[c] = (const uint8_t *)w->data + (size_t)(o + c) * w->row_bytes;
     __m512 acc[3][4];
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++) acc[r][c] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < n_full; g++) dec_q4_group(B, asym, R, O, acc, xq, xg, wr, g, gb, gb, pf, ix);
-    if (n_full < ng) dec_q4_group(B, asym, R, O, acc, xq, xg, wr, n_full, gb, tail, pf, ix);
+    for (int64_t g = 0; g < n_full; g++)
+        dec_q4_group(nl, B, asym, R, O, acc, xq, xg, wr, g, gb, gb, pf, ix);
+    if (n_full < ng) dec_q4_group(nl, B, asym, R, O, acc, xq, xg, wr, n_full, gb, tail, pf, ix);
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++)
         y[r * w->n_out + o + c] = hsum(acc[r][c]) + (bias ? bias[o + c] : 0.0f);
 }
@@ -408,11 +442,12 @@ INLINE void q8_index(__m512i *iq, __m512i *id) {
         for (; o < o1; o++) CALL1;                                                                 \
     } while (0)
 
-INLINE void decode_q4(int B, bool asym, int R, float *y, const uint8_t *xq, const xgeom *xg,
-                      const slate__wmat *w, const float *bias, int64_t o0, int64_t o1) {
+INLINE void decode_q4(bool nl, int B, bool asym, int R, float *y, const uint8_t *xq,
+                      const xgeom *xg, const slate__wmat *w, const float *bias, int64_t o0,
+                      int64_t o1) {
     q4idx ix = q4_index(B, asym);
-    DEC_RANGE(dec_q4(B, asym, R, 2, y, xq, xg, w, bias, o, &ix),
-              dec_q4(B, asym, R, 1, y, xq, xg, w, bias, o, &ix));
+    DEC_RANGE(dec_q4(nl, B, asym, R, 2, y, xq, xg, w, bias, o, &ix),
+              dec_q4(nl, B, asym, R, 1, y, xq, xg, w, bias, o, &ix));
 }
 
 INLINE void decode_q8(bool q8c, int R, float *y, const uint8_t *xq, const xgeom *xg,
@@ -431,10 +466,11 @@ INLINE void decode_rows(slate_dtype dt, int B, bool asym, float *y, const void *
         const uint8_t *xr = (const uint8_t *)xq + (size_t)r * xg->stride;
         float *yr = y + r * w->n_out;
         int R = n_rows - r >= 3 ? 3 : (int)(n_rows - r);
-        if (dt == SLATE_DTYPE_Q4) {
-            if (R == 3) decode_q4(B, asym, 3, yr, xr, xg, w, bias, o0, o1);
-            else if (R == 2) decode_q4(B, asym, 2, yr, xr, xg, w, bias, o0, o1);
-            else decode_q4(B, asym, 1, yr, xr, xg, w, bias, o0, o1);
+        if (dt == SLATE_DTYPE_Q4 || dt == SLATE_DTYPE_IQ4_NL) {
+            bool nl = dt == SLATE_DTYPE_IQ4_NL;
+            if (R == 3) decode_q4(nl, B, asym, 3, yr, xr, xg, w, bias, o0, o1);
+            else if (R == 2) decode_q4(nl, B, asym, 2, yr, xr, xg, w, bias, o0, o1);
+            else decode_q4(nl, B, asym, 1, yr, xr, xg, w, bias, o0, o1);
         } else {
             bool q8c = dt == SLATE_DTYPE_Q8_C;
             if (R == 3) decode_q8(q8c, 3, yr, xr, xg, w, bias, o0, o1);
@@ -457,7 +493,9 @@ static void matmul_decode(float *y, const void *xq, const slate__wmat *w, const 
     case 256: decode_rows(SLATE_DTYPE_Q4, 128, false, y, xq, xg, w, bias, n_rows, o0, o1); break;
     case 257: decode_rows(SLATE_DTYPE_Q4, 128, true, y, xq, xg, w, bias, n_rows, o0, o1); break;
     default:
-        if (w->dtype == SLATE_DTYPE_Q8_0)
+        if (w->dtype == SLATE_DTYPE_IQ4_NL)
+            decode_rows(SLATE_DTYPE_IQ4_NL, 32, false, y, xq, xg, w, bias, n_rows, o0, o1);
+        else if (w->dtype == SLATE_DTYPE_Q8_0)
             decode_rows(SLATE_DTYPE_Q8_0, 32, false, y, xq, xg, w, bias, n_rows, o0, o1);
         else
             decode_rows(SLATE_DTYPE_Q8_C, 0, false, y, xq, xg, w, bias, n_rows, o0, o1);
@@ -467,7 +505,8 @@ static void matmul_decode(float *y, const void *xq, const slate__wmat *w, const 
 
 /* ---- prefill -------------------------------------------------------------------------------
  * Columns [c0, c0 + 32) x inputs [kb, ke) of the weights are unpacked into u8 wp[k/4][32][4]
- * (Q4: nibble values 0..15; int8 formats: w ^ 0x80), 16 inputs x 16 columns at a time: each
+ * (Q4: nibble values 0..15; IQ4_NL: L + 128; int8 formats: w ^ 0x80), 16 inputs x 16 columns
+ * at a time: each
  * column's 16 values are decoded into an xmm, then a 16 x 4 dword transpose (vpermd within each
  * group of 4 columns, shuffles of 128-bit lanes across groups) writes 4 zmm rows. Scales per
  * chunk and column go to ds (and ms, asymmetric Q4). Columns past the matrix are zero. */
@@ -482,6 +521,13 @@ typedef struct tile {
  * rounded up to the chunk; inputs past n_in come out 0 for Q8_C and are 0 in x anyway). */
 INLINE __m128i values16(slate_dtype dt, int B, bool asym, const slate__wmat *w,
                         const uint8_t *row, int64_t k) {
+    if (dt == SLATE_DTYPE_IQ4_NL) { /* Q4 B=32's nibbles through the levels */
+        const uint8_t *qs = row + (size_t)(k / 32) * sizeof(slate__block_iq4_nl) + 2;
+        __m128i b = _mm_loadu_si128((const __m128i *)qs);
+        __m128i nib = _mm_and_si128(k % 32 >= 16 ? _mm_srli_epi16(b, 4) : b, _mm_set1_epi8(15));
+        __m128i lv = _mm512_castsi512_si128(iq4_levels_u8());
+        return _mm_shuffle_epi8(lv, nib);
+    }
     if (dt == SLATE_DTYPE_Q4) {
         const uint8_t *qs = row + (size_t)(k / B) * slate__q4_block_bytes(B, asym) + (asym ? 4 : 2);
         const __m128i m = _mm_set1_epi8(15);
@@ -545,7 +591,7 @@ INLINE void pack(slate_dtype dt, int B, bool asym, tile *t, const slate__wmat *w
                 if (c < n) {
                     const uint8_t *row = rows[c];
                     uint16_t h;
-                    if (dt == SLATE_DTYPE_Q4) {
+                    if (dt == SLATE_DTYPE_Q4 || dt == SLATE_DTYPE_IQ4_NL) { /* the same header */
                         const uint8_t *blk = row + (size_t)(k / B) * slate__q4_block_bytes(B, asym);
                         memcpy(&h, blk, 2);
                         d = _cvtsh_ss(h);
@@ -570,9 +616,9 @@ INLINE void pack(slate_dtype dt, int B, bool asym, tile *t, const slate__wmat *w
 /* Rows [r0, r0 + 4) x the 32 columns of t over [kb, ke): out[r][h] = sum over 128-input
  * groups of dx[r][g] * sum over the group's chunks of ds[chunk] * (int32 dot). The x scale is
  * applied once per group (all chunks of a group share it); asymmetric Q4 adds m * dx * sum(qx)
- * per chunk. */
-INLINE void tile_rows(bool asym, int64_t ch, const tile *t, const uint8_t *xq, const xgeom *xg,
-                      int64_t r0, int64_t kb, int64_t ke, __m512 out[PR][2]) {
+ * per chunk. nl (IQ4_NL): the stored -8 * sum(qx) times 16 starts each chunk's dot. */
+INLINE void tile_rows(bool nl, bool asym, int64_t ch, const tile *t, const uint8_t *xq,
+                      const xgeom *xg, int64_t r0, int64_t kb, int64_t ke, __m512 out[PR][2]) {
     const uint8_t *xr[PR];
     UNROLL for (int r = 0; r < PR; r++) xr[r] = xq + (size_t)(r0 + r) * xg->stride;
     for (int64_t g0 = kb; g0 < ke; g0 += GROUP) {
@@ -583,8 +629,8 @@ INLINE void tile_rows(bool asym, int64_t ch, const tile *t, const uint8_t *xq, c
             int64_t ci = (k0 - kb) / ch, cg = k0 / ch;
             __m512i a[PR][2];
             UNROLL for (int r = 0; r < PR; r++) {
-                __m512i i0 = asym ? _mm512_setzero_si512()
-                                  : _mm512_set1_epi32(((const int32_t *)(xr[r] + xg->off_c))[cg]);
+                int32_t c = asym ? 0 : ((const int32_t *)(xr[r] + xg->off_c))[cg];
+                __m512i i0 = _mm512_set1_epi32(nl ? c * 16 : c);
                 a[r][0] = a[r][1] = i0;
             }
             UNROLL for (int64_t j = 0; j < ch / 4; j++) { /* 4 inputs of 32 columns */
@@ -625,7 +671,9 @@ INLINE void tile_rows(bool asym, int64_t ch, const tile *t, const uint8_t *xq, c
 INLINE void prefill_cols(slate_dtype dt, int B, bool asym, tile *t, float *y, const void *xq,
                          const slate__wmat *w, const float *bias, int64_t n_rows, int64_t c0,
                          int nc, const xgeom *xg) {
-    const int64_t ch = dt == SLATE_DTYPE_Q4 ? B : dt == SLATE_DTYPE_Q8_0 ? 32 : GROUP;
+    const int64_t ch = dt == SLATE_DTYPE_Q4                                   ? B
+                       : dt == SLATE_DTYPE_Q8_0 || dt == SLATE_DTYPE_IQ4_NL ? 32
+                                                                            : GROUP;
     const int64_t n_out = w->n_out, k_end = (w->n_in + ch - 1) / ch * ch;
     __mmask16 cm[2] = {mask16(nc), mask16(nc - 16)};
     for (int64_t kb = 0; kb < k_end; kb += KC) {
@@ -647,7 +695,8 @@ INLINE void prefill_cols(slate_dtype dt, int B, bool asym, tile *t, float *y, co
                     out[r][1] = _mm512_maskz_loadu_ps(cm[1], y + (r0 + r) * n_out + c0 + 16);
                 }
             }
-            tile_rows(asym, ch, t, (const uint8_t *)xq, xg, r0, kb, ke, out);
+            tile_rows(dt == SLATE_DTYPE_IQ4_NL, asym, ch, t, (const uint8_t *)xq, xg, r0, kb, ke,
+                      out);
             for (int r = 0; r < nr; r++)
                 for (int h = 0; h < 2; h++)
                     _mm512_mask_storeu_ps(y + (r0 + r) * n_out + c0 + 16 * h, cm[h], out[r][h]);
@@ -672,7 +721,8 @@ static void matmul_prefill(float *y, const void *xq, const slate__wmat *w, const
         case 256: COLS(SLATE_DTYPE_Q4, 128, false); break;
         case 257: COLS(SLATE_DTYPE_Q4, 128, true); break;
         default:
-            if (w->dtype == SLATE_DTYPE_Q8_0) COLS(SLATE_DTYPE_Q8_0, 32, false);
+            if (w->dtype == SLATE_DTYPE_IQ4_NL) COLS(SLATE_DTYPE_IQ4_NL, 32, false);
+            else if (w->dtype == SLATE_DTYPE_Q8_0) COLS(SLATE_DTYPE_Q8_0, 32, false);
             else COLS(SLATE_DTYPE_Q8_C, 0, false);
             break;
         }
@@ -689,7 +739,8 @@ static void matmul(float *y, const float *x, const void *xq, const slate__wmat *
 
 void slate__avx512_vnni_fill(slate__kernels *k) {
     k->name = "avx512_vnni";
-    static const slate_dtype q[] = {SLATE_DTYPE_Q8_0, SLATE_DTYPE_Q4, SLATE_DTYPE_Q8_C};
+    static const slate_dtype q[] = {SLATE_DTYPE_Q8_0, SLATE_DTYPE_Q4, SLATE_DTYPE_Q8_C,
+                                    SLATE_DTYPE_IQ4_NL};
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
         k->matmul[q[i]] = matmul;
         k->xq_plan[q[i]] = xq_plan;
