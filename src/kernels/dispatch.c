@@ -105,7 +105,7 @@ static void init(void) {
         g_avx512_vnni = g_avx512;
         slate__avx512_vnni_fill(&g_avx512_vnni);
 #ifdef SLATE_HAVE_avx512_vnni_k
-        slate__avx512_vnni_k_fill(&g_avx512_vnni); /* q4_k, q6_k */
+        slate__avx512_vnni_k_fill(&g_avx512_vnni); /* q2_k..q6_k; iq4_xs on iq4_nl's x */
 #endif
 #ifdef SLATE_HAVE_avx512_vbmi
         /* PAL with byte lookups (vpermb) and vpdpbusd; without VBMI avx512_pal.c's stays. */

@@ -152,8 +152,10 @@ void slate__avx512_fill(slate__kernels *k);
 void slate__avx512_vnni_fill(slate__kernels *k);
 #endif
 #ifdef SLATE_HAVE_avx512_vnni_k
-/* The Q4_K and Q6_K matmuls and their activation quantizer (int8 x in groups of 128) of the
- * avx512_vnni table (x86/avx512_vnni_k.c). */
+/* The Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and IQ4_XS matmuls and their activation quantizer (int8 x
+ * in groups of 128) of the avx512_vnni table (x86/avx512_vnni_k.c). IQ4_XS reads x as
+ * avx512_vnni.c's IQ4_NL quantizer writes it and installs that quantizer and plan for IQ4_XS:
+ * call after slate__avx512_vnni_fill. */
 void slate__avx512_vnni_k_fill(slate__kernels *k);
 #endif
 #ifdef SLATE_HAVE_avx512_pal

@@ -442,7 +442,7 @@ static void superblock_matmul_reads_nothing_past_the_weights(void **st) {
  * avx2_q.c's quantizer for every super-block format; x86/avx512_vnni_k.c gives Q5_K Q4_K's x
  * and Q3_K and Q2_K Q6_K's, so a Q4_K_M, Q5_K_M or Q2_K q/k/v or gate/up with mixed formats
  * shares one xq there; a Q3_K_M one mixing Q3_K with Q4_K / Q5_K quantizes x twice; IQ4_NL
- * takes x86/avx512_vnni.c's Q4 B=32 symmetric x). */
+ * and IQ4_XS take x86/avx512_vnni.c's Q4 B=32 symmetric x). */
 static void formats_sharing_an_xq_layout_write_the_same_bytes(void **st) {
     const slate__kernels *k = table_or_skip(st);
     uint64_t rng = tu_seed() ^ 0x73686172ull;
@@ -525,27 +525,35 @@ static void superblock_formats_run_the_tables_own_kernels(void **st) {
     }
 }
 
-/* avx512_vnni runs IQ4_NL kernels of its own (x86/avx512_vnni.c: vpdpbusd on Q4 B=32
- * symmetric's x, whose plan it names), not only ref's or the avx2 ones the avx512 table
- * inherits: the other checks compare with ref, so an inherited kernel would pass them unseen. */
+/* avx512_vnni runs IQ4_NL and IQ4_XS kernels of its own (x86/avx512_vnni.c and
+ * avx512_vnni_k.c: vpdpbusd on Q4 B=32 symmetric's x, whose plan both name, so an IQ4_XS file's
+ * IQ4_NL fallback tensors share one xq with it), not only ref's or the avx2 ones the avx512
+ * table inherits: the other checks compare with ref, so an inherited kernel would pass them
+ * unseen. */
 static void avx512_vnni_runs_its_own_iq4_kernels(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     const slate__kernels *a2 = slate__kernels_by_name("avx2");
-    static const slate_dtype dts[] = {SLATE_DTYPE_IQ4_NL};
+    static const slate_dtype dts[] = {SLATE_DTYPE_IQ4_NL, SLATE_DTYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof dts / sizeof *dts; i++)
         if (k->matmul[dts[i]] == ref->matmul[dts[i]] ||
             (a2 && k->matmul[dts[i]] == a2->matmul[dts[i]]))
             fail_msg("%s runs no %s matmul of its own", k->name, slate_dtype_name(dts[i]));
     for (int64_t n_rows = 1; n_rows <= 9; n_rows += 8) {
-        slate__wmat wq, wn;
+        slate__wmat wq, wn, wx;
         slate__wmat_init(&wq, NULL, SLATE_DTYPE_Q4, 32, false, 8, 1024);
         slate__wmat_init(&wn, NULL, SLATE_DTYPE_IQ4_NL, 32, false, 8, 1024);
+        slate__wmat_init(&wx, NULL, SLATE_DTYPE_IQ4_XS, 256, false, 8, 1024);
         slate__xq_plan pq = k->xq_plan[SLATE_DTYPE_Q4](&wq, n_rows);
         slate__xq_plan pn = k->xq_plan[SLATE_DTYPE_IQ4_NL](&wn, n_rows);
+        slate__xq_plan px = k->xq_plan[SLATE_DTYPE_IQ4_XS](&wx, n_rows);
         if (!pq.bytes || pq.layout != pn.layout || pq.bytes != pn.bytes)
             fail_msg("%s rows=%lld: iq4_nl's x plan (layout %#x, %zu bytes) is not q4 b32's (%#x, "
                      "%zu)", k->name, (long long)n_rows, (unsigned)pn.layout, pn.bytes,
                      (unsigned)pq.layout, pq.bytes);
+        if (pn.layout != px.layout || pn.bytes != px.bytes)
+            fail_msg("%s rows=%lld: iq4_xs's x plan (layout %#x, %zu bytes) is not iq4_nl's (%#x, "
+                     "%zu)", k->name, (long long)n_rows, (unsigned)px.layout, px.bytes,
+                     (unsigned)pn.layout, pn.bytes);
     }
 }
 

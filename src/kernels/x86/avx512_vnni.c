@@ -40,7 +40,8 @@
  *
  * IQ4_NL (GGUF's, byte for byte: blocks of 32 {f16 d; u8 qs[16]}, Q4 B=32's bytes and nibble
  * order, value d * L[nibble] with the 16 int8 levels L of slate__iq4_levels) runs Q4 B=32
- * symmetric's kernels and x (the same xq_plan layout and bytes). Only the codes differ: one
+ * symmetric's kernels and x (the same xq_plan layout and bytes; IQ4_XS in avx512_vnni_k.c
+ * reads this x too). Only the codes differ: one
  * vpshufb per 64 nibbles turns them into L + 128 (1..241, unsigned for vpdpbusd), and the
  * correction -128 * sum(qx) is the stored -8 * sum(qx) shifted left by 4 (one shift per group
  * and x row, or per chunk in prefill). A decode lane's int32 sum is then sum L q over its 8
@@ -92,10 +93,11 @@ typedef struct xgeom {
     size_t stride, off_c, off_d, used; /* used: bytes of a row before its padding to 64 */
 } xgeom;
 
-/* IQ4_NL reads x as Q4 B=32 symmetric: x_q4 says whether w reads a Q4 layout, x_block and
- * x_asym which one. */
+/* IQ4_NL and IQ4_XS (whose sub-blocks of 32 hold IQ4_NL's bytes) read x as Q4 B=32
+ * symmetric: x_q4 says whether w reads a Q4 layout, x_block and x_asym which one. */
 static bool x_q4(const slate__wmat *w) {
-    return w->dtype == SLATE_DTYPE_Q4 || w->dtype == SLATE_DTYPE_IQ4_NL;
+    return w->dtype == SLATE_DTYPE_Q4 || w->dtype == SLATE_DTYPE_IQ4_NL ||
+           w->dtype == SLATE_DTYPE_IQ4_XS;
 }
 static int32_t x_block(const slate__wmat *w) { return w->dtype == SLATE_DTYPE_Q4 ? w->block : 32; }
 static bool x_asym(const slate__wmat *w) { return w->dtype == SLATE_DTYPE_Q4 && w->asym; }

@@ -1,7 +1,7 @@
 /*
- * avx512_vnni_k.c - integer kernels for the super-block formats Q4_K, Q5_K, Q6_K, Q3_K and Q2_K
- * (GGUF's, byte for byte: kernels/quant.h) with AVX-512 VNNI (vpdpbusd, u8 x s8 in fours into int32
- * lanes).
+ * avx512_vnni_k.c - integer kernels for the super-block formats Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and
+ * IQ4_XS (GGUF's, byte for byte: kernels/quant.h) with AVX-512 VNNI (vpdpbusd, u8 x s8 in fours
+ * into int32 lanes).
  * dispatch.c installs them in the avx512_vnni table next to avx512_vnni.c's Q8_0/Q4/Q8_C
  * kernels, whose design this file follows (its header comment records the measurements). Same
  * meaning as kernels/ref/quant.c except that x is quantized first.
@@ -107,6 +107,25 @@
  * 514-580 us (231-261 GFLOP/s; these and the decode times above include quantizing x), Q4_K
  * 440-468 and Q6_K 471-630 in both.
  *
+ * IQ4_XS (GGUF's, byte for byte: super-blocks of 256, 136 bytes {f16 d; u16 scales_h; u8
+ * scales_l[4]; u8 qs[128]}; sub-block j of 32 holds IQ4_NL's nibbles in qs[16 j..] and value
+ * (d (ls_j - 32)) L[nibble]) reads IQ4_NL's x, which is avx512_vnni.c's Q4 B=32 symmetric x
+ * (its xq_plan and quantize_x, installed for IQ4_XS too, so an IQ4_XS file's IQ4_NL fallback
+ * tensors share one xq with it): its decode order puts the 16 low-nibble inputs of 4
+ * consecutive blocks of 32 in 64 bytes and their high-nibble inputs in the next 64, which is
+ * exactly how a group's 64 bytes of qs hold sub-blocks 4h..4h+3, so one 64-byte load per group
+ * (no shuffle) and a mask / shift give the nibbles, and one vpshufb each turns them into
+ * L + 128 (1..241, avx512_vnni.c's IQ4_NL). The correction -128 * sum(qx) comes from the
+ * stored -8 * sum(qx) (per lane: decode; per 32 inputs: prefill) shifted left by 4, so a lane
+ * holds sum L q over 8 products (4 low, 4 high) of one sub-block: at most 8 * 127 * 127 =
+ * 129032 in magnitude, past int16 (no vpmaddwd of the scales as for Q4_K); it converts to f32
+ * exactly and one fma per group and x row applies d (ls - 32) dx per lane (f32 d (ls - 32), the
+ * product ref computes, from vector shifts of the scale bytes and one vpermps per group). That
+ * x is not Q4_K's, so a Q5_K attn_v next to IQ4_XS q/k quantizes x a second time (one more
+ * pass over x's 2048 inputs, beside the 2048 x 2048 weights each of those matvecs reads).
+ * Prefill is Q4_K's tiling with chunks of 32: codes L + 128, ds d (ls - 32), each chunk's dot
+ * starting at 16 times the stored -8 S.
+ *
  * n_in is a multiple of 256, so no load is partial and x has no padding inside a row. Row
  * ranges are split by exec; this file keeps no state between calls.
  */
@@ -126,6 +145,7 @@ enum {
     Q5K_BYTES = (int)sizeof(slate__block_q5_k),
     Q3K_BYTES = (int)sizeof(slate__block_q3_k),
     Q2K_BYTES = (int)sizeof(slate__block_q2_k),
+    IQ4XS_BYTES = (int)sizeof(slate__block_iq4_xs),
     PREFILL_MIN_ROWS = 4, /* fewer rows: the decode kernels (see xq_plan) */
     RT = 8,               /* prefill x rows are padded to a multiple of this */
     PR = 4,               /* prefill rows per register tile */
@@ -136,7 +156,8 @@ enum {
 };
 
 /* ---- x layouts ------------------------------------------------------------------------------
- * Per row, at row * stride (a multiple of 64), with n = n_in and ng = n / 128:
+ * IQ4_XS: avx512_vnni.c's (see IQ4_XS above). Q4_K and Q6_K (and the formats that share their
+ * x), per row, at row * stride (a multiple of 64), with n = n_in and ng = n / 128:
  *   q[n] int8: Q4_K decode in each group the order of inputs 0-31, 64-95, 32-63, 96-127;
  *        otherwise natural;
  *   d[ng] f32: dx per group;
@@ -163,6 +184,21 @@ static xgeom geom(const slate__wmat *w, int64_t n_rows) {
     g.n = w->n_in;
     g.ng = g.n / GROUP;
     size_t n = (size_t)g.n;
+    if (w->dtype == SLATE_DTYPE_IQ4_XS) {
+        /* avx512_vnni.c's Q4 B=32 symmetric x (its geom, for n a multiple of 128): decode int32
+         * -8 * (lane sums) per group at n, then d; prefill d, then int32 -8 * S per 32 */
+        if (g.prefill) {
+            g.off_d = n;
+            g.off_c = n + 4 * (size_t)g.ng;
+            g.used = g.off_c + n / 8;
+        } else {
+            g.off_c = n;
+            g.off_d = n + 64 * (size_t)g.ng;
+            g.used = g.off_d + 4 * (size_t)g.ng;
+        }
+        g.stride = (g.used + 63) & ~(size_t)63;
+        return g;
+    }
     g.off_d = n;
     g.off_c = n + 4 * (size_t)g.ng;
     g.used = g.off_c + (g.k4 ? (g.prefill ? n / 8 : n / 4) : g.prefill ? n / 4 : n);
@@ -539,6 +575,87 @@ INLINE void dec_k16(slate_dtype dt, int R, int O, float *y, const uint8_t *xq, c
         y[r * w->n_out + o + c] = hsum(acc[r][c]) + (q2 ? hsum(accm[r][c]) : 0.0f) + (bias ? bias[o + c] : 0.0f);
 }
 
+/* IQ4_NL's levels plus 128 (1..241) in every 128-bit lane: vpshufb by nibble gives L + 128. */
+INLINE __m512i iq4_levels_u8(void) {
+    __m128i l = _mm_loadu_si128((const __m128i *)slate__iq4_levels);
+    return _mm512_broadcast_i32x4(_mm_xor_si128(l, _mm_set1_epi8((char)0x80)));
+}
+
+/* The 8 sub-block scales of the IQ4_XS super-block at p as f32 d (ls_j - 32) in lane j (the
+ * product ref computes). Lane j: ls_j's low 4 bits are scales_l (bytes 4-7) >> 4 j, its high 2
+ * bits are scales_h (bytes 2-3) >> 2 j, taken to bits 4-5 as (scales_h << 4) >> 2 j (the
+ * dword at byte 2 also holds scales_l[0..1] above bit 15, which no shift by 2 j <= 14 brings
+ * down to bit 5). */
+INLINE __m256 iq4xs_scales(const uint8_t *p) {
+    uint32_t sl, sh;
+    uint16_t hd;
+    memcpy(&hd, p, 2);
+    memcpy(&sh, p + 2, 4);
+    memcpy(&sl, p + 4, 4);
+    __m256i a = _mm256_srlv_epi32(_mm256_set1_epi32((int)sl),
+                                  _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    __m256i b = _mm256_srlv_epi32(_mm256_set1_epi32((int)(sh << 4)),
+                                  _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    /* (a & 0x0f) | (b & ~0x0f), bits 6 and up cleared, minus 32 */
+    __m256i v = _mm256_ternarylogic_epi32(a, b, _mm256_set1_epi32(0x0f), 0xE4);
+    v = _mm256_sub_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x3f)), _mm256_set1_epi32(32));
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hd)), _mm256_cvtepi32_ps(v));
+}
+
+/* R rows of x against IQ4_XS weight rows o..o+O-1 (see IQ4_XS above). Per super-block b and
+ * group h (sub-blocks 4h..4h+3): lane l of both vectors belongs to sub-block 4h + l / 4, so
+ * its scale is lane 4h + l / 4 of iq4xs_scales (one vpermps per group). */
+INLINE void dec_iq4xs(int R, int O, float *y, const uint8_t *xq, const xgeom *xg,
+                      const slate__wmat *w, const float *bias, int64_t o, __m512i lv) {
+    const int64_t nsb = w->n_in / SB;
+    const size_t pf = PF_ROWS * (size_t)O * w->row_bytes;
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    const __m512i sx[2] = {_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                           _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7)};
+    const uint8_t *wr[2];
+    UNROLL for (int c = 0; c < O; c++) wr[c] = (const uint8_t *)w->data + (size_t)(o + c) * w->row_bytes;
+    __m512 acc[3][2];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        __m512i lo[2][2], hi[2][2];
+        __m512 sv[2][2];
+        UNROLL for (int c = 0; c < O; c++) {
+            const uint8_t *p = wr[c] + b * IQ4XS_BYTES;
+            /* 136 bytes from an 8-aligned start: the lines of bytes 0, 64 and 128 hold them */
+            _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + pf + 128), _MM_HINT_T0);
+            __m512 s8 = _mm512_castps256_ps512(iq4xs_scales(p));
+            UNROLL for (int h = 0; h < 2; h++) {
+                __m512i qs = _mm512_loadu_si512((const void *)(p + 8 + 64 * h));
+                lo[c][h] = _mm512_shuffle_epi8(lv, _mm512_and_si512(qs, lo4));
+                hi[c][h] = _mm512_shuffle_epi8(lv, _mm512_and_si512(_mm512_srli_epi16(qs, 4), lo4));
+                sv[c][h] = _mm512_permutexvar_ps(sx[h], s8);
+            }
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            const uint8_t *xr = xq + (size_t)r * xg->stride;
+            const float *dx = (const float *)(xr + xg->off_d) + 2 * b;
+            UNROLL for (int h = 0; h < 2; h++) {
+                int64_t g = 2 * b + h;
+                __m512i xlo = _mm512_loadu_si512((const void *)(xr + GROUP * g));
+                __m512i xhi = _mm512_loadu_si512((const void *)(xr + GROUP * g + 64));
+                /* -128 * sum(qx): 16 times the stored -8 * (lane sums) */
+                __m512i init =
+                    _mm512_slli_epi32(_mm512_loadu_si512((const void *)(xr + xg->off_c + 64 * g)), 4);
+                UNROLL for (int c = 0; c < O; c++) {
+                    __m512i a = _mm512_dpbusd_epi32(init, lo[c][h], xlo);
+                    a = _mm512_dpbusd_epi32(a, hi[c][h], xhi);
+                    __m512 s = _mm512_mul_ps(sv[c][h], _mm512_set1_ps(dx[h]));
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), s, acc[r][c]);
+                }
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int c = 0; c < O; c++)
+        y[r * w->n_out + o + c] = hsum(acc[r][c]) + (bias ? bias[o + c] : 0.0f);
+}
+
 /* All of [o0, o1) for R rows: one x row, one weight row at a time (a single stream per thread);
  * 2 or 3 x rows, two weight rows at a time so each x chunk serves both, then a single one. */
 INLINE void decode_range(slate_dtype dt, int R, float *y, const uint8_t *xq, const xgeom *xg,
@@ -548,7 +665,12 @@ INLINE void decode_range(slate_dtype dt, int R, float *y, const uint8_t *xq, con
     ix.s[0] = scale_index(k4, 0);
     ix.s[1] = scale_index(k4, 1);
     int64_t o = o0;
-    if (k4) {
+    if (dt == SLATE_DTYPE_IQ4_XS) {
+        __m512i lv = iq4_levels_u8();
+        if (R > 1)
+            for (; o + 2 <= o1; o += 2) dec_iq4xs(R, 2, y, xq, xg, w, bias, o, lv);
+        for (; o < o1; o++) dec_iq4xs(R, 1, y, xq, xg, w, bias, o, lv);
+    } else if (k4) {
         if (R > 1)
             for (; o + 2 <= o1; o += 2) dec_q4k(k5, R, 2, y, xq, xg, w, bias, o, &ix);
         for (; o < o1; o++) dec_q4k(k5, R, 1, y, xq, xg, w, bias, o, &ix);
@@ -579,6 +701,7 @@ static void matmul_decode(float *y, const void *xq, const slate__wmat *w, const 
         case SLATE_DTYPE_Q5_K: decode_rows(SLATE_DTYPE_Q5_K, R, yr, xr, xg, w, bias, o0, o1); break;
         case SLATE_DTYPE_Q6_K: decode_rows(SLATE_DTYPE_Q6_K, R, yr, xr, xg, w, bias, o0, o1); break;
         case SLATE_DTYPE_Q3_K: decode_rows(SLATE_DTYPE_Q3_K, R, yr, xr, xg, w, bias, o0, o1); break;
+        case SLATE_DTYPE_IQ4_XS: decode_rows(SLATE_DTYPE_IQ4_XS, R, yr, xr, xg, w, bias, o0, o1); break;
         default: decode_rows(SLATE_DTYPE_Q2_K, R, yr, xr, xg, w, bias, o0, o1); break;
         }
         r += R;
@@ -600,11 +723,17 @@ typedef struct tile {
     float dm[KC / SB][CT];   /* Q2_K: dmin per super-block */
 } tile;
 
-/* Inputs [k, k + 16) of a weight row as 16 u8 codes (k a multiple of 16): those of dec_q4k and
- * dec_k16 (Q3_K's 8 (code + 4)). */
+/* Inputs [k, k + 16) of a weight row as 16 u8 codes (k a multiple of 16): those of dec_q4k,
+ * dec_k16 (Q3_K's 8 (code + 4)) and dec_iq4xs (L + 128). */
 INLINE __m128i codes16(slate_dtype dt, const uint8_t *row, int64_t k) {
     const __m128i m0f = _mm_set1_epi8(15), m03 = _mm_set1_epi8(3);
     int e = (int)(k % SB);
+    if (dt == SLATE_DTYPE_IQ4_XS) { /* sub-block e / 32: low nibbles, then high */
+        const uint8_t *blk = row + (size_t)(k / SB) * IQ4XS_BYTES;
+        __m128i b = _mm_loadu_si128((const __m128i *)(blk + 8 + 16 * (e / 32)));
+        __m128i nib = _mm_and_si128(e % 32 >= 16 ? _mm_srli_epi16(b, 4) : b, m0f);
+        return _mm_shuffle_epi8(_mm512_castsi512_si128(iq4_levels_u8()), nib);
+    }
     if (dt == SLATE_DTYPE_Q5_K) { /* Q4_K's nibble plus 16 where bit j of qh[l] is set */
         const uint8_t *blk = row + (size_t)(k / SB) * Q5K_BYTES;
         int j = e / 32;
@@ -675,11 +804,12 @@ static float f16_at(const uint8_t *p) {
 
 INLINE void pack(slate_dtype dt, tile *t, const slate__wmat *w, int64_t c0, int nc, int64_t kb,
                  int64_t ke) {
-    const bool k4 = dt == SLATE_DTYPE_Q4_K || dt == SLATE_DTYPE_Q5_K;
+    const bool k4 = dt == SLATE_DTYPE_Q4_K || dt == SLATE_DTYPE_Q5_K, iq = dt == SLATE_DTYPE_IQ4_XS;
     const size_t bbytes = dt == SLATE_DTYPE_Q4_K   ? Q4K_BYTES
                           : dt == SLATE_DTYPE_Q5_K ? Q5K_BYTES
                           : dt == SLATE_DTYPE_Q6_K ? Q6K_BYTES
                           : dt == SLATE_DTYPE_Q3_K ? Q3K_BYTES
+                          : iq                     ? IQ4XS_BYTES
                                                    : Q2K_BYTES;
     for (int half = 0; half < 2; half++) {
         int co = 16 * half, n = nc - co < 0 ? 0 : nc - co > 16 ? 16 : nc - co;
@@ -691,12 +821,16 @@ INLINE void pack(slate_dtype dt, tile *t, const slate__wmat *w, int64_t c0, int 
         else
             for (int64_t k = kb; k < ke; k += 16) pack16x16(dt, t, rows, n, k, kb, co);
         /* per super-block and column: the f32 products ref computes (d sc, dmin m; Q3_K's d sc
-         * / 8 for its codes 8 (code + 4), exactly) */
+         * / 8 for its codes 8 (code + 4), exactly; IQ4_XS's d (ls - 32)) */
         for (int64_t k = kb; k < ke; k += SB) {
-            int64_t s = (k - kb) / (k4 ? 32 : 16);
+            int64_t s = (k - kb) / (k4 || iq ? 32 : 16);
             for (int c = 0; c < 16; c++) {
                 const uint8_t *blk = rows[c] + (size_t)(k / SB) * bbytes;
-                if (k4) {
+                if (iq) {
+                    float d = c < n ? f16_at(blk) : 0.0f;
+                    for (int j = 0; j < 8; j++)
+                        t->ds[s + j][co + c] = d * (float)slate__iq4xs_scale(blk, j);
+                } else if (k4) {
                     float d = c < n ? f16_at(blk) : 0.0f, dmin = c < n ? f16_at(blk + 2) : 0.0f;
                     for (int j = 0; j < 8; j++) {
                         int sc, m;
@@ -728,11 +862,12 @@ INLINE void pack(slate_dtype dt, tile *t, const slate__wmat *w, int64_t c0, int 
 /* Rows [r0, r0 + 4) x the 32 columns of t over [kb, ke): out[r][h] = sum over 128-input groups
  * of dx[r][g] * sum over the group's chunks of ds[chunk] * (int32 dot), plus for Q4_K, Q5_K
  * ms[chunk] * dx S[chunk] (Q2_K: dx dmin sum of mp's m times -S per group, in integers). Q6_K
- * and Q3_K start each chunk's dot at the stored -32 S. */
+ * and Q3_K start each chunk's dot at the stored -32 S, IQ4_XS at 16 times the stored -8 S. */
 INLINE void tile_rows(slate_dtype dt, const tile *t, const uint8_t *xq, const xgeom *xg, int64_t r0,
                       int64_t kb, int64_t ke, __m512 out[PR][2]) {
     const bool k4 = dt == SLATE_DTYPE_Q4_K || dt == SLATE_DTYPE_Q5_K, q2 = dt == SLATE_DTYPE_Q2_K;
-    const int64_t ch = k4 ? 32 : 16;
+    const bool iq = dt == SLATE_DTYPE_IQ4_XS;
+    const int64_t ch = k4 || iq ? 32 : 16;
     const uint8_t *xr[PR];
     UNROLL for (int r = 0; r < PR; r++) xr[r] = xq + (size_t)(r0 + r) * xg->stride;
     for (int64_t g0 = kb; g0 < ke; g0 += GROUP) {
@@ -746,8 +881,8 @@ INLINE void tile_rows(slate_dtype dt, const tile *t, const uint8_t *xq, const xg
             int64_t ci = (k0 - kb) / ch, cg = k0 / ch;
             __m512i a[PR][2];
             UNROLL for (int r = 0; r < PR; r++) {
-                __m512i i0 = k4 || q2 ? _mm512_setzero_si512()
-                                      : _mm512_set1_epi32(((const int32_t *)(xr[r] + xg->off_c))[cg]);
+                int32_t cs = k4 || q2 ? 0 : ((const int32_t *)(xr[r] + xg->off_c))[cg];
+                __m512i i0 = _mm512_set1_epi32(iq ? 16 * cs : cs);
                 a[r][0] = a[r][1] = i0;
             }
             UNROLL for (int64_t j = 0; j < ch / 4; j++) { /* 4 inputs of 32 columns */
@@ -856,6 +991,7 @@ static void matmul_prefill(float *y, const void *xq, const slate__wmat *w, const
         case SLATE_DTYPE_Q5_K: prefill_cols(SLATE_DTYPE_Q5_K, &t, y, xq, w, bias, n_rows, c0, nc, xg); break;
         case SLATE_DTYPE_Q6_K: prefill_cols(SLATE_DTYPE_Q6_K, &t, y, xq, w, bias, n_rows, c0, nc, xg); break;
         case SLATE_DTYPE_Q3_K: prefill_cols(SLATE_DTYPE_Q3_K, &t, y, xq, w, bias, n_rows, c0, nc, xg); break;
+        case SLATE_DTYPE_IQ4_XS: prefill_cols(SLATE_DTYPE_IQ4_XS, &t, y, xq, w, bias, n_rows, c0, nc, xg); break;
         default: prefill_cols(SLATE_DTYPE_Q2_K, &t, y, xq, w, bias, n_rows, c0, nc, xg); break;
         }
     }
@@ -876,5 +1012,12 @@ void slate__avx512_vnni_k_fill(slate__kernels *k) {
         k->matmul[q[i]] = matmul;
         k->xq_plan[q[i]] = xq_plan;
         k->quantize_x[q[i]] = quantize_x;
+    }
+    /* IQ4_XS reads IQ4_NL's x (see IQ4_XS above): avx512_vnni.c's plan and quantizer, which
+     * slate__avx512_vnni_fill installed before this */
+    if (k->xq_plan[SLATE_DTYPE_IQ4_NL] && k->quantize_x[SLATE_DTYPE_IQ4_NL]) {
+        k->matmul[SLATE_DTYPE_IQ4_XS] = matmul;
+        k->xq_plan[SLATE_DTYPE_IQ4_XS] = k->xq_plan[SLATE_DTYPE_IQ4_NL];
+        k->quantize_x[SLATE_DTYPE_IQ4_XS] = k->quantize_x[SLATE_DTYPE_IQ4_NL];
     }
 }
