@@ -1,7 +1,9 @@
 /* kq_matvec.c - A/B of the super-block formats' matmuls (q4_k, q5_k, q6_k, q3_k, q2_k: GGUF
  * Q4_K / Q5_K / Q6_K / Q3_K / Q2_K byte for byte) against the formats they replace (q4 block 32
  * asymmetric, q8_0; Q5_K became int8-b32 before q5_k, so q8_0's bytes are its baseline; q3_k
- * and q2_k read 3.44 and 2.63 bits per weight where q4_k reads 4.5) on one kernel table,
+ * and q2_k read 3.44 and 2.63 bits per weight where q4_k reads 4.5), and of iq4_nl / iq4_xs
+ * (GGUF IQ4_NL / IQ4_XS, 4.5 and 4.25 bits per weight, transcoded to q8_0 before) against q4
+ * block 32 symmetric (GGUF Q4_0: IQ4_NL's bytes with other values) and q4_k, on one kernel table,
  * in one process, on TinyLlama's shapes [2048][2048] (attention), [5632][2048] (ffn_up/gate),
  * [2048][5632] (ffn_down) and [32000][2048] (output), 2 threads (exec's split: an atomic counter
  * hands out chunks of 32-column multiples, ~8 per thread):
@@ -32,7 +34,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { N_THREADS = 2, PREFILL_ROWS = 128, DECODE_REPS = 20, PREFILL_REPS = 2, N_VAR = 7,
+enum { N_THREADS = 2, PREFILL_ROWS = 128, DECODE_REPS = 20, PREFILL_REPS = 2, N_VAR = 10,
        MAX_REPS = 64 * DECODE_REPS };
 
 static double now(void) {
@@ -119,15 +121,19 @@ static uint8_t *make_tensor(const variant *v, int64_t n_out, int64_t n_in, uint6
     uint8_t *w = aligned_alloc(64, (bytes + 63) / 64 * 64);
     slate__wmat m;
     slate__wmat_init(&m, w, v->dt, v->block, v->asym, n_out, n_in);
-    if (slate__wdtype_superblock(v->dt)) {
+    if (slate__wdtype_superblock(v->dt) || v->dt == SLATE_DTYPE_IQ4_NL) {
         for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)(rnd(r) >> 32);
         /* Q5_K has Q4_K's header {d, dmin, scales}, its codes reach 31 */
         bool k4 = v->dt == SLATE_DTYPE_Q4_K || v->dt == SLATE_DTYPE_Q5_K;
         bool k5 = v->dt == SLATE_DTYPE_Q5_K;
-        size_t bb = m.row_bytes / (size_t)(n_in / 256);
+        size_t bb = m.row_bytes / (size_t)(n_in / v->block);
         for (size_t b = 0; b < bytes / bb; b++) { /* finite f16 scales of a trained model's size */
             uint8_t *blk = w + b * bb;
-            if (k4) {
+            if (v->dt == SLATE_DTYPE_IQ4_NL) {
+                put_f16(blk, 0.02f / 127 * (1 + rndf(r)));
+            } else if (v->dt == SLATE_DTYPE_IQ4_XS) {
+                put_f16(blk, 0.02f / (127 * 32) * (1 + rndf(r)));
+            } else if (k4) {
                 put_f16(blk, 0.02f / ((k5 ? 31 : 15) * 63) * (1 + rndf(r)));
                 put_f16(blk + 2, 0.01f / 63 * (1 + rndf(r)));
             } else if (v->dt == SLATE_DTYPE_Q3_K) {
@@ -177,6 +183,9 @@ static void shape(slate__pool *pool, const slate__kernels *k, int64_t n_out, int
         {.name = "q6_k", .dt = SLATE_DTYPE_Q6_K, .block = 256},
         {.name = "q3_k", .dt = SLATE_DTYPE_Q3_K, .block = 256},
         {.name = "q2_k", .dt = SLATE_DTYPE_Q2_K, .block = 256},
+        {.name = "q4_b32", .dt = SLATE_DTYPE_Q4, .block = 32},
+        {.name = "iq4_nl", .dt = SLATE_DTYPE_IQ4_NL, .block = 32},
+        {.name = "iq4_xs", .dt = SLATE_DTYPE_IQ4_XS, .block = 256},
     };
     uint64_t r = 88172645463325252ull;
     for (int i = 0; i < N_VAR; i++) {
