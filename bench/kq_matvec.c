@@ -8,8 +8,9 @@
  * [2048][5632] (ffn_down) and [32000][2048] (output), 2 threads (exec's split: an atomic counter
  * hands out chunks of 32-column multiples, ~8 per thread):
  *   decode   one row; weight GB/s = tensor bytes / time. Each call reads the next of enough
- *            copies of the tensor (COPY_MB, default 1024, in all) to stream from DRAM, as a
- *            model's layers do (this Xeon's L3 is 260 MiB). The time includes quantize_x (on
+ *            copies of the tensor (COPY_MB per format, default 512: twice this Xeon's 260 MiB
+ *            L3; all formats' copies are held at once, so 10 formats take 5 GiB) to stream
+ *            from DRAM, as a model's layers do. The time includes quantize_x (on
  *            the calling thread, as exec does).
  *   prefill  PREFILL_ROWS rows; GFLOP/s = 2 rows n_out n_in / time (int8 ops count as flops),
  *            quantize_x on the pool included.
@@ -264,7 +265,7 @@ static void shape(slate__pool *pool, const slate__kernels *k, int64_t n_out, int
 
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 5;
-    size_t copy_mb = argc > 2 ? (size_t)atol(argv[2]) : 1024;
+    size_t copy_mb = argc > 2 ? (size_t)atol(argv[2]) : 512;
     const slate__kernels *k = argc > 3 ? slate__kernels_by_name(argv[3]) : slate__kernels_get();
     if (rounds < 1 || rounds > 64 || copy_mb < 1 || !k) {
         fprintf(stderr, "usage: bench_kq_matvec [rounds 1..64 [copy MB >= 1 [kernel set this "
