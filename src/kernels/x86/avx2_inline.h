@@ -44,4 +44,16 @@ INLINE float f16_scalar(const uint8_t *p) {
     return _cvtsh_ss(h);
 }
 
+/* Rows r0 .. r0+R-1 of avx2_q.c's quantized x (xs bytes each: int8 q[units * 32], f32
+ * dx[units], f32 hs[units * 2]): their q, dx and hs, and a zero accumulator each. */
+INLINE void x_rows(int R, const uint8_t *xq, size_t xs, int64_t r0, int64_t units,
+                   const int8_t *xr[4], const float *dx[4], const float *hs[4], __m256 acc[4]) {
+    UNROLL for (int r = 0; r < R; r++) {
+        xr[r] = (const int8_t *)(xq + (size_t)(r0 + r) * xs);
+        dx[r] = (const float *)(xr[r] + units * 32);
+        hs[r] = dx[r] + units;
+        acc[r] = _mm256_setzero_ps();
+    }
+}
+
 #endif

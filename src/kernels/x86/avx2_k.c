@@ -94,18 +94,6 @@ INLINE __m256 u8x8_ps(uint64_t v) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v)));
 }
 
-/* Rows r0 .. r0+R-1 of the quantized x (xs bytes each: int8 q[units * 32], f32 dx[units], f32
- * hs[units * 2]): their q, dx and hs, and a zero accumulator each. */
-INLINE void x_rows(int R, const uint8_t *xq, size_t xs, int64_t r0, int64_t units,
-                   const int8_t *xr[4], const float *dx[4], const float *hs[4], __m256 acc[4]) {
-    UNROLL for (int r = 0; r < R; r++) {
-        xr[r] = (const int8_t *)(xq + (size_t)(r0 + r) * xs);
-        dx[r] = (const float *)(xr[r] + units * XU);
-        hs[r] = dx[r] + units;
-        acc[r] = _mm256_setzero_ps();
-    }
-}
-
 /* y[r][o] for rows r0 .. r0+R-1: the accumulators' sums plus the bias. */
 INLINE void store_rows(int R, float *y, const __m256 acc[4], const slate__wmat *w,
                        const float *bias, int64_t r0, int64_t o) {

@@ -137,13 +137,8 @@ INLINE void q4_rows(int B, bool asym, int R, float *y, const uint8_t *xq, size_t
     const float *dx[4], *hs[4];
     __m256 acc[4];
     float corr[4];
-    UNROLL for (int r = 0; r < R; r++) {
-        xr[r] = (const int8_t *)(xq + (size_t)(r0 + r) * xs);
-        dx[r] = (const float *)(xr[r] + units * XU);
-        hs[r] = dx[r] + units;
-        acc[r] = _mm256_setzero_ps();
-        corr[r] = 0.0f;
-    }
+    x_rows(R, xq, xs, r0, units, xr, dx, hs, acc);
+    UNROLL for (int r = 0; r < R; r++) corr[r] = 0.0f;
     if (B == 16) {
         for (int64_t u = 0; u < units; u++) {
             const uint8_t *b0 = row + (size_t)(2 * u) * bb;
@@ -187,13 +182,9 @@ INLINE void q8_rows(bool blocked, int R, float *y, const uint8_t *xq, size_t xs,
     int64_t units = x_units(w), n_in = w->n_in;
     const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
     const int8_t *xr[4];
-    const float *dx[4];
+    const float *dx[4], *hs[4]; /* hs unused */
     __m256 acc[4];
-    UNROLL for (int r = 0; r < R; r++) {
-        xr[r] = (const int8_t *)(xq + (size_t)(r0 + r) * xs);
-        dx[r] = (const float *)(xr[r] + units * XU);
-        acc[r] = _mm256_setzero_ps();
-    }
+    x_rows(R, xq, xs, r0, units, xr, dx, hs, acc);
     for (int64_t u = 0; u < units; u++) {
         float d = 1.0f;
         __m256i wv;
@@ -233,13 +224,9 @@ INLINE void iq4nl_rows(int R, float *y, const uint8_t *xq, size_t xs, const slat
     int64_t units = x_units(w);
     const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
     const int8_t *xr[4];
-    const float *dx[4];
+    const float *dx[4], *hs[4]; /* hs unused */
     __m256 acc[4];
-    UNROLL for (int r = 0; r < R; r++) {
-        xr[r] = (const int8_t *)(xq + (size_t)(r0 + r) * xs);
-        dx[r] = (const float *)(xr[r] + units * XU);
-        acc[r] = _mm256_setzero_ps();
-    }
+    x_rows(R, xq, xs, r0, units, xr, dx, hs, acc);
     const __m256i levels = iq4_levels(slate__iq4_levels);
     const size_t bb = sizeof(slate__block_iq4_nl);
     int64_t u = 0;
