@@ -101,18 +101,23 @@ INLINE void store_rows(int R, float *y, const __m256 acc[4], const slate__wmat *
         y[(r0 + r) * w->n_out + o] = hsum8(acc[r]) + (bias ? bias[o] : 0.0f);
 }
 
+/* The opening of each row kernel below (R, xq, xs, w, r0, o are its parameters): the
+ * weight row, the super-blocks per row, x's rows (q, dx, hs) and zeroed accumulators. */
+#define ROW_KERNEL_SETUP                                                                   \
+    int64_t units = x_units(w), nsb = w->n_in / SLATE__SUPERBLOCK;                         \
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;              \
+    const int8_t *xr[4];                                                                   \
+    const float *dx[4], *hs[4];                                                            \
+    __m256 acc[4];                                                                         \
+    x_rows(R, xq, xs, r0, units, xr, dx, hs, acc)
+
 /* Rows r0 .. r0+R-1 of x against weight row o of a Q4_K matrix, or of a Q5_K one (q5, a
  * constant after inlining): the same header and nibbles (qs after qh) with the fifth bit of
  * unit j, bit j of qh[l], moved to bit 4 of the code. */
 INLINE void q4k_rows(int R, bool q5, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
                      const float *bias, int64_t r0, int64_t o) {
-    int64_t units = x_units(w), nsb = w->n_in / SLATE__SUPERBLOCK;
+    ROW_KERNEL_SETUP;
     size_t bb = q5 ? sizeof(slate__block_q5_k) : sizeof(slate__block_q4_k), qs = q5 ? 48 : 16;
-    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-    const int8_t *xr[4];
-    const float *dx[4], *hs[4];
-    __m256 acc[4];
-    x_rows(R, xq, xs, r0, units, xr, dx, hs, acc);
     const __m256i low = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(16);
     const __m256i hadd_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -160,12 +165,7 @@ INLINE void q4k_rows(int R, bool q5, float *y, const uint8_t *xq, size_t xs, con
 /* Rows r0 .. r0+R-1 of x against weight row o of a Q6_K matrix. */
 INLINE void q6k_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
                      const float *bias, int64_t r0, int64_t o) {
-    int64_t units = x_units(w), nsb = w->n_in / SLATE__SUPERBLOCK;
-    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-    const int8_t *xr[4];
-    const float *dx[4], *hs[4];
-    __m256 acc[4];
-    x_rows(R, xq, xs, r0, units, xr, dx, hs, acc);
+    ROW_KERNEL_SETUP;
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -240,12 +240,7 @@ INLINE __m128i q3k_scales(const uint8_t *s) {
  * first are only 2-byte aligned: every load is unaligned. */
 INLINE void q23k_rows(int R, bool q2, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
                       const float *bias, int64_t r0, int64_t o) {
-    int64_t units = x_units(w), nsb = w->n_in / SLATE__SUPERBLOCK;
-    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-    const int8_t *xr[4];
-    const float *dx[4], *hs[4];
-    __m256 acc[4];
-    x_rows(R, xq, xs, r0, units, xr, dx, hs, acc);
+    ROW_KERNEL_SETUP;
     size_t bb = q2 ? sizeof(slate__block_q2_k) : sizeof(slate__block_q3_k), qs = q2 ? 16 : 32;
     const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
     const __m128i m15 = _mm_set1_epi8(15);
@@ -340,12 +335,7 @@ INLINE __m256 iq4xs_scales(const uint8_t *b) {
  * vpdpbusd.) Super-blocks are 136 bytes (8-aligned at best): unaligned loads. */
 INLINE void iq4xs_rows(int R, float *y, const uint8_t *xq, size_t xs, const slate__wmat *w,
                        const float *bias, int64_t r0, int64_t o) {
-    int64_t units = x_units(w), nsb = w->n_in / SLATE__SUPERBLOCK;
-    const uint8_t *row = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-    const int8_t *xr[4];
-    const float *dx[4], *hs[4];
-    __m256 acc[4];
-    x_rows(R, xq, xs, r0, units, xr, dx, hs, acc);
+    ROW_KERNEL_SETUP;
     const __m256i levels = iq4_levels(slate__iq4_levels);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *b = row + (size_t)sb * sizeof(slate__block_iq4_xs);
