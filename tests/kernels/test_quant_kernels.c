@@ -423,7 +423,7 @@ static void superblock_matmul_reads_nothing_past_the_weights(void **st) {
     uint64_t rng = tu_seed() ^ 0x6775617264ull;
     static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
                                       SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL,
-                                      SLATE_DTYPE_IQ4_XS};
+                                      SLATE_DTYPE_IQ4_XS, SLATE_DTYPE_Q4};
     static const int64_t rows[] = {1, 2, 3, 5};
     char problem[600];
     for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
@@ -435,6 +435,82 @@ static void superblock_matmul_reads_nothing_past_the_weights(void **st) {
                                  n_out, ri % 2 == 0, &rng, problem, sizeof problem))
                     fail_msg("%s", problem);
             }
+}
+
+/* A matmul's result does not depend on where its weights lie. avx512_vnni's decode of Q4 B=32
+ * symmetric and IQ4_NL rows of whole 128-input groups (dec_q4b32_row) loads each 64-byte line
+ * of a row once, aligned, with its permute indices shifted by the row's offset in its first
+ * line; a first or last row whose outer lines would reach outside the tensor (one that does not
+ * start or end on a 64-byte boundary) and a tensor not on an 8-byte boundary take the general
+ * path. Both must give the same floats, bit for bit: the same weights are placed at every even
+ * offset in a line (8-byte ones: the aligned path at every line offset; others: the general
+ * path), decode rows 0..n_out and sub-ranges, and every result is compared with offset 2's
+ * (general path only), which is checked against ref. Row lengths: one group, a Q4 row of
+ * TinyLlama's attention and of its ffn_down, and 3 groups (rows 216 bytes: row offsets cycle
+ * through 0, 24, 48, 8, ...). A wrong index shift, a missed line or a wrong wrap gives another
+ * group's bytes: results differ in most bits. */
+static void q4_b32_decode_gives_the_same_bits_at_every_line_offset(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x6c696e65ull;
+    static const slate_dtype dts[] = {SLATE_DTYPE_Q4, SLATE_DTYPE_IQ4_NL};
+    static const int64_t n_ins[] = {128, 384, 2048, 5632};
+    const int64_t n_out = 11;
+    for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
+        for (size_t ni = 0; ni < sizeof n_ins / sizeof *n_ins; ni++) {
+            int64_t n_in = n_ins[ni];
+            slate__wmat wm;
+            slate__wmat_init(&wm, NULL, dts[di], 32, false, n_out, n_in);
+            size_t bytes = (size_t)slate__wmat_bytes(dts[di], 32, false, n_out, n_in);
+            uint8_t *src = xmalloc(bytes), *buf;
+            wm.data = src;
+            kc_fill_qweights(src, &wm, &rng);
+            buf = aligned_alloc(64, (bytes + 64 + 63) / 64 * 64);
+            assert_non_null(buf);
+            float *x = xmalloc((size_t)n_in * sizeof(float));
+            for (int64_t i = 0; i < n_in; i++) x[i] = tu_randf(&rng) * (i % 5 == 0 ? 3.0f : 1.0f);
+            void *xq = NULL;
+            if (k->xq_plan[dts[di]]) {
+                slate__xq_plan pl = k->xq_plan[dts[di]](&wm, 1);
+                if (pl.bytes) {
+                    xq = xmalloc(pl.bytes);
+                    k->quantize_x[dts[di]](xq, x, &wm, 1, 0, 1);
+                }
+            }
+            float want[11], got[11], wref[11];
+            /* offset 2: the general path only; checked against ref */
+            wm.data = buf + 2;
+            memcpy(buf + 2, src, bytes);
+            k->matmul[dts[di]](want, x, xq, &wm, NULL, 1, 0, n_out);
+            ref->matmul[dts[di]](wref, x, NULL, &wm, NULL, 1, 0, n_out);
+            char detail[300] = "";
+            if (kc_check_q_outputs(&wm, x, NULL, want, wref, 12345.0f, 1, 0, n_out, xq != NULL,
+                                   detail, sizeof detail))
+                fail_msg("%s %s n_in=%lld at offset 2: %s", k->name, slate_dtype_name(dts[di]),
+                         (long long)n_in, detail);
+            /* ranges a thread may get: all rows, the first alone, the last alone, the middle */
+            static const int64_t ranges[][2] = {{0, 11}, {0, 1}, {10, 11}, {1, 10}, {3, 4}};
+            for (int off = 0; off < 64; off += 2) {
+                wm.data = buf + off;
+                memcpy(buf + off, src, bytes);
+                for (size_t ri = 0; ri < sizeof ranges / sizeof *ranges; ri++) {
+                    int64_t o0 = ranges[ri][0], o1 = ranges[ri][1];
+                    for (int64_t o = 0; o < n_out; o++) got[o] = 12345.0f;
+                    k->matmul[dts[di]](got, x, xq, &wm, NULL, 1, o0, o1);
+                    for (int64_t o = 0; o < n_out; o++) {
+                        float e = o >= o0 && o < o1 ? want[o] : 12345.0f;
+                        if (memcmp(&got[o], &e, sizeof e) != 0)
+                            fail_msg("%s %s n_in=%lld rows [%lld,%lld): row %lld with the weights "
+                                     "%d bytes into a line gave %.9g, %.9g at offset 2",
+                                     k->name, slate_dtype_name(dts[di]), (long long)n_in,
+                                     (long long)o0, (long long)o1, (long long)o, off, got[o], e);
+                    }
+                }
+            }
+            free(src);
+            free(buf);
+            free(x);
+            free(xq);
+        }
 }
 
 /* Two formats whose plans name the same nonzero layout must write the same xq bytes, for decode
@@ -629,6 +705,9 @@ int main(void) {
         FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx2_vnni"),
         FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx512_vnni"),
         FOR_TABLE(avx512_vnni_runs_its_own_iq4_kernels, "avx512_vnni"),
+        FOR_TABLE(q4_b32_decode_gives_the_same_bits_at_every_line_offset, "avx2"),
+        FOR_TABLE(q4_b32_decode_gives_the_same_bits_at_every_line_offset, "avx512_vnni"),
+        FOR_TABLE(q4_b32_decode_gives_the_same_bits_at_every_line_offset, "neon_dotprod"),
         FOR_TABLE(superblock_formats_share_one_x_plan, "avx2"),
         FOR_TABLE(superblock_formats_share_one_x_plan, "avx2_vnni"),
         cmocka_unit_test(avx2_vnni_equals_avx2_bit_for_bit),
