@@ -36,9 +36,10 @@ def machine():
     isa = [f for f in ("avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni",
                        "avx512_bf16", "avx512_fp16", "amx_tile") if f in flags]
     mem = sh("awk '/MemTotal/ {printf \"%.1f GiB\", $2 / 1048576}' /proc/meminfo")
-    llc = sh("lscpu | sed -n 's/^L3 cache: *//p'")
-    return "%s, %s cores, %s, L3 %s; ISA: %s; kernel %s" % (
-        model, cores, mem, llc, " ".join(isa), platform.release())
+    llc = sh("lscpu | sed -n 's/^L3 cache: *//p'")  # some VMs report no caches at all
+    return "%s, %s cores, %s, %s; ISA: %s; kernel %s" % (
+        model, cores, mem, "L3 " + llc if llc else "L3 size not reported", " ".join(isa),
+        platform.release())
 
 
 def provenance(root, paths):
