@@ -347,8 +347,8 @@ INLINE void dec_q4_group(bool nl, int B, bool asym, int R, int O, __m512 acc[3][
  * bytes never span three) feed the same two word permutes with the indices shifted by the
  * group's offset in its line (+4 words per group, -32 when the offset wraps to 0). The same
  * products in the same order as dec_q4_group: bit for bit its result. The lines loaded hold
- * bytes outside the row only next to its first and last group; dec_q4 uses this only where
- * those bytes are inside the tensor. */
+ * bytes outside the row only next to its first and last group; decode_q4 takes this path only
+ * where those bytes are inside the tensor. */
 INLINE void dec_q4b32_row(bool nl, float *y, const uint8_t *xq, const xgeom *xg,
                           const slate__wmat *w, const float *bias, int64_t o, const q4idx *ix,
                           size_t pf) {
