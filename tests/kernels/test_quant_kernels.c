@@ -9,7 +9,8 @@
  * output sub-ranges that do not start at 0; with and without bias; sizes past the prefill K
  * block (1024 on avx512_vnni) and column tile (32); the super-block formats and IQ4_NL at the
  * codes and scales that could overflow an integer product; no read past their weights (a guard
- * page behind them); formats that share an xq layout write the same bytes; and on x that int8 holds exactly, where a quantizing table must be as close as an
+ * page behind them); formats that share an xq layout write the same bytes; Q4 B=32 and IQ4_NL
+ * decode gives the same bits wherever in a 64-byte line the weights start; and on x that int8 holds exactly, where a quantizing table must be as close as an
  * f32 kernel (quant_matmul_is_exact_on_x_int8_holds). The "avx512" table shares avx2's
  * functions for these formats and is not run twice. The seed is printed once (tu_seed);
  * SLATE_TEST_SEED=<n> repeats a run. */
@@ -416,7 +417,8 @@ static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
  * that they end where a PROT_NONE page begins (a read past them faults). Q3_K's blocks of 110
  * bytes and Q2_K's of 84 are not 16-aligned, so a vector load of a block's last bytes (Q3_K's
  * scales and d, Q2_K's d and dmin) must not run into the next 16 bytes; IQ4_NL's blocks of 18
- * bytes (listed here for that reason) end in their nibbles; the last block of the last row,
+ * bytes (listed here for that reason) end in their nibbles, and they and Q4 B=32's (also
+ * listed) are read a whole aligned 64-byte line at a time in avx512_vnni's decode; the last block of the last row,
  * decode (1-3 rows) and prefill (5 rows), one super-block and several. */
 static void superblock_matmul_reads_nothing_past_the_weights(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");

@@ -293,6 +293,18 @@ INLINE q4idx q4_index(int B, bool asym) {
 
 INLINE float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 
+/* A group's 64 nibble bytes qs as the vpdpbusd operands: low and high nibbles, and for IQ4_NL
+ * (nl) their levels + 128. */
+INLINE void q4_codes(bool nl, __m512i qs, const q4idx *ix, __m512i *lo, __m512i *hi) {
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    *lo = _mm512_and_si512(qs, lo4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), lo4);
+    if (nl) {
+        *lo = _mm512_shuffle_epi8(ix->lv, *lo);
+        *hi = _mm512_shuffle_epi8(ix->lv, *hi);
+    }
+}
+
 /* One group g (nb bytes of each weight row: the whole group, or the last, partial one) of R rows
  * of x against weight rows wr[0..O), added into acc. nb is a compile-time constant for whole
  * groups, so their load masks fold away. nl: IQ4_NL (B = 32, symmetric), whose nibbles become
@@ -301,7 +313,6 @@ INLINE void dec_q4_group(bool nl, int B, bool asym, int R, int O, __m512 acc[3][
                          const uint8_t *xq, const xgeom *xg, const uint8_t *const wr[4], int64_t g,
                          int64_t gb,
                          int64_t nb, size_t pf, const q4idx *ix) {
-    const __m512i lo4 = _mm512_set1_epi8(15);
     __mmask64 m1 = mask64(nb), m2 = mask64(nb - 64);
     __m512i lo[4], hi[4];
     __m512 sv[4], mv[4];
@@ -310,13 +321,7 @@ INLINE void dec_q4_group(bool nl, int B, bool asym, int R, int O, __m512 acc[3][
         _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
         _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
         __m512i z1 = _mm512_maskz_loadu_epi8(m1, p), z2 = _mm512_maskz_loadu_epi8(m2, p + 64);
-        __m512i qs = _mm512_permutex2var_epi16(z1, ix->qs, z2);
-        lo[c] = _mm512_and_si512(qs, lo4);
-        hi[c] = _mm512_and_si512(_mm512_srli_epi16(qs, 4), lo4);
-        if (nl) {
-            lo[c] = _mm512_shuffle_epi8(ix->lv, lo[c]);
-            hi[c] = _mm512_shuffle_epi8(ix->lv, hi[c]);
-        }
+        q4_codes(nl, _mm512_permutex2var_epi16(z1, ix->qs, z2), ix, &lo[c], &hi[c]);
         sv[c] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(z1, ix->d, z2)));
         if (asym)
             mv[c] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(z1, ix->m, z2)));
@@ -352,7 +357,6 @@ INLINE void dec_q4_group(bool nl, int B, bool asym, int R, int O, __m512 acc[3][
 INLINE void dec_q4b32_row(bool nl, float *y, const uint8_t *xq, const xgeom *xg,
                           const slate__wmat *w, const float *bias, int64_t o, const q4idx *ix,
                           size_t pf) {
-    const __m512i lo4 = _mm512_set1_epi8(15);
     const __m512i step = _mm512_set1_epi16(4), wrap = _mm512_set1_epi16(32);
     const uint8_t *r = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
     const uint8_t *a = (const uint8_t *)((uintptr_t)r & ~(uintptr_t)63); /* the group's first line */
@@ -366,13 +370,8 @@ INLINE void dec_q4b32_row(bool nl, float *y, const uint8_t *xq, const xgeom *xg,
     for (int64_t g = 0;;) {
         _mm_prefetch((const char *)(a + pf), _MM_HINT_T0);
         _mm_prefetch((const char *)(a + pf + 64), _MM_HINT_T0);
-        __m512i qs = _mm512_permutex2var_epi16(l0, iq, l1);
-        __m512i lo = _mm512_and_si512(qs, lo4);
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), lo4);
-        if (nl) {
-            lo = _mm512_shuffle_epi8(ix->lv, lo);
-            hi = _mm512_shuffle_epi8(ix->lv, hi);
-        }
+        __m512i lo, hi;
+        q4_codes(nl, _mm512_permutex2var_epi16(l0, iq, l1), ix, &lo, &hi);
         __m512 sv = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(l0, id, l1)));
         __m512i xlo = _mm512_loadu_si512((const void *)(xq + g * GROUP));
         __m512i xhi = _mm512_loadu_si512((const void *)(xq + g * GROUP + 64));
