@@ -27,6 +27,7 @@
 #include "convert/convert.h"
 #include "core/core.h"
 #include "kernels/kernels.h"
+#include "bench_util.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -37,19 +38,6 @@
 
 enum { N_THREADS = 2, PREFILL_ROWS = 128, DECODE_REPS = 20, PREFILL_REPS = 2, N_VAR = 10,
        MAX_REPS = 64 * DECODE_REPS };
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static uint64_t rnd(uint64_t *r) {
-    *r ^= *r << 13, *r ^= *r >> 7, *r ^= *r << 17;
-    return *r;
-}
-
-static float rndf(uint64_t *r) { return (float)(rnd(r) >> 40) / (1 << 24) - 0.5f; }
 
 typedef struct job {
     const slate__kernels *k;

@@ -20,6 +20,7 @@
 #include "convert/convert.h"
 #include "core/core.h"
 #include "kernels/kernels.h"
+#include "bench_util.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -30,17 +31,6 @@
 
 enum { N_THREADS = 2, PREFILL_ROWS = 64, DECODE_REPS = 20, PREFILL_REPS = 2 };
 #define COPY_BYTES (512u << 20)
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static uint64_t rnd(uint64_t *r) {
-    *r ^= *r << 13, *r ^= *r >> 7, *r ^= *r << 17;
-    return *r;
-}
 
 typedef struct job {
     const slate__kernels *k;

@@ -10,7 +10,9 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "core/core.h"
 #include "kcheck.h"
 #include "kernels/kernels.h"
 
@@ -118,6 +120,60 @@ static void attention_matches_ref_for_every_head_dim_and_range(void **st) {
                                          sizeof problem),
                             problem);
                 }
+}
+
+/* Rows side by side (stride = head_dim: the head-major cache) at the head dims with their own
+ * path in the avx512 kernel (64, 128: blocks addressed from their first row) must give the same
+ * bits as the same values strided (the general path, 16 row pointers per block): both compute
+ * the same products in the same order. Ranges of whole blocks, with a partial one at either
+ * end, masks with -inf (blocks whose rows are not all used), every head count of a pass and
+ * more than one pass. And both within tolerance of ref (kc_attention at stride = head_dim). */
+static void attention_packed_rows_give_the_bits_of_strided_rows(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x7061636bull;
+    char problem[512];
+    static const int64_t hds[] = {64, 128};
+    static const struct { int64_t j0, j1; } ranges[] = {{0, 16}, {0, 64}, {3, 50}, {0, 333}, {5, 200}};
+    static const int64_t heads[] = {1, 3, 8, 9};
+    for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
+        for (size_t b = 0; b < sizeof ranges / sizeof *ranges; b++)
+            for (size_t c = 0; c < sizeof heads / sizeof *heads; c++) {
+                int64_t hd = hds[a], nh = heads[c], j0 = ranges[b].j0, j1 = ranges[b].j1;
+                int64_t wide = hd + 16; /* the strided copy's row stride */
+                uint16_t *kp = test_malloc((size_t)(j1 * hd) * 2), *vp = test_malloc((size_t)(j1 * hd) * 2);
+                uint16_t *ks = test_malloc((size_t)(j1 * wide) * 2), *vs = test_malloc((size_t)(j1 * wide) * 2);
+                float *q = test_malloc((size_t)(nh * hd) * sizeof(float)), *mask = NULL;
+                float *op = test_malloc((size_t)(nh * hd) * sizeof(float));
+                float *os = test_malloc((size_t)(nh * hd) * sizeof(float));
+                for (int64_t j = 0; j < j1; j++)
+                    for (int64_t d = 0; d < hd; d++) {
+                        ks[j * wide + d] = kp[j * hd + d] = slate__f32_to_f16(2.0f * kc_randf(&rng));
+                        vs[j * wide + d] = vp[j * hd + d] = slate__f32_to_f16(kc_randf(&rng));
+                    }
+                for (int64_t i = 0; i < nh * hd; i++) q[i] = 3.0f * kc_randf(&rng);
+                if (c % 2) { /* a third of the positions masked out */
+                    mask = test_malloc((size_t)j1 * sizeof(float));
+                    for (int64_t j = 0; j < j1; j++)
+                        mask[j] = kc_randf(&rng) < -0.33f ? -INFINITY : kc_randf(&rng);
+                }
+                float scale = 1.0f / sqrtf((float)hd);
+                k->attention(op, q, kp, vp, SLATE_DTYPE_F16, hd, j0, j1, hd, nh, scale, 0.0f, mask);
+                k->attention(os, q, ks, vs, SLATE_DTYPE_F16, wide, j0, j1, hd, nh, scale, 0.0f, mask);
+                for (int64_t i = 0; i < nh * hd; i++)
+                    if (memcmp(&op[i], &os[i], sizeof(float)))
+                        fail_msg("%s attention hd=%lld heads=%lld j=[%lld,%lld) mask=%s: out[%lld] "
+                                 "= %.9g with rows side by side, %.9g strided",
+                                 k->name, (long long)hd, (long long)nh, (long long)j0,
+                                 (long long)j1, mask ? "some -inf" : "none", (long long)i,
+                                 (double)op[i], (double)os[i]);
+                require(kc_attention(k, ref, SLATE_DTYPE_F16, hd, nh, hd, j0, j1, scale, 0.0f,
+                                     c % 2 ? KC_MASK_SOME_INF : KC_MASK_NONE, &rng, problem,
+                                     sizeof problem),
+                        problem);
+                test_free(kp), test_free(vp), test_free(ks), test_free(vs);
+                test_free(q), test_free(op), test_free(os);
+                if (mask) test_free(mask);
+            }
 }
 
 static void attention_with_every_score_masked_is_zero(void **st) {
@@ -280,6 +336,7 @@ int main(void) {
         FOR_TABLES(matmul_matches_ref_across_cache_blocks),
         FOR_TABLES(to_f32_is_exact_for_every_half_value),
         FOR_TABLES(attention_matches_ref_for_every_head_dim_and_range),
+        FOR_TABLES(attention_packed_rows_give_the_bits_of_strided_rows),
         FOR_TABLES(attention_with_every_score_masked_is_zero),
         cmocka_unit_test(ref_attention_caps_scores_before_the_mask),
         FOR_TABLES(attention_with_softcap_matches_ref),

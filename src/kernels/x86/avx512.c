@@ -25,7 +25,12 @@
  *   of 8, per-head row dots with hadd reductions, prefetches bunched per block), one thread,
  *   22 layers x 4 kv heads x 8 heads x head_dim 64, f16: 34 -> 25 ns per position and kv head
  *   with the cache in L3, and 38-40 -> 25 ns from DRAM (bunched prefetches of 16 rows: 50 ns;
- *   none: 67 ns); the transposed f16 path then 22.6 -> 19.5 ns (see attention_any). Gemma 2's
+ *   none: 67 ns); the transposed f16 path then 22.6 -> 19.5 ns (see attention_any). Rows side
+ *   by side (the head-major cache, head_dim 64 or 128) are then addressed at constant offsets
+ *   from a block's first row (blk_row) instead of through 16 row pointers, and exp16 scales by
+ *   2^n with one vscalefps: bench/attn_decode.c (TinyLlama shape, depth 2048, 2 threads, the
+ *   old and new builds alternating 4 times in one window) 1.90-1.97 -> 1.79-1.84 ms per token,
+ *   21.1-21.9 -> 19.8-20.5 ns per position and kv head (thread time). Gemma 2's
  *   score cap runs on each head's 16 scores at once with a vectorized tanh (tanh16), which the
  *   softcap kernel (the final logit cap) uses too.
  * Masked loads never touch memory past the arrays, so nothing is read outside them.
@@ -220,7 +225,10 @@ static void to_f32_bf16(float *d, const void *s, int64_t n) {
 
 /* ---- attention --------------------------------------------------------------------------- */
 
-/* e^x for x <= 0 (Cephes expf as exp8 in avx2.c, about 2 ulp; below -87.3 gives ~1e-38). */
+/* e^x for x <= 0 (Cephes expf as exp8 in avx2.c, about 2 ulp; below -87.3 gives ~1e-38). 2^n
+ * is applied by vscalefps, one instruction for exp8's convert, add, shift and multiply: the
+ * same exact product for every clamped x (n in [-126, 127]; at 88.376 itself n is 128, where
+ * the shift made inf and vscalefps a finite 2.4e38). */
 INLINE __m512 exp16(__m512 x) {
     x = _mm512_max_ps(x, _mm512_set1_ps(-87.33654f));
     x = _mm512_min_ps(x, _mm512_set1_ps(88.37626f));
@@ -235,9 +243,7 @@ INLINE __m512 exp16(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    __m512i e =
-        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    return _mm512_scalef_ps(p, n);
 }
 
 /* tanh(x) for any x (Cephes tanhf's method; the same as tanh8 in avx2.c and tanh4 in
@@ -322,12 +328,19 @@ typedef struct attn_ws {
     float m[HG], corr[HG];                 /* running max, this block's rescale */
 } attn_ws;
 
+/* Row t of a block of f16 cache rows: rows[t], or, when RS > 0 (a compile-time constant: the
+ * head-major cache, whose rows are side by side, RS = head_dim), base + t * RS, so the kernels
+ * address all 16 rows at constant offsets from one register instead of through 16 pointers. */
+INLINE const uint16_t *blk_row(const uint16_t *const *rows, const uint16_t *base, int RS, int t) {
+    return RS ? base + t * RS : rows[t];
+}
+
 /* acc[h] = acc[h] * corr[h] + sum_t p[h][t] * v_t for heads [h0, h0 + NH) and vectors
  * [c0, c0 + NC) of 16 floats: a register tile of NH x NC accumulators over the block's rows.
- * v_t is row t of vf, or, with vrows, the f16 cache row vrows[t] converted as it is loaded
- * (head_dim a multiple of 16, every row of the block used). */
+ * v_t is row t of vf, or, with vrows (or RS, see blk_row), the f16 cache row t converted as it
+ * is loaded (head_dim a multiple of 16, every row of the block used). */
 INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
-                         const uint16_t *const *vrows) {
+                         const uint16_t *const *vrows, const uint16_t *vbase, int RS) {
     __m512 a[8][2];
     UNROLL for (int h = 0; h < NH; h++) {
         __m512 cv = _mm512_set1_ps(ws->corr[h0 + h]);
@@ -337,8 +350,9 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
     for (int t = 0; t < BJ; t++) {
         __m512 vv[2];
         UNROLL for (int c = 0; c < NC; c++)
-            vv[c] = vrows ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vrows[t] + (c0 + c) * 16)))
-                          : _mm512_load_ps(&ws->vf[(t) * ws->hdp + (c0 + c) * 16]);
+            vv[c] = RS || vrows ? _mm512_cvtph_ps(_mm256_loadu_si256(
+                                      (const __m256i *)(blk_row(vrows, vbase, RS, t) + (c0 + c) * 16)))
+                                : _mm512_load_ps(&ws->vf[(t) * ws->hdp + (c0 + c) * 16]);
         UNROLL for (int h = 0; h < NH; h++) {
             __m512 pb = _mm512_set1_ps(ws->p[h0 + h][t]);
             UNROLL for (int c = 0; c < NC; c++) a[h][c] = _mm512_fmadd_ps(pb, vv[c], a[h][c]);
@@ -348,17 +362,17 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
         UNROLL for (int c = 0; c < NC; c++) _mm512_store_ps(&ws->acc[(h0 + h) * ws->hdp + (c0 + c) * 16], a[h][c]);
 }
 
-#define PV_HEADS(NC, VR)                                                                           \
+#define PV_HEADS(NC, VR, RS)                                                                       \
     do {                                                                                           \
         switch (nh) {                                                                              \
-        case 1: attn_pv_tile(ws, 1, NC, 0, c0, VR); break;                                         \
-        case 2: attn_pv_tile(ws, 2, NC, 0, c0, VR); break;                                         \
-        case 3: attn_pv_tile(ws, 3, NC, 0, c0, VR); break;                                         \
-        case 4: attn_pv_tile(ws, 4, NC, 0, c0, VR); break;                                         \
-        case 5: attn_pv_tile(ws, 5, NC, 0, c0, VR); break;                                         \
-        case 6: attn_pv_tile(ws, 6, NC, 0, c0, VR); break;                                         \
-        case 7: attn_pv_tile(ws, 7, NC, 0, c0, VR); break;                                         \
-        default: attn_pv_tile(ws, 8, NC, 0, c0, VR); break;                                        \
+        case 1: attn_pv_tile(ws, 1, NC, 0, c0, VR, vb, RS); break;                                 \
+        case 2: attn_pv_tile(ws, 2, NC, 0, c0, VR, vb, RS); break;                                 \
+        case 3: attn_pv_tile(ws, 3, NC, 0, c0, VR, vb, RS); break;                                 \
+        case 4: attn_pv_tile(ws, 4, NC, 0, c0, VR, vb, RS); break;                                 \
+        case 5: attn_pv_tile(ws, 5, NC, 0, c0, VR, vb, RS); break;                                 \
+        case 6: attn_pv_tile(ws, 6, NC, 0, c0, VR, vb, RS); break;                                 \
+        case 7: attn_pv_tile(ws, 7, NC, 0, c0, VR, vb, RS); break;                                 \
+        default: attn_pv_tile(ws, 8, NC, 0, c0, VR, vb, RS); break;                                \
         }                                                                                          \
     } while (0)
 
@@ -366,27 +380,28 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
  * vectors, so each V vector is loaded and converted once per block (tiles of 4 heads x 4
  * vectors converted it twice: 14.3-14.7 -> 13.8-14.0 ns per position and kv head, one thread,
  * head_dim 64, cache in L2). */
-#define PV_ALL(VR)                                                                                 \
+#define PV_ALL(VR, RS)                                                                             \
     do {                                                                                           \
         int64_t c0 = 0;                                                                            \
-        for (; c0 + 2 <= nc; c0 += 2) PV_HEADS(2, VR);                                             \
-        if (c0 < nc) PV_HEADS(1, VR);                                                              \
+        for (; c0 + 2 <= nc; c0 += 2) PV_HEADS(2, VR, RS);                                         \
+        if (c0 < nc) PV_HEADS(1, VR, RS);                                                          \
     } while (0)
 
-/* Unscaled scores of NH heads for the 16 f16 cache rows rows[t] (head_dim = 16 nc): s[h] lane
- * t = q_h . row t. Per 16 dims the 16 x 16 block is transposed in registers (rows t and t + 8
+/* Unscaled scores of NH heads for the 16 f16 cache rows of a block (blk_row; head_dim = 16 nc,
+ * = RS / 16 when RS > 0): s[h] lane t = q_h . row t. Per 16 dims the 16 x 16 block is transposed in registers (rows t and t + 8
  * share a register; three rounds of in-lane unpacks and one lane swap), so each dim becomes
  * one vector over the 16 rows (converted exactly) and meets each head's broadcast query
  * element in one FMA: no cross-lane sums. */
-INLINE void attn_qk_f16(int NH, const attn_ws *ws, const uint16_t *const rows[BJ], int64_t nc,
-                        __m512 s[HG]) {
+INLINE void attn_qk_f16(int NH, int RS, const attn_ws *ws, const uint16_t *const rows[BJ],
+                        const uint16_t *base, int64_t nc, __m512 s[HG]) {
     UNROLL for (int h = 0; h < NH; h++) s[h] = _mm512_setzero_ps();
+    if (RS) nc = RS / 16;
     for (int64_t c = 0; c < nc; c++) {
         __m512i z[8], a[8], b[8];
         UNROLL for (int i = 0; i < 8; i++)
             z[i] = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rows[i] + c * 16))),
-                _mm256_loadu_si256((const __m256i *)(rows[i + 8] + c * 16)), 1);
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk_row(rows, base, RS, i) + c * 16))),
+                _mm256_loadu_si256((const __m256i *)(blk_row(rows, base, RS, i + 8) + c * 16)), 1);
         /* Per 128-bit lane: words of rows 2i, 2i + 1 interleaved; then pairs of rows; then
          * a[.] / b[.] hold in each lane one dim of rows 0-7 (lanes 0, 1) or 8-15 (lanes 2, 3). */
         UNROLL for (int i = 0; i < 4; i++) {
@@ -416,6 +431,22 @@ INLINE void attn_qk_f16(int NH, const attn_ws *ws, const uint16_t *const rows[BJ
     }
 }
 
+/* attn_qk_f16 with NH the pass's head count nh as a constant (the heads' accumulators stay in
+ * registers) and rows as RS says (blk_row). */
+#define QK_HEADS(RS)                                                                               \
+    do {                                                                                           \
+        switch (nh) {                                                                              \
+        case 1: attn_qk_f16(1, RS, ws, krows, kb, nc, sc); break;                                  \
+        case 2: attn_qk_f16(2, RS, ws, krows, kb, nc, sc); break;                                  \
+        case 3: attn_qk_f16(3, RS, ws, krows, kb, nc, sc); break;                                  \
+        case 4: attn_qk_f16(4, RS, ws, krows, kb, nc, sc); break;                                  \
+        case 5: attn_qk_f16(5, RS, ws, krows, kb, nc, sc); break;                                  \
+        case 6: attn_qk_f16(6, RS, ws, krows, kb, nc, sc); break;                                  \
+        case 7: attn_qk_f16(7, RS, ws, krows, kb, nc, sc); break;                                  \
+        default: attn_qk_f16(8, RS, ws, krows, kb, nc, sc); break;                                 \
+        }                                                                                          \
+    } while (0)
+
 /* The whole kernel: for each pass of up to HG query heads, blocks of BJ = 16 positions. Scores:
  * an f16 cache with head_dim a multiple of 16 (the usual case: the default cache dtype, head
  * dims 64/80/128) goes through attn_qk_f16 (the block transposed in registers, no cross-lane
@@ -440,6 +471,9 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
     const __mmask16 hm = tail16(hd - (nc - 1) * 16) ? tail16(hd - (nc - 1) * 16) : (__mmask16)0xffff;
     const int64_t row_bytes = dt == SLATE_DTYPE_I8 ? 4 + hd : hd * (dt == SLATE_DTYPE_F32 ? 4 : 2);
     const bool tq = dt == SLATE_DTYPE_F16 && hd % 16 == 0; /* attn_qk_f16 and f16 V tiles */
+    /* The head-major cache's rows side by side, for the usual head dims: addressed from the
+     * block's first row (blk_row) */
+    const int rs = tq && stride == hd && (hd == 64 || hd == 128) ? (int)hd : 0;
     const uint16_t *krows[BJ], *vrows[BJ];
     for (int64_t h0 = 0; h0 < n_heads; h0 += HG) {
         int nh = n_heads - h0 < HG ? (int)(n_heads - h0) : HG;
@@ -455,9 +489,10 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
         for (int64_t jb = j0; jb < j1; jb += BJ) {
             int n = j1 - jb < BJ ? (int)(j1 - jb) : BJ;
             /* Rows past the range reuse row jb (valid memory); their scores become -inf. */
+            const uint16_t *kb = tq ? (const uint16_t *)k + jb * stride : NULL;
+            const uint16_t *vb = tq ? (const uint16_t *)v + jb * stride : NULL;
+            const bool packed = rs && n == BJ; /* blk_row with RS = rs */
             if (tq) { /* f16 rows, read in place: their pointers, and prefetches ahead */
-                const uint16_t *kb = (const uint16_t *)k + jb * stride;
-                const uint16_t *vb = (const uint16_t *)v + jb * stride;
                 if (stride == hd && jb + PF_ATTN_AHEAD + BJ <= j1) {
                     /* rows that touch (the head-major cache): one run of lines each */
                     const char *pk = (const char *)(kb + PF_ATTN_AHEAD * stride);
@@ -476,7 +511,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                         }
                     }
                 }
-                for (int t = 0; t < BJ; t++) {
+                for (int t = 0; t < BJ && !packed; t++) {
                     krows[t] = kb + (t < n ? t : 0) * stride;
                     vrows[t] = vb + (t < n ? t : 0) * stride;
                 }
@@ -502,18 +537,10 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             __mmask16 live = (__mmask16)((1u << n) - 1u), any_skipped = 0;
             __m512 mk = mask ? _mm512_maskz_loadu_ps(live, mask + jb) : _mm512_setzero_ps();
             __m512 sc[HG];
-            if (tq) {
-                switch (nh) { /* NH a constant: the heads' accumulators stay in registers */
-                case 1: attn_qk_f16(1, ws, krows, nc, sc); break;
-                case 2: attn_qk_f16(2, ws, krows, nc, sc); break;
-                case 3: attn_qk_f16(3, ws, krows, nc, sc); break;
-                case 4: attn_qk_f16(4, ws, krows, nc, sc); break;
-                case 5: attn_qk_f16(5, ws, krows, nc, sc); break;
-                case 6: attn_qk_f16(6, ws, krows, nc, sc); break;
-                case 7: attn_qk_f16(7, ws, krows, nc, sc); break;
-                default: attn_qk_f16(8, ws, krows, nc, sc); break;
-                }
-            } else {
+            if (packed && rs == 64) QK_HEADS(64);
+            else if (packed) QK_HEADS(128);
+            else if (tq) QK_HEADS(0);
+            else {
                 for (int h = 0; h < nh; h++) {
                     __m512 a[16];
                     UNROLL for (int i = 0; i < 16; i++) a[i] = _mm512_setzero_ps();
@@ -557,9 +584,12 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
              * reach the accumulators even as 0 * v: zero their V. */
             bool all_used = !((__mmask16)~live | any_skipped);
             if (tq && all_used) {
-                PV_ALL(vrows);
+                if (packed && rs == 64) PV_ALL(NULL, 64);
+                else if (packed) PV_ALL(NULL, 128);
+                else PV_ALL(vrows, 0);
                 continue;
             }
+            for (int t = 0; t < BJ && packed; t++) vrows[t] = vb + t * stride;
             if (tq) /* some rows unused: f32 copies in L1, zeroed below where unused */
                 for (int t = 0; t < BJ; t++)
                     for (int64_t c = 0; c < nc; c++)
@@ -572,7 +602,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                         for (int64_t c = 0; c < nc; c++) _mm512_store_ps(&ws->vf[(t) * ws->hdp + c * 16], _mm512_setzero_ps());
                 }
             }
-            PV_ALL(NULL);
+            PV_ALL(NULL, 0);
         }
         for (int h = 0; h < nh; h++) {
             float *o = out + (h0 + h) * hd;

@@ -1,0 +1,182 @@
+/* attn_decode.c - decode attention (one query row over an f16 cache) of one kernel table, in one
+ * process, A/B of the two ways the kernels address a block of cache rows:
+ *   packed   rows side by side (stride = head_dim), as the head-major cache of src/state/kvmem.c
+ *            keeps them: for head_dim 64 and 128 the avx512 kernel addresses a block's rows at
+ *            constant offsets from its first row;
+ *   strided  the same rows stride = head_dim + 16 apart, which takes the general path (16 row
+ *            pointers per block): the kernel as it was for every cache before packed rows had
+ *            their own path.
+ * Shape: 22 layers x 4 kv heads x 8 query heads x head_dim 64 (TinyLlama-1.1B), or with
+ * "hd128" 16 layers x 8 kv heads x 4 query heads x 128 (Llama-3.2-1B); one region per layer, kv
+ * head and K/V, all of them held at once (22 x 4 x 2 x depth x 128 bytes: 44 MiB at depth 2048,
+ * beyond the L3, so each layer's cache comes from DRAM as in a model, where the weights stream
+ * through between layers). Work items are (layer's kv head), handed out by an atomic counter on
+ * 2 threads of slate's pool, as exec does; one "token" is every layer once. Variants run
+ * interleaved, [rounds] rounds (default 9): median and best ms per token, and the thread time
+ * per cache position and kv head. Results are compared once with the reference table (max
+ * abs difference; the kernels' tolerance is kcheck's ATTN_TOL) and packed with strided (both
+ * compute the same products in the same order: 0). Built with the project (not installed, not
+ * run by the tests): build/bench_attn_decode [rounds [depth [table [hd128]]]], table a kernel
+ * set's name (SLATE_KERNELS' values; default the best this CPU runs).
+ */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include "core/core.h"
+#include "kernels/kernels.h"
+#include "bench_util.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { N_THREADS = 2, MAX_ROUNDS = 64, N_VAR = 2 };
+
+typedef struct shape {
+    int layers, kv_heads, group, hd;
+} shape;
+
+typedef struct job {
+    const slate__kernels *k;
+    const shape *sh;
+    uint16_t **kc, **vc; /* [layer * kv_heads + g] */
+    const float *q;      /* [kv_heads * group][hd], the same for every layer */
+    float *out;          /* [kv_heads * group][hd] */
+    int64_t stride, depth;
+    int layer;
+    atomic_int next;
+} job;
+
+static void run_layer(void *ctx, int ith, int nth) {
+    (void)ith, (void)nth;
+    job *j = ctx;
+    const shape *sh = j->sh;
+    float scale = 1.0f / sqrtf((float)sh->hd);
+    for (int g; (g = atomic_fetch_add(&j->next, 1)) < sh->kv_heads;) {
+        int64_t off = (int64_t)g * sh->group * sh->hd, i = (int64_t)j->layer * sh->kv_heads + g;
+        j->k->attention(j->out + off, j->q + off, j->kc[i], j->vc[i], SLATE_DTYPE_F16, j->stride,
+                        0, j->depth, sh->hd, sh->group, scale, 0.0f, NULL);
+    }
+}
+
+/* Every layer once; returns the seconds taken. */
+static double token(slate__pool *pool, job *j) {
+    double t0 = now();
+    for (int l = 0; l < j->sh->layers; l++) {
+        j->layer = l;
+        atomic_store(&j->next, 0);
+        slate__pool_run(pool, run_layer, j);
+    }
+    return now() - t0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static float max_diff(const float *a, const float *b, int64_t n) {
+    float m = 0.0f;
+    for (int64_t i = 0; i < n; i++) m = fmaxf(m, fabsf(a[i] - b[i]));
+    return m;
+}
+
+int main(int argc, char **argv) {
+    int rounds = argc > 1 ? atoi(argv[1]) : 9;
+    int64_t depth = argc > 2 ? atoll(argv[2]) : 2048;
+    const char *table = argc > 3 ? argv[3] : NULL;
+    bool big = argc > 4 && strcmp(argv[4], "hd128") == 0;
+    if (rounds < 1 || rounds > MAX_ROUNDS || depth < 1 || depth > (1 << 20) ||
+        (argc > 4 && !big)) {
+        fprintf(stderr, "usage: %s [rounds 1..%d [depth [table [hd128]]]]\n", argv[0], MAX_ROUNDS);
+        return 2;
+    }
+    const slate__kernels *k = table ? slate__kernels_by_name(table) : slate__kernels_get();
+    const slate__kernels *ref = slate__kernels_by_name("ref");
+    if (!k) {
+        fprintf(stderr, "kernel table '%s' is not built or not supported by this CPU\n", table);
+        return 2;
+    }
+    shape sh = big ? (shape){16, 8, 4, 128} : (shape){22, 4, 8, 64};
+    int n_reg = sh.layers * sh.kv_heads;
+    int64_t nq = (int64_t)sh.kv_heads * sh.group * sh.hd;
+    /* the two layouts of the same values: packed (stride hd) and strided (hd + 16) */
+    const int64_t strides[N_VAR] = {sh.hd, sh.hd + 16};
+    const char *names[N_VAR] = {"packed", "strided"};
+    uint16_t **kc[N_VAR], **vc[N_VAR];
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    float *q = malloc((size_t)nq * sizeof(float)), *out[N_VAR + 1];
+    for (int v = 0; v <= N_VAR; v++) out[v] = malloc((size_t)nq * sizeof(float));
+    for (int v = 0; v < N_VAR; v++) {
+        kc[v] = malloc((size_t)n_reg * sizeof(uint16_t *));
+        vc[v] = malloc((size_t)n_reg * sizeof(uint16_t *));
+    }
+    if (!q || !out[0] || !out[1] || !out[2] || !kc[0] || !vc[0] || !kc[1] || !vc[1]) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    for (int64_t i = 0; i < nq; i++) q[i] = 4.0f * rndf(&r);
+    for (int i = 0; i < n_reg; i++) {
+        for (int v = 0; v < N_VAR; v++) {
+            size_t bytes = (size_t)(depth * strides[v]) * sizeof(uint16_t);
+            kc[v][i] = aligned_alloc(64, (bytes + 63) / 64 * 64);
+            vc[v][i] = aligned_alloc(64, (bytes + 63) / 64 * 64);
+            if (!kc[v][i] || !vc[v][i]) {
+                fprintf(stderr, "out of memory\n");
+                return 1;
+            }
+        }
+        for (int64_t j = 0; j < depth; j++)
+            for (int64_t d = 0; d < sh.hd; d++) {
+                uint16_t kh = slate__f32_to_f16(2.0f * rndf(&r)), vh = slate__f32_to_f16(rndf(&r));
+                for (int v = 0; v < N_VAR; v++) {
+                    kc[v][i][j * strides[v] + d] = kh;
+                    vc[v][i][j * strides[v] + d] = vh;
+                }
+            }
+    }
+    slate__pool *pool = NULL;
+    slate_error err;
+    if (slate__pool_create(N_THREADS, &pool, &err)) {
+        fprintf(stderr, "pool: %s\n", err.message);
+        return 1;
+    }
+    job j[N_VAR + 1];
+    for (int v = 0; v <= N_VAR; v++) {
+        int w = v < N_VAR ? v : 0; /* the reference reads the packed copy */
+        j[v] = (job){.k = v < N_VAR ? k : ref, .sh = &sh, .kc = kc[w], .vc = vc[w], .q = q,
+                     .out = out[v], .stride = strides[w], .depth = depth};
+    }
+    /* one untimed token each (pages, pool), which also gives the results to compare */
+    for (int v = 0; v <= N_VAR; v++) token(pool, &j[v]);
+    double t[N_VAR][MAX_ROUNDS];
+    for (int rd = 0; rd < rounds; rd++)
+        for (int v = 0; v < N_VAR; v++) t[v][rd] = token(pool, &j[v]);
+    printf("%s attention, f16 cache, depth %lld, %d layers x %d kv heads x %d query heads x "
+           "head_dim %d, %d threads, %d rounds (cache %.0f MiB per layout):\n",
+           k->name, (long long)depth, sh.layers, sh.kv_heads, sh.group, sh.hd, N_THREADS,
+           rounds, 2.0 * n_reg * (double)(depth * sh.hd) * 2 / (1 << 20));
+    printf("  layout   stride  ms/token (median)  best   ns per position and kv head (thread time)"
+           "  max |diff| vs ref\n");
+    for (int v = 0; v < N_VAR; v++) {
+        qsort(t[v], (size_t)rounds, sizeof(double), cmp_double);
+        double med = t[v][rounds / 2];
+        printf("  %-8s %6lld  %17.3f  %5.3f  %42.2f  %.2e\n", names[v], (long long)strides[v],
+               med * 1e3, t[v][0] * 1e3, med * N_THREADS / ((double)n_reg * (double)depth) * 1e9,
+               (double)max_diff(out[v], out[N_VAR], nq));
+    }
+    printf("  packed vs strided: max |diff| %.2e\n", (double)max_diff(out[0], out[1], nq));
+    slate__pool_free(pool);
+    for (int v = 0; v < N_VAR; v++) {
+        for (int i = 0; i < n_reg; i++) {
+            free(kc[v][i]);
+            free(vc[v][i]);
+        }
+        free(kc[v]);
+        free(vc[v]);
+    }
+    for (int v = 0; v <= N_VAR; v++) free(out[v]);
+    free(q);
+    return 0;
+}
