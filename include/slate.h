@@ -1357,7 +1357,8 @@ typedef struct slate_op_profile {
     slate_dtype weight_dtype;  /* dtype of weight_name (F32 when weight_name is NULL) */
     const char *kernel;        /* static: the kernel set the op's function comes from ("avx512",
                                   "avx2", "ref"), or "c" for ops the interpreter runs as plain C
-                                  loops (add, mul, silu, kv_write, last_rows) */
+                                  loops (add, mul, silu, last_rows, kv_write into an f32 or
+                                  int8 cache; into an f16 cache it names the set's to_f16) */
     bool scalar_fallback;      /* the active kernel set is not "ref", yet this op ran the scalar
                                   reference (no variant for its dtype) */
     uint64_t n_calls;          /* predict calls that ran the op */

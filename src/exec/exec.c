@@ -259,7 +259,7 @@ static void kv_write(const slate_state *st, const slate__op *op) {
             uint8_t *d = slate__kv_at(st, slot, g, len0 + r);
             switch (st->kv_dtype[slot]) {
             case SLATE_DTYPE_F16:
-                for (int64_t i = 0; i < w; i++) ((uint16_t *)d)[i] = slate__f32_to_f16(xr[i]);
+                st->model->k->to_f16((uint16_t *)d, xr, w);
                 break;
             case SLATE_DTYPE_I8:
                 slate__kv_quantize_i8(d, xr, w, st->model->state_group[slot]);
@@ -358,10 +358,14 @@ void slate__exec_op_kernel(const slate_state *st, int32_t oi, const char **kerne
     const slate__kernels *k = st->model->k;
     *kernel = "c";
     *scalar_fallback = false;
+    /* a cache write converts with a kernel only into an f16 cache (int8: slate__kv_quantize_i8,
+     * f32: a copy) */
+    bool f16_write = op->kind == SLATE__OP_KV_WRITE &&
+                     st->kv_dtype[st->model->state_slot[op->in[1]]] == SLATE_DTYPE_F16;
     if (op->kind != SLATE__OP_MATMUL && op->kind != SLATE__OP_EMBEDDING &&
         op->kind != SLATE__OP_RMS_NORM && op->kind != SLATE__OP_ATTENTION &&
         op->kind != SLATE__OP_ROPE && op->kind != SLATE__OP_SWIGLU &&
-        op->kind != SLATE__OP_GEGLU)
+        op->kind != SLATE__OP_GEGLU && !f16_write)
         return;
     slate_dtype d = op->kind == SLATE__OP_MATMUL      ? p->tensors[op->in[1]].dtype
                     : op->kind == SLATE__OP_EMBEDDING ? p->tensors[op->in[0]].dtype
@@ -387,6 +391,7 @@ void slate__exec_op_kernel(const slate_state *st, int32_t oi, const char **kerne
         case SLATE__OP_ROPE: same = t->rope == k->rope; break;
         case SLATE__OP_SWIGLU: same = t->swiglu == k->swiglu; break;
         case SLATE__OP_GEGLU: same = t->geglu == k->geglu; break;
+        case SLATE__OP_KV_WRITE: same = t->to_f16 == k->to_f16; break;
         default:
             same = i8_cache ? t->attention_i8 == k->attention_i8 : t->attention == k->attention;
             break;

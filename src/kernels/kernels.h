@@ -84,6 +84,10 @@ typedef struct slate__kernels {
     slate__xq_fn quantize_x[SLATE__N_WDTYPES];
     slate__row_fn row_to_f32[SLATE__N_WDTYPES];
     slate__to_f32_fn to_f32[3];        /* F32 / F16 / BF16 rows (half-precision caches) */
+    /* dst[0..n) = src[0..n) as f16 (the f16 cache's writer, exec's kv_write): round to nearest
+     * even, overflow to +-inf, subnormals kept, bit for bit slate__f32_to_f16 for every value
+     * but NaN, which gives a NaN (how much of its payload survives is the variant's). */
+    void (*to_f16)(uint16_t *dst, const float *src, int64_t n);
     slate__attn_fn attention;
     slate__attn_i8_fn attention_i8;
     /* y[0..n) = x / sqrt(mean(x^2) + eps) * w */

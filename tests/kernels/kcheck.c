@@ -462,6 +462,64 @@ bool kc_to_f32(const slate__kernels *k, const slate__kernels *ref, slate_dtype d
     return verdict(what, detail, problem, cap);
 }
 
+static float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static bool f16_is_nan(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff); }
+
+bool kc_to_f16(const slate__kernels *k, const slate__kernels *ref, int64_t n, char *problem,
+               size_t cap) {
+    enum { N = KC_TO_F16_N };
+    float *x = xmalloc(N * sizeof(float));
+    uint16_t *got = xmalloc((N + 1) * sizeof(uint16_t)), *want = xmalloc((N + 1) * sizeof(uint16_t));
+    int64_t m = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float v = slate__f16_to_f32((uint16_t)h), next = slate__f16_to_f32((uint16_t)(h + 1));
+        if (isnan(v) || isinf(v)) { /* +-inf and the NaNs themselves, then filler */
+            x[m++] = v;
+            for (int i = 0; i < 6; i++) x[m++] = bits_f32(0x3f800000u + h * 7u + (uint32_t)i);
+            continue;
+        }
+        /* the midpoint to the next f16 up in magnitude (65520 past the largest) */
+        float mid = (h & 0x7fff) == 0x7bff ? copysignf(65520.0f, v) : (v + next) / 2.0f;
+        uint32_t u;
+        memcpy(&u, &mid, 4);
+        x[m++] = v;
+        x[m++] = mid;
+        x[m++] = bits_f32(u - 1);
+        x[m++] = bits_f32(u + 1);
+        memcpy(&u, &v, 4);
+        x[m++] = bits_f32(u + 1);
+        x[m++] = bits_f32(u | 0x7fu); /* f32 subnormals near 0, other low bits elsewhere */
+        x[m++] = bits_f32(u ^ 0x1000u);
+    }
+    for (uint32_t i = 0; m < N; i++) x[m++] = bits_f32(i * 0x000fffc1u + 0x1234567u); /* sweep */
+    int64_t off = N - n;
+    memset(got, 0x55, (N + 1) * sizeof(uint16_t));
+    memset(want, 0x55, (N + 1) * sizeof(uint16_t));
+    k->to_f16(got, x + off, n);
+    ref->to_f16(want, x + off, n);
+
+    char what[100], detail[200] = "";
+    snprintf(what, sizeof what, "%s to_f16 n=%lld", k->name, (long long)n);
+    for (int64_t i = 0; i <= n && !detail[0]; i++) {
+        if (i < n && f16_is_nan(want[i]) && f16_is_nan(got[i])) continue;
+        uint32_t u = 0;
+        if (i < n) memcpy(&u, &x[off + i], 4);
+        if (got[i] != want[i])
+            snprintf(detail, sizeof detail, "element %lld (%.9g, 0x%08x): got 0x%04x, want 0x%04x%s",
+                     (long long)i, i < n ? (double)x[off + i] : 0.0, (unsigned)u,
+                     (unsigned)got[i], (unsigned)want[i], i == n ? " (written past n)" : "");
+    }
+    free(x);
+    free(got);
+    free(want);
+    return verdict(what, detail, problem, cap);
+}
+
 /* ---- attention --------------------------------------------------------------------------- */
 
 /* Tolerance 3e-5 of max |v| (1 here) per element, and normalized. The output is a convex

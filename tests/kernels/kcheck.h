@@ -86,6 +86,15 @@ bool kc_matmul_q(const slate__kernels *k, const slate__kernels *ref, slate_dtype
 bool kc_to_f32(const slate__kernels *k, const slate__kernels *ref, slate_dtype dt, int64_t n,
                char *problem, size_t cap);
 
+/* to_f16 on the last n (1..KC_TO_F16_N) of a fixed list of floats: for every f16 value its
+ * exact f32 value, the midpoints to its neighbours (the ties of round-to-nearest-even) and the
+ * floats one ulp either side of them, past the largest f16 (65520 and up round to inf), f32
+ * subnormals, +-inf and NaNs, then a sweep of bit patterns. Bit-exact against ref except that a
+ * NaN need only give a NaN; nothing written past n. Uses no random data. */
+enum { KC_TO_F16_N = 65536 * 7 + 4096 };
+bool kc_to_f16(const slate__kernels *k, const slate__kernels *ref, int64_t n, char *problem,
+               size_t cap);
+
 /* The attention mask of a case. */
 typedef enum kc_mask {
     KC_MASK_NONE,     /* mask == NULL */

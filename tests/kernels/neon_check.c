@@ -375,6 +375,13 @@ static void check_to_f32(const slate__kernels *k, const slate__kernels *ref) {
             report(kc_to_f32(k, ref, (slate_dtype)dt, lens[c], problem, sizeof problem), problem);
 }
 
+static void check_to_f16(const slate__kernels *k, const slate__kernels *ref) {
+    char problem[512];
+    static const int64_t lens[] = {KC_TO_F16_N, KC_TO_F16_N - 1, 1, 2, 3, 4, 5, 7, 9};
+    for (size_t c = 0; c < sizeof lens / sizeof *lens; c++)
+        report(kc_to_f16(k, ref, lens[c], problem, sizeof problem), problem);
+}
+
 static void check_rms_norms(const slate__kernels *k, const slate__kernels *ref) {
     uint64_t rng = g_seed ^ 0x726d73ull;
     char problem[512];
@@ -494,6 +501,7 @@ int main(int argc, char **argv) {
         check_kquant_extremes(k, ref);
         check_quant_exact(k, ref);
         check_to_f32(k, ref);
+        check_to_f16(k, ref);
         check_rms_norms(k, ref);
         check_attentions(k, ref);
         check_swiglus(k, ref);

@@ -88,6 +88,17 @@ static void to_f32_is_exact_for_every_half_value(void **st) {
             require(kc_to_f32(k, ref, (slate_dtype)dt, lens[c], problem, sizeof problem), problem);
 }
 
+/* ---- to_f16 ------------------------------------------------------------------------------ */
+
+/* Ties, overflow, subnormals and a sweep (kc_to_f16), at tails of every length. */
+static void to_f16_rounds_as_ref_for_every_kind_of_float(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    char problem[512];
+    static const int64_t lens[] = {KC_TO_F16_N, KC_TO_F16_N - 1, 1, 2, 3, 7, 8, 9, 15, 17, 33};
+    for (size_t c = 0; c < sizeof lens / sizeof *lens; c++)
+        require(kc_to_f16(k, ref, lens[c], problem, sizeof problem), problem);
+}
+
 /* ---- attention --------------------------------------------------------------------------- */
 
 /* Cache rows stride elements apart: hd (packed) up to 4 hd, plus 0 to 2 so rows are not
@@ -335,6 +346,7 @@ int main(void) {
         FOR_TABLES(matmul_matches_ref_for_every_dtype_and_shape),
         FOR_TABLES(matmul_matches_ref_across_cache_blocks),
         FOR_TABLES(to_f32_is_exact_for_every_half_value),
+        FOR_TABLES(to_f16_rounds_as_ref_for_every_kind_of_float),
         FOR_TABLES(attention_matches_ref_for_every_head_dim_and_range),
         FOR_TABLES(attention_packed_rows_give_the_bits_of_strided_rows),
         FOR_TABLES(attention_with_every_score_masked_is_zero),

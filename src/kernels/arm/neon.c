@@ -36,6 +36,7 @@
  * shows correctness only; speed on ARM hardware is not measured yet.
  */
 #include "kernels/kernels.h"
+#include "core/core.h"
 
 #include <arm_neon.h>
 #include <math.h>
@@ -203,6 +204,14 @@ static void to_f32_f16(float *d, const void *s, int64_t n) {
 }
 static void to_f32_bf16(float *d, const void *s, int64_t n) {
     to_f32_any(SLATE_DTYPE_BF16, d, s, n);
+}
+
+/* fcvtn with the default rounding (FPCR: nearest even, no flush to zero): IEEE conversion, so
+ * every non-NaN value gives slate__f32_to_f16's bits. */
+static void to_f16(uint16_t *d, const float *s, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(d + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(s + i))));
+    for (; i < n; i++) d[i] = slate__f32_to_f16(s[i]);
 }
 
 /* ---- attention --------------------------------------------------------------------------- */
@@ -437,6 +446,7 @@ void slate__neon_fill(slate__kernels *k) {
     k->matmul[SLATE_DTYPE_BF16] = matmul_bf16;
     k->to_f32[SLATE_DTYPE_F16] = to_f32_f16;
     k->to_f32[SLATE_DTYPE_BF16] = to_f32_bf16;
+    k->to_f16 = to_f16;
     k->attention = attention;
     k->rms_norm = rms_norm;
     k->softcap = softcap;

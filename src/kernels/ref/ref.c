@@ -47,6 +47,9 @@ static void to_f32_f32(float *d, const void *s, int64_t n) {
 static void to_f32_f16(float *d, const void *s, int64_t n) {
     for (int64_t i = 0; i < n; i++) d[i] = slate__f16_to_f32(((const uint16_t *)s)[i]);
 }
+static void to_f16(uint16_t *d, const float *s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = slate__f32_to_f16(s[i]);
+}
 static void to_f32_bf16(float *d, const void *s, int64_t n) {
     for (int64_t i = 0; i < n; i++) d[i] = slate__bf16_to_f32(((const uint16_t *)s)[i]);
 }
@@ -206,6 +209,7 @@ void slate__ref_fill(slate__kernels *k) {
     k->to_f32[SLATE_DTYPE_F32] = to_f32_f32;
     k->to_f32[SLATE_DTYPE_F16] = to_f32_f16;
     k->to_f32[SLATE_DTYPE_BF16] = to_f32_bf16;
+    k->to_f16 = to_f16;
     k->attention = attention;
     k->attention_i8 = attention_i8;
     k->rms_norm = rms_norm;

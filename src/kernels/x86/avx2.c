@@ -213,6 +213,16 @@ static void to_f32_f16(float *d, const void *s, int64_t n) {
     for (; i < n; i++) d[i] = _cvtsh_ss(h[i]);
 }
 
+/* vcvtps2ph with round-to-nearest-even: IEEE conversion, so every non-NaN value gives
+ * slate__f32_to_f16's bits (a NaN keeps the top of its payload, quiet). */
+static void to_f16(uint16_t *d, const float *s, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(d + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) d[i] = _cvtss_sh(s[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
 static void to_f32_bf16(float *d, const void *s, int64_t n) {
     const uint16_t *h = s;
     int64_t i = 0;
@@ -851,6 +861,7 @@ void slate__avx2_fill(slate__kernels *k) {
     k->row_to_f32[SLATE_DTYPE_Q8_C] = row_to_f32_q;
     k->to_f32[SLATE_DTYPE_F16] = to_f32_f16;
     k->to_f32[SLATE_DTYPE_BF16] = to_f32_bf16;
+    k->to_f16 = to_f16;
     k->attention = attention;
     k->attention_i8 = attention_i8;
     k->rms_norm = rms_norm;
