@@ -417,15 +417,16 @@ static void superblock_matmul_matches_ref_at_extreme_codes(void **st) {
  * that they end where a PROT_NONE page begins (a read past them faults). Q3_K's blocks of 110
  * bytes and Q2_K's of 84 are not 16-aligned, so a vector load of a block's last bytes (Q3_K's
  * scales and d, Q2_K's d and dmin) must not run into the next 16 bytes; IQ4_NL's blocks of 18
- * bytes (listed here for that reason) end in their nibbles, and they and Q4 B=32's (also
- * listed) are read a whole aligned 64-byte line at a time in avx512_vnni's decode; the last block of the last row,
- * decode (1-3 rows) and prefill (5 rows), one super-block and several. */
+ * bytes (listed here for that reason) end in their nibbles, and they, Q4 B=32's and Q8_0's
+ * (both also listed) are read a whole aligned 64-byte line at a time in avx512_vnni's decode;
+ * the last block of the last row, decode (1-3 rows) and prefill (5 rows), one super-block and
+ * several. */
 static void superblock_matmul_reads_nothing_past_the_weights(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x6775617264ull;
     static const slate_dtype dts[] = {SLATE_DTYPE_Q4_K, SLATE_DTYPE_Q5_K, SLATE_DTYPE_Q6_K,
                                       SLATE_DTYPE_Q3_K, SLATE_DTYPE_Q2_K, SLATE_DTYPE_IQ4_NL,
-                                      SLATE_DTYPE_IQ4_XS, SLATE_DTYPE_Q4};
+                                      SLATE_DTYPE_IQ4_XS, SLATE_DTYPE_Q4, SLATE_DTYPE_Q8_0};
     static const int64_t rows[] = {1, 2, 3, 5};
     char problem[600];
     for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
@@ -440,21 +441,22 @@ static void superblock_matmul_reads_nothing_past_the_weights(void **st) {
 }
 
 /* A matmul's result does not depend on where its weights lie. avx512_vnni's decode of Q4 B=32
- * symmetric and IQ4_NL rows of whole 128-input groups (dec_q4b32_row) loads each 64-byte line
- * of a row once, aligned, with its permute indices shifted by the row's offset in its first
- * line; a first or last row whose outer lines would reach outside the tensor (one that does not
- * start or end on a 64-byte boundary) and a tensor not on an 8-byte boundary take the general
- * path. Both must give the same floats, bit for bit: the same weights are placed at every even
- * offset in a line (8-byte ones: the aligned path at every line offset; others: the general
- * path), decode rows 0..n_out and sub-ranges, and every result is compared with offset 2's
- * (general path only), which is checked against ref. Row lengths: one group, a Q4 row of
- * TinyLlama's attention and of its ffn_down, and 3 groups (rows 216 bytes: row offsets cycle
- * through 0, 24, 48, 8, ...). A wrong index shift, a missed line or a wrong wrap gives another
- * group's bytes: results differ in most bits. */
-static void q4_b32_decode_gives_the_same_bits_at_every_line_offset(void **st) {
+ * symmetric and IQ4_NL rows of whole 128-input groups (dec_q4b32_row) and of Q8_0 rows of
+ * whole groups (dec_q8_0_row) loads each 64-byte line of a row once, aligned, with its permute
+ * indices shifted by the row's offset in its first line; a first or last row whose outer lines
+ * would reach outside the tensor (one that does not start or end on a 64-byte boundary) and a
+ * tensor not on an 8-byte (Q4, IQ4_NL) or 4-byte (Q8_0) boundary take the general path. Both
+ * must give the same floats, bit for bit: the same weights are placed at every even offset in
+ * a line (the aligned path at every line offset it accepts, the general path at the others),
+ * decode rows 0..n_out and sub-ranges, and every result is compared with offset 2's (general
+ * path only), which is checked against ref. Row lengths: one group, a row of TinyLlama's
+ * attention and of its ffn_down, and 3 groups (Q4 rows 216 bytes: row offsets cycle through 0,
+ * 24, 48, 8, ...; Q8_0 rows 408 bytes: 0, 24, 48, 8, ... as well). A wrong index shift, a
+ * missed line or a wrong wrap gives another group's bytes: results differ in most bits. */
+static void block32_decode_gives_the_same_bits_at_every_line_offset(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x6c696e65ull;
-    static const slate_dtype dts[] = {SLATE_DTYPE_Q4, SLATE_DTYPE_IQ4_NL};
+    static const slate_dtype dts[] = {SLATE_DTYPE_Q4, SLATE_DTYPE_IQ4_NL, SLATE_DTYPE_Q8_0};
     static const int64_t n_ins[] = {128, 384, 2048, 5632};
     const int64_t n_out = 11;
     for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
@@ -707,9 +709,9 @@ int main(void) {
         FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx2_vnni"),
         FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx512_vnni"),
         FOR_TABLE(avx512_vnni_runs_its_own_iq4_kernels, "avx512_vnni"),
-        FOR_TABLE(q4_b32_decode_gives_the_same_bits_at_every_line_offset, "avx2"),
-        FOR_TABLE(q4_b32_decode_gives_the_same_bits_at_every_line_offset, "avx512_vnni"),
-        FOR_TABLE(q4_b32_decode_gives_the_same_bits_at_every_line_offset, "neon_dotprod"),
+        FOR_TABLE(block32_decode_gives_the_same_bits_at_every_line_offset, "avx2"),
+        FOR_TABLE(block32_decode_gives_the_same_bits_at_every_line_offset, "avx512_vnni"),
+        FOR_TABLE(block32_decode_gives_the_same_bits_at_every_line_offset, "neon_dotprod"),
         FOR_TABLE(superblock_formats_share_one_x_plan, "avx2"),
         FOR_TABLE(superblock_formats_share_one_x_plan, "avx2_vnni"),
         cmocka_unit_test(avx2_vnni_equals_avx2_bit_for_bit),
