@@ -344,6 +344,45 @@ INLINE void dec_q4_group(bool nl, int B, bool asym, int R, int O, __m512 acc[3][
     }
 }
 
+/* An aligned walk over a weight row whose units (a Q4 B=32 group of 72 bytes, a Q8_0 pair of
+ * blocks of 68) are 64 + adv bytes each, adv dividing 64: the unit at offset off of line a
+ * lies in lines l0 = a and l1 = a + 64, read by word permutes with the indices iq, id shifted
+ * by off / 2 words. line_walk_start sets that up for the row's first unit at r; line_walk_next
+ * moves to the next unit, at a + off + 64 + adv = (a + 64) + (off + adv): one new line, or
+ * two when the offset wraps to 0 (a + 128). */
+typedef struct line_walk {
+    const uint8_t *a;
+    int off;
+    __m512i l0, l1, iq, id;
+} line_walk;
+
+INLINE void line_walk_start(line_walk *w, const uint8_t *r, __m512i iq, __m512i id) {
+    w->a = (const uint8_t *)((uintptr_t)r & ~(uintptr_t)63);
+    w->off = (int)(r - w->a);
+    __m512i shift = _mm512_set1_epi16((short)(w->off / 2));
+    w->iq = _mm512_add_epi16(iq, shift);
+    w->id = _mm512_add_epi16(id, shift);
+    w->l0 = _mm512_load_si512((const void *)w->a);
+    w->l1 = _mm512_load_si512((const void *)(w->a + 64));
+}
+
+INLINE void line_walk_next(line_walk *w, int adv) {
+    w->off += adv;
+    w->a += 64;
+    if (w->off == 64) {
+        w->off = 0;
+        w->a += 64;
+        w->l0 = _mm512_load_si512((const void *)w->a);
+        w->iq = _mm512_sub_epi16(w->iq, _mm512_set1_epi16(32));
+        w->id = _mm512_sub_epi16(w->id, _mm512_set1_epi16(32));
+    } else {
+        w->l0 = w->l1;
+    }
+    w->l1 = _mm512_load_si512((const void *)(w->a + 64));
+    w->iq = _mm512_add_epi16(w->iq, _mm512_set1_epi16((short)(adv / 2)));
+    w->id = _mm512_add_epi16(w->id, _mm512_set1_epi16((short)(adv / 2)));
+}
+
 /* One x row against weight row o, Q4 B=32 symmetric or IQ4_NL (18-byte blocks, so a group of
  * 128 weights is 72 bytes and starts 8 bytes further into a 64-byte line than the one before),
  * whole groups only. dec_q4_group loads a group with two unaligned 64-byte loads, each across
@@ -358,22 +397,18 @@ INLINE void dec_q4_group(bool nl, int B, bool asym, int R, int O, __m512 acc[3][
 INLINE void dec_q4b32_row(bool nl, float *y, const uint8_t *xq, const xgeom *xg,
                           const slate__wmat *w, const float *bias, int64_t o, const q4idx *ix,
                           size_t pf) {
-    const __m512i step = _mm512_set1_epi16(4), wrap = _mm512_set1_epi16(32);
-    const uint8_t *r = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-    const uint8_t *a = (const uint8_t *)((uintptr_t)r & ~(uintptr_t)63); /* the group's first line */
-    int off = (int)(r - a); /* a multiple of 8 (dec_q4 checks the tensor's start; rows are
-                            * whole 72-byte groups), so a group never reaches a third line */
-    __m512i shift = _mm512_set1_epi16((short)(off / 2));
-    __m512i iq = _mm512_add_epi16(ix->qs, shift), id = _mm512_add_epi16(ix->d, shift);
-    __m512i l0 = _mm512_load_si512((const void *)a), l1 = _mm512_load_si512((const void *)(a + 64));
+    /* the row's start is 8-byte aligned (dec_q4 checks the tensor's start; rows are whole
+     * 72-byte groups), so a group never reaches a third line */
+    line_walk lw;
+    line_walk_start(&lw, (const uint8_t *)w->data + (size_t)o * w->row_bytes, ix->qs, ix->d);
     __m512 acc = _mm512_setzero_ps();
     const int64_t ng = xg->ng;
     for (int64_t g = 0;;) {
-        _mm_prefetch((const char *)(a + pf), _MM_HINT_T0);
-        _mm_prefetch((const char *)(a + pf + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(lw.a + pf), _MM_HINT_T0);
+        _mm_prefetch((const char *)(lw.a + pf + 64), _MM_HINT_T0);
         __m512i lo, hi;
-        q4_codes(nl, _mm512_permutex2var_epi16(l0, iq, l1), ix, &lo, &hi);
-        __m512 sv = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(l0, id, l1)));
+        q4_codes(nl, _mm512_permutex2var_epi16(lw.l0, lw.iq, lw.l1), ix, &lo, &hi);
+        __m512 sv = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(lw.l0, lw.id, lw.l1)));
         __m512i xlo = _mm512_loadu_si512((const void *)(xq + g * GROUP));
         __m512i xhi = _mm512_loadu_si512((const void *)(xq + g * GROUP + 64));
         __m512i init = _mm512_loadu_si512((const void *)(xq + xg->off_c + 64 * g));
@@ -382,21 +417,7 @@ INLINE void dec_q4b32_row(bool nl, float *y, const uint8_t *xq, const xgeom *xg,
         __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, lo, xlo), hi, xhi);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sv, dx), acc);
         if (++g == ng) break;
-        /* the next group starts at a + off + 72 = (a + 64) + (off + 8) */
-        off += 8;
-        a += 64;
-        if (off == 64) { /* ... = a + 128: two new lines */
-            off = 0;
-            a += 64;
-            l0 = _mm512_load_si512((const void *)a);
-            iq = _mm512_sub_epi16(iq, wrap);
-            id = _mm512_sub_epi16(id, wrap);
-        } else {
-            l0 = l1;
-        }
-        l1 = _mm512_load_si512((const void *)(a + 64));
-        iq = _mm512_add_epi16(iq, step);
-        id = _mm512_add_epi16(id, step);
+        line_walk_next(&lw, 8);
     }
     y[o] = hsum(acc) + (bias ? bias[o] : 0.0f);
 }
@@ -509,44 +530,25 @@ INLINE void q8_index(__m512i *iq, __m512i *id) {
  * where the lines' bytes outside the row are inside the tensor. */
 INLINE void dec_q8_0_row(float *y, const uint8_t *xq, const xgeom *xg, const slate__wmat *w,
                          const float *bias, int64_t o, __m512i iq, __m512i id, size_t pf) {
-    const __m512i step = _mm512_set1_epi16(2), wrap = _mm512_set1_epi16(32);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    const uint8_t *r = (const uint8_t *)w->data + (size_t)o * w->row_bytes;
-    const uint8_t *a = (const uint8_t *)((uintptr_t)r & ~(uintptr_t)63); /* the half's first line */
-    int off = (int)(r - a); /* a multiple of 4 (decode_q8 checks the tensor's start; rows are
-                             * whole 136-byte groups), so a half never reaches a third line */
-    __m512i shift = _mm512_set1_epi16((short)(off / 2));
-    iq = _mm512_add_epi16(iq, shift);
-    id = _mm512_add_epi16(id, shift);
-    __m512i l0 = _mm512_load_si512((const void *)a), l1 = _mm512_load_si512((const void *)(a + 64));
+    /* the row's start is 4-byte aligned (decode_q8 checks the tensor's start; rows are whole
+     * 136-byte groups), so a pair never reaches a third line */
+    line_walk lw;
+    line_walk_start(&lw, (const uint8_t *)w->data + (size_t)o * w->row_bytes, iq, id);
     __m512 acc = _mm512_setzero_ps();
-    const int64_t nh = 2 * xg->ng; /* halves */
+    const int64_t nh = 2 * xg->ng; /* pairs */
     for (int64_t h = 0;;) {
-        _mm_prefetch((const char *)(a + pf), _MM_HINT_T0);
-        _mm_prefetch((const char *)(a + pf + 64), _MM_HINT_T0);
-        __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi16(l0, iq, l1), flip);
-        __m512 sv = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(l0, id, l1)));
+        _mm_prefetch((const char *)(lw.a + pf), _MM_HINT_T0);
+        _mm_prefetch((const char *)(lw.a + pf + 64), _MM_HINT_T0);
+        __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi16(lw.l0, lw.iq, lw.l1), flip);
+        __m512 sv = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(lw.l0, lw.id, lw.l1)));
         __m512i x = _mm512_loadu_si512((const void *)(xq + 64 * h));
         __m512i init = _mm512_loadu_si512((const void *)(xq + xg->off_c + 64 * h));
         __m512 dx = _mm512_set1_ps(((const float *)(xq + xg->off_d))[h / 2]);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(init, u, x)),
                               _mm512_mul_ps(sv, dx), acc);
         if (++h == nh) break;
-        /* the next half starts at a + off + 68 = (a + 64) + (off + 4) */
-        off += 4;
-        a += 64;
-        if (off == 64) { /* ... = a + 128: two new lines */
-            off = 0;
-            a += 64;
-            l0 = _mm512_load_si512((const void *)a);
-            iq = _mm512_sub_epi16(iq, wrap);
-            id = _mm512_sub_epi16(id, wrap);
-        } else {
-            l0 = l1;
-        }
-        l1 = _mm512_load_si512((const void *)(a + 64));
-        iq = _mm512_add_epi16(iq, step);
-        id = _mm512_add_epi16(id, step);
+        line_walk_next(&lw, 4);
     }
     y[o] = hsum(acc) + (bias ? bias[o] : 0.0f);
 }
