@@ -440,31 +440,38 @@ static void superblock_matmul_reads_nothing_past_the_weights(void **st) {
             }
 }
 
-/* A matmul's result does not depend on where its weights lie. avx512_vnni's decode of Q4 B=32
- * symmetric and IQ4_NL rows of whole 128-input groups (dec_q4b32_row) and of Q8_0 rows of
- * whole groups (dec_q8_0_row) loads each 64-byte line of a row once, aligned, with its permute
- * indices shifted by the row's offset in its first line; a first or last row whose outer lines
- * would reach outside the tensor (one that does not start or end on a 64-byte boundary) and a
- * tensor not on an 8-byte (Q4, IQ4_NL) or 4-byte (Q8_0) boundary take the general path. Both
- * must give the same floats, bit for bit: the same weights are placed at every even offset in
- * a line (the aligned path at every line offset it accepts, the general path at the others),
- * decode rows 0..n_out and sub-ranges, and every result is compared with offset 2's (general
- * path only), which is checked against ref. Row lengths: one group, a row of TinyLlama's
- * attention and of its ffn_down, and 3 groups (Q4 rows 216 bytes: row offsets cycle through 0,
- * 24, 48, 8, ...; Q8_0 rows 408 bytes: 0, 24, 48, 8, ... as well). A wrong index shift, a
- * missed line or a wrong wrap gives another group's bytes: results differ in most bits. */
-static void block32_decode_gives_the_same_bits_at_every_line_offset(void **st) {
+/* A matmul's result does not depend on where its weights lie. avx512_vnni's decode of one x
+ * row of Q4 (every block size, symmetric or not) and IQ4_NL rows of whole 128-input groups
+ * (dec_q4_row) and of Q8_0 rows of whole groups (dec_q8_0_row) loads each 64-byte line of a
+ * row once, aligned, with its permute indices shifted by the row's offset in its first line;
+ * a group is 64 + adv bytes (adv 2 to 32: Q4 B=128 66 bytes ... B=16 asymmetric 96, Q8_0's
+ * pair of blocks 68), so the row must start a multiple of adv into its line: a tensor at
+ * another offset takes the general path, and so does a first or last row whose outer lines
+ * would reach outside the tensor (one that does not start or end on a 64-byte boundary). Both
+ * must give the same floats, bit for bit: the same weights are placed at every offset in a
+ * line (the aligned path wherever adv divides it, the general path elsewhere), decode rows
+ * 0..n_out and sub-ranges, and every result is compared with offset 1's (the general path;
+ * checked against ref). Row lengths: one group, a row of
+ * TinyLlama's attention and of its ffn_down, and 3 groups (rows 3 (64 + adv) bytes: row
+ * offsets cycle through the line). A wrong index shift, a missed line or a wrong wrap gives
+ * another group's bytes: results differ in most bits. */
+static void row_decode_gives_the_same_bits_at_every_line_offset(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x6c696e65ull;
-    static const slate_dtype dts[] = {SLATE_DTYPE_Q4, SLATE_DTYPE_IQ4_NL, SLATE_DTYPE_Q8_0};
+    static const struct { slate_dtype dt; int32_t block; bool asym; } fmts[] = {
+        {SLATE_DTYPE_Q4, 32, false},  {SLATE_DTYPE_Q4, 32, true},  {SLATE_DTYPE_Q4, 16, false},
+        {SLATE_DTYPE_Q4, 16, true},   {SLATE_DTYPE_Q4, 64, false}, {SLATE_DTYPE_Q4, 64, true},
+        {SLATE_DTYPE_Q4, 128, false}, {SLATE_DTYPE_Q4, 128, true}, {SLATE_DTYPE_IQ4_NL, 32, false},
+        {SLATE_DTYPE_Q8_0, 32, false}};
     static const int64_t n_ins[] = {128, 384, 2048, 5632};
     const int64_t n_out = 11;
-    for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
+    for (size_t fi = 0; fi < sizeof fmts / sizeof *fmts; fi++)
         for (size_t ni = 0; ni < sizeof n_ins / sizeof *n_ins; ni++) {
             int64_t n_in = n_ins[ni];
+            slate_dtype dt = fmts[fi].dt;
             slate__wmat wm;
-            slate__wmat_init(&wm, NULL, dts[di], 32, false, n_out, n_in);
-            size_t bytes = (size_t)slate__wmat_bytes(dts[di], 32, false, n_out, n_in);
+            slate__wmat_init(&wm, NULL, dt, fmts[fi].block, fmts[fi].asym, n_out, n_in);
+            size_t bytes = (size_t)slate__wmat_bytes(dt, fmts[fi].block, fmts[fi].asym, n_out, n_in);
             uint8_t *src = xmalloc(bytes), *buf;
             wm.data = src;
             kc_fill_qweights(src, &wm, &rng);
@@ -473,39 +480,41 @@ static void block32_decode_gives_the_same_bits_at_every_line_offset(void **st) {
             float *x = xmalloc((size_t)n_in * sizeof(float));
             for (int64_t i = 0; i < n_in; i++) x[i] = tu_randf(&rng) * (i % 5 == 0 ? 3.0f : 1.0f);
             void *xq = NULL;
-            if (k->xq_plan[dts[di]]) {
-                slate__xq_plan pl = k->xq_plan[dts[di]](&wm, 1);
+            if (k->xq_plan[dt]) {
+                slate__xq_plan pl = k->xq_plan[dt](&wm, 1);
                 if (pl.bytes) {
                     xq = xmalloc(pl.bytes);
-                    k->quantize_x[dts[di]](xq, x, &wm, 1, 0, 1);
+                    k->quantize_x[dt](xq, x, &wm, 1, 0, 1);
                 }
             }
             float want[11], got[11], wref[11];
-            /* offset 2: the general path only; checked against ref */
-            wm.data = buf + 2;
-            memcpy(buf + 2, src, bytes);
-            k->matmul[dts[di]](want, x, xq, &wm, NULL, 1, 0, n_out);
-            ref->matmul[dts[di]](wref, x, NULL, &wm, NULL, 1, 0, n_out);
+            /* offset 1: the general path (no layout's adv divides it); checked against ref */
+            wm.data = buf + 1;
+            memcpy(buf + 1, src, bytes);
+            k->matmul[dt](want, x, xq, &wm, NULL, 1, 0, n_out);
+            ref->matmul[dt](wref, x, NULL, &wm, NULL, 1, 0, n_out);
             char detail[300] = "";
             if (kc_check_q_outputs(&wm, x, NULL, want, wref, 12345.0f, 1, 0, n_out, xq != NULL,
                                    detail, sizeof detail))
-                fail_msg("%s %s n_in=%lld at offset 2: %s", k->name, slate_dtype_name(dts[di]),
+                fail_msg("%s %s block %d%s n_in=%lld at offset 1: %s", k->name,
+                         slate_dtype_name(dt), (int)fmts[fi].block, fmts[fi].asym ? " asym" : "",
                          (long long)n_in, detail);
             /* ranges a thread may get: all rows, the first alone, the last alone, the middle */
             static const int64_t ranges[][2] = {{0, 11}, {0, 1}, {10, 11}, {1, 10}, {3, 4}};
-            for (int off = 0; off < 64; off += 2) {
+            for (int off = 0; off < 64; off++) {
                 wm.data = buf + off;
                 memcpy(buf + off, src, bytes);
                 for (size_t ri = 0; ri < sizeof ranges / sizeof *ranges; ri++) {
                     int64_t o0 = ranges[ri][0], o1 = ranges[ri][1];
                     for (int64_t o = 0; o < n_out; o++) got[o] = 12345.0f;
-                    k->matmul[dts[di]](got, x, xq, &wm, NULL, 1, o0, o1);
+                    k->matmul[dt](got, x, xq, &wm, NULL, 1, o0, o1);
                     for (int64_t o = 0; o < n_out; o++) {
                         float e = o >= o0 && o < o1 ? want[o] : 12345.0f;
                         if (memcmp(&got[o], &e, sizeof e) != 0)
-                            fail_msg("%s %s n_in=%lld rows [%lld,%lld): row %lld with the weights "
-                                     "%d bytes into a line gave %.9g, %.9g at offset 2",
-                                     k->name, slate_dtype_name(dts[di]), (long long)n_in,
+                            fail_msg("%s %s block %d%s n_in=%lld rows [%lld,%lld): row %lld with "
+                                     "the weights %d bytes into a line gave %.9g, %.9g at offset 1",
+                                     k->name, slate_dtype_name(dt), (int)fmts[fi].block,
+                                     fmts[fi].asym ? " asym" : "", (long long)n_in,
                                      (long long)o0, (long long)o1, (long long)o, off, got[o], e);
                     }
                 }
@@ -709,9 +718,9 @@ int main(void) {
         FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx2_vnni"),
         FOR_TABLE(superblock_formats_run_the_tables_own_kernels, "avx512_vnni"),
         FOR_TABLE(avx512_vnni_runs_its_own_iq4_kernels, "avx512_vnni"),
-        FOR_TABLE(block32_decode_gives_the_same_bits_at_every_line_offset, "avx2"),
-        FOR_TABLE(block32_decode_gives_the_same_bits_at_every_line_offset, "avx512_vnni"),
-        FOR_TABLE(block32_decode_gives_the_same_bits_at_every_line_offset, "neon_dotprod"),
+        FOR_TABLE(row_decode_gives_the_same_bits_at_every_line_offset, "avx2"),
+        FOR_TABLE(row_decode_gives_the_same_bits_at_every_line_offset, "avx512_vnni"),
+        FOR_TABLE(row_decode_gives_the_same_bits_at_every_line_offset, "neon_dotprod"),
         FOR_TABLE(superblock_formats_share_one_x_plan, "avx2"),
         FOR_TABLE(superblock_formats_share_one_x_plan, "avx2_vnni"),
         cmocka_unit_test(avx2_vnni_equals_avx2_bit_for_bit),

@@ -27,12 +27,13 @@
  * them against x, stored by the quantizer in the matching order (for each block its low-nibble
  * elements, then the high ones: "permuted layout"). Lane l then holds products of one block
  * only, so one vector of per-lane block scales d_w (x dx) turns the int32 sums into floats.
- * Q8_0 does the same per 64 weights (2 blocks), Q8_C with one scale per row. For Q4 B=32
- * symmetric and IQ4_NL rows of whole groups (dec_q4b32_row) the two loads are aligned ones of
- * the group's two 64-byte lines, each line loaded once per row: the unaligned loads (each across
- * two lines) had made that kernel load-bound, at about DRAM speed even from L2. TinyLlama int4
- * decode, 2 threads, same window: ffn_down 35 -> 50 GB/s, decode 59.7 -> 67.2 tok/s. Q8_0
- * rows of whole groups likewise (dec_q8_0_row): a GGUF Q8_0 TinyLlama 35.8 -> 47.5 tok/s.
+ * Q8_0 does the same per 64 weights (2 blocks), Q8_C with one scale per row. For one x row
+ * of Q4 (every block size, symmetric or not) and IQ4_NL rows of whole groups (dec_q4_row) the
+ * two loads are aligned ones of the group's two 64-byte lines, each line loaded once per row:
+ * the unaligned loads (each across two lines) had made that kernel load-bound, at about DRAM
+ * speed even from L2. TinyLlama int4 B=32 decode, 2 threads, same window: ffn_down 35 -> 50
+ * GB/s, decode 59.7 -> 67.2 tok/s. Q8_0 rows of whole groups likewise (dec_q8_0_row): a GGUF
+ * Q8_0 TinyLlama 35.8 -> 47.5 tok/s.
  *
  * Prefill (n_rows >= PREFILL_MIN_ROWS), compute bound: a tile of 8 rows x 16 output columns.
  * The weights of 16 columns x KC inputs are unpacked once into u8 [KC/4][16 columns][4] (nibble
@@ -344,80 +345,91 @@ INLINE void dec_q4_group(bool nl, int B, bool asym, int R, int O, __m512 acc[3][
     }
 }
 
-/* An aligned walk over a weight row whose units (a Q4 B=32 group of 72 bytes, a Q8_0 pair of
- * blocks of 68) are 64 + adv bytes each, adv dividing 64: the unit at offset off of line a
- * lies in lines l0 = a and l1 = a + 64, read by word permutes with the indices iq, id shifted
- * by off / 2 words. line_walk_start sets that up for the row's first unit at r; line_walk_next
- * moves to the next unit, at a + off + 64 + adv = (a + 64) + (off + adv): one new line, or
- * two when the offset wraps to 0 (a + 128). */
+/* An aligned walk over a weight row whose units (a Q4 group of 66-96 bytes, a Q8_0 pair of
+ * blocks of 68) are 64 + adv bytes each, adv a power of two below 64: the unit at offset off of
+ * line a lies in lines l0 = a and l1 = a + 64, read by word permutes with the NI index vectors
+ * ix[] shifted by off / 2 words. line_walk_start sets that up for the row's first unit at r
+ * (r - a must be a multiple of adv, so that off + 64 + adv <= 128 for every unit);
+ * line_walk_next moves to the next unit, at a + off + 64 + adv = (a + 64) + (off + adv): one
+ * new line, or two when the offset wraps to 0 (a + 128). */
 typedef struct line_walk {
     const uint8_t *a;
     int off;
-    __m512i l0, l1, iq, id;
+    __m512i l0, l1, ix[3];
 } line_walk;
 
-INLINE void line_walk_start(line_walk *w, const uint8_t *r, __m512i iq, __m512i id) {
+INLINE void line_walk_start(line_walk *w, int NI, const uint8_t *r, const __m512i *ix) {
     w->a = (const uint8_t *)((uintptr_t)r & ~(uintptr_t)63);
     w->off = (int)(r - w->a);
     __m512i shift = _mm512_set1_epi16((short)(w->off / 2));
-    w->iq = _mm512_add_epi16(iq, shift);
-    w->id = _mm512_add_epi16(id, shift);
+    UNROLL for (int i = 0; i < NI; i++) w->ix[i] = _mm512_add_epi16(ix[i], shift);
     w->l0 = _mm512_load_si512((const void *)w->a);
     w->l1 = _mm512_load_si512((const void *)(w->a + 64));
 }
 
-INLINE void line_walk_next(line_walk *w, int adv) {
+INLINE void line_walk_next(line_walk *w, int NI, int adv) {
     w->off += adv;
     w->a += 64;
     if (w->off == 64) {
         w->off = 0;
         w->a += 64;
         w->l0 = _mm512_load_si512((const void *)w->a);
-        w->iq = _mm512_sub_epi16(w->iq, _mm512_set1_epi16(32));
-        w->id = _mm512_sub_epi16(w->id, _mm512_set1_epi16(32));
+        UNROLL for (int i = 0; i < NI; i++) w->ix[i] = _mm512_sub_epi16(w->ix[i], _mm512_set1_epi16(32));
     } else {
         w->l0 = w->l1;
     }
     w->l1 = _mm512_load_si512((const void *)(w->a + 64));
-    w->iq = _mm512_add_epi16(w->iq, _mm512_set1_epi16((short)(adv / 2)));
-    w->id = _mm512_add_epi16(w->id, _mm512_set1_epi16((short)(adv / 2)));
+    UNROLL for (int i = 0; i < NI; i++) w->ix[i] = _mm512_add_epi16(w->ix[i], _mm512_set1_epi16((short)(adv / 2)));
 }
 
-/* One x row against weight row o, Q4 B=32 symmetric or IQ4_NL (18-byte blocks, so a group of
- * 128 weights is 72 bytes and starts 8 bytes further into a 64-byte line than the one before),
- * whole groups only. dec_q4_group loads a group with two unaligned 64-byte loads, each across
- * two lines: with the x loads that made decode bound by loads, not by DRAM (one thread, a
- * [2048][5632] matrix from DRAM: 22 GB/s; from L2 hardly faster). Here every line of the row is
- * loaded once, aligned, and kept for the next group: the two lines that hold a group (its 72
- * bytes never span three) feed the same two word permutes with the indices shifted by the
- * group's offset in its line (+4 words per group, -32 when the offset wraps to 0). The same
+/* The word permute of unit's lines by index vector i. */
+INLINE __m512i line_walk_perm(const line_walk *w, int i) {
+    return _mm512_permutex2var_epi16(w->l0, w->ix[i], w->l1);
+}
+
+/* One x row against weight row o, Q4 (any block size, symmetric or not) or IQ4_NL, whole groups
+ * only. A group of 128 weights is 66 to 96 bytes (Q4 B=32 and IQ4_NL: 4 blocks of 18 = 72), so
+ * each starts adv = group bytes - 64 bytes further into a 64-byte line than the one before.
+ * dec_q4_group loads a group with two unaligned 64-byte loads, each across two lines: with the
+ * x loads that made decode bound by loads, not by DRAM (one thread, a [2048][5632] B=32 matrix
+ * from DRAM: 22 GB/s; from L2 hardly faster). Here every line of the row is loaded once,
+ * aligned, and kept for the next group (line_walk): the two lines that hold a group feed the
+ * same word permutes with the indices shifted by the group's offset in its line. The same
  * products in the same order as dec_q4_group: bit for bit its result. The lines loaded hold
  * bytes outside the row only next to its first and last group; decode_q4 takes this path only
  * where those bytes are inside the tensor. */
-INLINE void dec_q4b32_row(bool nl, float *y, const uint8_t *xq, const xgeom *xg,
-                          const slate__wmat *w, const float *bias, int64_t o, const q4idx *ix,
-                          size_t pf) {
-    /* the row's start is 8-byte aligned (dec_q4 checks the tensor's start; rows are whole
-     * 72-byte groups), so a group never reaches a third line */
+INLINE void dec_q4_row(bool nl, int B, bool asym, float *y, const uint8_t *xq, const xgeom *xg,
+                       const slate__wmat *w, const float *bias, int64_t o, const q4idx *ix,
+                       size_t pf) {
+    const int adv = (int)((GROUP / B) * slate__q4_block_bytes(B, asym)) - 64, NI = asym ? 3 : 2;
+    const __m512i idx[3] = {ix->qs, ix->d, ix->m};
+    /* the row's start is a multiple of adv from its line (decode_q4 checks the tensor's
+     * start; rows are whole groups), so a group never reaches a third line */
     line_walk lw;
-    line_walk_start(&lw, (const uint8_t *)w->data + (size_t)o * w->row_bytes, ix->qs, ix->d);
+    line_walk_start(&lw, NI, (const uint8_t *)w->data + (size_t)o * w->row_bytes, idx);
     __m512 acc = _mm512_setzero_ps();
     const int64_t ng = xg->ng;
     for (int64_t g = 0;;) {
         _mm_prefetch((const char *)(lw.a + pf), _MM_HINT_T0);
         _mm_prefetch((const char *)(lw.a + pf + 64), _MM_HINT_T0);
         __m512i lo, hi;
-        q4_codes(nl, _mm512_permutex2var_epi16(lw.l0, lw.iq, lw.l1), ix, &lo, &hi);
-        __m512 sv = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(lw.l0, lw.id, lw.l1)));
+        q4_codes(nl, line_walk_perm(&lw, 0), ix, &lo, &hi);
+        __m512 sv = _mm512_cvtph_ps(_mm512_castsi512_si256(line_walk_perm(&lw, 1)));
         __m512i xlo = _mm512_loadu_si512((const void *)(xq + g * GROUP));
         __m512i xhi = _mm512_loadu_si512((const void *)(xq + g * GROUP + 64));
-        __m512i init = _mm512_loadu_si512((const void *)(xq + xg->off_c + 64 * g));
+        __m512i init = asym ? _mm512_setzero_si512()
+                            : _mm512_loadu_si512((const void *)(xq + xg->off_c + 64 * g));
         if (nl) init = _mm512_slli_epi32(init, 4);
         __m512 dx = _mm512_set1_ps(((const float *)(xq + xg->off_d))[g]);
         __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, lo, xlo), hi, xhi);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sv, dx), acc);
+        if (asym) {
+            __m512 mv = _mm512_cvtph_ps(_mm512_castsi512_si256(line_walk_perm(&lw, 2)));
+            __m512 cf = _mm512_loadu_ps((const void *)(xq + xg->off_c + 64 * g));
+            acc = _mm512_fmadd_ps(mv, cf, acc);
+        }
         if (++g == ng) break;
-        line_walk_next(&lw, 8);
+        line_walk_next(&lw, NI, adv);
     }
     y[o] = hsum(acc) + (bias ? bias[o] : 0.0f);
 }
@@ -522,7 +534,7 @@ INLINE void q8_index(__m512i *iq, __m512i *id) {
 }
 
 /* One x row against Q8_0 weight row o, whole groups only: dec_q8's R = O = 1 case with each
- * 64-byte line of the row loaded once, aligned, as dec_q4b32_row does for Q4 B=32 (see there).
+ * 64-byte line of the row loaded once, aligned, as dec_q4_row does for Q4 (see there).
  * A half (2 blocks, 68 bytes) starts 4 bytes further into its line than the one before, so
  * with the row 4-byte aligned its 68 bytes always lie in two lines; the permute indices are
  * shifted by the half's offset (+2 words a half, -32 when the offset wraps to 0). The same
@@ -533,22 +545,23 @@ INLINE void dec_q8_0_row(float *y, const uint8_t *xq, const xgeom *xg, const sla
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     /* the row's start is 4-byte aligned (decode_q8 checks the tensor's start; rows are whole
      * 136-byte groups), so a pair never reaches a third line */
+    const __m512i idx[2] = {iq, id};
     line_walk lw;
-    line_walk_start(&lw, (const uint8_t *)w->data + (size_t)o * w->row_bytes, iq, id);
+    line_walk_start(&lw, 2, (const uint8_t *)w->data + (size_t)o * w->row_bytes, idx);
     __m512 acc = _mm512_setzero_ps();
     const int64_t nh = 2 * xg->ng; /* pairs */
     for (int64_t h = 0;;) {
         _mm_prefetch((const char *)(lw.a + pf), _MM_HINT_T0);
         _mm_prefetch((const char *)(lw.a + pf + 64), _MM_HINT_T0);
-        __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi16(lw.l0, lw.iq, lw.l1), flip);
-        __m512 sv = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(lw.l0, lw.id, lw.l1)));
+        __m512i u = _mm512_xor_si512(line_walk_perm(&lw, 0), flip);
+        __m512 sv = _mm512_cvtph_ps(_mm512_castsi512_si256(line_walk_perm(&lw, 1)));
         __m512i x = _mm512_loadu_si512((const void *)(xq + 64 * h));
         __m512i init = _mm512_loadu_si512((const void *)(xq + xg->off_c + 64 * h));
         __m512 dx = _mm512_set1_ps(((const float *)(xq + xg->off_d))[h / 2]);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(init, u, x)),
                               _mm512_mul_ps(sv, dx), acc);
         if (++h == nh) break;
-        line_walk_next(&lw, 4);
+        line_walk_next(&lw, 2, 4);
     }
     y[o] = hsum(acc) + (bias ? bias[o] : 0.0f);
 }
@@ -568,15 +581,16 @@ INLINE void decode_q4(bool nl, int B, bool asym, int R, float *y, const uint8_t 
                       const xgeom *xg, const slate__wmat *w, const float *bias, int64_t o0,
                       int64_t o1) {
     q4idx ix = q4_index(B, asym);
-    if (R == 1 && B == 32 && !asym && w->n_in % GROUP == 0 && (uintptr_t)w->data % 8 == 0) {
-        /* dec_q4b32_row, except for a first or last row whose outer lines would hold bytes
+    const int adv = (int)((GROUP / B) * slate__q4_block_bytes(B, asym)) - 64;
+    if (R == 1 && w->n_in % GROUP == 0 && (uintptr_t)w->data % (uintptr_t)adv == 0) {
+        /* dec_q4_row, except for a first or last row whose outer lines would hold bytes
          * outside the tensor (a tensor that does not start or end on a 64-byte boundary) */
         const size_t pf = PF_BLOCKS * w->row_bytes;
         uintptr_t start = (uintptr_t)w->data, end = start + (size_t)w->n_out * w->row_bytes;
         int64_t a = o0, b = o1;
         if (a == 0 && a < b && start % 64) dec_q4(nl, B, asym, 1, 1, y, xq, xg, w, bias, a++, &ix);
         bool last = b == w->n_out && a < b && end % 64;
-        for (int64_t o = a; o < b - last; o++) dec_q4b32_row(nl, y, xq, xg, w, bias, o, &ix, pf);
+        for (int64_t o = a; o < b - last; o++) dec_q4_row(nl, B, asym, y, xq, xg, w, bias, o, &ix, pf);
         if (last) dec_q4(nl, B, asym, 1, 1, y, xq, xg, w, bias, b - 1, &ix);
         return;
     }
