@@ -388,10 +388,10 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
     } while (0)
 
 /* Unscaled scores of NH heads for the 16 f16 cache rows of a block (blk_row; head_dim = 16 nc,
- * = RS / 16 when RS > 0): s[h] lane t = q_h . row t. Per 16 dims the 16 x 16 block is transposed in registers (rows t and t + 8
- * share a register; three rounds of in-lane unpacks and one lane swap), so each dim becomes
- * one vector over the 16 rows (converted exactly) and meets each head's broadcast query
- * element in one FMA: no cross-lane sums. */
+ * = RS / 16 when RS > 0): s[h] lane t = q_h . row t. Per 16 dims the 16 x 16 block is
+ * transposed in registers (rows t and t + 8 share a register; three rounds of in-lane unpacks
+ * and one lane swap), so each dim becomes one vector over the 16 rows (converted exactly) and
+ * meets each head's broadcast query element in one FMA: no cross-lane sums. */
 INLINE void attn_qk_f16(int NH, int RS, const attn_ws *ws, const uint16_t *const rows[BJ],
                         const uint16_t *base, int64_t nc, __m512 s[HG]) {
     UNROLL for (int h = 0; h < NH; h++) s[h] = _mm512_setzero_ps();

@@ -577,21 +577,34 @@ INLINE void dec_q8_0_row(float *y, const uint8_t *xq, const xgeom *xg, const sla
         for (; o < o1; o++) CALL1;                                                                 \
     } while (0)
 
+/* Rows [o0, o1) of one x row with a line_walk row kernel: ROW(o) for each, except a first or
+ * last row whose outer lines would hold bytes outside the tensor (a tensor that does not start
+ * or end on a 64-byte boundary), which GEN(o) (the general, unaligned kernel) takes. */
+#define ALIGNED_RANGE(ROW, GEN)                                                                    \
+    do {                                                                                           \
+        uintptr_t start = (uintptr_t)w->data, end = start + (size_t)w->n_out * w->row_bytes;      \
+        int64_t a = o0, b = o1;                                                                    \
+        if (a == 0 && a < b && start % 64) {                                                       \
+            int64_t o = a++;                                                                       \
+            GEN;                                                                                   \
+        }                                                                                          \
+        bool last = b == w->n_out && a < b && end % 64;                                            \
+        for (int64_t o = a; o < b - last; o++) ROW;                                                \
+        if (last) {                                                                                \
+            int64_t o = b - 1;                                                                     \
+            GEN;                                                                                   \
+        }                                                                                          \
+    } while (0)
+
 INLINE void decode_q4(bool nl, int B, bool asym, int R, float *y, const uint8_t *xq,
                       const xgeom *xg, const slate__wmat *w, const float *bias, int64_t o0,
                       int64_t o1) {
     q4idx ix = q4_index(B, asym);
     const int adv = (int)((GROUP / B) * slate__q4_block_bytes(B, asym)) - 64;
     if (R == 1 && w->n_in % GROUP == 0 && (uintptr_t)w->data % (uintptr_t)adv == 0) {
-        /* dec_q4_row, except for a first or last row whose outer lines would hold bytes
-         * outside the tensor (a tensor that does not start or end on a 64-byte boundary) */
         const size_t pf = PF_BLOCKS * w->row_bytes;
-        uintptr_t start = (uintptr_t)w->data, end = start + (size_t)w->n_out * w->row_bytes;
-        int64_t a = o0, b = o1;
-        if (a == 0 && a < b && start % 64) dec_q4(nl, B, asym, 1, 1, y, xq, xg, w, bias, a++, &ix);
-        bool last = b == w->n_out && a < b && end % 64;
-        for (int64_t o = a; o < b - last; o++) dec_q4_row(nl, B, asym, y, xq, xg, w, bias, o, &ix, pf);
-        if (last) dec_q4(nl, B, asym, 1, 1, y, xq, xg, w, bias, b - 1, &ix);
+        ALIGNED_RANGE(dec_q4_row(nl, B, asym, y, xq, xg, w, bias, o, &ix, pf),
+                      dec_q4(nl, B, asym, 1, 1, y, xq, xg, w, bias, o, &ix));
         return;
     }
     DEC_RANGE(dec_q4(nl, B, asym, R, 2, y, xq, xg, w, bias, o, &ix),
@@ -603,15 +616,9 @@ INLINE void decode_q8(bool q8c, int R, float *y, const uint8_t *xq, const xgeom 
     __m512i iq, id;
     q8_index(&iq, &id);
     if (!q8c && R == 1 && w->n_in % GROUP == 0 && (uintptr_t)w->data % 4 == 0) {
-        /* dec_q8_0_row, except for a first or last row whose outer lines would hold bytes
-         * outside the tensor (a tensor that does not start or end on a 64-byte boundary) */
         const size_t pf = PF_BLOCKS * w->row_bytes;
-        uintptr_t start = (uintptr_t)w->data, end = start + (size_t)w->n_out * w->row_bytes;
-        int64_t a = o0, b = o1;
-        if (a == 0 && a < b && start % 64) dec_q8(false, 1, 1, y, xq, xg, w, bias, a++, iq, id);
-        bool last = b == w->n_out && a < b && end % 64;
-        for (int64_t o = a; o < b - last; o++) dec_q8_0_row(y, xq, xg, w, bias, o, iq, id, pf);
-        if (last) dec_q8(false, 1, 1, y, xq, xg, w, bias, b - 1, iq, id);
+        ALIGNED_RANGE(dec_q8_0_row(y, xq, xg, w, bias, o, iq, id, pf),
+                      dec_q8(false, 1, 1, y, xq, xg, w, bias, o, iq, id));
         return;
     }
     DEC_RANGE(dec_q8(q8c, R, 2, y, xq, xg, w, bias, o, iq, id),
