@@ -1,11 +1,14 @@
 /* attn_decode.c - decode attention (one query row over an f16 cache) of one kernel table, in one
- * process, A/B of the two ways the kernels address a block of cache rows:
+ * process, A/B of the ways the kernels address a block of cache rows:
  *   packed   rows side by side (stride = head_dim), as the head-major cache of src/state/kvmem.c
  *            keeps them: for head_dim 64 and 128 the avx512 kernel addresses a block's rows at
  *            constant offsets from its first row;
  *   strided  the same rows stride = head_dim + 16 apart, which takes the general path (16 row
  *            pointers per block): the kernel as it was for every cache before packed rows had
- *            their own path.
+ *            their own path;
+ *   k16      K stored dim-major in blocks of 16 positions (kernels.h, attention_k16: what a
+ *            state of an AVX-512 table stores for these shapes), V as packed; only on tables
+ *            that have attention_k16.
  * Shape: 22 layers x 4 kv heads x 8 query heads x head_dim 64 (TinyLlama-1.1B), or with
  * "hd128" 16 layers x 8 kv heads x 4 query heads x 128 (Llama-3.2-1B); one region per layer, kv
  * head and K/V, all of them held at once (22 x 4 x 2 x depth x 128 bytes: 44 MiB at depth 2048,
@@ -14,8 +17,8 @@
  * 2 threads of slate's pool, as exec does; one "token" is every layer once. Variants run
  * interleaved, [rounds] rounds (default 9): median and best ms per token, and the thread time
  * per cache position and kv head. Results are compared once with the reference table (max
- * abs difference; the kernels' tolerance is kcheck's ATTN_TOL) and packed with strided (both
- * compute the same products in the same order: 0). Built with the project (not installed, not
+ * abs difference; the kernels' tolerance is kcheck's ATTN_TOL) and packed with strided and k16
+ * (all compute the same products in the same order: 0). Built with the project (not installed, not
  * run by the tests): build/bench_attn_decode [rounds [depth [table [hd128]]]], table a kernel
  * set's name (SLATE_KERNELS' values; default the best this CPU runs).
  */
@@ -31,7 +34,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { N_THREADS = 2, MAX_ROUNDS = 64, N_VAR = 2 };
+enum { N_THREADS = 2, MAX_ROUNDS = 64, N_VAR = 3 };
 
 typedef struct shape {
     int layers, kv_heads, group, hd;
@@ -44,6 +47,7 @@ typedef struct job {
     const float *q;      /* [kv_heads * group][hd], the same for every layer */
     float *out;          /* [kv_heads * group][hd] */
     int64_t stride, depth;
+    bool k16; /* kc holds K16 blocks: attention_k16 */
     int layer;
     atomic_int next;
 } job;
@@ -55,8 +59,12 @@ static void run_layer(void *ctx, int ith, int nth) {
     float scale = 1.0f / sqrtf((float)sh->hd);
     for (int g; (g = atomic_fetch_add(&j->next, 1)) < sh->kv_heads;) {
         int64_t off = (int64_t)g * sh->group * sh->hd, i = (int64_t)j->layer * sh->kv_heads + g;
-        j->k->attention(j->out + off, j->q + off, j->kc[i], j->vc[i], SLATE_DTYPE_F16, j->stride,
-                        0, j->depth, sh->hd, sh->group, scale, 0.0f, NULL);
+        if (j->k16)
+            j->k->attention_k16(j->out + off, j->q + off, j->kc[i], j->vc[i], j->stride, 0,
+                                j->depth, sh->hd, sh->group, scale, 0.0f, NULL);
+        else
+            j->k->attention(j->out + off, j->q + off, j->kc[i], j->vc[i], SLATE_DTYPE_F16,
+                            j->stride, 0, j->depth, sh->hd, sh->group, scale, 0.0f, NULL);
     }
 }
 
@@ -101,9 +109,12 @@ int main(int argc, char **argv) {
     shape sh = big ? (shape){16, 8, 4, 128} : (shape){22, 4, 8, 64};
     int n_reg = sh.layers * sh.kv_heads;
     int64_t nq = (int64_t)sh.kv_heads * sh.group * sh.hd;
-    /* the two layouts of the same values: packed (stride hd) and strided (hd + 16) */
-    const int64_t strides[N_VAR] = {sh.hd, sh.hd + 16};
-    const char *names[N_VAR] = {"packed", "strided"};
+    /* the layouts of the same values: packed (stride hd), strided (hd + 16), k16 (stride hd,
+     * whole blocks of 16 positions) */
+    const int64_t strides[N_VAR] = {sh.hd, sh.hd + 16, sh.hd};
+    const char *names[N_VAR] = {"packed", "strided", "k16"};
+    const int n_var = k->attention_k16 ? 3 : 2;
+    const int64_t depth16 = (depth + 15) / 16 * 16;
     uint16_t **kc[N_VAR], **vc[N_VAR];
     uint64_t r = 0x9e3779b97f4a7c15ull;
     float *q = malloc((size_t)nq * sizeof(float)), *out[N_VAR + 1];
@@ -112,14 +123,15 @@ int main(int argc, char **argv) {
         kc[v] = malloc((size_t)n_reg * sizeof(uint16_t *));
         vc[v] = malloc((size_t)n_reg * sizeof(uint16_t *));
     }
-    if (!q || !out[0] || !out[1] || !out[2] || !kc[0] || !vc[0] || !kc[1] || !vc[1]) {
+    if (!q || !out[0] || !out[1] || !out[2] || !out[3] || !kc[0] || !vc[0] || !kc[1] || !vc[1] ||
+        !kc[2] || !vc[2]) {
         fprintf(stderr, "out of memory\n");
         return 1;
     }
     for (int64_t i = 0; i < nq; i++) q[i] = 4.0f * rndf(&r);
     for (int i = 0; i < n_reg; i++) {
         for (int v = 0; v < N_VAR; v++) {
-            size_t bytes = (size_t)(depth * strides[v]) * sizeof(uint16_t);
+            size_t bytes = (size_t)(depth16 * strides[v]) * sizeof(uint16_t);
             kc[v][i] = aligned_alloc(64, (bytes + 63) / 64 * 64);
             vc[v][i] = aligned_alloc(64, (bytes + 63) / 64 * 64);
             if (!kc[v][i] || !vc[v][i]) {
@@ -131,7 +143,9 @@ int main(int argc, char **argv) {
             for (int64_t d = 0; d < sh.hd; d++) {
                 uint16_t kh = slate__f32_to_f16(2.0f * rndf(&r)), vh = slate__f32_to_f16(rndf(&r));
                 for (int v = 0; v < N_VAR; v++) {
-                    kc[v][i][j * strides[v] + d] = kh;
+                    int64_t at = v == 2 ? j / 16 * 16 * sh.hd + d * 16 + j % 16 /* K16 */
+                                        : j * strides[v] + d;
+                    kc[v][i][at] = kh;
                     vc[v][i][j * strides[v] + d] = vh;
                 }
             }
@@ -146,20 +160,21 @@ int main(int argc, char **argv) {
     for (int v = 0; v <= N_VAR; v++) {
         int w = v < N_VAR ? v : 0; /* the reference reads the packed copy */
         j[v] = (job){.k = v < N_VAR ? k : ref, .sh = &sh, .kc = kc[w], .vc = vc[w], .q = q,
-                     .out = out[v], .stride = strides[w], .depth = depth};
+                     .out = out[v], .stride = strides[w], .depth = depth, .k16 = v == 2};
     }
     /* one untimed token each (pages, pool), which also gives the results to compare */
-    for (int v = 0; v <= N_VAR; v++) token(pool, &j[v]);
+    for (int v = 0; v <= N_VAR; v++)
+        if (v < n_var || v == N_VAR) token(pool, &j[v]);
     double t[N_VAR][MAX_ROUNDS];
     for (int rd = 0; rd < rounds; rd++)
-        for (int v = 0; v < N_VAR; v++) t[v][rd] = token(pool, &j[v]);
+        for (int v = 0; v < n_var; v++) t[v][rd] = token(pool, &j[v]);
     printf("%s attention, f16 cache, depth %lld, %d layers x %d kv heads x %d query heads x "
            "head_dim %d, %d threads, %d rounds (cache %.0f MiB per layout):\n",
            k->name, (long long)depth, sh.layers, sh.kv_heads, sh.group, sh.hd, N_THREADS,
            rounds, 2.0 * n_reg * (double)(depth * sh.hd) * 2 / (1 << 20));
     printf("  layout   stride  ms/token (median)  best   ns per position and kv head (thread time)"
            "  max |diff| vs ref\n");
-    for (int v = 0; v < N_VAR; v++) {
+    for (int v = 0; v < n_var; v++) {
         qsort(t[v], (size_t)rounds, sizeof(double), cmp_double);
         double med = t[v][rounds / 2];
         printf("  %-8s %6lld  %17.3f  %5.3f  %42.2f  %.2e\n", names[v], (long long)strides[v],
@@ -167,6 +182,10 @@ int main(int argc, char **argv) {
                (double)max_diff(out[v], out[N_VAR], nq));
     }
     printf("  packed vs strided: max |diff| %.2e\n", (double)max_diff(out[0], out[1], nq));
+    if (n_var > 2)
+        printf("  packed vs k16: max |diff| %.2e\n", (double)max_diff(out[0], out[2], nq));
+    else
+        printf("  k16: %s has no attention_k16\n", k->name);
     slate__pool_free(pool);
     for (int v = 0; v < N_VAR; v++) {
         for (int i = 0; i < n_reg; i++) {

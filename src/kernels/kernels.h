@@ -62,6 +62,18 @@ typedef void (*slate__attn_fn)(float *out, const float *q, const void *k, const 
                                int64_t head_dim, int64_t n_heads, float scale, float softcap,
                                const float *mask);
 
+/* slate__attn_fn's attention over an f16 cache whose K is stored dim-major in blocks of 16
+ * positions ("K16"): element d of position j at k + (j / 16) * 16 * head_dim + d * 16 + j % 16,
+ * so a block's 16 values of one dim are one vector; V rows as in slate__attn_fn, stride
+ * elements apart. head_dim 64 or 128, stride == head_dim (the head-major cache). The kernel
+ * reads whole blocks: K and V must be readable from position j0 rounded down to a multiple of
+ * 16 to j1 rounded up, and positions outside [j0, j1) in them are not used, whatever they hold.
+ * Same results as slate__attn_fn on the same values within its tolerance; the bits of the table's
+ * own attention on rows when j0 is a multiple of 16. */
+typedef void (*slate__attn_k16_fn)(float *out, const float *q, const uint16_t *k, const uint16_t *v,
+                                   int64_t stride, int64_t j0, int64_t j1, int64_t head_dim,
+                                   int64_t n_heads, float scale, float softcap, const float *mask);
+
 /* The same over an int8 cache (slate state kv_dtype I8), for the n_heads query heads of one kv
  * head: row j of this kv head is the block at k + j * stride bytes: an f32 scale, then
  * head_dim int8 values (value = scale * q). */
@@ -90,6 +102,13 @@ typedef struct slate__kernels {
     void (*to_f16)(uint16_t *dst, const float *src, int64_t n);
     slate__attn_fn attention;
     slate__attn_i8_fn attention_i8;
+    /* NULL where the table has none (every table but the AVX-512 ones): a state then keeps K as
+     * rows. With it, f16 K caches of head_dim 64 or 128 are stored K16 (src/state/kvmem.c). */
+    slate__attn_k16_fn attention_k16;
+    /* dst row d (d < 16, dst_stride elements apart) = column d of the 16 rows of 16 16-bit
+     * values at src (src_stride apart): a K16 block's 16 x 16 tiles to and from rows (the state
+     * file, read_tensor, write_tensor; the transpose is its own inverse). */
+    void (*transpose16)(uint16_t *dst, int64_t dst_stride, const uint16_t *src, int64_t src_stride);
     /* y[0..n) = x / sqrt(mean(x^2) + eps) * w */
     void (*rms_norm)(float *y, const float *x, const float *w, int64_t n, float eps);
     /* y[0..n) = silu(a) * b = a / (1 + e^-a) * b (the SwiGLU gate); y may be a or b. */

@@ -535,6 +535,29 @@ static const char *mask_name(kc_mask mk) {
     return names[mk];
 }
 
+/* mask[0..j1]: -inf at random (about 30 %), NaN (KC_MASK_NAN) or all -inf as mk says, else
+ * values in [-3, 3). */
+static void fill_mask(float *mask, int64_t j1, kc_mask mk, uint64_t *rng) {
+    for (int64_t j = 0; j <= j1; j++) {
+        float r = kc_randf(rng);
+        mask[j] = mk == KC_MASK_ALL_INF            ? -INFINITY
+                  : r < -0.4f                      ? -INFINITY
+                  : mk == KC_MASK_NAN && r > 0.7f  ? NAN
+                                                   : r * 3.0f;
+    }
+}
+
+/* Each head's output within ATTN_TOL of ref's, naming the first head that is not. */
+static void check_heads(char *detail, size_t cap, const outputs *o, int64_t n_heads, int64_t hd) {
+    for (int64_t h = 0; h < n_heads && !detail[0]; h++) {
+        check_close(detail, cap, o->got + h * hd, o->want + h * hd, o->mag, hd, ATTN_TOL);
+        if (detail[0]) {
+            size_t len = strlen(detail);
+            snprintf(detail + len, cap - len, " in head %lld", (long long)h);
+        }
+    }
+}
+
 bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtype kvt, int64_t hd,
                   int64_t n_heads, int64_t stride, int64_t j0, int64_t j1, float scale,
                   float softcap, kc_mask mk, uint64_t *rng, char *problem, size_t cap) {
@@ -548,13 +571,7 @@ bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtyp
     float *mask = xmalloc((size_t)(j1 + 1) * sizeof(float));
     outputs o = outputs_alloc(nq);
     fill_rand(q, nq, rng);
-    for (int64_t j = 0; j <= j1; j++) {
-        float r = kc_randf(rng);
-        mask[j] = mk == KC_MASK_ALL_INF            ? -INFINITY
-                  : r < -0.4f                      ? -INFINITY
-                  : mk == KC_MASK_NAN && r > 0.7f  ? NAN
-                                                   : r * 3.0f;
-    }
+    fill_mask(mask, j1, mk, rng);
     /* Offset the cache base so rows are not vector-aligned. */
     const void *kb = (const char *)kc + es, *vb = (const char *)vc + es;
     const float *mp = mk == KC_MASK_NONE ? NULL : mask;
@@ -575,13 +592,7 @@ bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtyp
             snprintf(detail, sizeof detail, "out[%lld] = %g, want 0 (no valid score)",
                      (long long)d, o.got[d]);
     }
-    for (int64_t h = 0; h < n_heads && !detail[0]; h++) {
-        check_close(detail, sizeof detail, o.got + h * hd, o.want + h * hd, o.mag, hd, ATTN_TOL);
-        if (detail[0]) {
-            size_t len = strlen(detail);
-            snprintf(detail + len, sizeof detail - len, " in head %lld", (long long)h);
-        }
-    }
+    check_heads(detail, sizeof detail, &o, n_heads, hd);
     free(kf);
     free(vf);
     free(kc);
@@ -589,6 +600,63 @@ bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtyp
     free(q);
     free(mask);
     outputs_free(&o);
+    return verdict(what, detail, problem, cap);
+}
+
+/* K16 (kernels.h): the cache is made for positions [0, j1 rounded up to 16); positions outside
+ * [j0, j1) hold 30 in every dim of K (scores far from the others: such a position would take
+ * or lose the softmax) and +inf in V (even a weight of 0 would make NaN), in the K16 copy and
+ * in the rows alike, so a kernel that used one of them would show it. The K16 kernel must
+ * match ref on the rows within ATTN_TOL and, when j0 is a multiple of 16 (the same blocks),
+ * give the bits of the table's own attention on the rows. */
+bool kc_attention_k16(const slate__kernels *k, const slate__kernels *ref, int64_t hd,
+                      int64_t n_heads, int64_t j0, int64_t j1, float scale, float softcap,
+                      kc_mask mk, uint64_t *rng, char *problem, size_t cap) {
+    int64_t np = (j1 + 15) / 16 * 16, n_elem = (np > 0 ? np : 16) * hd;
+    uint16_t *kr = xmalloc((size_t)n_elem * 2), *vr = xmalloc((size_t)n_elem * 2);
+    uint16_t *kt = xmalloc((size_t)n_elem * 2);
+    for (int64_t j = 0; j < n_elem / hd; j++)
+        for (int64_t d = 0; d < hd; d++) {
+            bool in = j >= j0 && j < j1;
+            kr[j * hd + d] = in ? slate__f32_to_f16(2.0f * kc_randf(rng)) : 0x4f80; /* 30 */
+            vr[j * hd + d] = in ? slate__f32_to_f16(kc_randf(rng)) : 0x7c00;        /* +inf */
+            kt[j / 16 * 16 * hd + d * 16 + j % 16] = kr[j * hd + d];
+        }
+    int64_t nq = n_heads * hd;
+    float *q = xmalloc((size_t)nq * sizeof(float));
+    float *mask = xmalloc((size_t)(j1 + 1) * sizeof(float));
+    outputs o = outputs_alloc(nq), rows = outputs_alloc(nq);
+    fill_rand(q, nq, rng);
+    fill_mask(mask, j1, mk, rng);
+    const float *mp = mk == KC_MASK_NONE ? NULL : mask;
+    k->attention_k16(o.got, q, kt, vr, hd, j0, j1, hd, n_heads, scale, softcap, mp);
+    k->attention(rows.got, q, kr, vr, SLATE_DTYPE_F16, hd, j0, j1, hd, n_heads, scale, softcap, mp);
+    ref->attention(o.want, q, kr, vr, SLATE_DTYPE_F16, hd, j0, j1, hd, n_heads, scale, softcap, mp);
+
+    char what[200], detail[300] = "";
+    snprintf(what, sizeof what,
+             "%s attention_k16 hd=%lld heads=%lld j=[%lld,%lld) scale=%g softcap=%g mask=%s",
+             k->name, (long long)hd, (long long)n_heads, (long long)j0, (long long)j1, scale,
+             softcap, mask_name(mk));
+    if (o.got[nq] != SENTINEL) snprintf(detail, sizeof detail, "wrote past the last head");
+    bool empty = j1 <= j0 || mk == KC_MASK_ALL_INF;
+    for (int64_t d = 0; d < nq && !detail[0]; d++) {
+        o.mag[d] = 1.0; /* max |v| */
+        if (empty && o.got[d] != 0.0f)
+            snprintf(detail, sizeof detail, "out[%lld] = %g, want 0 (no valid score)",
+                     (long long)d, o.got[d]);
+        else if (j0 % 16 == 0 && memcmp(&o.got[d], &rows.got[d], sizeof(float)))
+            snprintf(detail, sizeof detail, "out[%lld] = %.9g, the rows give %.9g (same blocks: "
+                     "want the same bits)", (long long)d, o.got[d], rows.got[d]);
+    }
+    check_heads(detail, sizeof detail, &o, n_heads, hd);
+    free(kr);
+    free(vr);
+    free(kt);
+    free(q);
+    free(mask);
+    outputs_free(&o);
+    outputs_free(&rows);
     return verdict(what, detail, problem, cap);
 }
 

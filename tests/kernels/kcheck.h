@@ -112,6 +112,14 @@ bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtyp
                   int64_t n_heads, int64_t stride, int64_t j0, int64_t j1, float scale,
                   float softcap, kc_mask mk, uint64_t *rng, char *problem, size_t cap);
 
+/* The table's attention_k16 (kernels.h: K stored dim-major in blocks of 16) over positions
+ * [j0, j1) of an f16 cache against ref on the same values as rows: within kc_attention's
+ * tolerance, and with the bits of the table's attention on rows when j0 is a multiple of 16.
+ * Positions outside [j0, j1) of the blocks read hold 30 (K) and +inf (V). */
+bool kc_attention_k16(const slate__kernels *k, const slate__kernels *ref, int64_t hd,
+                      int64_t n_heads, int64_t j0, int64_t j1, float scale, float softcap,
+                      kc_mask mk, uint64_t *rng, char *problem, size_t cap);
+
 /* rms_norm of n elements with eps; nothing written past n. */
 bool kc_rms_norm(const slate__kernels *k, const slate__kernels *ref, int64_t n, float eps,
                  uint64_t *rng, char *problem, size_t cap);

@@ -187,6 +187,68 @@ static void attention_packed_rows_give_the_bits_of_strided_rows(void **st) {
             }
 }
 
+/* K stored dim-major in blocks of 16 (attention_k16, the AVX-512 tables; kernels.h): the bits
+ * of the rows when the range starts on a block, ref's results within tolerance when it does not
+ * (a first block with dead lanes below j0), partial last blocks, every head count of a pass and
+ * more than one pass, masks with -inf and NaN or all -inf, the score cap; the positions outside
+ * the range hold 30 and +inf (kc_attention_k16). */
+static void attention_k16_gives_the_bits_of_rows(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    if (!k->attention_k16) {
+        if (strncmp(k->name, "avx512", 6) == 0) fail_msg("%s has no attention_k16", k->name);
+        fprintf(stderr, "[  SKIP    ] %s has no attention_k16 (AVX-512 tables only)\n", k->name);
+        skip();
+    }
+    uint64_t rng = tu_seed() ^ 0x6b3136ull;
+    char problem[512];
+    static const int64_t hds[] = {64, 128};
+    static const struct { int64_t j0, j1; } ranges[] = {
+        {0, 0}, {0, 1},  {0, 16}, {0, 17},  {0, 64},  {16, 200},
+        {0, 333}, {3, 50}, {5, 16}, {17, 18}, {31, 97}};
+    static const int64_t heads[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13};
+    int i = 0;
+    for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
+        for (size_t b = 0; b < sizeof ranges / sizeof *ranges; b++)
+            for (int mk = KC_MASK_NONE; mk <= KC_MASK_ALL_INF; mk++, i++) {
+                int64_t nh = heads[(size_t)i % 10];
+                float scale = (1.0f + 7.0f * (float)(i % 2)) / sqrtf((float)hds[a]);
+                float cap = i % 3 == 2 ? 2.0f : 0.0f;
+                require(kc_attention_k16(k, ref, hds[a], nh, ranges[b].j0, ranges[b].j1, scale,
+                                         cap, (kc_mask)mk, &rng, problem, sizeof problem),
+                        problem);
+            }
+}
+
+/* transpose16 (K16 blocks to and from rows) moves every 16-bit value to its place and nothing
+ * else: random values, strides of 16 (a K16 block) and wider ones, odd ones (rows not
+ * vector-aligned); the bytes around the 16 x 16 tile stay as they were. */
+static void transpose16_matches_ref(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x747231366ull;
+    static const int64_t strides[] = {16, 17, 64, 65, 128, 256, 1000};
+    for (size_t a = 0; a < sizeof strides / sizeof *strides; a++)
+        for (size_t b = 0; b < sizeof strides / sizeof *strides; b++) {
+            int64_t ss = strides[a], ds = strides[b], n = 16 * (ss > ds ? ss : ds) + 1;
+            uint16_t *src = test_malloc((size_t)n * 2), *got = test_malloc((size_t)n * 2),
+                     *want = test_malloc((size_t)n * 2);
+            for (int64_t i = 0; i < n; i++) {
+                src[i] = (uint16_t)tu_rand(&rng);
+                got[i] = want[i] = (uint16_t)tu_rand(&rng);
+            }
+            k->transpose16(got + 1, ds, src + 1, ss); /* + 1: not vector-aligned */
+            ref->transpose16(want + 1, ds, src + 1, ss);
+            for (int64_t i = 0; i < n; i++)
+                if (got[i] != want[i])
+                    fail_msg("%s transpose16 src stride %lld, dst stride %lld: element %lld is "
+                             "0x%04x, ref 0x%04x", k->name, (long long)ss, (long long)ds,
+                             (long long)i, got[i], want[i]);
+            for (int64_t d = 0; d < 16; d++) /* and ref is the transpose */
+                for (int64_t t = 0; t < 16; t++)
+                    assert_int_equal(want[1 + d * ds + t], src[1 + t * ss + d]);
+            test_free(src), test_free(got), test_free(want);
+        }
+}
+
 static void attention_with_every_score_masked_is_zero(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x7a65726full;
@@ -349,6 +411,8 @@ int main(void) {
         FOR_TABLES(to_f16_rounds_as_ref_for_every_kind_of_float),
         FOR_TABLES(attention_matches_ref_for_every_head_dim_and_range),
         FOR_TABLES(attention_packed_rows_give_the_bits_of_strided_rows),
+        FOR_TABLES(attention_k16_gives_the_bits_of_rows),
+        FOR_TABLES(transpose16_matches_ref),
         FOR_TABLES(attention_with_every_score_masked_is_zero),
         cmocka_unit_test(ref_attention_caps_scores_before_the_mask),
         FOR_TABLES(attention_with_softcap_matches_ref),

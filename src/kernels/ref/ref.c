@@ -50,6 +50,10 @@ static void to_f32_f16(float *d, const void *s, int64_t n) {
 static void to_f16(uint16_t *d, const float *s, int64_t n) {
     for (int64_t i = 0; i < n; i++) d[i] = slate__f32_to_f16(s[i]);
 }
+static void transpose16(uint16_t *dst, int64_t dst_stride, const uint16_t *src, int64_t src_stride) {
+    for (int64_t d = 0; d < 16; d++)
+        for (int64_t t = 0; t < 16; t++) dst[d * dst_stride + t] = src[t * src_stride + d];
+}
 static void to_f32_bf16(float *d, const void *s, int64_t n) {
     for (int64_t i = 0; i < n; i++) d[i] = slate__bf16_to_f32(((const uint16_t *)s)[i]);
 }
@@ -212,6 +216,7 @@ void slate__ref_fill(slate__kernels *k) {
     k->to_f16 = to_f16;
     k->attention = attention;
     k->attention_i8 = attention_i8;
+    k->transpose16 = transpose16;
     k->rms_norm = rms_norm;
     k->swiglu = swiglu;
     k->geglu = geglu;

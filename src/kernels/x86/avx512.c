@@ -387,6 +387,47 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
         if (c0 < nc) PV_HEADS(1, VR, RS);                                                          \
     } while (0)
 
+/* A 16 x 16 block of 16-bit words transposed in registers, in two steps so that a caller can
+ * use each column as soon as it is made: z[i] holds row i (low 256 bits) and row i + 8 (high).
+ * transpose16_pairs: per 128-bit lane, words of rows 2i, 2i + 1 interleaved, then pairs of
+ * rows, so that b[.] holds in each lane pieces of rows 0-7 (lanes 0, 1) or 8-15 (lanes 2, 3);
+ * transpose16_col(b, d): column d (low 256 bits) and column d + 8 (high), each over rows 0-15,
+ * from one more unpack and one lane swap. */
+INLINE void transpose16_pairs(const __m512i z[8], __m512i b[8]) {
+    __m512i a[8];
+    UNROLL for (int i = 0; i < 4; i++) {
+        a[2 * i] = _mm512_unpacklo_epi16(z[2 * i], z[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_epi16(z[2 * i], z[2 * i + 1]);
+    }
+    UNROLL for (int i = 0; i < 2; i++) {
+        b[4 * i + 0] = _mm512_unpacklo_epi32(a[4 * i + 0], a[4 * i + 2]);
+        b[4 * i + 1] = _mm512_unpackhi_epi32(a[4 * i + 0], a[4 * i + 2]);
+        b[4 * i + 2] = _mm512_unpacklo_epi32(a[4 * i + 1], a[4 * i + 3]);
+        b[4 * i + 3] = _mm512_unpackhi_epi32(a[4 * i + 1], a[4 * i + 3]);
+    }
+}
+INLINE __m512i transpose16_col(const __m512i b[8], int d) {
+    int i = d / 2;
+    /* word d of each lane: column d (lanes 0, 2) and column d + 8 (lanes 1, 3) */
+    __m512i x = d % 2 ? _mm512_unpackhi_epi64(b[i], b[i + 4]) : _mm512_unpacklo_epi64(b[i], b[i + 4]);
+    return _mm512_shuffle_i64x2(x, x, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+/* dst row d (d < 16, dst_stride words apart) = column d of the 16 rows at src (src_stride
+ * apart): the kernel table's transpose16 (kernels.h). */
+static void transpose16(uint16_t *dst, int64_t dst_stride, const uint16_t *src, int64_t src_stride) {
+    __m512i z[8], b[8];
+    UNROLL for (int i = 0; i < 8; i++)
+        z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(src + i * src_stride))),
+                                  _mm256_loadu_si256((const __m256i *)(src + (i + 8) * src_stride)), 1);
+    transpose16_pairs(z, b);
+    UNROLL for (int d = 0; d < 8; d++) {
+        __m512i w = transpose16_col(b, d);
+        _mm256_storeu_si256((__m256i *)(dst + d * dst_stride), _mm512_castsi512_si256(w));
+        _mm256_storeu_si256((__m256i *)(dst + (d + 8) * dst_stride), _mm512_extracti64x4_epi64(w, 1));
+    }
+}
+
 /* Unscaled scores of NH heads for the 16 f16 cache rows of a block (blk_row; head_dim = 16 nc,
  * = RS / 16 when RS > 0): s[h] lane t = q_h . row t. Per 16 dims the 16 x 16 block is
  * transposed in registers (rows t and t + 8 share a register; three rounds of in-lane unpacks
@@ -397,39 +438,56 @@ INLINE void attn_qk_f16(int NH, int RS, const attn_ws *ws, const uint16_t *const
     UNROLL for (int h = 0; h < NH; h++) s[h] = _mm512_setzero_ps();
     if (RS) nc = RS / 16;
     for (int64_t c = 0; c < nc; c++) {
-        __m512i z[8], a[8], b[8];
+        __m512i z[8], b[8];
         UNROLL for (int i = 0; i < 8; i++)
             z[i] = _mm512_inserti64x4(
                 _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk_row(rows, base, RS, i) + c * 16))),
                 _mm256_loadu_si256((const __m256i *)(blk_row(rows, base, RS, i + 8) + c * 16)), 1);
-        /* Per 128-bit lane: words of rows 2i, 2i + 1 interleaved; then pairs of rows; then
-         * a[.] / b[.] hold in each lane one dim of rows 0-7 (lanes 0, 1) or 8-15 (lanes 2, 3). */
-        UNROLL for (int i = 0; i < 4; i++) {
-            a[2 * i] = _mm512_unpacklo_epi16(z[2 * i], z[2 * i + 1]);
-            a[2 * i + 1] = _mm512_unpackhi_epi16(z[2 * i], z[2 * i + 1]);
-        }
-        UNROLL for (int i = 0; i < 2; i++) {
-            b[4 * i + 0] = _mm512_unpacklo_epi32(a[4 * i + 0], a[4 * i + 2]);
-            b[4 * i + 1] = _mm512_unpackhi_epi32(a[4 * i + 0], a[4 * i + 2]);
-            b[4 * i + 2] = _mm512_unpacklo_epi32(a[4 * i + 1], a[4 * i + 3]);
-            b[4 * i + 3] = _mm512_unpackhi_epi32(a[4 * i + 1], a[4 * i + 3]);
-        }
-        UNROLL for (int i = 0; i < 4; i++) {
-            UNROLL for (int e = 0; e < 2; e++) {
-                /* Word d of each lane: dim d (lanes 0, 2) and dim d + 8 (lanes 1, 3). */
-                int d = 2 * i + e;
-                __m512i w = e ? _mm512_unpackhi_epi64(b[i], b[i + 4]) : _mm512_unpacklo_epi64(b[i], b[i + 4]);
-                w = _mm512_shuffle_i64x2(w, w, _MM_SHUFFLE(3, 1, 2, 0));
-                __m512 v0 = _mm512_cvtph_ps(_mm512_castsi512_si256(w));       /* dim d, rows 0-15 */
-                __m512 v1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(w, 1)); /* dim d + 8 */
-                UNROLL for (int h = 0; h < NH; h++) {
-                    s[h] = _mm512_fmadd_ps(_mm512_set1_ps(ws->q[h * ws->hdp + c * 16 + d]), v0, s[h]);
-                    s[h] = _mm512_fmadd_ps(_mm512_set1_ps(ws->q[h * ws->hdp + c * 16 + d + 8]), v1, s[h]);
-                }
+        transpose16_pairs(z, b);
+        UNROLL for (int d = 0; d < 8; d++) {
+            __m512i w = transpose16_col(b, d);
+            __m512 v0 = _mm512_cvtph_ps(_mm512_castsi512_si256(w));       /* dim d, rows 0-15 */
+            __m512 v1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(w, 1)); /* dim d + 8 */
+            UNROLL for (int h = 0; h < NH; h++) {
+                s[h] = _mm512_fmadd_ps(_mm512_set1_ps(ws->q[h * ws->hdp + c * 16 + d]), v0, s[h]);
+                s[h] = _mm512_fmadd_ps(_mm512_set1_ps(ws->q[h * ws->hdp + c * 16 + d + 8]), v1, s[h]);
             }
         }
     }
 }
+
+/* attn_qk_f16 for a K16 block (kernels.h) at kt, head_dim HD (64 or 128): the dims are vectors
+ * over the block's 16 positions already, and they meet the query elements in attn_qk_f16's order
+ * (per 16 dims: d, then d + 8, for d = 0..7), so the scores have its bits. */
+INLINE void attn_qk_k16(int NH, int HD, const attn_ws *ws, const uint16_t *kt, __m512 s[HG]) {
+    UNROLL for (int h = 0; h < NH; h++) s[h] = _mm512_setzero_ps();
+    for (int c = 0; c < HD / 16; c++) {
+        UNROLL for (int d = 0; d < 8; d++) {
+            const uint16_t *r0 = kt + (c * 16 + d) * 16, *r1 = r0 + 8 * 16; /* dims d, d + 8 */
+            __m512 v0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r0));
+            __m512 v1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r1));
+            const float *qd = ws->q + c * 16 + d;
+            UNROLL for (int h = 0; h < NH; h++) {
+                s[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[h * ws->hdp]), v0, s[h]);
+                s[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[h * ws->hdp + 8]), v1, s[h]);
+            }
+        }
+    }
+}
+
+#define QK_HEADS_K16(HD)                                                                           \
+    do {                                                                                           \
+        switch (nh) {                                                                              \
+        case 1: attn_qk_k16(1, HD, ws, kb, sc); break;                                             \
+        case 2: attn_qk_k16(2, HD, ws, kb, sc); break;                                             \
+        case 3: attn_qk_k16(3, HD, ws, kb, sc); break;                                             \
+        case 4: attn_qk_k16(4, HD, ws, kb, sc); break;                                             \
+        case 5: attn_qk_k16(5, HD, ws, kb, sc); break;                                             \
+        case 6: attn_qk_k16(6, HD, ws, kb, sc); break;                                             \
+        case 7: attn_qk_k16(7, HD, ws, kb, sc); break;                                             \
+        default: attn_qk_k16(8, HD, ws, kb, sc); break;                                            \
+        }                                                                                          \
+    } while (0)
 
 /* attn_qk_f16 with NH the pass's head count nh as a constant (the heads' accumulators stay in
  * registers) and rows as RS says (blk_row). */
@@ -463,14 +521,14 @@ INLINE void attn_qk_f16(int NH, int RS, const attn_ws *ws, const uint16_t *const
  * ns per position and kv head (ablation: the hsum16 tree was a quarter of the time). */
 INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                          float scale, float softcap, const float *mask) {
+                          float scale, float softcap, const float *mask, bool k16) {
     attn_ws wsb __attribute__((aligned(64)));
     attn_ws *ws = &wsb;
     const int64_t nc = (hd + 15) / 16; /* vectors per row */
     ws->hdp = nc * 16;
     const __mmask16 hm = tail16(hd - (nc - 1) * 16) ? tail16(hd - (nc - 1) * 16) : (__mmask16)0xffff;
     const int64_t row_bytes = dt == SLATE_DTYPE_I8 ? 4 + hd : hd * (dt == SLATE_DTYPE_F32 ? 4 : 2);
-    const bool tq = dt == SLATE_DTYPE_F16 && hd % 16 == 0; /* attn_qk_f16 and f16 V tiles */
+    const bool tq = k16 || (dt == SLATE_DTYPE_F16 && hd % 16 == 0); /* f16 scores, f16 V tiles */
     /* The head-major cache's rows side by side, for the usual head dims: addressed from the
      * block's first row (blk_row) */
     const int rs = tq && stride == hd && (hd == 64 || hd == 128) ? (int)hd : 0;
@@ -486,12 +544,14 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             ws->m[h] = -INFINITY;
             _mm512_store_ps(ws->l[h], _mm512_setzero_ps());
         }
-        for (int64_t jb = j0; jb < j1; jb += BJ) {
-            int n = j1 - jb < BJ ? (int)(j1 - jb) : BJ;
+        /* K16 blocks start at multiples of 16; lanes below j0 are dead like those past j1 */
+        for (int64_t jb = k16 ? j0 - j0 % BJ : j0; jb < j1; jb += BJ) {
+            int n = j1 - jb < BJ ? (int)(j1 - jb) : BJ, lo = jb < j0 ? (int)(j0 - jb) : 0;
             /* Rows past the range reuse row jb (valid memory); their scores become -inf. */
             const uint16_t *kb = tq ? (const uint16_t *)k + jb * stride : NULL;
             const uint16_t *vb = tq ? (const uint16_t *)v + jb * stride : NULL;
-            const bool packed = rs && n == BJ; /* blk_row with RS = rs */
+            __mmask16 live = (__mmask16)(((1u << n) - 1u) & ~((1u << lo) - 1u)), any_skipped = 0;
+            const bool packed = rs && live == 0xffff; /* blk_row with RS = rs */
             if (tq) { /* f16 rows, read in place: their pointers, and prefetches ahead */
                 if (stride == hd && jb + PF_ATTN_AHEAD + BJ <= j1) {
                     /* rows that touch (the head-major cache): one run of lines each */
@@ -534,10 +594,11 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                     }
                 }
             }
-            __mmask16 live = (__mmask16)((1u << n) - 1u), any_skipped = 0;
             __m512 mk = mask ? _mm512_maskz_loadu_ps(live, mask + jb) : _mm512_setzero_ps();
             __m512 sc[HG];
-            if (packed && rs == 64) QK_HEADS(64);
+            if (k16 && hd == 64) QK_HEADS_K16(64);
+            else if (k16) QK_HEADS_K16(128);
+            else if (packed && rs == 64) QK_HEADS(64);
             else if (packed) QK_HEADS(128);
             else if (tq) QK_HEADS(0);
             else {
@@ -619,19 +680,21 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
 /* One out-of-line copy of the kernel per cache dtype, without and with Gemma 2's score cap: in
  * the uncapped copies softcap is a literal 0, so they compile to the kernel as it was before the
  * cap existed (inlining all of them into one function cost AVX-512 ~9% at depth 2048). */
-#define ATTN_COPY(NAME, DT, CAP)                                                                   \
+#define ATTN_COPY(NAME, DT, CAP, K16)                                                              \
     static __attribute__((noinline)) void NAME(float *out, const float *q, const void *k,         \
                                                const void *v, int64_t stride, int64_t j0,         \
                                                int64_t j1, int64_t hd, int64_t n_heads,           \
                                                float scale, float softcap, const float *mask) {   \
-        attention_any(DT, out, q, k, v, stride, j0, j1, hd, n_heads, scale, CAP, mask);           \
+        attention_any(DT, out, q, k, v, stride, j0, j1, hd, n_heads, scale, CAP, mask, K16);      \
     }
-ATTN_COPY(attention_f32, SLATE_DTYPE_F32, 0.0f)
-ATTN_COPY(attention_f32_capped, SLATE_DTYPE_F32, softcap)
-ATTN_COPY(attention_f16, SLATE_DTYPE_F16, 0.0f)
-ATTN_COPY(attention_f16_capped, SLATE_DTYPE_F16, softcap)
-ATTN_COPY(attention_int8, SLATE_DTYPE_I8, 0.0f)
-ATTN_COPY(attention_int8_capped, SLATE_DTYPE_I8, softcap)
+ATTN_COPY(attention_f32, SLATE_DTYPE_F32, 0.0f, false)
+ATTN_COPY(attention_f32_capped, SLATE_DTYPE_F32, softcap, false)
+ATTN_COPY(attention_f16, SLATE_DTYPE_F16, 0.0f, false)
+ATTN_COPY(attention_f16_capped, SLATE_DTYPE_F16, softcap, false)
+ATTN_COPY(attention_f16_k16, SLATE_DTYPE_F16, 0.0f, true)
+ATTN_COPY(attention_f16_k16_capped, SLATE_DTYPE_F16, softcap, true)
+ATTN_COPY(attention_int8, SLATE_DTYPE_I8, 0.0f, false)
+ATTN_COPY(attention_int8_capped, SLATE_DTYPE_I8, softcap, false)
 
 static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
                       int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
@@ -642,6 +705,16 @@ static void attention(float *out, const float *q, const void *k, const void *v, 
     else
         (softcap > 0.0f ? attention_f32_capped : attention_f32)(out, q, k, v, stride, j0, j1, hd,
                                                                 n_heads, scale, softcap, mask);
+}
+
+/* K16 (kernels.h): the same kernel with each block's K dims loaded as vectors instead of
+ * transposed in registers. */
+static void attention_k16(float *out, const float *q, const uint16_t *k, const uint16_t *v,
+                          int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
+                          float scale, float softcap, const float *mask) {
+    (softcap > 0.0f ? attention_f16_k16_capped : attention_f16_k16)(out, q, k, v, stride, j0, j1,
+                                                                    hd, n_heads, scale, softcap,
+                                                                    mask);
 }
 
 /* int8 cache (rows of {f32 scale, head_dim int8}): the same kernel, rows dequantized to f32 as
@@ -765,6 +838,8 @@ void slate__avx512_fill(slate__kernels *k) {
     k->to_f32[SLATE_DTYPE_BF16] = to_f32_bf16;
     k->attention = attention;
     k->attention_i8 = attention_i8;
+    k->attention_k16 = attention_k16;
+    k->transpose16 = transpose16;
     k->rms_norm = rms_norm;
     k->swiglu = swiglu;
     k->geglu = geglu;
