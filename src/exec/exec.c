@@ -214,7 +214,11 @@ static void run_attention(void *ctx, int ith, int nth) {
                                     : slate__kv_at(st, slot, 0, 0) + (size_t)g * head_bytes;
         const uint8_t *vg = by_head ? slate__kv_at(st, vslot, (int32_t)g, 0)
                                     : slate__kv_at(st, vslot, 0, 0) + (size_t)g * head_bytes;
-        if (kvt == SLATE_DTYPE_I8)
+        if (st->kv_k16[slot]) /* K dim-major in blocks of 16 (src/state/kvmem.c) */
+            st->model->k->attention_k16(out + r * qw + h_lo * hd, q + r * qw + h_lo * hd,
+                                        (const uint16_t *)kg, (const uint16_t *)vg, stride, j0,
+                                        j1, hd, h_hi - h_lo, op->scale, op->softcap, mask);
+        else if (kvt == SLATE_DTYPE_I8)
             st->model->k->attention_i8(out + r * qw + h_lo * hd, q + r * qw + h_lo * hd, kg, vg,
                                        stride, j0, j1, hd, h_hi - h_lo, op->scale, op->softcap,
                                        mask);
@@ -256,6 +260,12 @@ static void kv_write(const slate_state *st, const slate__op *op) {
     for (int32_t r = 0; r < st->n_q; r++)
         for (int32_t g = 0; g < heads; g++) { /* head-major: each piece to its head's region */
             const float *xr = x + (int64_t)r * t->width + g * w;
+            if (st->kv_k16[slot]) { /* f16, head_dim 64 or 128: converted, then spread */
+                uint16_t h[128];
+                st->model->k->to_f16(h, xr, w);
+                slate__kv_piece_put(st, slot, g, len0 + r, (const uint8_t *)h);
+                continue;
+            }
             uint8_t *d = slate__kv_at(st, slot, g, len0 + r);
             switch (st->kv_dtype[slot]) {
             case SLATE_DTYPE_F16:
@@ -393,7 +403,10 @@ void slate__exec_op_kernel(const slate_state *st, int32_t oi, const char **kerne
         case SLATE__OP_GEGLU: same = t->geglu == k->geglu; break;
         case SLATE__OP_KV_WRITE: same = t->to_f16 == k->to_f16; break;
         default:
-            same = i8_cache ? t->attention_i8 == k->attention_i8 : t->attention == k->attention;
+            same = st->kv_k16[st->model->state_slot[op->in[1]]]
+                       ? t->attention_k16 == k->attention_k16
+                   : i8_cache ? t->attention_i8 == k->attention_i8
+                              : t->attention == k->attention;
             break;
         }
         if (same) {

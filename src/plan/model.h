@@ -85,6 +85,8 @@ struct slate_state {
     size_t *kv_off;              /* page-aligned byte offset of each tensor's block in kv */
     int32_t *kv_heads;           /* regions (kv heads) a tensor's block is split into */
     size_t *kv_head_span;        /* bytes from one head's region to the next: n_ctx x head bytes */
+    bool *kv_k16;                /* K stored dim-major in blocks of 16 positions (the kernel
+                                    table's attention_k16, src/state/kvmem.c); else rows */
     _Atomic int32_t *kv_first;   /* first position whose rows every head still holds: rows
                                     before it were released behind a sliding window (0 for a
                                     tensor without a window, or when nothing was released).
@@ -137,11 +139,17 @@ void slate__exec_run(slate_state *st);
 static inline size_t slate__kv_head_bytes(const slate_state *st, int32_t i) {
     return st->kv_row_bytes[i] / (size_t)st->kv_heads[i];
 }
-/* Position pos of head g of state tensor i. */
+/* Position pos of head g of state tensor i: its piece of the row, for a tensor stored as rows
+ * (not kv_k16; any tensor at pos 0: the head's region). */
 static inline uint8_t *slate__kv_at(const slate_state *st, int32_t i, int32_t g, int64_t pos) {
     return st->kv + st->kv_off[i] + (size_t)g * st->kv_head_span[i] +
            (size_t)pos * slate__kv_head_bytes(st, i);
 }
+/* The piece of head g at position pos of state tensor i (head bytes), whatever the layout:
+ * copied out of the cache, or into it. */
+void slate__kv_piece_get(const slate_state *st, int32_t i, int32_t g, int64_t pos, uint8_t *dst);
+void slate__kv_piece_put(const slate_state *st, int32_t i, int32_t g, int64_t pos,
+                         const uint8_t *src);
 /* Rows [r0, r0 + n) of state tensor i as the program sees them ([n][row bytes], every head's
  * piece of a row side by side), gathered into dst / scattered from src. */
 void slate__kv_get_rows(const slate_state *st, int32_t i, int32_t r0, int32_t n, uint8_t *dst);

@@ -19,6 +19,12 @@
  * position's row is scattered over the regions by kv_write and gathered back by the state file
  * and slate_state_read_tensor (slate__kv_get_rows / slate__kv_put_rows).
  *
+ * K16: with the AVX-512 tables, an f16 K cache of head_dim 64 or 128 is stored dim-major inside
+ * each block of 16 positions of its head's region (choose_k16 below says when), so attention
+ * loads a dim of 16 positions as one vector. A region takes the same bytes in either layout, and
+ * a block the bytes of its 16 rows; a position's piece is read and written only through
+ * slate__kv_piece_get / put (and kv_write), so the state file and exports see rows either way.
+ *
  * Sliding windows: a cache read only by attention with window w (model->state_window) needs,
  * for a query at position L, the rows L-w+1..L. After each predict the rows below
  * cut = length - w - R + 1 (R: the state's rollback reach, so a truncate may still go back R
@@ -53,6 +59,41 @@ static void *map_lazy(size_t bytes) {
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* K16 (src/kernels/kernels.h): K caches that only attention_k16 reads are stored dim-major in
+ * blocks of 16 positions, so the AVX-512 kernel loads each dim of a block as one vector instead
+ * of transposing 16 rows in registers (about 10 % of the kernel: docs/design.md, "Kernels").
+ * Only where the rest of this file needs no change: the table has attention_k16; the tensor is
+ * read by attention ops only as K, each with head_dim 64 or 128, one region per kv head, no
+ * window (the release of rows behind a window works in rows), and an f16 V; n_ctx is a multiple
+ * of 16, so a head's region holds whole blocks and the next region starts on a block; a page
+ * holds whole blocks, so the pages trim hands back past a length hold only blocks past it (it
+ * keeps the page holding the last row, hence its block). Everything that reads or writes a
+ * position goes through slate__kv_piece_get / put or kv_write, which know the layout. */
+static void choose_k16(slate_state *st) {
+    const slate_model *m = st->model;
+    const slate__program *p = &m->prog;
+    size_t page = slate__page_size();
+    for (int32_t i = 0; i < p->n_states; i++) st->kv_k16[i] = false;
+    if (!m->k->attention_k16 || st->n_ctx % 16 != 0) return;
+    /* candidates first; then any use that rules a tensor out */
+    for (int32_t o = 0; o < p->n_ops; o++)
+        if (p->ops[o].kind == SLATE__OP_ATTENTION)
+            st->kv_k16[m->state_slot[p->ops[o].in[1]]] = true;
+    for (int32_t o = 0; o < p->n_ops; o++) {
+        const slate__op *op = &p->ops[o];
+        if (op->kind != SLATE__OP_ATTENTION) continue;
+        int32_t ks = m->state_slot[op->in[1]], vs = m->state_slot[op->in[2]];
+        size_t hb = (size_t)op->head_dim * 2;
+        bool ok = (op->head_dim == 64 || op->head_dim == 128) && op->window == 0 &&
+                  m->state_window[ks] == 0 && st->kv_dtype[ks] == SLATE_DTYPE_F16 &&
+                  st->kv_dtype[vs] == SLATE_DTYPE_F16 && st->kv_heads[ks] == op->n_kv_heads &&
+                  st->kv_heads[vs] == op->n_kv_heads &&
+                  slate__kv_head_bytes(st, ks) == hb && page % (16 * hb) == 0;
+        if (!ok) st->kv_k16[ks] = false;
+        st->kv_k16[vs] = false; /* read as V: rows */
+    }
+}
+
 slate_status slate__kv_create(slate_state *st, const slate_state_params *params,
                               slate_error *err) {
     const slate_model *m = st->model;
@@ -62,7 +103,8 @@ slate_status slate__kv_create(slate_state *st, const slate_state_params *params,
     /* One heap block holds the three per-tensor arrays. It is also the allocation a
      * fault-injection test fails first, before any mapping exists. */
     size_t n1 = (size_t)(n ? n : 1);
-    size_t arrays = n1 * (3 * sizeof(size_t) + sizeof(slate_dtype) + 2 * sizeof(int32_t));
+    size_t arrays =
+        n1 * (3 * sizeof(size_t) + sizeof(slate_dtype) + 2 * sizeof(int32_t) + sizeof(bool));
     uint8_t *blk = slate__malloc(arrays);
     if (!blk) return slate__fail(err, SLATE_E_NOMEM, "out of memory");
     st->kv_row_bytes = (size_t *)blk;
@@ -72,6 +114,7 @@ slate_status slate__kv_create(slate_state *st, const slate_state_params *params,
     st->kv_heads = (int32_t *)(st->kv_dtype + n1);
     /* Same size and alignment as int32_t (the static_assert at the top). */
     st->kv_first = (_Atomic int32_t *)(st->kv_heads + n1);
+    st->kv_k16 = (bool *)(st->kv_first + n1);
     size_t total = 0;
     for (int32_t i = 0; i < n; i++) {
         const slate__tensor *t = &p->tensors[p->states[i]];
@@ -92,6 +135,7 @@ slate_status slate__kv_create(slate_state *st, const slate_state_params *params,
         st->kv_off[i] = total;
         total += slate__align_up(block, page);
     }
+    choose_k16(st);
     st->kv_bytes = total;
     st->scratch_bytes = slate__align_up(p->scratch_bytes ? p->scratch_bytes : 1, page);
     st->kv = total ? map_lazy(total) : NULL;
@@ -115,18 +159,81 @@ void slate__kv_free(slate_state *st) {
     st->kv_dtype = NULL;
     st->kv_heads = NULL;
     st->kv_first = NULL;
+    st->kv_k16 = NULL;
+}
+
+/* A K16 block: position pos's f16 value of dim d at (pos / 16) * 16 * head_dim + d * 16 +
+ * pos % 16 of the head's region. */
+void slate__kv_piece_get(const slate_state *st, int32_t i, int32_t g, int64_t pos, uint8_t *dst) {
+    size_t hb = slate__kv_head_bytes(st, i);
+    if (!st->kv_k16[i]) {
+        memcpy(dst, slate__kv_at(st, i, g, pos), hb);
+        return;
+    }
+    const uint16_t *b = (const uint16_t *)slate__kv_at(st, i, g, pos / 16 * 16) + pos % 16;
+    for (size_t d = 0; d < hb / 2; d++) memcpy(dst + 2 * d, b + 16 * d, 2);
+}
+
+void slate__kv_piece_put(const slate_state *st, int32_t i, int32_t g, int64_t pos,
+                         const uint8_t *src) {
+    size_t hb = slate__kv_head_bytes(st, i);
+    if (!st->kv_k16[i]) {
+        memcpy(slate__kv_at(st, i, g, pos), src, hb);
+        return;
+    }
+    uint16_t *b = (uint16_t *)slate__kv_at(st, i, g, pos / 16 * 16) + pos % 16;
+    for (size_t d = 0; d < hb / 2; d++) memcpy(b + 16 * d, src + 2 * d, 2);
+}
+
+/* Rows [r0, r0 + n) of K16 tensor i, head g, from the cache into rows (get) or back (put):
+ * head g's piece of position r at rows + (r - r0) * row_bytes + g * head_bytes. Whole blocks go
+ * through the kernel table's transpose16 per 16 dims (a piece at a time, 64 scattered values,
+ * made one copy of a TinyLlama cache at depth 2048 ~3 ms slower than the rows' memcpy); the
+ * partial blocks at either end value by value. */
+static void k16_rows(const slate_state *st, int32_t i, int32_t g, int32_t r0, int32_t n,
+                     const uint8_t *in, uint8_t *out) {
+    const slate__kernels *k = st->model->k;
+    size_t hb = slate__kv_head_bytes(st, i), rb = st->kv_row_bytes[i];
+    int64_t hd = (int64_t)(hb / 2), rs = (int64_t)(rb / 2); /* elements */
+    for (int64_t b0 = r0 / 16 * 16; b0 < (int64_t)r0 + n; b0 += 16) {
+        uint16_t *blk = (uint16_t *)slate__kv_at(st, i, g, b0);
+        int64_t t0 = b0 < r0 ? r0 - b0 : 0, t1 = b0 + 16 > r0 + n ? r0 + n - b0 : 16;
+        size_t at = (size_t)(b0 + t0 - r0) * rb + (size_t)g * hb; /* row b0 + t0's piece */
+        if (t0 == 0 && t1 == 16) {
+            for (int64_t c = 0; c < hd; c += 16) {
+                if (in) k->transpose16(blk + c * 16, 16, (const uint16_t *)(in + at) + c, rs);
+                else k->transpose16((uint16_t *)(out + at) + c, rs, blk + c * 16, 16);
+            }
+            continue;
+        }
+        for (int64_t t = t0; t < t1; t++, at += rb)
+            for (int64_t d = 0; d < hd; d++) {
+                if (in) memcpy(blk + d * 16 + t, in + at + 2 * d, 2);
+                else memcpy(out + at + 2 * d, blk + d * 16 + t, 2);
+            }
+    }
 }
 
 void slate__kv_get_rows(const slate_state *st, int32_t i, int32_t r0, int32_t n, uint8_t *dst) {
     size_t hb = slate__kv_head_bytes(st, i);
+    if (st->kv_k16[i]) {
+        for (int32_t g = 0; g < st->kv_heads[i]; g++) k16_rows(st, i, g, r0, n, NULL, dst);
+        return;
+    }
     for (int32_t r = r0; r < r0 + n; r++)
-        for (int32_t g = 0; g < st->kv_heads[i]; g++, dst += hb) memcpy(dst, slate__kv_at(st, i, g, r), hb);
+        for (int32_t g = 0; g < st->kv_heads[i]; g++, dst += hb)
+            slate__kv_piece_get(st, i, g, r, dst);
 }
 
 void slate__kv_put_rows(slate_state *st, int32_t i, int32_t r0, int32_t n, const uint8_t *src) {
     size_t hb = slate__kv_head_bytes(st, i);
+    if (st->kv_k16[i]) {
+        for (int32_t g = 0; g < st->kv_heads[i]; g++) k16_rows(st, i, g, r0, n, src, NULL);
+        return;
+    }
     for (int32_t r = r0; r < r0 + n; r++)
-        for (int32_t g = 0; g < st->kv_heads[i]; g++, src += hb) memcpy(slate__kv_at(st, i, g, r), src, hb);
+        for (int32_t g = 0; g < st->kv_heads[i]; g++, src += hb)
+            slate__kv_piece_put(st, i, g, r, src);
 }
 
 /* Resident bytes of [p, p + len) (page-aligned p). No allocation: mincore in chunks. */

@@ -175,17 +175,7 @@ static void int8_attention_variants_match_ref(void **stp) {
     if (!n_tables) fprintf(stderr, "[  SKIP    ] no SIMD kernel table on this CPU\n");
 }
 
-static slate_state *state_of(slate_model *m, int kv) {
-    slate_state_params sp = slate_state_default_params();
-    if (kv >= 0) {
-        sp.kv_dtype_set = true;
-        sp.kv_dtype = (slate_dtype)kv;
-    }
-    slate_state *st = NULL;
-    slate_error e;
-    if (slate_state_create(m, &sp, &st, &e)) fail_msg("state_create: %s", e.message);
-    return st;
-}
+static slate_state *state_of(slate_model *m, int kv) { return tu_new_state(m, kv, 0, false); }
 
 static void int8_state_prefill_then_decode_equals_longer_prefill(void **stp) {
     (void)stp;

@@ -56,21 +56,11 @@ static void fill_ids(int32_t *ids, int n, uint64_t seed) {
 
 static slate_state *new_state_keep(slate_model *m, int kv /* -1 default */, int32_t n_ctx,
                                   bool keep_all) {
-    slate_state_params sp = slate_state_default_params();
-    sp.n_ctx = n_ctx;
-    sp.kv_keep_all = keep_all;
-    if (kv >= 0) {
-        sp.kv_dtype_set = true;
-        sp.kv_dtype = (slate_dtype)kv;
-    }
-    slate_state *st = NULL;
-    slate_error e;
-    if (slate_state_create(m, &sp, &st, &e)) fail_msg("state_create: %s", e.message);
-    return st;
+    return tu_new_state(m, kv, n_ctx, keep_all);
 }
 
 static slate_state *new_state(slate_model *m, int kv /* -1 default */, int32_t n_ctx) {
-    return new_state_keep(m, kv, n_ctx, false);
+    return tu_new_state(m, kv, n_ctx, false);
 }
 
 static slate_sampler *new_sampler(void) {

@@ -105,6 +105,20 @@ uint64_t tu_rand(uint64_t *s) { return slate_test_rand(s); }
 
 float tu_randf(uint64_t *s) { return slate_test_randf(s); }
 
+slate_state *tu_new_state(slate_model *m, int kv, int32_t n_ctx, bool keep_all) {
+    slate_state_params sp = slate_state_default_params();
+    sp.n_ctx = n_ctx;
+    sp.kv_keep_all = keep_all;
+    if (kv >= 0) {
+        sp.kv_dtype_set = true;
+        sp.kv_dtype = (slate_dtype)kv;
+    }
+    slate_state *st = NULL;
+    slate_error e;
+    if (slate_state_create(m, &sp, &st, &e)) fail_msg("state_create: %s", e.message);
+    return st;
+}
+
 slate_tokenizer *tu_tok_load(const char *rel) {
     const char *path = tu_model_path(rel);
     if (!tu_exists(path)) return NULL;

@@ -31,6 +31,10 @@ uint64_t tu_seed(void);
 uint64_t tu_rand(uint64_t *s);
 float tu_randf(uint64_t *s); /* uniform in [-1, 1) */
 
+/* A state of m with the default parameters but: kv >= 0 sets the cache dtype (-1: the
+ * package's), n_ctx (0: the package's), keep_all (kv_keep_all). Fails the test if it cannot. */
+slate_state *tu_new_state(slate_model *m, int kv, int32_t n_ctx, bool keep_all);
+
 /* Opens a tokenizer file under the shared models folder; NULL (the test skips) if the file is
  * missing; fails the test if it does not open. */
 slate_tokenizer *tu_tok_load(const char *rel);
