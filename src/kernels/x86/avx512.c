@@ -30,7 +30,10 @@
  *   from a block's first row (blk_row) instead of through 16 row pointers, and exp16 scales by
  *   2^n with one vscalefps: bench/attn_decode.c (TinyLlama shape, depth 2048, 2 threads, the
  *   old and new builds alternating 4 times in one window) 1.90-1.97 -> 1.79-1.84 ms per token,
- *   21.1-21.9 -> 19.8-20.5 ns per position and kv head (thread time). Gemma 2's
+ *   21.1-21.9 -> 19.8-20.5 ns per position and kv head (thread time). With K stored K16
+ *   (attention_k16, kernels.h) the scores load each dim of a block as it is and are computed
+ *   one block ahead, between a block's softmax and its P x V (an Intel Xeon, one thread, L2,
+ *   head_dim 64: 17.3 -> 15.5 -> 15.0 ns; docs/design.md "Kernels"). Gemma 2's
  *   score cap runs on each head's 16 scores at once with a vectorized tanh (tanh16), which the
  *   softcap kernel (the final logit cap) uses too.
  * Masked loads never touch memory past the arrays, so nothing is read outside them.
@@ -475,17 +478,23 @@ INLINE void attn_qk_k16(int NH, int HD, const attn_ws *ws, const uint16_t *kt, _
     }
 }
 
-#define QK_HEADS_K16(HD)                                                                           \
+/* attn_qk_k16 of the K16 block at KB into S, with NH = nh and HD = hd as constants. */
+#define QK_K16(KB, S)                                                                              \
+    do {                                                                                           \
+        if (hd == 64) QK_K16_HEADS(64, KB, S);                                                     \
+        else QK_K16_HEADS(128, KB, S);                                                             \
+    } while (0)
+#define QK_K16_HEADS(HD, KB, S)                                                                    \
     do {                                                                                           \
         switch (nh) {                                                                              \
-        case 1: attn_qk_k16(1, HD, ws, kb, sc); break;                                             \
-        case 2: attn_qk_k16(2, HD, ws, kb, sc); break;                                             \
-        case 3: attn_qk_k16(3, HD, ws, kb, sc); break;                                             \
-        case 4: attn_qk_k16(4, HD, ws, kb, sc); break;                                             \
-        case 5: attn_qk_k16(5, HD, ws, kb, sc); break;                                             \
-        case 6: attn_qk_k16(6, HD, ws, kb, sc); break;                                             \
-        case 7: attn_qk_k16(7, HD, ws, kb, sc); break;                                             \
-        default: attn_qk_k16(8, HD, ws, kb, sc); break;                                            \
+        case 1: attn_qk_k16(1, HD, ws, KB, S); break;                                              \
+        case 2: attn_qk_k16(2, HD, ws, KB, S); break;                                              \
+        case 3: attn_qk_k16(3, HD, ws, KB, S); break;                                              \
+        case 4: attn_qk_k16(4, HD, ws, KB, S); break;                                              \
+        case 5: attn_qk_k16(5, HD, ws, KB, S); break;                                              \
+        case 6: attn_qk_k16(6, HD, ws, KB, S); break;                                              \
+        case 7: attn_qk_k16(7, HD, ws, KB, S); break;                                              \
+        default: attn_qk_k16(8, HD, ws, KB, S); break;                                             \
         }                                                                                          \
     } while (0)
 
@@ -544,8 +553,14 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             ws->m[h] = -INFINITY;
             _mm512_store_ps(ws->l[h], _mm512_setzero_ps());
         }
-        /* K16 blocks start at multiples of 16; lanes below j0 are dead like those past j1 */
-        for (int64_t jb = k16 ? j0 - j0 % BJ : j0; jb < j1; jb += BJ) {
+        /* K16 blocks start at multiples of 16; lanes below j0 are dead like those past j1. Their
+         * scores are computed one block ahead (sn), between a block's softmax and its P x V:
+         * the softmax's chain of dependent steps then runs under the next block's FMAs
+         * instead of holding up the P x V tiles (same products, same order, same bits). */
+        const int64_t jb0 = k16 ? j0 - j0 % BJ : j0;
+        __m512 sn[HG] = {0};
+        if (k16 && jb0 < j1) QK_K16((const uint16_t *)k + jb0 * stride, sn);
+        for (int64_t jb = jb0; jb < j1; jb += BJ) {
             int n = j1 - jb < BJ ? (int)(j1 - jb) : BJ, lo = jb < j0 ? (int)(j0 - jb) : 0;
             /* Rows past the range reuse row jb (valid memory); their scores become -inf. */
             const uint16_t *kb = tq ? (const uint16_t *)k + jb * stride : NULL;
@@ -596,8 +611,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             }
             __m512 mk = mask ? _mm512_maskz_loadu_ps(live, mask + jb) : _mm512_setzero_ps();
             __m512 sc[HG];
-            if (k16 && hd == 64) QK_HEADS_K16(64);
-            else if (k16) QK_HEADS_K16(128);
+            if (k16) UNROLL for (int h = 0; h < HG; h++) sc[h] = sn[h];
             else if (packed && rs == 64) QK_HEADS(64);
             else if (packed) QK_HEADS(128);
             else if (tq) QK_HEADS(0);
@@ -644,6 +658,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             /* Rows that no head may use (dead lanes, -inf or NaN scores for every head) must not
              * reach the accumulators even as 0 * v: zero their V. */
             bool all_used = !((__mmask16)~live | any_skipped);
+            if (k16 && jb + BJ < j1) QK_K16(kb + BJ * stride, sn);
             if (tq && all_used) {
                 if (packed && rs == 64) PV_ALL(NULL, 64);
                 else if (packed) PV_ALL(NULL, 128);
