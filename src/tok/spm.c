@@ -33,6 +33,7 @@
  * before every single mark whatever the vocabulary, and each piece ends its own unknown token,
  * as HF's BPE runs on each piece of the pre-tokenizer alone.
  */
+#include "tok/heap.h"
 #include "tok/tok.h"
 
 #include <string.h>
@@ -56,40 +57,7 @@ static bool cand_before(const cand *a, const cand *b) {
     return a->pos < b->pos;
 }
 
-typedef struct heap {
-    cand *v;
-    size_t n;
-} heap;
-
-static void heap_push(heap *h, cand c) {
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!cand_before(&c, &h->v[p])) break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = c;
-}
-
-static cand heap_pop(heap *h) {
-    cand top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        const cand *best = &last;
-        if (l < h->n && cand_before(&h->v[l], best)) {
-            m = l;
-            best = &h->v[l];
-        }
-        if (r < h->n && cand_before(&h->v[r], best)) m = r;
-        if (m == i) break;
-        h->v[i] = h->v[m];
-        i = m;
-    }
-    if (h->n > 0) h->v[i] = last;
-    return top;
-}
+SLATE__TOK_HEAP(cand, cand_before)
 
 /* Only model pieces take part in merges: control, unknown and byte tokens never come out of a
  * concatenation (sentencepiece keeps them out of its piece table). */
