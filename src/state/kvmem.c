@@ -45,6 +45,7 @@
 #include "plan/model.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -199,7 +200,9 @@ static void k16_rows(const slate_state *st, int32_t i, int32_t g, int32_t r0, in
         uint16_t *blk = (uint16_t *)slate__kv_at(st, i, g, b0);
         int64_t t0 = b0 < r0 ? r0 - b0 : 0, t1 = b0 + 16 > r0 + n ? r0 + n - b0 : 16;
         size_t at = (size_t)(b0 + t0 - r0) * rb + (size_t)g * hb; /* row b0 + t0's piece */
-        if (t0 == 0 && t1 == 16) {
+        /* (rows at an odd address, as a state file's after an odd-sized user blob, go value by
+         * value: transpose16 takes 16-bit pointers) */
+        if (t0 == 0 && t1 == 16 && (uintptr_t)(in ? in + at : out + at) % 2 == 0) {
             for (int64_t c = 0; c < hd; c += 16) {
                 if (in) k->transpose16(blk + c * 16, 16, (const uint16_t *)(in + at) + c, rs);
                 else k->transpose16((uint16_t *)(out + at) + c, rs, blk + c * 16, 16);
