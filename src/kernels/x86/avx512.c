@@ -435,14 +435,16 @@ static void transpose16(uint16_t *dst, int64_t dst_stride, const uint16_t *src, 
  * = RS / 16 when RS > 0): s[h] lane t = q_h . row t. Per 16 dims the 16 x 16 block is
  * transposed in registers (rows t and t + 8 share a register; three rounds of in-lane unpacks
  * and one lane swap), so each dim becomes one vector over the 16 rows (converted exactly) and
- * meets each head's broadcast query element in one FMA: no cross-lane sums. With 4 heads or
- * fewer, NH chains of dependent FMAs are fewer than the FMA latency times the ports keep busy,
- * so each head sums dims d and d + 8 in two chains, added at the end (Xeon, one thread, L2, hd
- * 64, 4 heads: 11.80 -> 11.65 ns per position and kv head here, 9.45 -> 8.92 in attn_qk_k16;
- * 2 heads 7.38 -> 5.86 there; 8 heads: no gain, one chain). */
+ * meets each head's broadcast query element in one FMA: no cross-lane sums. Each head sums
+ * dims d and d + 8 in two chains of dependent FMAs, added at the end: with 4 heads or fewer,
+ * one chain per head is fewer chains than the FMA latency times the ports keep busy (Xeon, one
+ * thread, L2, hd 64, 4 heads: 11.80 -> 11.65 ns per position and kv head here, 9.45 -> 8.92 in
+ * attn_qk_k16, 2 heads 7.38 -> 5.86 there; 8 heads 15.00 -> 15.08, 7 heads 13.44 -> 13.33).
+ * For every head count, not only small ones: exec splits a group's heads across threads when
+ * there are few kv heads, and a result must not depend on the thread count. */
 INLINE void attn_qk_f16(int NH, int RS, const attn_ws *ws, const uint16_t *const rows[BJ],
                         const uint16_t *base, int64_t nc, __m512 s[HG]) {
-    __m512 s1[HG]; /* NH <= 4: the dims d + 8, a second chain per head (see above) */
+    __m512 s1[HG]; /* the dims d + 8: a second chain per head (see above) */
     UNROLL for (int h = 0; h < NH; h++) s[h] = s1[h] = _mm512_setzero_ps();
     if (RS) nc = RS / 16;
     for (int64_t c = 0; c < nc; c++) {
@@ -459,19 +461,18 @@ INLINE void attn_qk_f16(int NH, int RS, const attn_ws *ws, const uint16_t *const
             UNROLL for (int h = 0; h < NH; h++) {
                 const float *qd = ws->q + h * ws->hdp + c * 16 + d;
                 s[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[0]), v0, s[h]);
-                if (NH <= 4) s1[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[8]), v1, s1[h]);
-                else s[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[8]), v1, s[h]);
+                s1[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[8]), v1, s1[h]);
             }
         }
     }
-    if (NH <= 4) UNROLL for (int h = 0; h < NH; h++) s[h] = _mm512_add_ps(s[h], s1[h]);
+    UNROLL for (int h = 0; h < NH; h++) s[h] = _mm512_add_ps(s[h], s1[h]);
 }
 
 /* attn_qk_f16 for a K16 block (kernels.h) at kt, head_dim HD (64 or 128): the dims are vectors
  * over the block's 16 positions already, and they meet the query elements in attn_qk_f16's order
  * and chains (per 16 dims: d, then d + 8, for d = 0..7), so the scores have its bits. */
 INLINE void attn_qk_k16(int NH, int HD, const attn_ws *ws, const uint16_t *kt, __m512 s[HG]) {
-    __m512 s1[HG]; /* NH <= 4: the dims d + 8, a second chain per head (see above) */
+    __m512 s1[HG]; /* the dims d + 8: a second chain per head (see above) */
     UNROLL for (int h = 0; h < NH; h++) s[h] = s1[h] = _mm512_setzero_ps();
     for (int c = 0; c < HD / 16; c++) {
         UNROLL for (int d = 0; d < 8; d++) {
@@ -481,12 +482,11 @@ INLINE void attn_qk_k16(int NH, int HD, const attn_ws *ws, const uint16_t *kt, _
             const float *qd = ws->q + c * 16 + d;
             UNROLL for (int h = 0; h < NH; h++) {
                 s[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[h * ws->hdp]), v0, s[h]);
-                if (NH <= 4) s1[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[h * ws->hdp + 8]), v1, s1[h]);
-                else s[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[h * ws->hdp + 8]), v1, s[h]);
+                s1[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[h * ws->hdp + 8]), v1, s1[h]);
             }
         }
     }
-    if (NH <= 4) UNROLL for (int h = 0; h < NH; h++) s[h] = _mm512_add_ps(s[h], s1[h]);
+    UNROLL for (int h = 0; h < NH; h++) s[h] = _mm512_add_ps(s[h], s1[h]);
 }
 
 /* attn_qk_k16 of the K16 block at KB into S, with NH = nh and HD = hd as constants. */
