@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -49,11 +52,40 @@ static bool direct_supported(const char *path) {
     return ok;
 }
 
-static void drop_cache(const char *path, uint64_t off, uint64_t len) {
+/* Pages of [off, off + len) of fd's file (len 0: to its end) in the page cache. */
+static uint64_t resident_pages(int fd, uint64_t off, uint64_t len) {
+    struct stat sb;
+    assert_int_equal(fstat(fd, &sb), 0);
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), end = len ? off + len : (uint64_t)sb.st_size;
+    uint64_t a = off / page * page, n = (end - a + page - 1) / page, res = 0;
+    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    assert_true(map != MAP_FAILED);
+    unsigned char *vec = malloc((size_t)n);
+    assert_non_null(vec);
+    assert_int_equal(mincore((uint8_t *)map + a, (size_t)(end - a), vec), 0);
+    for (uint64_t i = 0; i < n; i++) res += vec[i] & 1;
+    free(vec);
+    munmap(map, (size_t)sb.st_size);
+    return res;
+}
+
+/* Drops [off, off + len) (len 0: to the end) from the page cache, as far as the kernel lets it:
+ * pages that readahead is still reading cannot go yet, so it asks again for up to 2 s until
+ * none is left. Returns false if some stayed (the caller skips what depends on it: a CI run
+ * once saw the tail after a buffered read of the chunk before it stay cached). */
+static bool drop_cache(const char *path, uint64_t off, uint64_t len) {
     int fd = open(path, O_RDONLY);
     assert_true(fd >= 0);
-    assert_int_equal(posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED), 0);
+    uint64_t left = 0;
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED), 0);
+        if ((left = resident_pages(fd, off, len)) == 0) break;
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    }
     close(fd);
+    if (left) fprintf(stderr, "[  NOTE    ] %llu pages of %s stayed cached after 2 s of "
+                      "POSIX_FADV_DONTNEED\n", (unsigned long long)left, path);
+    return left == 0;
 }
 
 /* Reads [off, off + size) of path with SLATE_LOAD_IO=mode; checks the bytes and the address;
@@ -114,7 +146,10 @@ static void auto_reads_uncached_chunks_directly(void **st) {
     slate__weights_buf b = read_check(path, want, off, size, "auto");
     assert_int_equal(b.cached_bytes, size);
     /* dropped: read directly (and left uncached, so the same again) */
-    drop_cache(path, 0, 0);
+    if (!drop_cache(path, 0, 0)) {
+        free(want);
+        skip();
+    }
     b = read_check(path, want, off, size, "auto");
     assert_int_equal(b.direct_bytes, size);
     b = read_check(path, want, off, size, "auto");
@@ -122,7 +157,10 @@ static void auto_reads_uncached_chunks_directly(void **st) {
     /* the first chunk cached again, the second not (readahead may have pulled some of it in:
      * dropped again): split at the chunk boundary */
     b = read_check(path, want, off, 64 * MIB - off, "buffered");
-    drop_cache(path, 64 * MIB, 0);
+    if (!drop_cache(path, 64 * MIB, 0)) {
+        free(want);
+        skip();
+    }
     b = read_check(path, want, off, size, "auto");
     assert_int_equal(b.cached_bytes, 64 * MIB - off);
     assert_int_equal(b.direct_bytes, size - (64 * MIB - off));
