@@ -209,11 +209,10 @@ static void k16_rows(const slate_state *st, int32_t i, int32_t g, int32_t r0, in
             }
             continue;
         }
-        for (int64_t t = t0; t < t1; t++, at += rb)
-            for (int64_t d = 0; d < hd; d++) {
-                if (in) memcpy(blk + d * 16 + t, in + at + 2 * d, 2);
-                else memcpy(out + at + 2 * d, blk + d * 16 + t, 2);
-            }
+        for (int64_t t = t0; t < t1; t++, at += rb) {
+            if (in) slate__kv_piece_put(st, i, g, b0 + t, in + at);
+            else slate__kv_piece_get(st, i, g, b0 + t, out + at);
+        }
     }
 }
 

@@ -161,15 +161,11 @@ static void payload(const slate_state *st, const slate_state_extra *x, emit_fn f
            (size_t)st->n_logit_rows * (size_t)p->n_vocab * sizeof(float));
     /* Rows as the program sees them ([length][row bytes] per tensor), whatever the in-memory
      * layout (head-major, src/state/kvmem.c): one piece per head and position. */
-    uint8_t piece[SLATE__MAX_HEAD_DIM * 4];
+    uint8_t piece[SLATE__MAX_HEAD_DIM * 4]; /* the largest head piece: f32 */
     for (int32_t i = 0; i < p->n_states; i++)
         for (int32_t r = st->kv_first[i]; r < st->length; r++)
             for (int32_t g = 0; g < st->kv_heads[i]; g++) {
-                if (!st->kv_k16[i]) {
-                    fn(ctx, slate__kv_at(st, i, g, r), slate__kv_head_bytes(st, i));
-                    continue;
-                }
-                slate__kv_piece_get(st, i, g, r, piece); /* K16: gathered (head_dim <= 128) */
+                slate__kv_piece_get(st, i, g, r, piece);
                 fn(ctx, piece, slate__kv_head_bytes(st, i));
             }
 }
