@@ -59,6 +59,7 @@
  * state between calls.
  */
 #include "kernels/kernels.h"
+#include "kernels/x86/avx512_vnni_tile.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -70,8 +71,8 @@ enum {
     GROUP = 128,            /* x quantization group (inputs) */
     PREFILL_MIN_ROWS = 4,   /* fewer rows: the decode kernels (see xq_plan) */
     RT = 8,                 /* x rows are padded to a multiple of this for prefill */
-    PR = 4,                 /* prefill rows per register tile */
-    CT = 32,                /* prefill columns per tile (two zmm of int32) */
+    PR = VT_PR,             /* prefill rows per register tile (avx512_vnni_tile.h) */
+    CT = VT_CT,             /* prefill columns per tile (two zmm of int32) */
     KC = 1024,              /* prefill inputs per K block: 48 KiB of packed weights and scales
                                (on the stack) in L1/L2 while every row of x passes over them */
     PF_BLOCKS = 4,          /* decode prefetches the weights this many O-row blocks ahead:
@@ -154,13 +155,9 @@ static slate__xq_plan xq_plan(const slate__wmat *w, int64_t n_rows) {
 
 /* ---- quantizing x -------------------------------------------------------------------------- */
 
-INLINE __mmask16 mask16(int64_t n) { /* the first n lanes, n clamped to [0, 16] */
-    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
-
 /* 16 floats of group `base` (nv valid inputs), starting at element e. */
 INLINE __m512 xload16(const float *x, int64_t nv, int64_t e) {
-    return _mm512_maskz_loadu_ps(mask16(nv - e), x + e);
+    return _mm512_maskz_loadu_ps(vt_mask16(nv - e), x + e);
 }
 
 /* 16 floats for the 16 q bytes at position 16t of a group in the decode Q4 order for block B
@@ -173,8 +170,8 @@ INLINE __m512 xload16_q4(const float *x, int64_t nv, int B, int t) {
         return xload16(x, nv, (int64_t)k * B + half * (B / 2) + pos);
     }
     int64_t e0 = (int64_t)(j0 / 8) * 16 + half * 8, e1 = e0 + 16;
-    __m256 a = _mm256_maskz_loadu_ps((__mmask8)mask16(nv - e0), x + e0);
-    __m256 b = _mm256_maskz_loadu_ps((__mmask8)mask16(nv - e1), x + e1);
+    __m256 a = _mm256_maskz_loadu_ps((__mmask8)vt_mask16(nv - e0), x + e0);
+    __m256 b = _mm256_maskz_loadu_ps((__mmask8)vt_mask16(nv - e1), x + e1);
     return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
 }
 
@@ -710,7 +707,7 @@ INLINE __m128i values16(slate_dtype dt, int B, bool asym, const slate__wmat *w,
     if (dt == SLATE_DTYPE_Q8_0)
         return _mm_xor_si128(_mm_loadu_si128((const __m128i *)(row + (size_t)(k / 32) * sizeof(slate__block_q8_0) + 2 + k % 32)), flip);
     int64_t left = w->n_in - k; /* Q8_C: any row length */
-    __m128i b = _mm_maskz_loadu_epi8(left >= 16 ? (__mmask16)0xffff : (__mmask16)mask16(left), row + k);
+    __m128i b = _mm_maskz_loadu_epi8(left >= 16 ? (__mmask16)0xffff : (__mmask16)vt_mask16(left), row + k);
     return _mm_xor_si128(b, flip);
 }
 
@@ -718,26 +715,14 @@ INLINE __m128i values16(slate_dtype dt, int B, bool asym, const slate__wmat *w,
  * offset co. */
 INLINE void pack16x16(slate_dtype dt, int B, bool asym, tile *t, const slate__wmat *w,
                       const uint8_t *const rows[16], int nc, int64_t k, int64_t kb, int co) {
-    const __m512i tr = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
     __m512i a[4];
     UNROLL for (int m = 0; m < 4; m++) {
         __m128i v[4];
         UNROLL for (int i = 0; i < 4; i++)
             v[i] = 4 * m + i < nc ? values16(dt, B, asym, w, rows[4 * m + i], k) : _mm_setzero_si128();
-        __m512i z = _mm512_castsi128_si512(v[0]);
-        z = _mm512_inserti32x4(z, v[1], 1);
-        z = _mm512_inserti32x4(z, v[2], 2);
-        z = _mm512_inserti32x4(z, v[3], 3);
-        a[m] = _mm512_permutexvar_epi32(tr, z); /* lane j: dword j of the 4 columns */
+        a[m] = vt_cols4(v);
     }
-    /* out[j] lane m = a[m] lane j */
-    __m512i t0 = _mm512_shuffle_i32x4(a[0], a[1], 0x44), t1 = _mm512_shuffle_i32x4(a[0], a[1], 0xee);
-    __m512i t2 = _mm512_shuffle_i32x4(a[2], a[3], 0x44), t3 = _mm512_shuffle_i32x4(a[2], a[3], 0xee);
-    int64_t r = (k - kb) / 4;
-    _mm512_storeu_si512((void *)&t->wp[r + 0][co], _mm512_shuffle_i32x4(t0, t2, 0x88));
-    _mm512_storeu_si512((void *)&t->wp[r + 1][co], _mm512_shuffle_i32x4(t0, t2, 0xdd));
-    _mm512_storeu_si512((void *)&t->wp[r + 2][co], _mm512_shuffle_i32x4(t1, t3, 0x88));
-    _mm512_storeu_si512((void *)&t->wp[r + 3][co], _mm512_shuffle_i32x4(t1, t3, 0xdd));
+    vt_put16x16(t->wp + (k - kb) / 4, co, a);
 }
 
 INLINE void pack(slate_dtype dt, int B, bool asym, tile *t, const slate__wmat *w, int64_t c0,
@@ -800,22 +785,8 @@ INLINE void tile_rows(bool nl, bool asym, int64_t ch, const tile *t, const uint8
                 __m512i i0 = _mm512_set1_epi32(nl ? c * 16 : c);
                 a[r][0] = a[r][1] = i0;
             }
-            UNROLL for (int64_t j = 0; j < ch / 4; j++) { /* 4 inputs of 32 columns */
-                __m512i w0 = _mm512_loadu_si512((const void *)t->wp[(k0 - kb) / 4 + j][0]);
-                __m512i w1 = _mm512_loadu_si512((const void *)t->wp[(k0 - kb) / 4 + j][16]);
-                UNROLL for (int r = 0; r < PR; r++) {
-                    int32_t xv;
-                    memcpy(&xv, xr[r] + k0 + 4 * j, 4);
-                    __m512i xb = _mm512_set1_epi32(xv);
-                    a[r][0] = _mm512_dpbusd_epi32(a[r][0], w0, xb);
-                    a[r][1] = _mm512_dpbusd_epi32(a[r][1], w1, xb);
-                }
-            }
-            __m512 d0 = _mm512_loadu_ps(t->ds[ci]), d1 = _mm512_loadu_ps(t->ds[ci] + 16);
-            UNROLL for (int r = 0; r < PR; r++) {
-                acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[r][0]), d0, acc[r][0]);
-                acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[r][1]), d1, acc[r][1]);
-            }
+            vt_dots(t->wp + (k0 - kb) / 4, ch, xr, k0, a);
+            vt_scale_add(t->ds[ci], a, acc);
             if (asym) {
                 __m512 m0 = _mm512_loadu_ps(t->ms[ci]), m1 = _mm512_loadu_ps(t->ms[ci] + 16);
                 UNROLL for (int r = 0; r < PR; r++) {
@@ -825,11 +796,9 @@ INLINE void tile_rows(bool nl, bool asym, int64_t ch, const tile *t, const uint8
                 }
             }
         }
-        UNROLL for (int r = 0; r < PR; r++) {
-            __m512 dx = _mm512_set1_ps(((const float *)(xr[r] + xg->off_d))[g0 / GROUP]);
-            out[r][0] = _mm512_fmadd_ps(acc[r][0], dx, out[r][0]);
-            out[r][1] = _mm512_fmadd_ps(acc[r][1], dx, out[r][1]);
-        }
+        float dx[PR];
+        UNROLL for (int r = 0; r < PR; r++) dx[r] = ((const float *)(xr[r] + xg->off_d))[g0 / GROUP];
+        vt_group_add(dx, acc, out);
     }
 }
 
@@ -841,32 +810,22 @@ INLINE void prefill_cols(slate_dtype dt, int B, bool asym, tile *t, float *y, co
     const int64_t ch = dt == SLATE_DTYPE_Q4                                   ? B
                        : dt == SLATE_DTYPE_Q8_0 || dt == SLATE_DTYPE_IQ4_NL ? 32
                                                                             : GROUP;
-    const int64_t n_out = w->n_out, k_end = (w->n_in + ch - 1) / ch * ch;
-    __mmask16 cm[2] = {mask16(nc), mask16(nc - 16)};
+    const int64_t k_end = (w->n_in + ch - 1) / ch * ch;
+    const int64_t n_out = w->n_out;
+    const __mmask16 cm[2] = {vt_mask16(nc), vt_mask16(nc - 16)};
     for (int64_t kb = 0; kb < k_end; kb += KC) {
         int64_t ke = kb + KC < k_end ? kb + KC : k_end;
         bool first = kb == 0;
         pack(dt, B, asym, t, w, c0, nc, kb, ke, ch);
         __m512 bv[2];
-        for (int h = 0; h < 2; h++)
-            bv[h] = bias && first ? _mm512_maskz_loadu_ps(cm[h], bias + c0 + 16 * h) : _mm512_setzero_ps();
+        vt_strip_bias(bv, bias, first, c0, cm);
         for (int64_t r0 = 0; r0 < n_rows; r0 += PR) {
             int nr = (int)(n_rows - r0 < PR ? n_rows - r0 : PR);
             __m512 out[PR][2];
-            UNROLL for (int r = 0; r < PR; r++) {
-                if (first || r >= nr) {
-                    out[r][0] = bv[0];
-                    out[r][1] = bv[1];
-                } else {
-                    out[r][0] = _mm512_maskz_loadu_ps(cm[0], y + (r0 + r) * n_out + c0);
-                    out[r][1] = _mm512_maskz_loadu_ps(cm[1], y + (r0 + r) * n_out + c0 + 16);
-                }
-            }
+            vt_strip_load(out, y + c0, n_out, r0, nr, first, bv, cm);
             tile_rows(dt == SLATE_DTYPE_IQ4_NL, asym, ch, t, (const uint8_t *)xq, xg, r0, kb, ke,
                       out);
-            for (int r = 0; r < nr; r++)
-                for (int h = 0; h < 2; h++)
-                    _mm512_mask_storeu_ps(y + (r0 + r) * n_out + c0 + 16 * h, cm[h], out[r][h]);
+            vt_strip_store(y + c0, n_out, r0, nr, cm, out);
         }
     }
 }
