@@ -25,7 +25,7 @@ static slate__kernels g_ref, g_avx2, g_avx2_vnni, g_avx512, g_avx512_vnni, g_neo
 static bool g_has_avx2, g_has_avx2_vnni, g_has_avx512, g_has_avx512_vnni, g_has_neon,
     g_has_neon_dotprod;
 static const slate__kernels *g_best;
-static char g_force_error[320]; /* why SLATE_KERNELS is refused; empty when it is not */
+static char g_force_error[512]; /* why SLATE_KERNELS is refused; empty when it is not */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 #if defined(__x86_64__) && defined(__GNUC__)
