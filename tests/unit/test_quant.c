@@ -162,7 +162,8 @@ static void q4_asymmetric_round_trip_bounds(void **st) {
 }
 
 /* Q8_C: one f32 scale per row (scale = max|x| / 127, stored exactly): |x - deq| <= scale/2 plus
- * the rounding of deq = q * scale to f32 (half an ulp of deq). Without that term a seed in CI
+ * f32 rounding, allowed as one epsilon of |deq| (the product q * scale rounds by half an ulp,
+ * and the quantizer's x * (127 / max) by about as much again). Without that term a seed in CI
  * failed: x / scale was 59.5000008, q = 60 is right, and the f32 product 60 * scale fell
  * 1e-6 of a step beyond the half step. */
 static void q8_c_round_trip_is_within_half_a_step(void **st) {
