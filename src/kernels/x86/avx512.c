@@ -39,6 +39,7 @@
  * Masked loads never touch memory past the arrays, so nothing is read outside them.
  */
 #include "kernels/kernels.h"
+#include "kernels/x86/prefetch.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -78,22 +79,10 @@ INLINE __m512 load_w16_mask(slate_dtype dt, const void *w, int64_t i, __mmask16 
  * (none, 1-64 KiB ahead, T0/T1/NTA); one row at a time with four accumulators 43 GB/s, with a
  * prefetch 1 KiB ahead 42-46 GB/s (512 B: 43.5, 2 KiB: 45.5, 4 KiB+: ~40). So decode streams
  * one row at a time; the prefetch is not used in prefill, where the weight block is in L1.
- * The prefetch fills L2 (T1), not L1 (T0): on an AMD EPYC Zen 4 VM (family 25), f16
- * [5632][2048] decode from DRAM, 2 threads, medians of 240 calls alternating in one process,
- * this loop streamed 19.6-20.9 GB/s with T0 and 26.4-30.3 with T1 (three runs each; the same
- * loop without the prefetch 28.5-29.3): there a prefetch to L1 that goes to DRAM holds one of
- * L1's few miss buffers for the whole trip, and the demand loads queue behind it. The Zen 5
- * figures above are T0's; no prefetch was no slower there, and T1 sits between the two.
- * TinyLlama fp16 decode there (`slate bench --mode state`, 2 threads, four pairs of the two
- * builds alternating): 8.7-9.8 -> 11.4-12.8 tok/s. -DSLATE_PF_DECODE=_MM_HINT_T0 builds the
- * old hint for such a side-by-side run. avx2.c's loop keeps T0: on the Zen 4 VM it streamed
- * 30-36 GB/s with T0 and 30-38 with T1 (three pairs). So do the quantized kernels: in three
- * alternating runs of bench/kq_matvec.c with T1 in their decode prefetches, the median GB/s of
- * 40 format x shape cells was 0.90x T0's (geometric mean; a noisy window). */
+ * The prefetch fills L2, not L1 (SLATE_PF_STREAM, kernels/x86/prefetch.h): on a Zen 4 VM the
+ * L1 prefetch halved this stream, and TinyLlama fp16 decode there (`slate bench --mode state`,
+ * 2 threads, four pairs of the two builds alternating) went 8.7-9.8 -> 11.4-12.8 tok/s. */
 enum { PF_BYTES = 1024 };
-#ifndef SLATE_PF_DECODE
-#define SLATE_PF_DECODE _MM_HINT_T1
-#endif
 
 /* acc[r][c] += W[c][i..i+16) * x[r][i..i+16) */
 INLINE void step(slate_dtype dt, int R, int O, __m512 acc[4][4], const float *const xr[4],
@@ -170,7 +159,7 @@ INLINE void decode_rows(slate_dtype dt, float *y, const float *x, const void *w,
             /* 64 inputs are 128 bytes (f16, bf16) or 256 (f32): one prefetch per line. Past the
              * end of W the prefetches are harmless (they never fault). */
             UNROLL for (int64_t b = 0; b < 64 * es; b += 64)
-                _mm_prefetch(pf + i * es + b, SLATE_PF_DECODE);
+                _mm_prefetch(pf + i * es + b, SLATE_PF_STREAM);
             UNROLL for (int u = 0; u < 4; u++)
                 acc[u] = _mm512_fmadd_ps(load_w16(dt, wr, i + 16 * u), _mm512_loadu_ps(x + i + 16 * u),
                                          acc[u]);

@@ -59,6 +59,7 @@
  * state between calls.
  */
 #include "kernels/kernels.h"
+#include "kernels/x86/prefetch.h"
 #include "kernels/x86/avx512_vnni_tile.h"
 
 #include <immintrin.h>
@@ -317,6 +318,7 @@ INLINE void dec_q4_group(bool nl, int B, bool asym, int R, int O, __m512 acc[3][
     __m512 sv[4], mv[4];
     UNROLL for (int c = 0; c < O; c++) {
         const uint8_t *p = wr[c] + g * gb;
+        /* Q4 keeps T0: L2 measured no faster for it (kernels/x86/prefetch.h) */
         _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
         _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
         __m512i z1 = _mm512_maskz_loadu_epi8(m1, p), z2 = _mm512_maskz_loadu_epi8(m2, p + 64);
@@ -471,15 +473,15 @@ INLINE void dec_q8(bool q8c, int R, int O, float *y, const uint8_t *xq, const xg
                 int64_t nh = left - 64 * h; /* inputs in this half */
                 if (q8c) {
                     const uint8_t *p = wr[c] + g * GROUP + 64 * h;
-                    _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(p + pf), SLATE_PF_STREAM);
                     __m512i b = nh >= 64 ? _mm512_loadu_si512((const void *)p)
                                          : _mm512_maskz_loadu_epi8(mask64(nh), p);
                     u[c][h] = _mm512_xor_si512(b, flip);
                 } else {
                     int64_t nbk = nh >= 64 ? 2 : nh > 0 ? nh / 32 : 0; /* blocks in this half */
                     const uint8_t *p = wr[c] + (g * 4 + 2 * h) * (int64_t)sizeof(slate__block_q8_0);
-                    _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(p + pf), SLATE_PF_STREAM);
+                    _mm_prefetch((const char *)(p + pf + 64), SLATE_PF_STREAM);
                     int64_t nb = nbk * (int64_t)sizeof(slate__block_q8_0);
                     __m512i z1 = _mm512_maskz_loadu_epi8(mask64(nb), p);
                     __m512i z2 = _mm512_maskz_loadu_epi8(mask64(nb - 64), p + 64);
@@ -548,8 +550,8 @@ INLINE void dec_q8_0_row(float *y, const uint8_t *xq, const xgeom *xg, const sla
     __m512 acc = _mm512_setzero_ps();
     const int64_t nh = 2 * xg->ng; /* pairs */
     for (int64_t h = 0;;) {
-        _mm_prefetch((const char *)(lw.a + pf), _MM_HINT_T0);
-        _mm_prefetch((const char *)(lw.a + pf + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(lw.a + pf), SLATE_PF_STREAM);
+        _mm_prefetch((const char *)(lw.a + pf + 64), SLATE_PF_STREAM);
         __m512i u = _mm512_xor_si512(line_walk_perm(&lw, 0), flip);
         __m512 sv = _mm512_cvtph_ps(_mm512_castsi512_si256(line_walk_perm(&lw, 1)));
         __m512i x = _mm512_loadu_si512((const void *)(xq + 64 * h));

@@ -130,6 +130,7 @@
  * ranges are split by exec; this file keeps no state between calls.
  */
 #include "kernels/kernels.h"
+#include "kernels/x86/prefetch.h"
 #include "kernels/x86/avx512_vnni_tile.h"
 
 #include <immintrin.h>
@@ -353,9 +354,9 @@ INLINE void dec_q4k(bool k5, int R, int O, float *y, const uint8_t *xq, const xg
         __m512 mf[2], dv[2];
         UNROLL for (int c = 0; c < O; c++) {
             const uint8_t *p = wr[c] + b * bbytes;
-            _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
-            _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
-            _mm_prefetch((const char *)(p + pf + 128), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + pf), SLATE_PF_STREAM);
+            _mm_prefetch((const char *)(p + pf + 64), SLATE_PF_STREAM);
+            _mm_prefetch((const char *)(p + pf + 128), SLATE_PF_STREAM);
             uint32_t h2;
             memcpy(&h2, p, 4);
             __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)h2)); /* d, dmin */
@@ -477,13 +478,13 @@ INLINE void dec_k16(slate_dtype dt, int R, int O, float *y, const uint8_t *xq, c
             const uint8_t *p = wr[c] + b * bbytes;
             /* Q6_K: 4 lines from its first byte; Q3_K, Q2_K: the lines of the first, 65th and
              * last byte */
-            _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
-            _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + pf), SLATE_PF_STREAM);
+            _mm_prefetch((const char *)(p + pf + 64), SLATE_PF_STREAM);
             if (q6) {
-                _mm_prefetch((const char *)(p + pf + 128), _MM_HINT_T0);
-                _mm_prefetch((const char *)(p + pf + 192), _MM_HINT_T0);
+                _mm_prefetch((const char *)(p + pf + 128), SLATE_PF_STREAM);
+                _mm_prefetch((const char *)(p + pf + 192), SLATE_PF_STREAM);
             } else {
-                _mm_prefetch((const char *)(p + pf + bbytes - 1), _MM_HINT_T0);
+                _mm_prefetch((const char *)(p + pf + bbytes - 1), SLATE_PF_STREAM);
             }
             if (q6) {
                 uint16_t hd;
@@ -623,9 +624,9 @@ INLINE void dec_iq4xs(int R, int O, float *y, const uint8_t *xq, const xgeom *xg
         UNROLL for (int c = 0; c < O; c++) {
             const uint8_t *p = wr[c] + b * IQ4XS_BYTES;
             /* 136 bytes from an 8-aligned start: the lines of bytes 0, 64 and 128 hold them */
-            _mm_prefetch((const char *)(p + pf), _MM_HINT_T0);
-            _mm_prefetch((const char *)(p + pf + 64), _MM_HINT_T0);
-            _mm_prefetch((const char *)(p + pf + 128), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + pf), SLATE_PF_STREAM);
+            _mm_prefetch((const char *)(p + pf + 64), SLATE_PF_STREAM);
+            _mm_prefetch((const char *)(p + pf + 128), SLATE_PF_STREAM);
             __m512 s8 = _mm512_castps256_ps512(iq4xs_scales(p));
             UNROLL for (int h = 0; h < 2; h++) {
                 __m512i qs = _mm512_loadu_si512((const void *)(p + 8 + 64 * h));
