@@ -15,6 +15,7 @@
  *   q8_0                     1.02-1.35x in 11 of 12
  *   q6_k / q4_k / iq4_xs     0.97-1.57x / 0.98-1.30x / 0.95-1.50x (geometric means above 1)
  *   q4 block 32              0.63-1.15x, about 1: left at T0
+ *   pal2-pal8 (avx512_vbmi)  0.88-1.02x (bench/pal_matvec.c's best-of-5 GB/s, one run): T0
  * End to end there (`slate bench --mode state --prompt 16 -n 64 -t 2`, the TinyLlama shape,
  * pairs of the two builds alternating): int8 16.7-20.5 -> 21.5-27.2 tok/s in 4 of 4 pairs,
  * fp16 8.7-9.8 -> 11.4-12.8 in 4 of 4; int4-b32 (Q4 rows, Q8_0 head) unchanged within noise.
