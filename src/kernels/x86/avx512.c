@@ -320,7 +320,10 @@ INLINE __m512 load_kv16(slate_dtype dt, const void *row, int64_t i, __mmask16 m)
 }
 
 /* Positions per block, query heads per pass, and how many positions ahead each row is
- * prefetched into L1 (16-48 measured alike; into L2 instead: ~10 % slower). */
+ * prefetched into L1 (16-48 measured alike; into L2 instead: ~10 % slower, 2026-11-30, the
+ * kernel of then on the Zen 5 VM). On a Zen 4 VM, K16 at depth 512 and 2048 (this file compiled
+ * twice into one bench/attn_decode.c process, alternating, five runs), L2 was 7-21 % faster;
+ * the target machine decides, so L1 stays until the two are measured there side by side. */
 enum { BJ = 16, HG = 8, PF_ATTN_AHEAD = 32 };
 
 /* The running softmax state of HG query heads and one block's scratch, 64-byte aligned rows of
