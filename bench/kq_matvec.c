@@ -22,6 +22,21 @@
  * of the same x row (~1e-7: both round x the same way). Built with the project (not installed,
  * not run by the tests): build/bench_kq_matvec [rounds [COPY_MB [table]]], table a kernel set's
  * name (SLATE_KERNELS' values; default the best this CPU runs).
+ *
+ * A/B mode (bench_kq_ab, built when CMake is given SLATE_AB_KERNEL, see CMakeLists.txt): one
+ * x86 kernel file compiled a second time with SLATE_AB_FLAGS (a one-line source CMake writes
+ * into the build folder), its fill function renamed, so that table A (the library's) and table B (A with the second copy's
+ * entries) run in one process, alternating call by call. Separate processes on a noisy VM
+ * could not tell two prefetch hints apart; this could (kernels/x86/prefetch.h). Every format
+ * below plus f16 and q8_c whose matmul the file provides runs twice, /A and /B, and each shape
+ * ends with the ratio B / A of the median decode GB/s and of the prefill GFLOP/s. Formats whose
+ * code the flags leave as it is are the control: on the Zen 4 VM (5 rounds, 512 MB) the two
+ * copies of unchanged Q4 / IQ4_NL code differed by 0.91-1.71x in one run (the copies also sit
+ * at other addresses), while Q8_C with T0 against T1 ran 0.78-0.88x in all four shapes; read
+ * a difference as real only when it is consistent across shapes and runs.
+ *   cmake -S . -B build-ab -DCMAKE_BUILD_TYPE=Release -DSLATE_AB_KERNEL=avx512_vnni \
+ *         -DSLATE_AB_FLAGS=-DSLATE_PF_STREAM=_MM_HINT_T0 && cmake --build build-ab --target bench_kq_ab
+ *   build-ab/bench_kq_ab 5 256
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "convert/convert.h"
@@ -36,7 +51,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { N_THREADS = 2, PREFILL_ROWS = 128, DECODE_REPS = 20, PREFILL_REPS = 2, N_VAR = 10,
+enum { N_THREADS = 2, PREFILL_ROWS = 128, DECODE_REPS = 20, PREFILL_REPS = 2, N_VAR = 24,
        MAX_REPS = 64 * DECODE_REPS };
 
 typedef struct job {
@@ -91,6 +106,7 @@ static double matmul_once(slate__pool *pool, const slate__kernels *k, const slat
 
 typedef struct variant {
     const char *name;
+    int tb; /* A/B mode: 0 = table A, 1 = table B */
     slate_dtype dt;
     int32_t block;
     bool asym;
@@ -136,6 +152,18 @@ static uint8_t *make_tensor(const variant *v, int64_t n_out, int64_t n_in, uint6
         }
         return w;
     }
+    if (v->dt == SLATE_DTYPE_F16) { /* weights of a trained model's size */
+        for (size_t i = 0; i < bytes / 2; i++) put_f16(w + 2 * i, 0.04f * rndf(r));
+        return w;
+    }
+    if (v->dt == SLATE_DTYPE_Q8_C) { /* the int8 rows, then one f32 scale per row */
+        for (size_t i = 0; i < (size_t)(n_out * n_in); i++) w[i] = (uint8_t)(rnd(r) >> 32);
+        for (int64_t o = 0; o < n_out; o++) {
+            float sc = 0.02f / 127 * (1 + rndf(r));
+            memcpy(w + (size_t)(n_out * n_in) + 4 * (size_t)o, &sc, 4);
+        }
+        return w;
+    }
     float *row = malloc(sizeof(float) * (size_t)n_in);
     for (int64_t o = 0; o < n_out; o++) {
         for (int64_t i = 0; i < n_in; i++) row[i] = rndf(r) * 0.04f;
@@ -161,10 +189,10 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void shape(slate__pool *pool, const slate__kernels *k, int64_t n_out, int64_t n_in,
+static void shape(slate__pool *pool, const slate__kernels *const tb[2], int64_t n_out, int64_t n_in,
                   int rounds, size_t copy_bytes) {
     const slate__kernels *ref = slate__kernels_by_name("ref");
-    static variant v[N_VAR] = {
+    static const variant formats[] = {
         {.name = "q4_b32a", .dt = SLATE_DTYPE_Q4, .block = 32, .asym = true},
         {.name = "q4_k", .dt = SLATE_DTYPE_Q4_K, .block = 256},
         {.name = "q5_k", .dt = SLATE_DTYPE_Q5_K, .block = 256},
@@ -175,9 +203,29 @@ static void shape(slate__pool *pool, const slate__kernels *k, int64_t n_out, int
         {.name = "q4_b32", .dt = SLATE_DTYPE_Q4, .block = 32},
         {.name = "iq4_nl", .dt = SLATE_DTYPE_IQ4_NL, .block = 32},
         {.name = "iq4_xs", .dt = SLATE_DTYPE_IQ4_XS, .block = 256},
+        {.name = "f16", .dt = SLATE_DTYPE_F16},   /* A/B mode only */
+        {.name = "q8_c", .dt = SLATE_DTYPE_Q8_C}, /* A/B mode only */
     };
+    static variant v[N_VAR];
+    int nv = 0;
+    for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
+        if (!tb[1]) { /* the formats this bench is about, on one table */
+            if (formats[f].dt == SLATE_DTYPE_F16 || formats[f].dt == SLATE_DTYPE_Q8_C) continue;
+            v[nv++] = formats[f];
+        } else if (tb[0]->matmul[formats[f].dt] != tb[1]->matmul[formats[f].dt]) {
+            for (int t = 0; t < 2; t++) { /* only what the file under test provides */
+                v[nv] = formats[f];
+                v[nv++].tb = t;
+            }
+        }
+    }
+    if (nv == 0) {
+        printf("[%lld][%lld]: the two tables share every matmul: nothing to compare\n",
+               (long long)n_out, (long long)n_in);
+        return;
+    }
     uint64_t r = 88172645463325252ull;
-    for (int i = 0; i < N_VAR; i++) {
+    for (int i = 0; i < nv; i++) {
         uint8_t *one = make_tensor(&v[i], n_out, n_in, &r);
         v[i].bytes = (size_t)slate__wmat_bytes(v[i].dt, v[i].block, v[i].asym, n_out, n_in);
         v[i].stride = (v[i].bytes + 63) / 64 * 64;
@@ -193,63 +241,77 @@ static void shape(slate__pool *pool, const slate__kernels *k, int64_t n_out, int
     float *y = malloc(sizeof(float) * (size_t)(PREFILL_ROWS * n_out));
     float *y1 = malloc(sizeof(float) * (size_t)n_out);
     size_t xq_max = 0;
-    for (int i = 0; i < N_VAR; i++) {
+    for (int i = 0; i < nv; i++) {
         slate__wmat m;
         slate__wmat_init(&m, v[i].w, v[i].dt, v[i].block, v[i].asym, n_out, n_in);
         for (int64_t rows = 1; rows <= PREFILL_ROWS; rows *= PREFILL_ROWS) {
+            const slate__kernels *k = tb[v[i].tb];
             size_t b = k->xq_plan[v[i].dt] ? k->xq_plan[v[i].dt](&m, rows).bytes : 0;
             if (b > xq_max) xq_max = b;
         }
     }
     void *xq = aligned_alloc(64, (xq_max + 64) / 64 * 64);
     double err_dec[N_VAR], err_pre[N_VAR];
-    for (int i = 0; i < N_VAR; i++) { /* the check, once */
+    for (int i = 0; i < nv; i++) { /* the check, once */
         slate__wmat m;
         slate__wmat_init(&m, v[i].w, v[i].dt, v[i].block, v[i].asym, n_out, n_in);
         matmul_once(NULL, ref, &m, y1, x, xq, 1);
-        matmul_once(pool, k, &m, y, x, xq, 1);
+        matmul_once(pool, tb[v[i].tb], &m, y, x, xq, 1);
         err_dec[i] = rel_rms(y, y1, (size_t)n_out);
         memcpy(y1, y, sizeof(float) * (size_t)n_out);
-        matmul_once(pool, k, &m, y, x, xq, PREFILL_ROWS);
+        matmul_once(pool, tb[v[i].tb], &m, y, x, xq, PREFILL_ROWS);
         err_pre[i] = rel_rms(y, y1, (size_t)n_out);
     }
     int copy = 0;
     for (int round = 0; round < rounds; round++) {
-        for (int i = 0; i < N_VAR; i++) {
+        for (int i = 0; i < nv; i++) {
             slate__wmat m;
             for (int rep = 0; rep < DECODE_REPS; rep++) {
                 slate__wmat_init(&m, v[i].w + v[i].stride * (size_t)(copy++ % v[i].n_copies),
                                  v[i].dt, v[i].block, v[i].asym, n_out, n_in);
-                double t = matmul_once(pool, k, &m, y, x, xq, 1);
+                double t = matmul_once(pool, tb[v[i].tb], &m, y, x, xq, 1);
                 if (v[i].n_dec < MAX_REPS) v[i].dec[v[i].n_dec++] = t;
             }
             slate__wmat_init(&m, v[i].w, v[i].dt, v[i].block, v[i].asym, n_out, n_in);
             for (int rep = 0; rep < PREFILL_REPS; rep++) {
-                double t = matmul_once(pool, k, &m, y, x, xq, PREFILL_ROWS);
+                double t = matmul_once(pool, tb[v[i].tb], &m, y, x, xq, PREFILL_ROWS);
                 if (t < v[i].pre_best) v[i].pre_best = t;
             }
         }
     }
     printf("[%lld][%lld], %d threads, %s, %d rounds (decode %d calls/round over %zu MB of "
            "copies each, prefill %d rows x %d calls/round):\n", (long long)n_out, (long long)n_in,
-           N_THREADS, k->name, rounds, DECODE_REPS, copy_bytes >> 20, PREFILL_ROWS, PREFILL_REPS);
+           N_THREADS, tb[0]->name, rounds, DECODE_REPS, copy_bytes >> 20, PREFILL_ROWS, PREFILL_REPS);
     printf("  %-8s %8s  %8s %8s %8s  %10s %9s  %s\n", "format", "MiB", "dec us", "GB/s",
            "GB/s med", "prefill ms", "GFLOP/s", "rel RMS: decode vs ref, prefill vs decode");
-    for (int i = 0; i < N_VAR; i++) {
+    double med_gbs[N_VAR];
+    for (int i = 0; i < nv; i++) {
         qsort(v[i].dec, (size_t)v[i].n_dec, sizeof(double), cmp_double);
         double b = v[i].dec[0], med = v[i].dec[v[i].n_dec / 2];
         double flops = 2.0 * PREFILL_ROWS * (double)n_out * (double)n_in;
-        printf("  %-8s %8.2f  %8.1f %8.1f %8.1f  %10.2f %9.1f  %.1e / %.1e\n", v[i].name,
+        char name[24];
+        snprintf(name, sizeof name, "%s%s", v[i].name, !tb[1] ? "" : v[i].tb ? "/B" : "/A");
+        med_gbs[i] = (double)v[i].bytes / med / 1e9;
+        printf("  %-8s %8.2f  %8.1f %8.1f %8.1f  %10.2f %9.1f  %.1e / %.1e\n", name,
                (double)v[i].bytes / (1 << 20), b * 1e6, (double)v[i].bytes / b / 1e9,
                (double)v[i].bytes / med / 1e9, v[i].pre_best * 1e3, flops / v[i].pre_best / 1e9,
                err_dec[i], err_pre[i]);
-        free(v[i].w);
     }
+    for (int i = 0; tb[1] && i + 1 < nv; i += 2) /* A/B mode: pairs A, B of one format */
+        printf("  %-8s B / A: decode median GB/s %.3f, prefill GFLOP/s %.3f\n", v[i].name,
+               med_gbs[i + 1] / med_gbs[i], v[i].pre_best / v[i + 1].pre_best);
+    for (int i = 0; i < nv; i++) free(v[i].w);
     free(x);
     free(y);
     free(y1);
     free(xq);
 }
+
+#ifdef SLATE_AB
+void slate__ab_fill_b(slate__kernels *k); /* the second copy (CMakeLists.txt) */
+#else
+#define SLATE_AB_WHAT ""
+#endif
 
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 5;
@@ -260,12 +322,20 @@ int main(int argc, char **argv) {
                 "CPU runs]]]\n");
         return 2;
     }
+    const slate__kernels *tb[2] = {k, NULL};
+#ifdef SLATE_AB
+    /* table B: table A with the entries of the second copy of the file under test */
+    static slate__kernels kb;
+    kb = *k;
+    slate__ab_fill_b(&kb);
+    tb[1] = &kb;
+#endif
     slate__pool *pool;
     if (slate__pool_create(N_THREADS, &pool, NULL)) return 1;
-    printf("kernels: %s\n", k->name);
+    printf("kernels: %s%s\n", k->name, tb[1] ? " (A), and B: " SLATE_AB_WHAT : "");
     static const int64_t shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        shape(pool, k, shapes[s][0], shapes[s][1], rounds, copy_mb << 20);
+        shape(pool, tb, shapes[s][0], shapes[s][1], rounds, copy_mb << 20);
     slate__pool_free(pool);
     return 0;
 }

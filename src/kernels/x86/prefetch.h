@@ -21,7 +21,10 @@
  * fp16 8.7-9.8 -> 11.4-12.8 in 4 of 4; int4-b32 (Q4 rows, Q8_0 head) unchanged within noise.
  * The Zen 5 target VM measured these loops with T0 only; there no prefetch was no slower
  * than T0 for f16 (avx512.c), so T1 is expected to be neutral there; not yet measured.
- * -DSLATE_PF_STREAM=_MM_HINT_T0 builds the old hint for a side-by-side run.
+ * -DSLATE_PF_STREAM=_MM_HINT_T0 builds the old hint; to compare the two in one process:
+ *   cmake -S . -B build-ab -DCMAKE_BUILD_TYPE=Release -DSLATE_AB_KERNEL=avx512_vnni \
+ *         -DSLATE_AB_FLAGS=-DSLATE_PF_STREAM=_MM_HINT_T0 && cmake --build build-ab -t bench_kq_ab
+ *   build-ab/bench_kq_ab 5 512      (bench/kq_matvec.c, "A/B mode"; avx512_vnni_k likewise)
  */
 #ifndef SLATE_KERNELS_X86_PREFETCH_H
 #define SLATE_KERNELS_X86_PREFETCH_H
