@@ -21,6 +21,12 @@
  * (all compute the same products in the same order: 0). Built with the project (not installed, not
  * run by the tests): build/bench_attn_decode [rounds [depth [table [hd128]]]], table a kernel
  * set's name (SLATE_KERNELS' values; default the best this CPU runs).
+ *
+ * A/B mode (bench_attn_ab, built with bench_kq_ab when CMake is given SLATE_AB_KERNEL; see
+ * bench/kq_matvec.c): with SLATE_AB_KERNEL=avx512 (attention's file) and SLATE_AB_FLAGS, the
+ * strided row becomes "k16/B", the K16 layout on table B (the second copy of the file), next
+ * to "k16/A" on the library's table, alternating in one process. E.g. the cache rows'
+ * prefetch hint: -DSLATE_AB_KERNEL=avx512 -DSLATE_AB_FLAGS=-DSLATE_PF_ATTN=_MM_HINT_T1.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "core/core.h"
@@ -90,6 +96,14 @@ static float max_diff(const float *a, const float *b, int64_t n) {
     return m;
 }
 
+#ifdef SLATE_AB
+enum { AB = 1 };
+void slate__ab_fill_b(slate__kernels *k); /* the second copy (CMakeLists.txt) */
+#else
+enum { AB = 0 };
+#define SLATE_AB_WHAT ""
+#endif
+
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 9;
     int64_t depth = argc > 2 ? atoll(argv[2]) : 2048;
@@ -111,9 +125,19 @@ int main(int argc, char **argv) {
     int64_t nq = (int64_t)sh.kv_heads * sh.group * sh.hd;
     /* the layouts of the same values: packed (stride hd), strided (hd + 16), k16 (stride hd,
      * whole blocks of 16 positions) */
-    const int64_t strides[N_VAR] = {sh.hd, sh.hd + 16, sh.hd};
-    const char *names[N_VAR] = {"packed", "strided", "k16"};
+    const int64_t strides[N_VAR] = {sh.hd, AB ? sh.hd : sh.hd + 16, sh.hd};
+    const char *names[N_VAR] = {"packed", AB ? "k16/B" : "strided", AB ? "k16/A" : "k16"};
     const int n_var = k->attention_k16 ? 3 : 2;
+    static slate__kernels kb; /* A/B mode: table B, the library's with the second copy's entries */
+    kb = *k;
+#ifdef SLATE_AB
+    slate__ab_fill_b(&kb);
+    if (!k->attention_k16 || !kb.attention_k16) {
+        fprintf(stderr, "A/B mode compares K16 attention: table %s has none\n", k->name);
+        return 2;
+    }
+    printf("A: %s, B: %s with %s\n", k->name, k->name, SLATE_AB_WHAT);
+#endif
     const int64_t depth16 = (depth + 15) / 16 * 16;
     uint16_t **kc[N_VAR], **vc[N_VAR];
     uint64_t r = 0x9e3779b97f4a7c15ull;
@@ -143,8 +167,8 @@ int main(int argc, char **argv) {
             for (int64_t d = 0; d < sh.hd; d++) {
                 uint16_t kh = slate__f32_to_f16(2.0f * rndf(&r)), vh = slate__f32_to_f16(rndf(&r));
                 for (int v = 0; v < N_VAR; v++) {
-                    int64_t at = v == 2 ? j / 16 * 16 * sh.hd + d * 16 + j % 16 /* K16 */
-                                        : j * strides[v] + d;
+                    bool blk = v == 2 || (AB && v == 1); /* K16 */
+                    int64_t at = blk ? j / 16 * 16 * sh.hd + d * 16 + j % 16 : j * strides[v] + d;
                     kc[v][i][at] = kh;
                     vc[v][i][j * strides[v] + d] = vh;
                 }
@@ -159,8 +183,9 @@ int main(int argc, char **argv) {
     job j[N_VAR + 1];
     for (int v = 0; v <= N_VAR; v++) {
         int w = v < N_VAR ? v : 0; /* the reference reads the packed copy */
-        j[v] = (job){.k = v < N_VAR ? k : ref, .sh = &sh, .kc = kc[w], .vc = vc[w], .q = q,
-                     .out = out[v], .stride = strides[w], .depth = depth, .k16 = v == 2};
+        j[v] = (job){.k = v == N_VAR ? ref : AB && v == 1 ? &kb : k, .sh = &sh, .kc = kc[w],
+                     .vc = vc[w], .q = q, .out = out[v], .stride = strides[w], .depth = depth,
+                     .k16 = v == 2 || (AB && v == 1)};
     }
     /* one untimed token each (pages, pool), which also gives the results to compare */
     for (int v = 0; v <= N_VAR; v++)
@@ -181,9 +206,9 @@ int main(int argc, char **argv) {
                med * 1e3, t[v][0] * 1e3, med * N_THREADS / ((double)n_reg * (double)depth) * 1e9,
                (double)max_diff(out[v], out[N_VAR], nq));
     }
-    printf("  packed vs strided: max |diff| %.2e\n", (double)max_diff(out[0], out[1], nq));
+    printf("  packed vs %s: max |diff| %.2e\n", names[1], (double)max_diff(out[0], out[1], nq));
     if (n_var > 2)
-        printf("  packed vs k16: max |diff| %.2e\n", (double)max_diff(out[0], out[2], nq));
+        printf("  packed vs %s: max |diff| %.2e\n", names[2], (double)max_diff(out[0], out[2], nq));
     else
         printf("  k16: %s has no attention_k16\n", k->name);
     slate__pool_free(pool);

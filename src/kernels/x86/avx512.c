@@ -323,8 +323,12 @@ INLINE __m512 load_kv16(slate_dtype dt, const void *row, int64_t i, __mmask16 m)
  * prefetched into L1 (16-48 measured alike; into L2 instead: ~10 % slower, 2026-11-30, the
  * kernel of then on the Zen 5 VM). On a Zen 4 VM, K16 at depth 512 and 2048 (this file compiled
  * twice into one bench/attn_decode.c process, alternating, five runs), L2 was 7-21 % faster;
- * the target machine decides, so L1 stays until the two are measured there side by side. */
+ * the target machine decides, so L1 stays until the two are measured there side by side
+ * (bench_attn_ab with -DSLATE_AB_KERNEL=avx512 -DSLATE_AB_FLAGS=-DSLATE_PF_ATTN=_MM_HINT_T1). */
 enum { BJ = 16, HG = 8, PF_ATTN_AHEAD = 32 };
+#ifndef SLATE_PF_ATTN
+#define SLATE_PF_ATTN _MM_HINT_T0
+#endif
 
 /* The running softmax state of HG query heads and one block's scratch, 64-byte aligned rows of
  * HDP = head_dim rounded up to 16 floats (zero past head_dim, so whole vectors are exact). */
@@ -592,16 +596,16 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                     const char *pk = (const char *)(kb + PF_ATTN_AHEAD * stride);
                     const char *pv = (const char *)(vb + PF_ATTN_AHEAD * stride);
                     for (int64_t b = 0; b < BJ * row_bytes; b += 64) {
-                        _mm_prefetch(pk + b, _MM_HINT_T0);
-                        _mm_prefetch(pv + b, _MM_HINT_T0);
+                        _mm_prefetch(pk + b, SLATE_PF_ATTN);
+                        _mm_prefetch(pv + b, SLATE_PF_ATTN);
                     }
                 } else {
                     for (int t = 0; t < BJ && jb + PF_ATTN_AHEAD + t < j1; t++) {
                         const char *pk = (const char *)(kb + (PF_ATTN_AHEAD + t) * stride);
                         const char *pv = (const char *)(vb + (PF_ATTN_AHEAD + t) * stride);
                         for (int64_t b = 0; b < row_bytes; b += 64) {
-                            _mm_prefetch(pk + b, _MM_HINT_T0);
-                            _mm_prefetch(pv + b, _MM_HINT_T0);
+                            _mm_prefetch(pk + b, SLATE_PF_ATTN);
+                            _mm_prefetch(pv + b, SLATE_PF_ATTN);
                         }
                     }
                 }
@@ -615,8 +619,8 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                         const char *pk = kv_row(dt, k, jb + PF_ATTN_AHEAD + t, stride);
                         const char *pv = kv_row(dt, v, jb + PF_ATTN_AHEAD + t, stride);
                         for (int64_t b = 0; b < row_bytes; b += 64) {
-                            _mm_prefetch(pk + b, _MM_HINT_T0);
-                            _mm_prefetch(pv + b, _MM_HINT_T0);
+                            _mm_prefetch(pk + b, SLATE_PF_ATTN);
+                            _mm_prefetch(pv + b, SLATE_PF_ATTN);
                         }
                     }
                     const void *kr = kv_row(dt, k, jb + (t < n ? t : 0), stride);
