@@ -2,14 +2,15 @@
  * prefetch.h - the cache level that decode's software prefetches of a weight stream fill, for
  * the x86 matmuls that measured better with L2 (T1) than with L1 (T0): avx512.c's f16/bf16/f32
  * loop, avx512_vnni.c's Q8_0 and Q8_C rows and every avx512_vnni_k.c row (K-quants, IQ4_XS).
- * Attention's prefetches of cache rows, avx2.c, avx512_vbmi.c (PAL) and the Q4 / IQ4_NL rows
- * of avx512_vnni.c keep T0 (no gain measured for them).
+ * avx2.c, avx512_vbmi.c (PAL) and the Q4 / IQ4_NL rows of avx512_vnni.c keep T0 (no gain
+ * measured for them); attention's prefetches of cache rows keep T0 for another reason
+ * (avx512.c, SLATE_PF_ATTN: the Zen 5 VM measured T1 slower there).
  *
  * Why: a prefetch into L1 that goes to DRAM holds one of L1's few miss buffers for its whole
  * trip, and the demand loads of the stream queue behind it; into L2 it holds one of L2's. On an
  * AMD EPYC Zen 4 VM (family 25), 2 threads, TinyLlama's four matrix shapes from DRAM, each
  * kernel compiled twice into one process and the two alternating call by call (median GB/s of
- * the later over the earlier, per shape; bench/kq_matvec.c's method):
+ * the later over the earlier, per shape; what bench_kq_ab now does):
  *   f16 (avx512.c)           [5632][2048]: T0 19.6-20.9, T1 26.4-30.3, no prefetch 28.5-29.3
  *   q8_c (int8 per channel)  1.25-1.88x in 12 of 12 shape x run cells
  *   q8_0                     1.02-1.35x in 11 of 12
