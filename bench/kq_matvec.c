@@ -25,8 +25,9 @@
  *
  * A/B mode (bench_kq_ab, built when CMake is given SLATE_AB_KERNEL, see CMakeLists.txt): one
  * x86 kernel file compiled a second time with SLATE_AB_FLAGS (a one-line source CMake writes
- * into the build folder), its fill function renamed, so that table A (the library's) and table B (A with the second copy's
- * entries) run in one process, alternating call by call. Separate processes on a noisy VM
+ * into the build folder), its fill function renamed, so that table A (the library's) and
+ * table B (A with the second copy's entries) run in one process, alternating call by call.
+ * Separate processes on a noisy VM
  * could not tell two prefetch hints apart; this could (kernels/x86/prefetch.h). Every format
  * below plus f16 and q8_c whose matmul the file provides runs twice, /A and /B, and each shape
  * ends with the ratio B / A of the median decode GB/s and of the prefill GFLOP/s. Formats whose
@@ -35,7 +36,7 @@
  * at other addresses), while Q8_C with T0 against T1 ran 0.78-0.88x in all four shapes; read
  * a difference as real only when it is consistent across shapes and runs.
  *   cmake -S . -B build-ab -DCMAKE_BUILD_TYPE=Release -DSLATE_AB_KERNEL=avx512_vnni \
- *         -DSLATE_AB_FLAGS=-DSLATE_PF_STREAM=_MM_HINT_T0 && cmake --build build-ab --target bench_kq_ab
+ *         -DSLATE_AB_FLAGS=-DSLATE_PF_STREAM=_MM_HINT_T0 && cmake --build build-ab -t bench_kq_ab
  *   build-ab/bench_kq_ab 5 256
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
@@ -281,7 +282,8 @@ static void shape(slate__pool *pool, const slate__kernels *const tb[2], int64_t 
     }
     printf("[%lld][%lld], %d threads, %s, %d rounds (decode %d calls/round over %zu MB of "
            "copies each, prefill %d rows x %d calls/round):\n", (long long)n_out, (long long)n_in,
-           N_THREADS, tb[0]->name, rounds, DECODE_REPS, copy_bytes >> 20, PREFILL_ROWS, PREFILL_REPS);
+           N_THREADS, tb[0]->name, rounds, DECODE_REPS, copy_bytes >> 20, PREFILL_ROWS,
+           PREFILL_REPS);
     printf("  %-8s %8s  %8s %8s %8s  %10s %9s  %s\n", "format", "MiB", "dec us", "GB/s",
            "GB/s med", "prefill ms", "GFLOP/s", "rel RMS: decode vs ref, prefill vs decode");
     double med_gbs[N_VAR];
