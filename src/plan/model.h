@@ -134,8 +134,9 @@ slate_status slate__state_predict_held(slate_state *st, const int32_t *tokens, i
 void slate__exec_run(slate_state *st);
 
 /* The cache of state tensor `i` (state slot, not program index) is head-major: kv_heads[i]
- * regions [n_ctx][head bytes] one after the other, head bytes = row bytes / kv_heads (a row of
- * an int8 cache is one {scale, values} block per head, so a head's piece is its block). */
+ * regions [slate__kv_ctx_rows(n_ctx)][head bytes] one after the other, head bytes = row bytes /
+ * kv_heads (a row of an int8 cache is one {scale, values} block per head, so a head's piece is
+ * its block). */
 static inline size_t slate__kv_head_bytes(const slate_state *st, int32_t i) {
     return st->kv_row_bytes[i] / (size_t)st->kv_heads[i];
 }
@@ -160,6 +161,12 @@ void slate__kv_put_rows(slate_state *st, int32_t i, int32_t r0, int32_t n, const
 /* Bytes of one position of a cache of `width` elements stored as dtype; group = elements per
  * int8 scale (I8 only). 0 for a dtype a cache cannot use. */
 size_t slate__kv_row_bytes(slate_dtype dtype, int64_t width, int32_t group);
+/* Positions each cache region of a state of context n_ctx reserves: n_ctx rounded up to a whole
+ * K16 block (16 positions, src/state/kvmem.c), so that the K16 layout applies whatever context
+ * a caller picks (slate bench's 2082, say: without the rounding its decode attention took the
+ * slower row layout). Rows past n_ctx are never written, so the lazy mapping never commits
+ * them; the planner counts them (its kv_bytes equals the reservation). */
+static inline size_t slate__kv_ctx_rows(int32_t n_ctx) { return ((size_t)n_ctx + 15) / 16 * 16; }
 /* The system page size (mapping and plan granularity). */
 size_t slate__page_size(void);
 /* SLATE_KV_KEEP_ALL is set to something other than "" or "0": sliding-window caches are kept

@@ -156,8 +156,9 @@ static size_t kv_per_token(const slate__program *p, const int32_t *group, bool s
     return sum;
 }
 
-/* Bytes a state reserves for its cache at context n_ctx: each tensor's block rounded up to a
- * page (blocks are page-aligned so pressure can release each one's tail). Saturates.
+/* Bytes a state reserves for its cache at context n_ctx: each tensor's block of
+ * slate__kv_ctx_rows(n_ctx) rows rounded up to a page (blocks are page-aligned so pressure can
+ * release each one's tail). Saturates.
  * window (NULL: none) with rollback > 0: a windowed tensor counts instead what it keeps
  * resident at most (src/state/kvmem.c): per kv head region, the pages that can hold
  * slate__kv_window_rows rows at any alignment (+1), plus the page it may share with the
@@ -170,7 +171,7 @@ static size_t kv_reserved(const slate__program *p, const int32_t *group, const i
         int32_t g = group ? group[i] : 0;
         size_t row = slate__kv_row_bytes(state_dtype(p, i, set, dt), t->width, g);
         size_t block;
-        if (!slate__mul_size(row, (size_t)n_ctx, &block) || block > SIZE_MAX - page)
+        if (!slate__mul_size(row, slate__kv_ctx_rows(n_ctx), &block) || block > SIZE_MAX - page)
             return SIZE_MAX;
         block = slate__align_up(block, page);
         if (window && window[i] > 0 && rollback > 0 && row > 0) {

@@ -1,18 +1,19 @@
 /*
  * kvmem.c - a state's cache arena and scratch: lazily committed anonymous mappings.
  *
- * The cache reserves address space for n_ctx positions of every state tensor (one page-aligned
- * block per tensor in the state's cache dtype) with MAP_NORESERVE, so Linux
- * commits a page only when a row in it is first written: a 100-token chat on a 4096-context
- * state costs about 100 positions of memory, not 4096 (bench/RESULTS.md "Lazy KV"). The
- * scratch (activations and logits) is a second mapping. Page-aligned blocks let memory pressure
- * hand pages back with madvise(MADV_DONTNEED): the tail of each block past the state's length,
- * or everything when a state is spilled or reset. Private anonymous pages read back as zeros
- * after that, and nothing reads a row before writing it, so this never changes a result.
+ * The cache reserves address space for n_ctx positions (rounded up to 16: slate__kv_ctx_rows)
+ * of every state tensor (one page-aligned block per tensor in the state's cache dtype) with
+ * MAP_NORESERVE, so Linux commits a page only when a row in it is first written: a 100-token
+ * chat on a 4096-context state costs about 100 positions of memory, not 4096 (bench/RESULTS.md
+ * "Lazy KV"). The scratch (activations and logits) is a second mapping. Page-aligned blocks let
+ * memory pressure hand pages back with madvise(MADV_DONTNEED): the tail of each block past the
+ * state's length, or everything when a state is spilled or reset. Private anonymous pages read
+ * back as zeros after that, and nothing reads a row before writing it, so this never changes a
+ * result.
  *
- * Inside a block the cache is head-major: one region [n_ctx][head bytes] per kv head, one after
- * the other (a tensor read by no attention, or by two with different head sizes, is one region
- * [n_ctx][row bytes]). The program still sees a state tensor as [n_ctx][width] rows; the layout
+ * Inside a block the cache is head-major: one region [C][head bytes] per kv head, one after the
+ * other, C = slate__kv_ctx_rows(n_ctx) (a tensor read by no attention, or by two with different
+ * head sizes, is one region [C][row bytes]). The program still sees a state tensor as [n_ctx][width] rows; the layout
  * is the runtime's: attention reads one head over many positions, and a head's rows side by
  * side make that one sequential stream instead of 128-byte pieces 512 bytes apart (TinyLlama
  * shape, depth 2048, one thread, cache from DRAM: 30 -> 15 ns per position and kv head). A
@@ -65,8 +66,8 @@ static void *map_lazy(size_t bytes) {
  * of transposing 16 rows in registers (about 10 % of the kernel: docs/design.md, "Kernels").
  * Only where the rest of this file needs no change: the table has attention_k16; the tensor is
  * read by attention ops only as K, each with head_dim 64 or 128, one region per kv head, no
- * window (the release of rows behind a window works in rows), and an f16 V; n_ctx is a multiple
- * of 16, so a head's region holds whole blocks and the next region starts on a block; a page
+ * window (the release of rows behind a window works in rows), and an f16 V. A head's region
+ * holds whole blocks (slate__kv_ctx_rows), so the next region starts on a block; a page
  * holds whole blocks, so the pages trim hands back past a length hold only blocks past it (it
  * keeps the page holding the last row, hence its block). Everything that reads or writes a
  * position goes through slate__kv_piece_get / put or kv_write, which know the layout. */
@@ -75,7 +76,7 @@ static void choose_k16(slate_state *st) {
     const slate__program *p = &m->prog;
     size_t page = slate__page_size();
     for (int32_t i = 0; i < p->n_states; i++) st->kv_k16[i] = false;
-    if (!m->k->attention_k16 || st->n_ctx % 16 != 0) return;
+    if (!m->k->attention_k16) return;
     /* candidates first; then any use that rules a tensor out */
     for (int32_t o = 0; o < p->n_ops; o++)
         if (p->ops[o].kind == SLATE__OP_ATTENTION)
@@ -121,7 +122,7 @@ slate_status slate__kv_create(slate_state *st, const slate_state_params *params,
         const slate__tensor *t = &p->tensors[p->states[i]];
         slate_dtype dt = params->kv_dtype_set ? params->kv_dtype : t->dtype;
         size_t row = slate__kv_row_bytes(dt, t->width, m->state_group[i]), block;
-        if (row == 0 || !slate__mul_size(row, (size_t)st->n_ctx, &block)) {
+        if (row == 0 || !slate__mul_size(row, slate__kv_ctx_rows(st->n_ctx), &block)) {
             slate__free(blk);
             st->kv_row_bytes = NULL;
             return slate__fail(err, SLATE_E_INTERNAL, "cache '%s': no layout for %s", t->name,
@@ -132,7 +133,7 @@ slate_status slate__kv_create(slate_state *st, const slate_state_params *params,
         st->kv_row_bytes[i] = row;
         st->kv_heads[i] = g > 0 && t->width % g == 0 ? (int32_t)(t->width / g) : 1;
         st->kv_first[i] = 0;
-        st->kv_head_span[i] = (size_t)st->n_ctx * (row / (size_t)st->kv_heads[i]);
+        st->kv_head_span[i] = slate__kv_ctx_rows(st->n_ctx) * (row / (size_t)st->kv_heads[i]);
         st->kv_off[i] = total;
         total += slate__align_up(block, page);
     }
@@ -264,7 +265,8 @@ size_t slate__kv_trim(slate_state *st, int32_t n_keep) {
     const slate__program *p = &st->model->prog;
     size_t page = slate__page_size(), freed = 0;
     for (int32_t i = 0; i < p->n_states && st->kv; i++) {
-        size_t end = st->kv_off[i] + slate__align_up((size_t)st->n_ctx * st->kv_row_bytes[i], page);
+        size_t end = st->kv_off[i] +
+                     slate__align_up(slate__kv_ctx_rows(st->n_ctx) * st->kv_row_bytes[i], page);
         if (n_keep <= 0) { /* the whole block */
             freed += release(st->kv, st->kv_off[i], end);
             continue;
