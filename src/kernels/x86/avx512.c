@@ -320,11 +320,15 @@ INLINE __m512 load_kv16(slate_dtype dt, const void *row, int64_t i, __mmask16 m)
 }
 
 /* Positions per block, query heads per pass, and how many positions ahead each row is
- * prefetched into L1 (16-48 measured alike; into L2 instead: ~10 % slower, 2026-11-30, the
- * kernel of then on the Zen 5 VM). On a Zen 4 VM, K16 at depth 512 and 2048 (this file compiled
- * twice into one bench/attn_decode.c process, alternating, five runs), L2 was 7-21 % faster;
- * the target machine decides, so L1 stays until the two are measured there side by side
- * (bench_attn_ab with -DSLATE_AB_KERNEL=avx512 -DSLATE_AB_FLAGS=-DSLATE_PF_ATTN=_MM_HINT_T1). */
+ * prefetched into L1 (a multiple of BJ; 16-48 measured alike; into L2 instead: ~10 % slower,
+ * 2026-11-30, the kernel of then on the Zen 5 VM). K16 blocks of whole rows prefetch a line per
+ * step of their FMA loops instead of all 64 lines of a block at its start: on a Zen 4 VM
+ * (bench_attn_ab, depth 2048, three runs each) that was 1.32-1.36x faster with K and V both in
+ * the score loop, 1.04-1.15x more with V moved into the P x V loop; there, once spread, L1 and
+ * L2 measured alike (0.96-1.04x), and 32, 64 or 128 positions ahead alike. Before the spread, L2
+ * had been 7-21 % faster there: a burst of prefetches had filled the L1's miss buffers. L1
+ * stays, the target machine's earlier measurement (bench_attn_ab with
+ * -DSLATE_AB_KERNEL=avx512 -DSLATE_AB_FLAGS=-DSLATE_PF_ATTN=_MM_HINT_T1 compares them). */
 enum { BJ = 16, HG = 8, PF_ATTN_AHEAD = 32 };
 #ifndef SLATE_PF_ATTN
 #define SLATE_PF_ATTN _MM_HINT_T0
@@ -353,9 +357,12 @@ INLINE const uint16_t *blk_row(const uint16_t *const *rows, const uint16_t *base
 /* acc[h] = acc[h] * corr[h] + sum_t p[h][t] * v_t for heads [h0, h0 + NH) and vectors
  * [c0, c0 + NC) of 16 floats: a register tile of NH x NC accumulators over the block's rows.
  * v_t is row t of vf, or, with vrows (or RS, see blk_row), the f16 cache row t converted as it
- * is loaded (head_dim a multiple of 16, every row of the block used). */
+ * is loaded (head_dim a multiple of 16, every row of the block used). pf, unless NULL: a later
+ * block of V rows, whose 64-byte lines [c0 / 2 * BJ, + BJ) are prefetched one per row step (the
+ * tiles of 2 vectors of PV_ALL over head_dim 64 or 128 cover the block once). */
 INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
-                         const uint16_t *const *vrows, const uint16_t *vbase, int RS) {
+                         const uint16_t *const *vrows, const uint16_t *vbase, int RS,
+                         const char *pf) {
     __m512 a[8][2];
     UNROLL for (int h = 0; h < NH; h++) {
         __m512 cv = _mm512_set1_ps(ws->corr[h0 + h]);
@@ -364,6 +371,7 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
     }
     for (int t = 0; t < BJ; t++) {
         __m512 vv[2];
+        if (pf) _mm_prefetch(pf + (c0 / 2 * BJ + t) * 64, SLATE_PF_ATTN);
         UNROLL for (int c = 0; c < NC; c++)
             vv[c] = RS || vrows ? _mm512_cvtph_ps(_mm256_loadu_si256(
                                       (const __m256i *)(blk_row(vrows, vbase, RS, t) + (c0 + c) * 16)))
@@ -380,14 +388,14 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
 #define PV_HEADS(NC, VR, RS)                                                                       \
     do {                                                                                           \
         switch (nh) {                                                                              \
-        case 1: attn_pv_tile(ws, 1, NC, 0, c0, VR, vb, RS); break;                                 \
-        case 2: attn_pv_tile(ws, 2, NC, 0, c0, VR, vb, RS); break;                                 \
-        case 3: attn_pv_tile(ws, 3, NC, 0, c0, VR, vb, RS); break;                                 \
-        case 4: attn_pv_tile(ws, 4, NC, 0, c0, VR, vb, RS); break;                                 \
-        case 5: attn_pv_tile(ws, 5, NC, 0, c0, VR, vb, RS); break;                                 \
-        case 6: attn_pv_tile(ws, 6, NC, 0, c0, VR, vb, RS); break;                                 \
-        case 7: attn_pv_tile(ws, 7, NC, 0, c0, VR, vb, RS); break;                                 \
-        default: attn_pv_tile(ws, 8, NC, 0, c0, VR, vb, RS); break;                                \
+        case 1: attn_pv_tile(ws, 1, NC, 0, c0, VR, vb, RS, pfv); break;                            \
+        case 2: attn_pv_tile(ws, 2, NC, 0, c0, VR, vb, RS, pfv); break;                            \
+        case 3: attn_pv_tile(ws, 3, NC, 0, c0, VR, vb, RS, pfv); break;                            \
+        case 4: attn_pv_tile(ws, 4, NC, 0, c0, VR, vb, RS, pfv); break;                            \
+        case 5: attn_pv_tile(ws, 5, NC, 0, c0, VR, vb, RS, pfv); break;                            \
+        case 6: attn_pv_tile(ws, 6, NC, 0, c0, VR, vb, RS, pfv); break;                            \
+        case 7: attn_pv_tile(ws, 7, NC, 0, c0, VR, vb, RS, pfv); break;                            \
+        default: attn_pv_tile(ws, 8, NC, 0, c0, VR, vb, RS, pfv); break;                           \
         }                                                                                          \
     } while (0)
 
@@ -482,12 +490,15 @@ INLINE void attn_qk_f16(int NH, int RS, const attn_ws *ws, const uint16_t *const
 
 /* attn_qk_f16 for a K16 block (kernels.h) at kt, head_dim HD (64 or 128): the dims are vectors
  * over the block's 16 positions already, and they meet the query elements in attn_qk_f16's order
- * and chains (per 16 dims: d, then d + 8, for d = 0..7), so the scores have its bits. */
-INLINE void attn_qk_k16(int NH, int HD, const attn_ws *ws, const uint16_t *kt, __m512 s[HG]) {
+ * and chains (per 16 dims: d, then d + 8, for d = 0..7), so the scores have its bits. pf, unless
+ * NULL: a later K16 block (HD / 2 lines of 64 bytes), prefetched one line per dim pair. */
+INLINE void attn_qk_k16(int NH, int HD, const attn_ws *ws, const uint16_t *kt, __m512 s[HG],
+                        const char *pf) {
     __m512 s1[HG]; /* the dims d + 8: a second chain per head (see above) */
     UNROLL for (int h = 0; h < NH; h++) s[h] = s1[h] = _mm512_setzero_ps();
     for (int c = 0; c < HD / 16; c++) {
         UNROLL for (int d = 0; d < 8; d++) {
+            if (pf) _mm_prefetch(pf + (c * 8 + d) * 64, SLATE_PF_ATTN);
             const uint16_t *r0 = kt + (c * 16 + d) * 16, *r1 = r0 + 8 * 16; /* dims d, d + 8 */
             __m512 v0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r0));
             __m512 v1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r1));
@@ -501,23 +512,24 @@ INLINE void attn_qk_k16(int NH, int HD, const attn_ws *ws, const uint16_t *kt, _
     UNROLL for (int h = 0; h < NH; h++) s[h] = _mm512_add_ps(s[h], s1[h]);
 }
 
-/* attn_qk_k16 of the K16 block at KB into S, with NH = nh and HD = hd as constants. */
-#define QK_K16(KB, S)                                                                              \
+/* attn_qk_k16 of the K16 block at KB into S, prefetching PF, with NH = nh and HD = hd as
+ * constants. */
+#define QK_K16(KB, S, PF)                                                                          \
     do {                                                                                           \
-        if (hd == 64) QK_K16_HEADS(64, KB, S);                                                     \
-        else QK_K16_HEADS(128, KB, S);                                                             \
+        if (hd == 64) QK_K16_HEADS(64, KB, S, PF);                                                 \
+        else QK_K16_HEADS(128, KB, S, PF);                                                         \
     } while (0)
-#define QK_K16_HEADS(HD, KB, S)                                                                    \
+#define QK_K16_HEADS(HD, KB, S, PF)                                                                \
     do {                                                                                           \
         switch (nh) {                                                                              \
-        case 1: attn_qk_k16(1, HD, ws, KB, S); break;                                              \
-        case 2: attn_qk_k16(2, HD, ws, KB, S); break;                                              \
-        case 3: attn_qk_k16(3, HD, ws, KB, S); break;                                              \
-        case 4: attn_qk_k16(4, HD, ws, KB, S); break;                                              \
-        case 5: attn_qk_k16(5, HD, ws, KB, S); break;                                              \
-        case 6: attn_qk_k16(6, HD, ws, KB, S); break;                                              \
-        case 7: attn_qk_k16(7, HD, ws, KB, S); break;                                              \
-        default: attn_qk_k16(8, HD, ws, KB, S); break;                                             \
+        case 1: attn_qk_k16(1, HD, ws, KB, S, PF); break;                                          \
+        case 2: attn_qk_k16(2, HD, ws, KB, S, PF); break;                                          \
+        case 3: attn_qk_k16(3, HD, ws, KB, S, PF); break;                                          \
+        case 4: attn_qk_k16(4, HD, ws, KB, S, PF); break;                                          \
+        case 5: attn_qk_k16(5, HD, ws, KB, S, PF); break;                                          \
+        case 6: attn_qk_k16(6, HD, ws, KB, S, PF); break;                                          \
+        case 7: attn_qk_k16(7, HD, ws, KB, S, PF); break;                                          \
+        default: attn_qk_k16(8, HD, ws, KB, S, PF); break;                                         \
         }                                                                                          \
     } while (0)
 
@@ -582,7 +594,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
          * instead of holding up the P x V tiles (same products, same order, same bits). */
         const int64_t jb0 = k16 ? j0 - j0 % BJ : j0;
         __m512 sn[HG] = {0};
-        if (k16 && jb0 < j1) QK_K16((const uint16_t *)k + jb0 * stride, sn);
+        if (k16 && jb0 < j1) QK_K16((const uint16_t *)k + jb0 * stride, sn, NULL);
         for (int64_t jb = jb0; jb < j1; jb += BJ) {
             int n = j1 - jb < BJ ? (int)(j1 - jb) : BJ, lo = jb < j0 ? (int)(j0 - jb) : 0;
             /* Rows past the range reuse row jb (valid memory); their scores become -inf. */
@@ -590,8 +602,18 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             const uint16_t *vb = tq ? (const uint16_t *)v + jb * stride : NULL;
             __mmask16 live = (__mmask16)(((1u << n) - 1u) & ~((1u << lo) - 1u)), any_skipped = 0;
             const bool packed = rs && live == 0xffff; /* blk_row with RS = rs */
+            /* K16 blocks of whole rows: the block PF_ATTN_AHEAD ahead is prefetched a line at a
+             * time in the loops of the next block's scores (K) and of this block's P x V (V) */
+            const bool spread = k16 && packed;
+            const char *pfk = NULL, *pfv = NULL;
+            if (spread && jb + PF_ATTN_AHEAD + BJ <= j1) {
+                pfk = (const char *)(kb + PF_ATTN_AHEAD * stride);
+                pfv = (const char *)(vb + PF_ATTN_AHEAD * stride);
+            }
             if (tq) { /* f16 rows, read in place: their pointers, and prefetches ahead */
-                if (stride == hd && jb + PF_ATTN_AHEAD + BJ <= j1) {
+                if (spread) {
+                    /* pfk, pfv */
+                } else if (stride == hd && jb + PF_ATTN_AHEAD + BJ <= j1) {
                     /* rows that touch (the head-major cache): one run of lines each */
                     const char *pk = (const char *)(kb + PF_ATTN_AHEAD * stride);
                     const char *pv = (const char *)(vb + PF_ATTN_AHEAD * stride);
@@ -681,7 +703,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             /* Rows that no head may use (dead lanes, -inf or NaN scores for every head) must not
              * reach the accumulators even as 0 * v: zero their V. */
             bool all_used = !((__mmask16)~live | any_skipped);
-            if (k16 && jb + BJ < j1) QK_K16(kb + BJ * stride, sn);
+            if (k16 && jb + BJ < j1) QK_K16(kb + BJ * stride, sn, pfk);
             if (tq && all_used) {
                 if (packed && rs == 64) PV_ALL(NULL, 64);
                 else if (packed) PV_ALL(NULL, 128);
