@@ -321,8 +321,9 @@ INLINE __m512 load_kv16(slate_dtype dt, const void *row, int64_t i, __mmask16 m)
 
 /* Positions per block, query heads per pass, and how many positions ahead each row is
  * prefetched into L1 (a multiple of BJ; 16-48 measured alike; into L2 instead: ~10 % slower,
- * 2026-11-30, the kernel of then on the Zen 5 VM). K16 blocks of whole rows prefetch a line per
- * step of their FMA loops instead of all 64 lines of a block at its start: on a Zen 4 VM
+ * 2026-11-30, the kernel of then on the Zen 5 VM). Blocks of whole rows side by side (K16 or
+ * not) prefetch a line per step of their FMA loops instead of all 64 lines of a block at its
+ * start: for K16 on a Zen 4 VM
  * (bench_attn_ab, depth 2048, three runs each) that was 1.32-1.36x faster with K and V both in
  * the score loop, 1.04-1.15x more with V moved into the P x V loop; there, once spread, L1 and
  * L2 measured alike (0.96-1.04x), and 32, 64 or 128 positions ahead alike. Before the spread, L2
@@ -461,9 +462,11 @@ static void transpose16(uint16_t *dst, int64_t dst_stride, const uint16_t *src, 
  * thread, L2, hd 64, 4 heads: 11.80 -> 11.65 ns per position and kv head here, 9.45 -> 8.92 in
  * attn_qk_k16, 2 heads 7.38 -> 5.86 there; 8 heads 15.00 -> 15.08, 7 heads 13.44 -> 13.33).
  * For every head count, not only small ones: exec splits a group's heads across threads when
- * there are few kv heads, and a result must not depend on the thread count. */
+ * there are few kv heads, and a result must not depend on the thread count. pf, unless NULL: a
+ * later block of 16 rows side by side (nc * 8 lines of 64 bytes), prefetched one line per dim
+ * pair. */
 INLINE void attn_qk_f16(int NH, int RS, const attn_ws *ws, const uint16_t *const rows[BJ],
-                        const uint16_t *base, int64_t nc, __m512 s[HG]) {
+                        const uint16_t *base, int64_t nc, __m512 s[HG], const char *pf) {
     __m512 s1[HG]; /* the dims d + 8: a second chain per head (see above) */
     UNROLL for (int h = 0; h < NH; h++) s[h] = s1[h] = _mm512_setzero_ps();
     if (RS) nc = RS / 16;
@@ -475,6 +478,7 @@ INLINE void attn_qk_f16(int NH, int RS, const attn_ws *ws, const uint16_t *const
                 _mm256_loadu_si256((const __m256i *)(blk_row(rows, base, RS, i + 8) + c * 16)), 1);
         transpose16_pairs(z, b);
         UNROLL for (int d = 0; d < 8; d++) {
+            if (pf) _mm_prefetch(pf + (c * 8 + d) * 64, SLATE_PF_ATTN);
             __m512i w = transpose16_col(b, d);
             __m512 v0 = _mm512_cvtph_ps(_mm512_castsi512_si256(w));       /* dim d, rows 0-15 */
             __m512 v1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(w, 1)); /* dim d + 8 */
@@ -534,18 +538,18 @@ INLINE void attn_qk_k16(int NH, int HD, const attn_ws *ws, const uint16_t *kt, _
     } while (0)
 
 /* attn_qk_f16 with NH the pass's head count nh as a constant (the heads' accumulators stay in
- * registers) and rows as RS says (blk_row). */
-#define QK_HEADS(RS)                                                                               \
+ * registers), rows as RS says (blk_row), prefetching PF. */
+#define QK_HEADS(RS, PF)                                                                           \
     do {                                                                                           \
         switch (nh) {                                                                              \
-        case 1: attn_qk_f16(1, RS, ws, krows, kb, nc, sc); break;                                  \
-        case 2: attn_qk_f16(2, RS, ws, krows, kb, nc, sc); break;                                  \
-        case 3: attn_qk_f16(3, RS, ws, krows, kb, nc, sc); break;                                  \
-        case 4: attn_qk_f16(4, RS, ws, krows, kb, nc, sc); break;                                  \
-        case 5: attn_qk_f16(5, RS, ws, krows, kb, nc, sc); break;                                  \
-        case 6: attn_qk_f16(6, RS, ws, krows, kb, nc, sc); break;                                  \
-        case 7: attn_qk_f16(7, RS, ws, krows, kb, nc, sc); break;                                  \
-        default: attn_qk_f16(8, RS, ws, krows, kb, nc, sc); break;                                 \
+        case 1: attn_qk_f16(1, RS, ws, krows, kb, nc, sc, PF); break;                              \
+        case 2: attn_qk_f16(2, RS, ws, krows, kb, nc, sc, PF); break;                              \
+        case 3: attn_qk_f16(3, RS, ws, krows, kb, nc, sc, PF); break;                              \
+        case 4: attn_qk_f16(4, RS, ws, krows, kb, nc, sc, PF); break;                              \
+        case 5: attn_qk_f16(5, RS, ws, krows, kb, nc, sc, PF); break;                              \
+        case 6: attn_qk_f16(6, RS, ws, krows, kb, nc, sc, PF); break;                              \
+        case 7: attn_qk_f16(7, RS, ws, krows, kb, nc, sc, PF); break;                              \
+        default: attn_qk_f16(8, RS, ws, krows, kb, nc, sc, PF); break;                             \
         }                                                                                          \
     } while (0)
 
@@ -602,9 +606,10 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             const uint16_t *vb = tq ? (const uint16_t *)v + jb * stride : NULL;
             __mmask16 live = (__mmask16)(((1u << n) - 1u) & ~((1u << lo) - 1u)), any_skipped = 0;
             const bool packed = rs && live == 0xffff; /* blk_row with RS = rs */
-            /* K16 blocks of whole rows: the block PF_ATTN_AHEAD ahead is prefetched a line at a
-             * time in the loops of the next block's scores (K) and of this block's P x V (V) */
-            const bool spread = k16 && packed;
+            /* Blocks of whole rows side by side (K16 or not): the block PF_ATTN_AHEAD ahead is
+             * prefetched a line at a time in the loops of the scores (K; with K16 the next
+             * block's) and of this block's P x V (V) */
+            const bool spread = packed;
             const char *pfk = NULL, *pfv = NULL;
             if (spread && jb + PF_ATTN_AHEAD + BJ <= j1) {
                 pfk = (const char *)(kb + PF_ATTN_AHEAD * stride);
@@ -657,9 +662,9 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             __m512 mk = mask ? _mm512_maskz_loadu_ps(live, mask + jb) : _mm512_setzero_ps();
             __m512 sc[HG];
             if (k16) UNROLL for (int h = 0; h < HG; h++) sc[h] = sn[h];
-            else if (packed && rs == 64) QK_HEADS(64);
-            else if (packed) QK_HEADS(128);
-            else if (tq) QK_HEADS(0);
+            else if (packed && rs == 64) QK_HEADS(64, pfk);
+            else if (packed) QK_HEADS(128, pfk);
+            else if (tq) QK_HEADS(0, NULL);
             else {
                 for (int h = 0; h < nh; h++) {
                     __m512 a[16];
