@@ -239,7 +239,8 @@ def tinyllama(a, root):
                 100 * g["share"], g["ns"] / 1e6 / calls,
                 fmt(g["bytes"] / g["ns"]) if g["ns"] and g["bytes"] else "-",
                 fmt(g["flops"] / g["ns"]) if g["ns"] and g["flops"] else "-", g["kernel"],
-                " (scalar fallback)" if g["scalar_fallback"] else "", g["op"], g["dtype"] or "-",
+                " (scalar fallback)" if g["scalar_fallback"] else "", g["op"],
+                (g["dtype"] + ("/" + g["layout"] if g.get("layout") else "")) if g["dtype"] else "-",
                 "`%s`" % g["tensor"] if g["tensor"] else "-", g["n_ops"]))
         out.append("")
     modes = sorted(glob.glob(os.path.join(a.dir, "modes-*.json")))

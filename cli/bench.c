@@ -254,8 +254,8 @@ typedef struct decode_res {
 } decode_res;
 
 typedef struct prof_group {
-    char key[160];   /* op + dtype + pattern */
-    const char *op, *kernel;
+    char key[160];   /* op + dtype + layout + pattern */
+    const char *op, *kernel, *layout; /* layout: attention's K cache ("k16", "rows"), or NULL */
     char tensor[96];
     slate_dtype dtype;
     bool has_tensor, fallback, mixed_kernel;
@@ -309,8 +309,9 @@ static slate_status collect_profile(bench *b, prof_report *r) {
         const slate_op_profile *o = &ops[i];
         char pat[96] = "", key[160];
         if (o->weight_name) name_pattern(o->weight_name, pat, sizeof pat);
-        snprintf(key, sizeof key, "%s|%s|%s", o->op_name,
-                 o->weight_name ? slate_dtype_name(o->weight_dtype) : "", pat);
+        snprintf(key, sizeof key, "%s|%s|%s|%s", o->op_name,
+                 o->weight_name ? slate_dtype_name(o->weight_dtype) : "",
+                 o->layout ? o->layout : "", pat);
         int k = 0;
         while (k < r->n && strcmp(r->g[k].key, key) != 0) k++;
         prof_group *g = &r->g[k];
@@ -319,6 +320,7 @@ static slate_status collect_profile(bench *b, prof_report *r) {
             snprintf(g->key, sizeof g->key, "%s", key);
             g->op = o->op_name;
             g->kernel = o->kernel;
+            g->layout = o->layout;
             snprintf(g->tensor, sizeof g->tensor, "%s", pat);
             g->dtype = o->weight_dtype;
             g->has_tensor = o->weight_name != NULL;
@@ -343,19 +345,22 @@ static void print_profile(const char *title, const prof_report *r) {
     printf("\nprofile: %s (%llu calls of %d token%s from depth %d; time share, time per call, "
            "rates)\n", title, (unsigned long long)r->n_calls, r->tokens_per_call,
            r->tokens_per_call == 1 ? "" : "s", r->depth);
-    printf("  %6s %9s %8s %9s  %-11s %-10s %-5s %s\n", "share", "ms/call", "GB/s", "GFLOP/s",
+    printf("  %6s %9s %8s %9s  %-11s %-10s %-8s %s\n", "share", "ms/call", "GB/s", "GFLOP/s",
            "kernel", "op", "dtype", "tensor (ops)");
     int n_fallback = 0;
     for (int i = 0; i < r->n; i++) {
         const prof_group *g = &r->g[i];
         double share = r->total_ns ? 100.0 * (double)g->ns / (double)r->total_ns : 0;
         double per_call = r->n_calls ? (double)g->ns / 1e6 / (double)r->n_calls : 0;
-        char gbs[16] = "-", gfs[16] = "-";
+        char gbs[16] = "-", gfs[16] = "-", dt[32] = "-";
+        /* attention's dtype with its K layout: "f16/k16", "f16/rows" */
+        if (g->has_tensor)
+            snprintf(dt, sizeof dt, "%s%s%s", slate_dtype_name(g->dtype), g->layout ? "/" : "",
+                     g->layout ? g->layout : "");
         if (g->ns && g->bytes) snprintf(gbs, sizeof gbs, "%.1f", (double)g->bytes / (double)g->ns);
         if (g->ns && g->flops) snprintf(gfs, sizeof gfs, "%.1f", (double)g->flops / (double)g->ns);
-        printf("  %5.1f%% %9.3f %8s %9s  %-11s %-10s %-5s %s (%d)%s\n", share, per_call, gbs, gfs,
-               g->mixed_kernel ? "mixed" : g->kernel, g->op,
-               g->has_tensor ? slate_dtype_name(g->dtype) : "-", g->has_tensor ? g->tensor : "-",
+        printf("  %5.1f%% %9.3f %8s %9s  %-11s %-10s %-8s %s (%d)%s\n", share, per_call, gbs, gfs,
+               g->mixed_kernel ? "mixed" : g->kernel, g->op, dt, g->has_tensor ? g->tensor : "-",
                g->n_ops, g->fallback ? "  <- scalar fallback" : "");
         n_fallback += g->fallback;
     }
@@ -368,11 +373,12 @@ static void json_profile(const prof_report *r) {
            (unsigned long long)r->total_ns);
     for (int i = 0; i < r->n; i++) {
         const prof_group *g = &r->g[i];
-        printf("%s{\"op\": \"%s\", \"dtype\": %s%s%s, \"tensor\": %s%s%s, \"n_ops\": %d, "
-               "\"kernel\": \"%s\", \"scalar_fallback\": %s, \"share\": %.4f, \"ns\": %llu, "
-               "\"bytes\": %llu, \"flops\": %llu}",
+        printf("%s{\"op\": \"%s\", \"dtype\": %s%s%s, \"layout\": %s%s%s, \"tensor\": %s%s%s, "
+               "\"n_ops\": %d, \"kernel\": \"%s\", \"scalar_fallback\": %s, \"share\": %.4f, "
+               "\"ns\": %llu, \"bytes\": %llu, \"flops\": %llu}",
                i ? ", " : "", g->op, g->has_tensor ? "\"" : "",
                g->has_tensor ? slate_dtype_name(g->dtype) : "null", g->has_tensor ? "\"" : "",
+               g->layout ? "\"" : "", g->layout ? g->layout : "null", g->layout ? "\"" : "",
                g->has_tensor ? "\"" : "", g->has_tensor ? g->tensor : "null",
                g->has_tensor ? "\"" : "", g->n_ops, g->mixed_kernel ? "mixed" : g->kernel,
                g->fallback ? "true" : "false",

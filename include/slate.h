@@ -1366,6 +1366,9 @@ typedef struct slate_op_profile {
     uint64_t bytes;            /* weight and KV-cache bytes read or written, summed (activations,
                                   which stay in cache, are not counted) */
     uint64_t flops;            /* floating-point operations (a multiply-add counts 2), summed */
+    const char *layout;        /* static, attention only (else NULL): how this state stores the
+                                  K cache it reads, "k16" (dim-major in blocks of 16 positions,
+                                  for the AVX-512 kernels) or "rows" */
 } slate_op_profile;
 
 /* Turns per-op timing on or off. Turning it on clears the counters; turning it off keeps them

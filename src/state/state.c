@@ -333,6 +333,8 @@ slate_status slate_state_profile(const slate_state *st, slate_op_profile *buf, s
                                   : p->tensors[w].dtype;
         }
         slate__exec_op_kernel(st, i, &r->kernel, &r->scalar_fallback);
+        if (op->kind == SLATE__OP_ATTENTION)
+            r->layout = st->kv_k16[st->model->state_slot[op->in[1]]] ? "k16" : "rows";
         r->n_calls = st->prof[i].n_calls;
         r->total_ns = st->prof[i].total_ns;
         r->bytes = st->prof[i].bytes;

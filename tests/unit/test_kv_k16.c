@@ -69,6 +69,26 @@ static uint32_t k16_mask(const slate_state *st, uint32_t *k_mask) {
 
 static bool have_k16(void) { return slate__kernels_get()->attention_k16 != NULL; }
 
+/* The profile names the layout each attention op reads: want ("k16" or "rows") for all. */
+static void profile_says(slate_state *st, const char *want) {
+    int32_t id = 5;
+    assert_int_equal(slate_state_set_profiling(st, true), SLATE_OK);
+    assert_int_equal(slate_state_predict(st, &id, 1, NULL, NULL), SLATE_OK);
+    slate_op_profile prof[256];
+    size_t n = 0;
+    assert_int_equal(slate_state_profile(st, prof, 256, &n), SLATE_OK);
+    int n_attention = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(prof[i].op_name, "attention") == 0) {
+            n_attention++;
+            if (!prof[i].layout || strcmp(prof[i].layout, want) != 0)
+                fail_msg("op %zu: the profile says layout %s, want %s", i,
+                         prof[i].layout ? prof[i].layout : "NULL", want);
+        }
+    assert_int_equal(n_attention, 2);
+    assert_int_equal(slate_state_reset(st), SLATE_OK);
+}
+
 static void k16_is_chosen_only_where_attention_k16_reads_it(void **stp) {
     (void)stp;
     bool on = have_k16();
@@ -83,9 +103,11 @@ static void k16_is_chosen_only_where_attention_k16_reads_it(void **stp) {
         assert_int_equal(k, 0x5); /* cache.0.k, cache.0.v, cache.1.k, cache.1.v */
         if (got != (on ? k : 0u))
             fail_msg("%s, f16 cache: K16 tensors 0x%x, want 0x%x", SHAPES[s].name, got, on ? k : 0u);
+        profile_says(st, on ? "k16" : "rows");
         slate_state_free(st);
         st = new_state(m, SLATE_DTYPE_F32, 0); /* f32 cache: rows */
         assert_int_equal(k16_mask(st, &k), 0);
+        profile_says(st, "rows");
         slate_state_free(st);
         st = new_state(m, SLATE_DTYPE_I8, 0);
         assert_int_equal(k16_mask(st, &k), 0);

@@ -100,13 +100,19 @@ static void every_op_is_counted_once_per_call_with_its_bytes_and_flops(void **st
         } else if (op->kind == SLATE__OP_ATTENTION) {
             n_attention++;
             assert_non_null(r->weight_name); /* the K cache */
+            /* the K cache's layout in this state */
+            assert_non_null(r->layout);
+            assert_string_equal(r->layout,
+                                f->st->kv_k16[f->st->model->state_slot[op->in[1]]] ? "k16" : "rows");
             /* Positions attended: 1+2+3+4+5 in the prefill, 6 in the decode step; K and V rows
              * of width n_kv_heads * head_dim at the state's cache dtype. */
             size_t row = (size_t)op->n_kv_heads * (size_t)op->head_dim *
                          (r->weight_dtype == SLATE_DTYPE_F32 ? 4 : 2);
             assert_int_equal(r->bytes, 2 * 21 * row);
             assert_int_equal(r->flops, 4 * 21 * (uint64_t)op->n_heads * (uint64_t)op->head_dim);
-        } else if (op->kind == SLATE__OP_ADD) {
+        }
+        if (op->kind != SLATE__OP_ATTENTION) assert_null(r->layout);
+        if (op->kind == SLATE__OP_ADD) {
             assert_null(r->weight_name);
             assert_string_equal(r->kernel, "c");
             assert_int_equal(r->bytes, 0);
