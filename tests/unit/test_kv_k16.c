@@ -189,22 +189,34 @@ static slate_state *copy_by_tensors(slate_model *m, const slate_state *src, size
     return dst;
 }
 
-static void k16_gives_the_bits_of_rows(void **stp) {
-    (void)stp;
+/* Skips the test on a table without attention_k16. */
+static void need_k16(void) {
     if (!have_k16()) {
         fprintf(stderr, "[  SKIP    ] %s has no attention_k16\n", slate__kernels_get()->name);
         skip();
     }
+}
+
+/* Two packages of shape sh (tag names their files): *mk as opened, *mr with its kernel table
+ * copied without attention_k16 before any state, so its states store K as rows. */
+static void open_pair(const shape *sh, const char *tag, slate_model **mk, slate_model **mr) {
+    tm_opts o = opts_of(sh);
+    char name[64];
+    snprintf(name, sizeof name, "%s-k16%s.slate", sh->name, tag);
+    *mk = open_pkg(name, &o);
+    snprintf(name, sizeof name, "%s-rows%s.slate", sh->name, tag);
+    *mr = open_pkg(name, &o);
+    g_rows_table = *(*mr)->k;
+    g_rows_table.attention_k16 = NULL;
+    (*mr)->k = &g_rows_table;
+}
+
+static void k16_gives_the_bits_of_rows(void **stp) {
+    (void)stp;
+    need_k16();
     for (size_t s = 0; s < sizeof SHAPES / sizeof *SHAPES; s++) {
-        tm_opts o = opts_of(&SHAPES[s]);
-        char name[64];
-        snprintf(name, sizeof name, "%s-k16.slate", SHAPES[s].name);
-        slate_model *mk = open_pkg(name, &o);
-        snprintf(name, sizeof name, "%s-rows.slate", SHAPES[s].name);
-        slate_model *mr = open_pkg(name, &o);
-        g_rows_table = *mr->k;
-        g_rows_table.attention_k16 = NULL;
-        mr->k = &g_rows_table; /* before any state: its states store K as rows */
+        slate_model *mk, *mr;
+        open_pair(&SHAPES[s], "", &mk, &mr);
         slate_state *a = new_state(mk, -1, 0), *b = new_state(mr, -1, 0);
         uint32_t k;
         assert_int_not_equal(k16_mask(a, &k), 0);
@@ -262,21 +274,11 @@ static void k16_gives_the_bits_of_rows(void **stp) {
  * state of that context loads, and reserves what the planner says. */
 static void k16_at_a_context_of_no_whole_blocks(void **stp) {
     (void)stp;
-    if (!have_k16()) {
-        fprintf(stderr, "[  SKIP    ] %s has no attention_k16\n", slate__kernels_get()->name);
-        skip();
-    }
+    need_k16();
     enum { CTX = 90 };
     for (size_t s = 0; s < sizeof SHAPES / sizeof *SHAPES; s++) {
-        tm_opts o = opts_of(&SHAPES[s]);
-        char name[64];
-        snprintf(name, sizeof name, "%s-k16-90.slate", SHAPES[s].name);
-        slate_model *mk = open_pkg(name, &o);
-        snprintf(name, sizeof name, "%s-rows-90.slate", SHAPES[s].name);
-        slate_model *mr = open_pkg(name, &o);
-        g_rows_table = *mr->k;
-        g_rows_table.attention_k16 = NULL;
-        mr->k = &g_rows_table;
+        slate_model *mk, *mr;
+        open_pair(&SHAPES[s], "-90", &mk, &mr);
         slate_state *a = new_state(mk, -1, CTX), *b = new_state(mr, -1, CTX);
         uint32_t k;
         assert_int_not_equal(k16_mask(a, &k), 0);
