@@ -10,7 +10,9 @@
  *            state of an AVX-512 table stores for these shapes), V as packed; only on tables
  *            that have attention_k16.
  * Shape: 22 layers x 4 kv heads x 8 query heads x head_dim 64 (TinyLlama-1.1B), or with
- * "hd128" 16 layers x 8 kv heads x 4 query heads x 128 (Llama-3.2-1B); one region per layer, kv
+ * "hd128" 16 layers x 8 kv heads x 4 query heads x 128 (Llama-3.2-1B), "hd96" 32 x 32 x 1 x 96
+ * (Phi-3-mini), "hd256" 26 x 1 x 4 x 256 (Gemma-3-1B, every layer global); the last two have
+ * no K16 (head_dim 64 and 128 only), so their k16 row is absent; one region per layer, kv
  * head and K/V, all of them held at once (22 x 4 x 2 x depth x 128 bytes: 44 MiB at depth 2048,
  * beyond the L3, so each layer's cache comes from DRAM as in a model, where the weights stream
  * through between layers). Work items are (layer's kv head), handed out by an atomic counter on
@@ -19,7 +21,7 @@
  * per cache position and kv head. Results are compared once with the reference table (max
  * abs difference; the kernels' tolerance is kcheck's ATTN_TOL) and packed with strided and k16
  * (all compute the same products in the same order: 0). Built with the project (not installed, not
- * run by the tests): build/bench_attn_decode [rounds [depth [table [hd128]]]], table a kernel
+ * run by the tests): build/bench_attn_decode [rounds [depth [table [hd128|hd96|hd256]]]], table a kernel
  * set's name (SLATE_KERNELS' values; default the best this CPU runs).
  *
  * A/B mode (bench_attn_ab, built with bench_kq_ab when CMake is given SLATE_AB_KERNEL; see
@@ -108,10 +110,18 @@ int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 9;
     int64_t depth = argc > 2 ? atoll(argv[2]) : 2048;
     const char *table = argc > 3 ? argv[3] : NULL;
-    bool big = argc > 4 && strcmp(argv[4], "hd128") == 0;
-    if (rounds < 1 || rounds > MAX_ROUNDS || depth < 1 || depth > (1 << 20) ||
-        (argc > 4 && !big)) {
-        fprintf(stderr, "usage: %s [rounds 1..%d [depth [table [hd128]]]]\n", argv[0], MAX_ROUNDS);
+    static const struct {
+        const char *name;
+        shape sh;
+    } shapes[] = {{"hd64", {22, 4, 8, 64}},
+                  {"hd128", {16, 8, 4, 128}},
+                  {"hd96", {32, 32, 1, 96}},
+                  {"hd256", {26, 1, 4, 256}}};
+    int si = 0;
+    while (argc > 4 && si < 4 && strcmp(argv[4], shapes[si].name) != 0) si++;
+    if (rounds < 1 || rounds > MAX_ROUNDS || depth < 1 || depth > (1 << 20) || si == 4) {
+        fprintf(stderr, "usage: %s [rounds 1..%d [depth [table [hd128|hd96|hd256]]]]\n", argv[0],
+                MAX_ROUNDS);
         return 2;
     }
     const slate__kernels *k = table ? slate__kernels_by_name(table) : slate__kernels_get();
@@ -120,20 +130,21 @@ int main(int argc, char **argv) {
         fprintf(stderr, "kernel table '%s' is not built or not supported by this CPU\n", table);
         return 2;
     }
-    shape sh = big ? (shape){16, 8, 4, 128} : (shape){22, 4, 8, 64};
+    shape sh = shapes[si].sh;
     int n_reg = sh.layers * sh.kv_heads;
     int64_t nq = (int64_t)sh.kv_heads * sh.group * sh.hd;
     /* the layouts of the same values: packed (stride hd), strided (hd + 16), k16 (stride hd,
      * whole blocks of 16 positions) */
     const int64_t strides[N_VAR] = {sh.hd, AB ? sh.hd : sh.hd + 16, sh.hd};
     const char *names[N_VAR] = {"packed", AB ? "k16/B" : "strided", AB ? "k16/A" : "k16"};
-    const int n_var = k->attention_k16 ? 3 : 2;
+    const int n_var = k->attention_k16 && (sh.hd == 64 || sh.hd == 128) ? 3 : 2;
     static slate__kernels kb; /* A/B mode: table B, the library's with the second copy's entries */
     kb = *k;
 #ifdef SLATE_AB
     slate__ab_fill_b(&kb);
-    if (!k->attention_k16 || !kb.attention_k16) {
-        fprintf(stderr, "A/B mode compares K16 attention: table %s has none\n", k->name);
+    if (!k->attention_k16 || !kb.attention_k16 || n_var < 3) {
+        fprintf(stderr, "A/B mode compares K16 attention: table %s has none for head_dim %d\n",
+                k->name, sh.hd);
         return 2;
     }
     printf("A: %s, B: %s with %s\n", k->name, k->name, SLATE_AB_WHAT);

@@ -359,8 +359,8 @@ INLINE const uint16_t *blk_row(const uint16_t *const *rows, const uint16_t *base
  * [c0, c0 + NC) of 16 floats: a register tile of NH x NC accumulators over the block's rows.
  * v_t is row t of vf, or, with vrows (or RS, see blk_row), the f16 cache row t converted as it
  * is loaded (head_dim a multiple of 16, every row of the block used). pf, unless NULL: a later
- * block of V rows, whose 64-byte lines [c0 / 2 * BJ, + BJ) are prefetched one per row step (the
- * tiles of 2 vectors of PV_ALL over head_dim 64 or 128 cover the block once). */
+ * block of 16 V rows side by side, whose 64-byte lines [8 c0, 8 (c0 + NC)) are prefetched one
+ * per row step (PV_ALL's tiles cover the block's 8 nc lines once). */
 INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
                          const uint16_t *const *vrows, const uint16_t *vbase, int RS,
                          const char *pf) {
@@ -372,7 +372,7 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
     }
     for (int t = 0; t < BJ; t++) {
         __m512 vv[2];
-        if (pf) _mm_prefetch(pf + (c0 / 2 * BJ + t) * 64, SLATE_PF_ATTN);
+        if (pf && t < NC * 8) _mm_prefetch(pf + (c0 * 8 + t) * 64, SLATE_PF_ATTN);
         UNROLL for (int c = 0; c < NC; c++)
             vv[c] = RS || vrows ? _mm512_cvtph_ps(_mm256_loadu_si256(
                                       (const __m256i *)(blk_row(vrows, vbase, RS, t) + (c0 + c) * 16)))
@@ -606,10 +606,10 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             const uint16_t *vb = tq ? (const uint16_t *)v + jb * stride : NULL;
             __mmask16 live = (__mmask16)(((1u << n) - 1u) & ~((1u << lo) - 1u)), any_skipped = 0;
             const bool packed = rs && live == 0xffff; /* blk_row with RS = rs */
-            /* Blocks of whole rows side by side (K16 or not): the block PF_ATTN_AHEAD ahead is
-             * prefetched a line at a time in the loops of the scores (K; with K16 the next
+            /* Blocks of whole f16 rows side by side (K16 or not): the block PF_ATTN_AHEAD ahead
+             * is prefetched a line at a time in the loops of the scores (K; with K16 the next
              * block's) and of this block's P x V (V) */
-            const bool spread = packed;
+            const bool spread = tq && stride == hd && live == 0xffff;
             const char *pfk = NULL, *pfv = NULL;
             if (spread && jb + PF_ATTN_AHEAD + BJ <= j1) {
                 pfk = (const char *)(kb + PF_ATTN_AHEAD * stride);
@@ -664,7 +664,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             if (k16) UNROLL for (int h = 0; h < HG; h++) sc[h] = sn[h];
             else if (packed && rs == 64) QK_HEADS(64, pfk);
             else if (packed) QK_HEADS(128, pfk);
-            else if (tq) QK_HEADS(0, NULL);
+            else if (tq) QK_HEADS(0, pfk);
             else {
                 for (int h = 0; h < nh; h++) {
                     __m512 a[16];
