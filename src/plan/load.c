@@ -300,8 +300,11 @@ slate_status slate_model_describe(const slate_model *m, char *buf, size_t cap, s
         put(&o, "  weights           %12zu bytes (f32 %zu, f16 %zu, bf16 %zu%s)\n",
             wp.weights_bytes, by_dtype[0], by_dtype[1], by_dtype[2], mix);
         put(&o, "  KV per token      %12zu bytes\n", wp.kv_bytes_per_token);
-        put(&o, "  KV reserved       %12zu bytes (address space for %d positions, page-rounded)%s",
-            wp.kv_reserved_bytes, wp.n_ctx, bound ? "" : "; counted");
+        size_t rows = slate__kv_ctx_rows(wp.n_ctx); /* the context in whole blocks of 16 */
+        put(&o, "  KV reserved       %12zu bytes (address space for %zu positions%s, "
+            "page-rounded)%s", wp.kv_reserved_bytes, rows,
+            rows != (size_t)wp.n_ctx ? ", the context rounded up to 16" : "",
+            bound ? "" : "; counted");
         if (!bound && wp.n_window_caches && !wp.kv_rollback_tokens)
             put(&o, ": sliding-window caches whole, every row kept");
         else if (!bound && wp.n_window_caches)
