@@ -1,9 +1,11 @@
 /* fuzz_state_file.c - libFuzzer target for the state file reader (slate_state_load_mem: header,
- * version, tensor table with its first positions, extras, checksums, bounds). Two tiny models
- * (tests/unit/tinymodel.c) with the same shapes are written and opened once: the default one
- * (no window) with an f16 and an int8 state, and one whose layer 0 has a sliding window of
- * WINDOW positions (layer 1 attends globally) with a releasing f16 state and a keep-all int8
- * state. Every input is tried on all four; a state that loads is run for one more token.
+ * version, tensor table with its first positions, extras, checksums, bounds). Three tiny models
+ * (tests/unit/tinymodel.c) are written and opened once: the default one (no window) with an
+ * f16 and an int8 state, one of the same shapes whose layer 0 has a sliding window of WINDOW
+ * positions (layer 1 attends globally) with a releasing f16 state and a keep-all int8 state,
+ * and one of head_dim 64 whose f16 state stores K dim-major in blocks of 16 where the kernel
+ * table has attention_k16 (the AVX-512 ones: src/state/kvmem.c, K16), with an int8 state
+ * beside it. Every input is tried on all six; a state that loads is run for one more token.
  *
  * Corpus files carry the placeholder fingerprint 5afe5afe5afe5afe: the target patches in each
  * model's real fingerprint in turn (and recomputes the header CRC if it was valid), so the corpus
@@ -35,9 +37,11 @@
 #define PLACEHOLDER 0x5afe5afe5afe5afeull
 #define WINDOW 4
 
-/* [0] the default model, [1] the windowed one; per model an f16 and an int8 state. */
-static slate_model *g_model[2];
-static slate_state *g_state[2][2];
+/* [0] the default model, [1] the windowed one, [2] the head_dim 64 one; per model an f16 and
+ * an int8 state. */
+enum { N_MODELS = 3 };
+static slate_model *g_model[N_MODELS];
+static slate_state *g_state[N_MODELS][2];
 
 static uint64_t rd64(const uint8_t *p) {
     uint64_t v = 0;
@@ -82,7 +86,15 @@ static int init(void) {
     if (open_model(0, &o)) return -1;
     o.window = WINDOW;
     o.window_layers = 1; /* layer 0 windowed, layer 1 global */
-    return open_model(1, &o);
+    if (open_model(1, &o)) return -1;
+    o = tm_default(); /* head_dim 64: two kv heads of two query heads (K16's shapes) */
+    o.dim = 256;
+    o.n_heads = 4;
+    o.n_kv_heads = 2;
+    o.ffn_dim = 96;
+    o.n_ctx = 40; /* no multiple of 16: the cache rounds up to whole blocks */
+    o.max_query = 24;
+    return open_model(2, &o);
 }
 
 /* Replaces the placeholder fingerprint by model k's (buf holds size bytes). */
@@ -138,7 +150,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *buf = malloc(size ? size : 1);
     if (!buf) return 0;
     bool placeholder = size >= 64 && rd64(data + 16) == PLACEHOLDER;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < N_MODELS; k++) {
         for (int fixed = 0; fixed < 1 + placeholder; fixed++) {
             if (size) memcpy(buf, data, size);
             if (fixed) repair(buf, size, k);
@@ -153,18 +165,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
 #ifdef SLATE_STATE_CORPUS_MAIN
 /* Writes the seed corpus into argv[1], checking on the way that each file gets the statuses
- * listed for it from the four states (plain f16, plain i8, windowed f16, windowed keep-all i8). */
+ * listed for it from the four states of the first two models (plain f16, plain i8, windowed
+ * f16, windowed keep-all i8), or, for the head_dim 64 model's files, from its two states. */
+#include "kernels/kernels.h"
+#include "plan/model.h"
+
 #define OK SLATE_OK
 #define FMT SLATE_E_FORMAT
 #define ARG SLATE_E_INVALID_ARG
 
 static const char *g_dir;
 
-static void put_file(const char *name, const uint8_t *d, size_t n, slate_status w0,
-                     slate_status w1, slate_status w2, slate_status w3) {
-    slate_status want[4] = {w0, w1, w2, w3};
+/* States 2 k0 .. 2 k0 + n_want - 1 (model j / 2, state j % 2) must give want[]. */
+static void put_states(const char *name, const uint8_t *d, size_t n, int k0,
+                       const slate_status *want, int n_want) {
     uint8_t *c = malloc(n ? n : 1);
-    for (int j = 0; j < 4; j++) {
+    for (int j = 2 * k0; j < 2 * k0 + n_want; j++) {
         if (n) memcpy(c, d, n);
         patch(c, n, j / 2);
         slate_error e;
@@ -172,9 +188,9 @@ static void put_file(const char *name, const uint8_t *d, size_t n, slate_status 
         slate_status s = try_load(g_state[j / 2][j % 2], c, n, &e);
         printf("%-28s state %d: %s%s%s\n", name, j, slate_status_str(s), s ? ": " : "",
                s ? e.message : "");
-        if (s != want[j]) {
+        if (s != want[j - 2 * k0]) {
             fprintf(stderr, "%s: state %d gave %s, expected %s\n", name, j, slate_status_str(s),
-                    slate_status_str(want[j]));
+                    slate_status_str(want[j - 2 * k0]));
             exit(1);
         }
     }
@@ -187,6 +203,19 @@ static void put_file(const char *name, const uint8_t *d, size_t n, slate_status 
         exit(1);
     }
     fclose(f);
+}
+
+static void put_file(const char *name, const uint8_t *d, size_t n, slate_status w0,
+                     slate_status w1, slate_status w2, slate_status w3) {
+    const slate_status want[4] = {w0, w1, w2, w3};
+    put_states(name, d, n, 0, want, 4);
+}
+
+/* A file of the head_dim 64 model: its f16 (K16) and int8 states must give w0 and w1. */
+static void put_k16_file(const char *name, const uint8_t *d, size_t n, slate_status w0,
+                         slate_status w1) {
+    const slate_status want[2] = {w0, w1};
+    put_states(name, d, n, 2, want, 2);
 }
 
 static uint8_t *save(slate_state *st, const slate_state_extra *x, size_t *n) {
@@ -393,6 +422,36 @@ int main(int argc, char **argv) {
     free(c);
     free(b);
     slate_state_reset(wi8);
+
+    /* The head_dim 64 model (context 40, so the last of its three K16 blocks is partial): 18
+     * positions, one whole block and two of the next, saved from the f16 state, which must be
+     * stored K16 where the table has attention_k16; the file continues as the state does. */
+    slate_state *kf16 = g_state[2][0], *ki8 = g_state[2][1];
+    if (slate__kernels_get()->attention_k16 && !kf16->kv_k16[0]) {
+        fprintf(stderr, "the head_dim 64 model's f16 state is not stored K16\n");
+        exit(1);
+    }
+    int32_t ids18[18];
+    for (int i = 0; i < 18; i++) ids18[i] = 3 + 5 * i;
+    if (slate_state_predict(kf16, ids18, 18, NULL, NULL) != SLATE_OK) exit(1);
+    b = save(kf16, &x, &n);
+    float live[TM_VOCAB], loaded[TM_VOCAB];
+    int32_t next = 7; /* continue_from's token */
+    if (slate_state_predict(kf16, &next, 1, NULL, NULL) != SLATE_OK) exit(1);
+    memcpy(live, slate_state_logits(kf16, NULL), sizeof live);
+    put_k16_file("valid_k16.state", b, n, OK, ARG);
+    continue_from(2, kf16, b, n, loaded);
+    if (memcmp(live, loaded, sizeof live)) {
+        fprintf(stderr, "the K16 state's file does not continue as the state did\n");
+        exit(1);
+    }
+    free(b);
+    slate_state_reset(kf16);
+    if (slate_state_predict(ki8, ids18, 18, NULL, NULL) != SLATE_OK) exit(1);
+    b = save(ki8, NULL, &n);
+    put_k16_file("valid_k16_i8.state", b, n, ARG, OK);
+    free(b);
+    slate_state_reset(ki8);
     return 0;
 }
 #endif
