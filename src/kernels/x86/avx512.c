@@ -323,13 +323,13 @@ INLINE __m512 load_kv16(slate_dtype dt, const void *row, int64_t i, __mmask16 m)
  * prefetched into L1 (a multiple of BJ; 16-48 measured alike; into L2 instead: ~10 % slower,
  * 2026-11-30, the kernel of then on the Zen 5 VM). Blocks of whole rows side by side (K16 or
  * not) prefetch a line per step of their FMA loops instead of all 64 lines of a block at its
- * start: for K16 on a Zen 4 VM
- * (bench_attn_ab, depth 2048, three runs each) that was 1.32-1.36x faster with K and V both in
- * the score loop, 1.04-1.15x more with V moved into the P x V loop; there, once spread, L1 and
- * L2 measured alike (0.96-1.04x), and 32, 64 or 128 positions ahead alike. Before the spread, L2
- * had been 7-21 % faster there: a burst of prefetches had filled the L1's miss buffers. L1
- * stays, the target machine's earlier measurement (bench_attn_ab with
- * -DSLATE_AB_KERNEL=avx512 -DSLATE_AB_FLAGS=-DSLATE_PF_ATTN=_MM_HINT_T1 compares them). */
+ * start: for K16 on a Zen 4 VM (bench_attn_ab, depth 2048, three runs each) that was
+ * 1.32-1.36x faster with K and V both in the score loop, 1.04-1.15x more with V moved into the
+ * P x V loop; there, once spread, L1 and L2 measured alike (0.96-1.04x), and 32, 64 or 128
+ * positions ahead alike. Before the spread, L2 had been 7-21 % faster there: a burst of
+ * prefetches had filled the L1's miss buffers. L1 stays, the target machine's earlier
+ * measurement (bench_attn_ab with -DSLATE_AB_KERNEL=avx512
+ * -DSLATE_AB_FLAGS=-DSLATE_PF_ATTN=_MM_HINT_T1 compares them). */
 enum { BJ = 16, HG = 8, PF_ATTN_AHEAD = 32 };
 #ifndef SLATE_PF_ATTN
 #define SLATE_PF_ATTN _MM_HINT_T0
@@ -617,7 +617,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             }
             if (tq) { /* f16 rows, read in place: their pointers, and prefetches ahead */
                 if (spread) {
-                    /* pfk, pfv */
+                    /* none here: the FMA loops prefetch pfk and pfv a line per step */
                 } else if (stride == hd && jb + PF_ATTN_AHEAD + BJ <= j1) {
                     /* rows that touch (the head-major cache): one run of lines each */
                     const char *pk = (const char *)(kb + PF_ATTN_AHEAD * stride);
