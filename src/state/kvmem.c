@@ -13,10 +13,11 @@
  *
  * Inside a block the cache is head-major: one region [C][head bytes] per kv head, one after the
  * other, C = slate__kv_ctx_rows(n_ctx) (a tensor read by no attention, or by two with different
- * head sizes, is one region [C][row bytes]). The program still sees a state tensor as [n_ctx][width] rows; the layout
- * is the runtime's: attention reads one head over many positions, and a head's rows side by
- * side make that one sequential stream instead of 128-byte pieces 512 bytes apart (TinyLlama
- * shape, depth 2048, one thread, cache from DRAM: 30 -> 15 ns per position and kv head). A
+ * head sizes, is one region [C][row bytes]). The program still sees a state tensor as
+ * [n_ctx][width] rows; the layout is the runtime's: attention reads one head over many
+ * positions, and a head's rows side by side make that one sequential stream instead of 128-byte
+ * pieces 512 bytes apart (TinyLlama shape, depth 2048, one thread, cache from DRAM: 30 -> 15 ns
+ * per position and kv head). A
  * position's row is scattered over the regions by kv_write and gathered back by the state file
  * and slate_state_read_tensor (slate__kv_get_rows / slate__kv_put_rows).
  *
