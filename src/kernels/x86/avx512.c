@@ -605,11 +605,12 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             const uint16_t *kb = tq ? (const uint16_t *)k + jb * stride : NULL;
             const uint16_t *vb = tq ? (const uint16_t *)v + jb * stride : NULL;
             __mmask16 live = (__mmask16)(((1u << n) - 1u) & ~((1u << lo) - 1u)), any_skipped = 0;
-            const bool packed = rs && live == 0xffff; /* blk_row with RS = rs */
             /* Blocks of whole f16 rows side by side (K16 or not): the block PF_ATTN_AHEAD ahead
              * is prefetched a line at a time in the loops of the scores (K; with K16 the next
-             * block's) and of this block's P x V (V) */
+             * block's) and of this block's P x V (V); for head_dim 64 and 128 they are also
+             * addressed from the block's first row (blk_row with RS = rs) */
             const bool spread = tq && stride == hd && live == 0xffff;
+            const bool packed = spread && rs;
             const char *pfk = NULL, *pfv = NULL;
             if (spread && jb + PF_ATTN_AHEAD + BJ <= j1) {
                 pfk = (const char *)(kb + PF_ATTN_AHEAD * stride);
