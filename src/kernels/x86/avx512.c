@@ -327,13 +327,33 @@ INLINE __m512 load_kv16(slate_dtype dt, const void *row, int64_t i, __mmask16 m)
  * 1.32-1.36x faster with K and V both in the score loop, 1.04-1.15x more with V moved into the
  * P x V loop; there, once spread, L1 and L2 measured alike (0.96-1.04x), and 32, 64 or 128
  * positions ahead alike. Before the spread, L2 had been 7-21 % faster there: a burst of
- * prefetches had filled the L1's miss buffers. L1 stays, the target machine's earlier
- * measurement (bench_attn_ab with -DSLATE_AB_KERNEL=avx512
- * -DSLATE_AB_FLAGS=-DSLATE_PF_ATTN=_MM_HINT_T1 compares them). */
+ * prefetches had filled the L1's miss buffers. L1 stays for passes of more than PF_ATTN_THIN
+ * heads, the target machine's earlier measurement (bench_attn_ab with -DSLATE_AB_KERNEL=avx512
+ * -DSLATE_AB_FLAGS=-DSLATE_PF_ATTN=_MM_HINT_T1 compares them); thinner passes: below. */
 enum { BJ = 16, HG = 8, PF_ATTN_AHEAD = 32 };
 #ifndef SLATE_PF_ATTN
 #define SLATE_PF_ATTN _MM_HINT_T0
 #endif
+/* Passes of at most PF_ATTN_THIN query heads do too little arithmetic per cache byte to hide
+ * DRAM (2 FMAs per byte at 4 heads against 4 at 8): their lines are prefetched with
+ * SLATE_PF_ATTN_THIN, into L2, which lets more of them be in flight than the L1's miss buffers
+ * allow. bench_attn_ab against L1 on the Zen 4 VM (2026-12-03, depth 2048, three runs each):
+ * Llama-3.2-1B's 4 heads per kv head (K16, hd 128) 1.07-1.18x, Gemma-3-1B's 4 (rows, hd 256)
+ * 1.25-1.46x, Phi-3-mini's 1 (rows, hd 96) 1.18-1.39x; TinyLlama's 8 (K16, hd 64) were 6-9 %
+ * slower into L2 (as L2 had measured on the Zen 5 VM with the kernel of 2026-11-30), so passes
+ * of more heads keep SLATE_PF_ATTN. -DSLATE_AB_FLAGS=-DSLATE_PF_ATTN_THIN=_MM_HINT_T0 times
+ * the thin passes into L1. */
+#ifndef SLATE_PF_ATTN_THIN
+#define SLATE_PF_ATTN_THIN _MM_HINT_T1
+#endif
+enum { PF_ATTN_THIN = 4 };
+/* One line of the cache prefetched for a pass of NH heads (a constant in the specialized loops,
+ * so the test folds away). */
+#define PF_ATTN_LINE(P, NH)                                                                        \
+    do {                                                                                           \
+        if ((NH) <= PF_ATTN_THIN) _mm_prefetch((P), SLATE_PF_ATTN_THIN);                           \
+        else _mm_prefetch((P), SLATE_PF_ATTN);                                                     \
+    } while (0)
 
 /* The running softmax state of HG query heads and one block's scratch, 64-byte aligned rows of
  * HDP = head_dim rounded up to 16 floats (zero past head_dim, so whole vectors are exact). */
@@ -372,7 +392,7 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
     }
     for (int t = 0; t < BJ; t++) {
         __m512 vv[2];
-        if (pf && t < NC * 8) _mm_prefetch(pf + (c0 * 8 + t) * 64, SLATE_PF_ATTN);
+        if (pf && t < NC * 8) PF_ATTN_LINE(pf + (c0 * 8 + t) * 64, NH);
         UNROLL for (int c = 0; c < NC; c++)
             vv[c] = RS || vrows ? _mm512_cvtph_ps(_mm256_loadu_si256(
                                       (const __m256i *)(blk_row(vrows, vbase, RS, t) + (c0 + c) * 16)))
@@ -478,7 +498,7 @@ INLINE void attn_qk_f16(int NH, int RS, const attn_ws *ws, const uint16_t *const
                 _mm256_loadu_si256((const __m256i *)(blk_row(rows, base, RS, i + 8) + c * 16)), 1);
         transpose16_pairs(z, b);
         UNROLL for (int d = 0; d < 8; d++) {
-            if (pf) _mm_prefetch(pf + (c * 8 + d) * 64, SLATE_PF_ATTN);
+            if (pf) PF_ATTN_LINE(pf + (c * 8 + d) * 64, NH);
             __m512i w = transpose16_col(b, d);
             __m512 v0 = _mm512_cvtph_ps(_mm512_castsi512_si256(w));       /* dim d, rows 0-15 */
             __m512 v1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(w, 1)); /* dim d + 8 */
@@ -502,7 +522,7 @@ INLINE void attn_qk_k16(int NH, int HD, const attn_ws *ws, const uint16_t *kt, _
     UNROLL for (int h = 0; h < NH; h++) s[h] = s1[h] = _mm512_setzero_ps();
     for (int c = 0; c < HD / 16; c++) {
         UNROLL for (int d = 0; d < 8; d++) {
-            if (pf) _mm_prefetch(pf + (c * 8 + d) * 64, SLATE_PF_ATTN);
+            if (pf) PF_ATTN_LINE(pf + (c * 8 + d) * 64, NH);
             const uint16_t *r0 = kt + (c * 16 + d) * 16, *r1 = r0 + 8 * 16; /* dims d, d + 8 */
             __m512 v0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r0));
             __m512 v1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r1));
@@ -624,16 +644,16 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                     const char *pk = (const char *)(kb + PF_ATTN_AHEAD * stride);
                     const char *pv = (const char *)(vb + PF_ATTN_AHEAD * stride);
                     for (int64_t b = 0; b < BJ * row_bytes; b += 64) {
-                        _mm_prefetch(pk + b, SLATE_PF_ATTN);
-                        _mm_prefetch(pv + b, SLATE_PF_ATTN);
+                        PF_ATTN_LINE(pk + b, nh);
+                        PF_ATTN_LINE(pv + b, nh);
                     }
                 } else {
                     for (int t = 0; t < BJ && jb + PF_ATTN_AHEAD + t < j1; t++) {
                         const char *pk = (const char *)(kb + (PF_ATTN_AHEAD + t) * stride);
                         const char *pv = (const char *)(vb + (PF_ATTN_AHEAD + t) * stride);
                         for (int64_t b = 0; b < row_bytes; b += 64) {
-                            _mm_prefetch(pk + b, SLATE_PF_ATTN);
-                            _mm_prefetch(pv + b, SLATE_PF_ATTN);
+                            PF_ATTN_LINE(pk + b, nh);
+                            PF_ATTN_LINE(pv + b, nh);
                         }
                     }
                 }
@@ -647,8 +667,8 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                         const char *pk = kv_row(dt, k, jb + PF_ATTN_AHEAD + t, stride);
                         const char *pv = kv_row(dt, v, jb + PF_ATTN_AHEAD + t, stride);
                         for (int64_t b = 0; b < row_bytes; b += 64) {
-                            _mm_prefetch(pk + b, SLATE_PF_ATTN);
-                            _mm_prefetch(pv + b, SLATE_PF_ATTN);
+                            PF_ATTN_LINE(pk + b, nh);
+                            PF_ATTN_LINE(pv + b, nh);
                         }
                     }
                     const void *kr = kv_row(dt, k, jb + (t < n ? t : 0), stride);
