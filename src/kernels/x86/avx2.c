@@ -357,6 +357,13 @@ INLINE int64_t kv_row_bytes(slate_dtype dt, int64_t hd) {
  * it cost ~12%, so it is used only for ranges whose K and V together exceed PF_ATTN_BYTES (the
  * L2 size). */
 enum { PF_ATTN_BYTES = 1 << 20 };
+/* The hint: L1 and L2 measured alike for this kernel on the Zen 4 VM (2026-12-03, bench_attn_ab
+ * with -DSLATE_AB_KERNEL=avx2 -DSLATE_AB_FLAGS=-DSLATE_PF_ATTN=_MM_HINT_T1, the four shapes of
+ * bench/attn_decode.c at depth 2048, three runs: L2 0.96-1.14x as fast, 9 of 12 within 5 %),
+ * unlike avx512.c's thin passes. */
+#ifndef SLATE_PF_ATTN
+#define SLATE_PF_ATTN _MM_HINT_T0
+#endif
 
 INLINE void prefetch_rows(slate_dtype dt, const void *k, const void *v, int64_t stride, int64_t ja,
                           int64_t jb, int64_t hd) {
@@ -364,8 +371,8 @@ INLINE void prefetch_rows(slate_dtype dt, const void *k, const void *v, int64_t 
     for (int64_t j = ja; j < jb; j++) {
         const char *pk = kv_row(dt, k, j, stride), *pv = kv_row(dt, v, j, stride);
         for (int64_t b = 0; b < n_bytes; b += 64) {
-            _mm_prefetch(pk + b, _MM_HINT_T0);
-            _mm_prefetch(pv + b, _MM_HINT_T0);
+            _mm_prefetch(pk + b, SLATE_PF_ATTN);
+            _mm_prefetch(pv + b, SLATE_PF_ATTN);
         }
     }
 }
