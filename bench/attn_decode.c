@@ -11,17 +11,17 @@
  *            that have attention_k16.
  * Shape: 22 layers x 4 kv heads x 8 query heads x head_dim 64 (TinyLlama-1.1B), or with
  * "hd128" 16 layers x 8 kv heads x 4 query heads x 128 (Llama-3.2-1B), "hd96" 32 x 32 x 1 x 96
- * (Phi-3-mini), "hd256" 26 x 1 x 4 x 256 (Gemma-3-1B, every layer global); the last two have
- * no K16 (head_dim 64 and 128 only), so their k16 row is absent; one region per layer, kv
- * head and K/V, all of them held at once (22 x 4 x 2 x depth x 128 bytes: 44 MiB at depth 2048,
- * beyond the L3, so each layer's cache comes from DRAM as in a model, where the weights stream
- * through between layers). Work items are (layer's kv head), handed out by an atomic counter on
+ * (Phi-3-mini), "hd256" 26 x 1 x 4 x 256 (Gemma-3-1B, every layer global), "hd64g7" 24 x 2 x
+ * 7 x 64 (Qwen2.5-0.5B); hd96 and hd256 have no K16 (head_dim 64 and 128 only), so their k16
+ * row is absent; one region per layer, kv head and K/V, all of them held at once (22 x 4 x 2 x
+ * depth x 128 bytes: 44 MiB at depth 2048, beyond the L3, so each layer's cache comes from DRAM
+ * as in a model, where the weights stream through between layers). Work items are (layer's kv head), handed out by an atomic counter on
  * 2 threads of slate's pool, as exec does; one "token" is every layer once. Variants run
  * interleaved, [rounds] rounds (default 9): median and best ms per token, and the thread time
  * per cache position and kv head. Results are compared once with the reference table (max
  * abs difference; the kernels' tolerance is kcheck's ATTN_TOL) and packed with strided and k16
  * (all compute the same products in the same order: 0). Built with the project (not installed, not
- * run by the tests): build/bench_attn_decode [rounds [depth [table [hd128|hd96|hd256]]]], table a kernel
+ * run by the tests): build/bench_attn_decode [rounds [depth [table [shape]]]], table a kernel
  * set's name (SLATE_KERNELS' values; default the best this CPU runs).
  *
  * A/B mode (bench_attn_ab, built with bench_kq_ab when CMake is given SLATE_AB_KERNEL; see
@@ -119,12 +119,14 @@ int main(int argc, char **argv) {
     } shapes[] = {{"hd64", {22, 4, 8, 64}},
                   {"hd128", {16, 8, 4, 128}},
                   {"hd96", {32, 32, 1, 96}},
-                  {"hd256", {26, 1, 4, 256}}};
+                  {"hd256", {26, 1, 4, 256}},
+                  {"hd64g7", {24, 2, 7, 64}}};
+    enum { N_SHAPES = sizeof shapes / sizeof *shapes };
     int si = 0;
-    while (argc > 4 && si < 4 && strcmp(argv[4], shapes[si].name) != 0) si++;
-    if (rounds < 1 || rounds > MAX_ROUNDS || depth < 1 || depth > (1 << 20) || si == 4) {
-        fprintf(stderr, "usage: %s [rounds 1..%d [depth [table [hd128|hd96|hd256]]]]\n", argv[0],
-                MAX_ROUNDS);
+    while (argc > 4 && si < N_SHAPES && strcmp(argv[4], shapes[si].name) != 0) si++;
+    if (rounds < 1 || rounds > MAX_ROUNDS || depth < 1 || depth > (1 << 20) || si == N_SHAPES) {
+        fprintf(stderr, "usage: %s [rounds 1..%d [depth [table [hd128|hd96|hd256|hd64g7]]]]\n",
+                argv[0], MAX_ROUNDS);
         return 2;
     }
     const slate__kernels *k = table ? slate__kernels_by_name(table) : slate__kernels_get();
