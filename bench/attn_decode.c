@@ -15,10 +15,10 @@
  * 7 x 64 (Qwen2.5-0.5B); hd96 and hd256 have no K16 (head_dim 64 and 128 only), so their k16
  * row is absent; one region per layer, kv head and K/V, all of them held at once (22 x 4 x 2 x
  * depth x 128 bytes: 44 MiB at depth 2048, beyond the L3, so each layer's cache comes from DRAM
- * as in a model, where the weights stream through between layers). Work items are (layer's kv head), handed out by an atomic counter on
- * 2 threads of slate's pool, as exec does; one "token" is every layer once. Variants run
- * interleaved, [rounds] rounds (default 9): median and best ms per token, and the thread time
- * per cache position and kv head. Results are compared once with the reference table (max
+ * as in a model, where the weights stream through between layers). Work items are (layer's kv
+ * head), handed out by an atomic counter on 2 threads of slate's pool, as exec does; one
+ * "token" is every layer once. Variants run interleaved, [rounds] rounds (default 9): median
+ * and best ms per token, and the thread time per cache position and kv head. Results are compared once with the reference table (max
  * abs difference; the kernels' tolerance is kcheck's ATTN_TOL) and packed with strided and k16
  * (all compute the same products in the same order: 0). Built with the project (not installed, not
  * run by the tests): build/bench_attn_decode [rounds [depth [table [shape]]]], table a kernel

@@ -301,7 +301,8 @@ INLINE __m256 hmax8x8(const __m256 a[8]) {
     __m256 h0 = hmax_pairs(a[0], a[1]), h1 = hmax_pairs(a[2], a[3]);
     __m256 h2 = hmax_pairs(a[4], a[5]), h3 = hmax_pairs(a[6], a[7]);
     __m256 g0 = hmax_pairs(h0, h1), g1 = hmax_pairs(h2, h3);
-    return _mm256_max_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
+    return _mm256_max_ps(_mm256_permute2f128_ps(g0, g1, 0x20),
+                         _mm256_permute2f128_ps(g0, g1, 0x31));
 }
 
 /* 8 cache values at element d of a row as f32: F32/F16 as weights, I8 (int8 cache rows
@@ -439,13 +440,12 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0) {
  * The step for all heads at once replaced one per head (scalar maxima and sums, libm expf for
  * the rescale): bench_attn_ab against the previous file, TinyLlama's shape (8 heads), 1.09-1.19x
  * at depths 512 and 2048, Llama-3.2-1B's (4 heads) 0.95-1.24x, Phi-3-mini's (1 head, so seven
- * idle lanes) 0.98-1.02x (Zen 4, three runs). Rows that no head
- * uses (past the range, -inf or NaN scores for every head) have their V zeroed so they are
- * skipped exactly as in ref; all -inf gives out = 0. For ranges too long for L2 the next
- * block's rows are prefetched. One thread, 8 heads, head_dim 64, f16 cache (head-major), 22
- * layers at depth 2048 from DRAM: 52.5 ns per position and kv head with the previous design
- * (one head at a time, each converting the block's rows again and accumulating its own V
- * pass), 32.4 with this one. */
+ * idle lanes) 0.98-1.02x (Zen 4, three runs). Rows that no head uses (past the range, -inf or
+ * NaN scores for every head) have their V zeroed so they are skipped exactly as in ref; all
+ * -inf gives out = 0. For ranges too long for L2 the next block's rows are prefetched. One
+ * thread, 8 heads, head_dim 64, f16 cache (head-major), 22 layers at depth 2048 from DRAM: 52.5
+ * ns per position and kv head with the design before this one (one head at a time, each
+ * converting the block's rows again and accumulating its own V pass), 32.4 with it. */
 INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
                           float scale, float softcap, const float *mask) {
@@ -509,7 +509,8 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
              * move, and 1 where no score was valid yet (m = mn = -inf; the state is 0). */
             const __m256 mo = _mm256_load_ps(ws->m), mn = _mm256_max_ps(mo, hmax8x8(sv));
             const __m256 none = _mm256_cmp_ps(mn, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ);
-            const __m256 corr = _mm256_blendv_ps(exp8(_mm256_sub_ps(mo, mn)), _mm256_set1_ps(1.0f), none);
+            const __m256 corr =
+                _mm256_blendv_ps(exp8(_mm256_sub_ps(mo, mn)), _mm256_set1_ps(1.0f), none);
             _mm256_store_ps(ws->m, mn);
             _mm256_store_ps(ws->corr, corr);
             __m256 p[HG];
