@@ -283,27 +283,24 @@ INLINE __m256 tanh8(__m256 x) {
     return _mm256_or_ps(r, _mm256_and_ps(x, sign)); /* r >= 0 (or NaN): copysign(r, x) */
 }
 
-/* [hsum(a[0]), ..., hsum(a[7])] */
-INLINE __m256 hsum8x8(const __m256 a[8]) {
-    __m256 h0 = _mm256_hadd_ps(a[0], a[1]), h1 = _mm256_hadd_ps(a[2], a[3]);
-    __m256 h2 = _mm256_hadd_ps(a[4], a[5]), h3 = _mm256_hadd_ps(a[6], a[7]);
-    __m256 g0 = _mm256_hadd_ps(h0, h1), g1 = _mm256_hadd_ps(h2, h3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20),
-                         _mm256_permute2f128_ps(g0, g1, 0x31));
+/* Lane t of the result: the 8 lanes of a[t] combined by + (hsum8x8) or by max (hmax8x8), in a
+ * transposing tree: neighbouring lanes, then neighbouring pairs (per 128-bit half), then the
+ * two halves. pair_lanes(a, b, false) is _mm256_hadd_ps(a, b), bit for bit. */
+INLINE __m256 pair_lanes(__m256 a, __m256 b, bool mx) {
+    __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    __m256 o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    return mx ? _mm256_max_ps(e, o) : _mm256_add_ps(e, o);
 }
-
-/* [max(a[0]), ..., max(a[7])], the lanes of hsum8x8's transposing tree with max for add. */
-INLINE __m256 hmax_pairs(__m256 a, __m256 b) { /* as _mm256_hadd_ps(a, b), with max */
-    return _mm256_max_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+INLINE __m256 tree8x8(const __m256 a[8], bool mx) {
+    __m256 h0 = pair_lanes(a[0], a[1], mx), h1 = pair_lanes(a[2], a[3], mx);
+    __m256 h2 = pair_lanes(a[4], a[5], mx), h3 = pair_lanes(a[6], a[7], mx);
+    __m256 g0 = pair_lanes(h0, h1, mx), g1 = pair_lanes(h2, h3, mx);
+    __m256 lo = _mm256_permute2f128_ps(g0, g1, 0x20), hi = _mm256_permute2f128_ps(g0, g1, 0x31);
+    return mx ? _mm256_max_ps(lo, hi) : _mm256_add_ps(lo, hi);
 }
-INLINE __m256 hmax8x8(const __m256 a[8]) {
-    __m256 h0 = hmax_pairs(a[0], a[1]), h1 = hmax_pairs(a[2], a[3]);
-    __m256 h2 = hmax_pairs(a[4], a[5]), h3 = hmax_pairs(a[6], a[7]);
-    __m256 g0 = hmax_pairs(h0, h1), g1 = hmax_pairs(h2, h3);
-    return _mm256_max_ps(_mm256_permute2f128_ps(g0, g1, 0x20),
-                         _mm256_permute2f128_ps(g0, g1, 0x31));
-}
+/* [hsum(a[0]), ..., hsum(a[7])] and [max(a[0]), ..., max(a[7])] */
+INLINE __m256 hsum8x8(const __m256 a[8]) { return tree8x8(a, false); }
+INLINE __m256 hmax8x8(const __m256 a[8]) { return tree8x8(a, true); }
 
 /* 8 cache values at element d of a row as f32: F32/F16 as weights, I8 (int8 cache rows
  * {f32 scale, int8 values}) as scale * q. _tail: the n < 8 values at d, zero-padded. */
