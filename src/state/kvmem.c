@@ -17,9 +17,9 @@
  * [n_ctx][width] rows; the layout is the runtime's: attention reads one head over many
  * positions, and a head's rows side by side make that one sequential stream instead of 128-byte
  * pieces 512 bytes apart (TinyLlama shape, depth 2048, one thread, cache from DRAM: 30 -> 15 ns
- * per position and kv head). A
- * position's row is scattered over the regions by kv_write and gathered back by the state file
- * and slate_state_read_tensor (slate__kv_get_rows / slate__kv_put_rows).
+ * per position and kv head). A position's row is scattered over the regions by kv_write and
+ * gathered back by the state file and slate_state_read_tensor (slate__kv_get_rows /
+ * slate__kv_put_rows).
  *
  * K16: with the AVX-512 tables, an f16 K cache of head_dim 64 or 128 is stored dim-major inside
  * each block of 16 positions of its head's region (choose_k16 below says when), so attention
