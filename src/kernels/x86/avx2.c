@@ -480,8 +480,9 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
              * heads at once (lanes of mo / mn / corr / l: heads), so its chain of dependent
              * steps (max, exp, sum) runs once per block instead of once per head. Heads past
              * nh score -inf: no weight, their state stays 0. */
-            __m256 live = _mm256_castsi256_ps(tail_mask(n)); /* lanes past the range: -inf */
-            __m256 mk = mask ? _mm256_maskload_ps(mask + jb, tail_mask(n)) : _mm256_setzero_ps();
+            const __m256i in_range = tail_mask(n); /* lanes past the range: -inf */
+            const __m256 live = _mm256_castsi256_ps(in_range);
+            __m256 mk = mask ? _mm256_maskload_ps(mask + jb, in_range) : _mm256_setzero_ps();
             __m256 sv[HG], valid[HG];
             UNROLL for (int h = 0; h < HG; h++) sv[h] = _mm256_set1_ps(-INFINITY);
             for (int h = 0; h < nh; h++) {
