@@ -122,11 +122,31 @@ slate_status slate__read_weights(int fd, const char *path, uint64_t file_size, u
         if (p != MAP_FAILED) map = p;
     }
     uint64_t start = off - head, end = off + size;
+    /* Every chunk's way is decided before the first read: a buffered read of one chunk lets
+     * the kernel's readahead pull in the start of the next (8 MiB on the VMs here), which
+     * would then look cached and be read through the page cache. */
+    uint64_t nchunks = (end - start + CHUNK - 1) / CHUNK;
+    bool *direct_at = NULL;
+    if (dfd >= 0 && nchunks > 0) {
+        direct_at = slate__calloc((size_t)nchunks, sizeof *direct_at);
+        if (!direct_at) {
+            close(dfd);
+            if (map) munmap((void *)map, (size_t)file_size);
+            slate__free_aligned(out->alloc);
+            memset(out, 0, sizeof *out);
+            return slate__fail(err, SLATE_E_NOMEM, "out of memory reading the weights");
+        }
+        for (uint64_t i = 0; i < nchunks; i++) {
+            uint64_t c = start + i * CHUNK, len = end - c < CHUNK ? end - c : CHUNK;
+            direct_at[i] = mode == IO_DIRECT || resident_share(map, c, len, page) < 0.5;
+        }
+    }
+    if (map) munmap((void *)map, (size_t)file_size);
     int e = 0;
     for (uint64_t c = start; c < end && !e; c += CHUNK) {
         uint64_t len = end - c < CHUNK ? end - c : CHUNK;
         uint8_t *dst = base + (c - start);
-        bool direct = dfd >= 0 && (mode == IO_DIRECT || resident_share(map, c, len, page) < 0.5);
+        bool direct = dfd >= 0 && direct_at[(c - start) / CHUNK];
         if (direct) {
             e = read_range(dfd, dst, c, (len + ALIGN - 1) & ~(ALIGN - 1), len, true);
             if (e == EINVAL) { /* the file system wants none of it: buffered from here on */
@@ -142,7 +162,7 @@ slate_status slate__read_weights(int fd, const char *path, uint64_t file_size, u
                            false);
         if (!e) *(direct ? &out->direct_bytes : &out->cached_bytes) += c + len - from;
     }
-    if (map) munmap((void *)map, (size_t)file_size);
+    slate__free(direct_at);
     if (dfd >= 0) close(dfd);
     if (e) {
         slate__free_aligned(out->alloc);
