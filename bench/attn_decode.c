@@ -8,7 +8,11 @@
  *            their own path;
  *   k16      K stored dim-major in blocks of 16 positions (kernels.h, attention_k16: what a
  *            state of an AVX-512 table stores for these shapes), V as packed; only on tables
- *            that have attention_k16.
+ *            that have attention_k16;
+ *   int8     the values quantized to an int8 cache (--kv-dtype int8: rows of {f32 scale,
+ *            head_dim int8} side by side, slate__kv_quantize_i8), read by attention_i8; its
+ *            max |diff| is against ref's attention_i8 on the same int8 rows (its stride is
+ *            in bytes).
  * Shape: 22 layers x 4 kv heads x 8 query heads x head_dim 64 (TinyLlama-1.1B), or with
  * "hd128" 16 layers x 8 kv heads x 4 query heads x 128 (Llama-3.2-1B), "hd96" 32 x 32 x 1 x 96
  * (Phi-3-mini), "hd256" 26 x 1 x 4 x 256 (Gemma-3-1B, every layer global), "hd64g7" 24 x 2 x
@@ -45,7 +49,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { N_THREADS = 2, MAX_ROUNDS = 64, N_VAR = 3 };
+enum { N_THREADS = 2, MAX_ROUNDS = 64, N_VAR = 3, N_ALL = N_VAR + 2 };
 
 typedef struct shape {
     int layers, kv_heads, group, hd;
@@ -55,10 +59,12 @@ typedef struct job {
     const slate__kernels *k;
     const shape *sh;
     uint16_t **kc, **vc; /* [layer * kv_heads + g] */
+    uint8_t **k8, **v8;  /* the int8 cache's regions, when i8 */
     const float *q;      /* [kv_heads * group][hd], the same for every layer */
     float *out;          /* [kv_heads * group][hd] */
     int64_t stride, depth;
     bool k16; /* kc holds K16 blocks: attention_k16 */
+    bool i8;  /* k8/v8: attention_i8, stride in bytes */
     int layer;
     atomic_int next;
 } job;
@@ -70,7 +76,10 @@ static void run_layer(void *ctx, int ith, int nth) {
     float scale = 1.0f / sqrtf((float)sh->hd);
     for (int g; (g = atomic_fetch_add(&j->next, 1)) < sh->kv_heads;) {
         int64_t off = (int64_t)g * sh->group * sh->hd, i = (int64_t)j->layer * sh->kv_heads + g;
-        if (j->k16)
+        if (j->i8)
+            j->k->attention_i8(j->out + off, j->q + off, j->k8[i], j->v8[i], j->stride, 0,
+                               j->depth, sh->hd, sh->group, scale, 0.0f, NULL);
+        else if (j->k16)
             j->k->attention_k16(j->out + off, j->q + off, j->kc[i], j->vc[i], j->stride, 0,
                                 j->depth, sh->hd, sh->group, scale, 0.0f, NULL);
         else
@@ -158,33 +167,48 @@ int main(int argc, char **argv) {
     printf("A: %s, B: %s with %s\n", k->name, k->name, SLATE_AB_WHAT);
 #endif
     const int64_t depth16 = (depth + 15) / 16 * 16;
+    /* the int8 rows (planner.c's row of one kv head) and their variants: on the table, and in
+     * A/B mode on table B too */
+    const int64_t row8 = 4 + (int64_t)slate__align_up((size_t)sh.hd, 4);
+    const int n_i8 = k->attention_i8 ? (AB ? 2 : 1) : 0;
+    const char *names8[2] = {AB ? "int8/A" : "int8", "int8/B"};
     uint16_t **kc[N_VAR], **vc[N_VAR];
+    uint8_t **k8 = malloc((size_t)n_reg * sizeof(uint8_t *));
+    uint8_t **v8 = malloc((size_t)n_reg * sizeof(uint8_t *));
     uint64_t r = 0x9e3779b97f4a7c15ull;
-    float *q = malloc((size_t)nq * sizeof(float)), *out[N_VAR + 1];
-    for (int v = 0; v <= N_VAR; v++) out[v] = malloc((size_t)nq * sizeof(float));
+    /* out: the N_VAR f16 layouts, the int8 variants, then ref on f16 and ref on int8 */
+    float *q = malloc((size_t)nq * sizeof(float)), *out[N_ALL + 2];
+    bool oom = !q || !k8 || !v8;
+    for (int v = 0; v < N_ALL + 2; v++) oom |= !(out[v] = malloc((size_t)nq * sizeof(float)));
     for (int v = 0; v < N_VAR; v++) {
-        kc[v] = malloc((size_t)n_reg * sizeof(uint16_t *));
-        vc[v] = malloc((size_t)n_reg * sizeof(uint16_t *));
+        oom |= !(kc[v] = malloc((size_t)n_reg * sizeof(uint16_t *)));
+        oom |= !(vc[v] = malloc((size_t)n_reg * sizeof(uint16_t *)));
     }
-    if (!q || !out[0] || !out[1] || !out[2] || !out[3] || !kc[0] || !vc[0] || !kc[1] || !vc[1] ||
-        !kc[2] || !vc[2]) {
+    if (oom) {
         fprintf(stderr, "out of memory\n");
         return 1;
     }
     for (int64_t i = 0; i < nq; i++) q[i] = 4.0f * rndf(&r);
+    float *kx = malloc((size_t)sh.hd * sizeof(float)), *vx = malloc((size_t)sh.hd * sizeof(float));
     for (int i = 0; i < n_reg; i++) {
         for (int v = 0; v < N_VAR; v++) {
             size_t bytes = (size_t)(depth16 * strides[v]) * sizeof(uint16_t);
             kc[v][i] = aligned_alloc(64, (bytes + 63) / 64 * 64);
             vc[v][i] = aligned_alloc(64, (bytes + 63) / 64 * 64);
-            if (!kc[v][i] || !vc[v][i]) {
-                fprintf(stderr, "out of memory\n");
-                return 1;
-            }
+            oom |= !kc[v][i] || !vc[v][i];
         }
-        for (int64_t j = 0; j < depth; j++)
+        size_t bytes8 = (size_t)(depth16 * row8);
+        k8[i] = aligned_alloc(64, (bytes8 + 63) / 64 * 64);
+        v8[i] = aligned_alloc(64, (bytes8 + 63) / 64 * 64);
+        if (oom || !k8[i] || !v8[i] || !kx || !vx) {
+            fprintf(stderr, "out of memory\n");
+            return 1;
+        }
+        for (int64_t j = 0; j < depth; j++) {
             for (int64_t d = 0; d < sh.hd; d++) {
                 uint16_t kh = slate__f32_to_f16(2.0f * rndf(&r)), vh = slate__f32_to_f16(rndf(&r));
+                kx[d] = slate__f16_to_f32(kh);
+                vx[d] = slate__f16_to_f32(vh);
                 for (int v = 0; v < N_VAR; v++) {
                     bool blk = v == 2 || (ab_k16 && v == 1); /* K16 */
                     int64_t at = blk ? j / 16 * 16 * sh.hd + d * 16 + j % 16 : j * strides[v] + d;
@@ -192,44 +216,66 @@ int main(int argc, char **argv) {
                     vc[v][i][j * strides[v] + d] = vh;
                 }
             }
+            slate__kv_quantize_i8(k8[i] + j * row8, kx, sh.hd, (int32_t)sh.hd);
+            slate__kv_quantize_i8(v8[i] + j * row8, vx, sh.hd, (int32_t)sh.hd);
+        }
     }
+    free(kx);
+    free(vx);
     slate__pool *pool = NULL;
     slate_error err;
     if (slate__pool_create(N_THREADS, &pool, &err)) {
         fprintf(stderr, "pool: %s\n", err.message);
         return 1;
     }
-    job j[N_VAR + 1];
-    for (int v = 0; v <= N_VAR; v++) {
+    /* jobs: [0, n_var) the f16 layouts, [N_VAR, N_VAR + n_i8) int8, N_ALL ref f16, N_ALL + 1
+     * ref int8 */
+    job j[N_ALL + 2];
+    for (int v = 0; v < N_ALL + 2; v++) {
         int w = v < N_VAR ? v : 0; /* the reference reads the packed copy */
-        j[v] = (job){.k = v == N_VAR ? ref : AB && v == 1 ? &kb : k, .sh = &sh, .kc = kc[w],
-                     .vc = vc[w], .q = q, .out = out[v], .stride = strides[w], .depth = depth,
-                     .k16 = v == 2 || (ab_k16 && v == 1)};
+        bool i8 = (v >= N_VAR && v < N_ALL) || v == N_ALL + 1;
+        j[v] = (job){.k = v >= N_ALL ? ref : AB && (v == 1 || v == N_VAR + 1) ? &kb : k,
+                     .sh = &sh, .kc = kc[w], .vc = vc[w], .k8 = k8, .v8 = v8, .q = q,
+                     .out = out[v], .stride = i8 ? row8 : strides[w], .depth = depth,
+                     .k16 = v == 2 || (ab_k16 && v == 1), .i8 = i8};
     }
+    bool run[N_ALL + 2] = {false};
+    for (int v = 0; v < n_var; v++) run[v] = true;
+    for (int v = 0; v < n_i8; v++) run[N_VAR + v] = true;
+    run[N_ALL] = true;
+    run[N_ALL + 1] = n_i8 > 0;
     /* one untimed token each (pages, pool), which also gives the results to compare */
-    for (int v = 0; v <= N_VAR; v++)
-        if (v < n_var || v == N_VAR) token(pool, &j[v]);
-    double t[N_VAR][MAX_ROUNDS];
+    for (int v = 0; v < N_ALL + 2; v++)
+        if (run[v]) token(pool, &j[v]);
+    double t[N_ALL][MAX_ROUNDS];
     for (int rd = 0; rd < rounds; rd++)
-        for (int v = 0; v < n_var; v++) t[v][rd] = token(pool, &j[v]);
-    printf("%s attention, f16 cache, depth %lld, %d layers x %d kv heads x %d query heads x "
-           "head_dim %d, %d threads, %d rounds (cache %.0f MiB per layout):\n",
-           k->name, (long long)depth, sh.layers, sh.kv_heads, sh.group, sh.hd, N_THREADS,
-           rounds, 2.0 * n_reg * (double)(depth * sh.hd) * 2 / (1 << 20));
+        for (int v = 0; v < N_ALL; v++)
+            if (run[v]) t[v][rd] = token(pool, &j[v]);
+    printf("%s attention, f16 and int8 caches, depth %lld, %d layers x %d kv heads x %d query "
+           "heads x head_dim %d, %d threads, %d rounds (cache %.0f MiB per f16 layout, %.0f MiB "
+           "int8):\n",
+           k->name, (long long)depth, sh.layers, sh.kv_heads, sh.group, sh.hd, N_THREADS, rounds,
+           2.0 * n_reg * (double)(depth * sh.hd) * 2 / (1 << 20),
+           2.0 * n_reg * (double)(depth * row8) / (1 << 20));
     printf("  layout   stride  ms/token (median)  best   ns per position and kv head (thread time)"
            "  max |diff| vs ref\n");
-    for (int v = 0; v < n_var; v++) {
+    for (int v = 0; v < N_ALL; v++) {
+        if (!run[v]) continue;
         qsort(t[v], (size_t)rounds, sizeof(double), cmp_double);
         double med = t[v][rounds / 2];
-        printf("  %-8s %6lld  %17.3f  %5.3f  %42.2f  %.2e\n", names[v], (long long)strides[v],
-               med * 1e3, t[v][0] * 1e3, med * N_THREADS / ((double)n_reg * (double)depth) * 1e9,
-               (double)max_diff(out[v], out[N_VAR], nq));
+        printf("  %-8s %6lld  %17.3f  %5.3f  %42.2f  %.2e\n",
+               v < N_VAR ? names[v] : names8[v - N_VAR], (long long)j[v].stride, med * 1e3,
+               t[v][0] * 1e3, med * N_THREADS / ((double)n_reg * (double)depth) * 1e9,
+               (double)max_diff(out[v], out[v < N_VAR ? N_ALL : N_ALL + 1], nq));
     }
     printf("  packed vs %s: max |diff| %.2e\n", names[1], (double)max_diff(out[0], out[1], nq));
     if (n_var > 2)
         printf("  packed vs %s: max |diff| %.2e\n", names[2], (double)max_diff(out[0], out[2], nq));
     else
         printf("  k16: %s has no attention_k16 for head_dim %d\n", k->name, sh.hd);
+    if (n_i8 > 1)
+        printf("  int8/A vs int8/B: max |diff| %.2e\n",
+               (double)max_diff(out[N_VAR], out[N_VAR + 1], nq));
     slate__pool_free(pool);
     for (int v = 0; v < N_VAR; v++) {
         for (int i = 0; i < n_reg; i++) {
@@ -239,7 +285,13 @@ int main(int argc, char **argv) {
         free(kc[v]);
         free(vc[v]);
     }
-    for (int v = 0; v <= N_VAR; v++) free(out[v]);
+    for (int i = 0; i < n_reg; i++) {
+        free(k8[i]);
+        free(v8[i]);
+    }
+    free(k8);
+    free(v8);
+    for (int v = 0; v < N_ALL + 2; v++) free(out[v]);
     free(q);
     return 0;
 }

@@ -319,6 +319,13 @@ INLINE __m512 load_kv16(slate_dtype dt, const void *row, int64_t i, __mmask16 m)
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(sc));
 }
 
+/* 16 int8 values at p (the lanes of m; the others 0); a whole vector's with a plain load, which
+ * the widening instruction takes as its memory operand. */
+INLINE __m128i load_i8x16(const uint8_t *p, __mmask16 m) {
+    return m == (__mmask16)0xffff ? _mm_loadu_si128((const __m128i *)p)
+                                  : _mm_maskz_loadu_epi8(m, (const int8_t *)p);
+}
+
 /* Positions per block, query heads per pass, and how many positions ahead each row is
  * prefetched into L1 (a multiple of BJ; 16-48 measured alike; into L2 instead: ~10 % slower,
  * 2026-11-30, the kernel of then on the Zen 5 VM). Blocks of whole rows side by side (K16 or
@@ -378,12 +385,14 @@ INLINE const uint16_t *blk_row(const uint16_t *const *rows, const uint16_t *base
 /* acc[h] = acc[h] * corr[h] + sum_t p[h][t] * v_t for heads [h0, h0 + NH) and vectors
  * [c0, c0 + NC) of 16 floats: a register tile of NH x NC accumulators over the block's rows.
  * v_t is row t of vf, or, with vrows (or RS, see blk_row), the f16 cache row t converted as it
- * is loaded (head_dim a multiple of 16, every row of the block used). pf, unless NULL: a later
- * block of 16 V rows side by side, whose 64-byte lines [8 c0, 8 (c0 + NC)) are prefetched one
- * per row step (PV_ALL's tiles cover the block's 8 nc lines once). */
+ * is loaded (head_dim a multiple of 16, every row of the block used), or, with v8, the int8
+ * values of int8 cache row t (p then holds p times the row's scale; the last of nc vectors
+ * masked by hm). pf, unless NULL: a later block of 16 V rows side by side, whose 64-byte lines
+ * [8 c0, 8 (c0 + NC)) are prefetched one per row step (PV_ALL's tiles cover the block's 8 nc
+ * lines once). */
 INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
                          const uint16_t *const *vrows, const uint16_t *vbase, int RS,
-                         const char *pf) {
+                         const char *pf, const uint8_t *const *v8, int64_t nc, __mmask16 hm) {
     __m512 a[8][2];
     UNROLL for (int h = 0; h < NH; h++) {
         __m512 cv = _mm512_set1_ps(ws->corr[h0 + h]);
@@ -394,9 +403,11 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
         __m512 vv[2];
         if (pf && t < NC * 8) PF_ATTN_LINE(pf + (c0 * 8 + t) * 64, NH);
         UNROLL for (int c = 0; c < NC; c++)
-            vv[c] = RS || vrows ? _mm512_cvtph_ps(_mm256_loadu_si256(
-                                      (const __m256i *)(blk_row(vrows, vbase, RS, t) + (c0 + c) * 16)))
-                                : _mm512_load_ps(&ws->vf[(t) * ws->hdp + (c0 + c) * 16]);
+            vv[c] = v8 ? _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load_i8x16(
+                             v8[t] + 4 + (c0 + c) * 16, c0 + c == nc - 1 ? hm : (__mmask16)0xffff)))
+                    : RS || vrows ? _mm512_cvtph_ps(_mm256_loadu_si256(
+                                        (const __m256i *)(blk_row(vrows, vbase, RS, t) + (c0 + c) * 16)))
+                                  : _mm512_load_ps(&ws->vf[(t) * ws->hdp + (c0 + c) * 16]);
         UNROLL for (int h = 0; h < NH; h++) {
             __m512 pb = _mm512_set1_ps(ws->p[h0 + h][t]);
             UNROLL for (int c = 0; c < NC; c++) a[h][c] = _mm512_fmadd_ps(pb, vv[c], a[h][c]);
@@ -406,17 +417,17 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
         UNROLL for (int c = 0; c < NC; c++) _mm512_store_ps(&ws->acc[(h0 + h) * ws->hdp + (c0 + c) * 16], a[h][c]);
 }
 
-#define PV_HEADS(NC, VR, RS)                                                                       \
+#define PV_HEADS(NC, VR, RS, V8, HM)                                                               \
     do {                                                                                           \
         switch (nh) {                                                                              \
-        case 1: attn_pv_tile(ws, 1, NC, 0, c0, VR, vb, RS, pfv); break;                            \
-        case 2: attn_pv_tile(ws, 2, NC, 0, c0, VR, vb, RS, pfv); break;                            \
-        case 3: attn_pv_tile(ws, 3, NC, 0, c0, VR, vb, RS, pfv); break;                            \
-        case 4: attn_pv_tile(ws, 4, NC, 0, c0, VR, vb, RS, pfv); break;                            \
-        case 5: attn_pv_tile(ws, 5, NC, 0, c0, VR, vb, RS, pfv); break;                            \
-        case 6: attn_pv_tile(ws, 6, NC, 0, c0, VR, vb, RS, pfv); break;                            \
-        case 7: attn_pv_tile(ws, 7, NC, 0, c0, VR, vb, RS, pfv); break;                            \
-        default: attn_pv_tile(ws, 8, NC, 0, c0, VR, vb, RS, pfv); break;                           \
+        case 1: attn_pv_tile(ws, 1, NC, 0, c0, VR, vb, RS, pfv, V8, nc, HM); break;                \
+        case 2: attn_pv_tile(ws, 2, NC, 0, c0, VR, vb, RS, pfv, V8, nc, HM); break;                \
+        case 3: attn_pv_tile(ws, 3, NC, 0, c0, VR, vb, RS, pfv, V8, nc, HM); break;                \
+        case 4: attn_pv_tile(ws, 4, NC, 0, c0, VR, vb, RS, pfv, V8, nc, HM); break;                \
+        case 5: attn_pv_tile(ws, 5, NC, 0, c0, VR, vb, RS, pfv, V8, nc, HM); break;                \
+        case 6: attn_pv_tile(ws, 6, NC, 0, c0, VR, vb, RS, pfv, V8, nc, HM); break;                \
+        case 7: attn_pv_tile(ws, 7, NC, 0, c0, VR, vb, RS, pfv, V8, nc, HM); break;                \
+        default: attn_pv_tile(ws, 8, NC, 0, c0, VR, vb, RS, pfv, V8, nc, HM); break;               \
         }                                                                                          \
     } while (0)
 
@@ -424,11 +435,12 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0,
  * vectors, so each V vector is loaded and converted once per block (tiles of 4 heads x 4
  * vectors converted it twice: 14.3-14.7 -> 13.8-14.0 ns per position and kv head, one thread,
  * head_dim 64, cache in L2). */
-#define PV_ALL(VR, RS)                                                                             \
+#define PV_ALL(VR, RS) PV_ALL_ROWS(VR, RS, NULL, hm)
+#define PV_ALL_ROWS(VR, RS, V8, HM)                                                                \
     do {                                                                                           \
         int64_t c0 = 0;                                                                            \
-        for (; c0 + 2 <= nc; c0 += 2) PV_HEADS(2, VR, RS);                                         \
-        if (c0 < nc) PV_HEADS(1, VR, RS);                                                          \
+        for (; c0 + 2 <= nc; c0 += 2) PV_HEADS(2, VR, RS, V8, HM);                                 \
+        if (c0 < nc) PV_HEADS(1, VR, RS, V8, HM);                                                  \
     } while (0)
 
 /* A 16 x 16 block of 16-bit words transposed in registers, in two steps so that a caller can
@@ -536,6 +548,67 @@ INLINE void attn_qk_k16(int NH, int HD, const attn_ws *ws, const uint16_t *kt, _
     UNROLL for (int h = 0; h < NH; h++) s[h] = _mm512_add_ps(s[h], s1[h]);
 }
 
+/* attn_qk_f16 for the 16 rows of an int8 cache block (rows[t]: {f32 scale, head_dim int8},
+ * head_dim = 16 nc, the last 16 masked by hm): s[h] lane t = q_h . (the int8 values of row t),
+ * unscaled (the caller multiplies by the rows' scales, as ref does). Each row's 16 values of a
+ * chunk are widened to int16 (exact) and the block transposed as attn_qk_f16's f16 words, so
+ * each dim becomes one vector over the 16 rows, widened to int32 and converted (exact). */
+INLINE void attn_qk_i8_chunk(int NH, const attn_ws *ws, const uint8_t *const rows[BJ], int64_t c,
+                             __mmask16 m, __m512 s[HG], __m512 s1[HG], const char *pfk,
+                             const char *pfv, int64_t nl) {
+    __m512i z[8], b[8];
+    UNROLL for (int i = 0; i < 8; i++)
+        z[i] = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_cvtepi8_epi16(load_i8x16(rows[i] + 4 + c * 16, m))),
+            _mm256_cvtepi8_epi16(load_i8x16(rows[i + 8] + 4 + c * 16, m)), 1);
+    transpose16_pairs(z, b);
+    UNROLL for (int d = 0; d < 8; d++) {
+        if (pfk && c * 8 + d < nl) {
+            PF_ATTN_LINE(pfk + (c * 8 + d) * 64, NH);
+            PF_ATTN_LINE(pfv + (c * 8 + d) * 64, NH);
+        }
+        __m512i w = transpose16_col(b, d);
+        __m512 v0 = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(w)));
+        __m512 v1 = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(w, 1)));
+        UNROLL for (int h = 0; h < NH; h++) {
+            const float *qd = ws->q + h * ws->hdp + c * 16 + d;
+            s[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[0]), v0, s[h]);
+            s1[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[8]), v1, s1[h]);
+        }
+    }
+}
+INLINE void attn_qk_i8(int NH, const attn_ws *ws, const uint8_t *const rows[BJ], int64_t nc,
+                       __mmask16 hm, __m512 s[HG], const char *pfk, const char *pfv, int64_t nl) {
+    __m512 s1[HG]; /* the dims d + 8: a second chain per head (attn_qk_f16) */
+    UNROLL for (int h = 0; h < NH; h++) s[h] = s1[h] = _mm512_setzero_ps();
+    const __mmask16 all = 0xffff;
+    int64_t c = 0;
+    for (; c < nc - 1; c++) attn_qk_i8_chunk(NH, ws, rows, c, all, s, s1, pfk, pfv, nl);
+    /* the last 16 dims: masked only where head_dim ends inside them */
+    if (hm == all) attn_qk_i8_chunk(NH, ws, rows, c, all, s, s1, pfk, pfv, nl);
+    else attn_qk_i8_chunk(NH, ws, rows, c, hm, s, s1, pfk, pfv, nl);
+    for (int64_t i = 8 * nc; pfk && i < nl; i++) { /* lines beyond one per dim pair */
+        PF_ATTN_LINE(pfk + i * 64, NH);
+        PF_ATTN_LINE(pfv + i * 64, NH);
+    }
+    UNROLL for (int h = 0; h < NH; h++) s[h] = _mm512_add_ps(s[h], s1[h]);
+}
+
+/* attn_qk_i8 with NH = nh as a constant, prefetching NL lines at pfk and pfv. */
+#define QK_I8(ROWS, S, NL)                                                                         \
+    do {                                                                                           \
+        switch (nh) {                                                                              \
+        case 1: attn_qk_i8(1, ws, ROWS, nc, hm, S, pfk, pfv, NL); break;                           \
+        case 2: attn_qk_i8(2, ws, ROWS, nc, hm, S, pfk, pfv, NL); break;                           \
+        case 3: attn_qk_i8(3, ws, ROWS, nc, hm, S, pfk, pfv, NL); break;                           \
+        case 4: attn_qk_i8(4, ws, ROWS, nc, hm, S, pfk, pfv, NL); break;                           \
+        case 5: attn_qk_i8(5, ws, ROWS, nc, hm, S, pfk, pfv, NL); break;                           \
+        case 6: attn_qk_i8(6, ws, ROWS, nc, hm, S, pfk, pfv, NL); break;                           \
+        case 7: attn_qk_i8(7, ws, ROWS, nc, hm, S, pfk, pfv, NL); break;                           \
+        default: attn_qk_i8(8, ws, ROWS, nc, hm, S, pfk, pfv, NL); break;                          \
+        }                                                                                          \
+    } while (0)
+
 /* attn_qk_k16 of the K16 block at KB into S, prefetching PF, with NH = nh and HD = hd as
  * constants. */
 #define QK_K16(KB, S, PF)                                                                          \
@@ -582,7 +655,9 @@ INLINE void attn_qk_k16(int NH, int HD, const attn_ws *ws, const uint16_t *kt, _
  * the old state kept as a factor corr applied when the accumulators are next loaded); then P
  * (heads x 16) times V (16 x head_dim) as small register tiles, reading f16 V rows directly
  * when the transposed path applies and every row of the block is used, else from f32 copies
- * in L1. -inf and NaN scores get weight 0 and their V rows are zeroed, so they are skipped
+ * in L1. An int8 cache (any head_dim) takes the transposed path too (attn_qk_i8), its rows'
+ * scales applied as ref applies them: K's to each score, V's to each weight; its V rows are
+ * read directly. -inf and NaN scores get weight 0 and their V rows are zeroed, so they are skipped
  * exactly as in ref; all -inf gives out = 0. The next blocks' rows are prefetched (the cache
  * of a layer has left the caches since the last token). One thread, 22 layers x 4 kv heads x
  * 8 heads x head_dim 64, depth 2048: the transposed scores and direct V rows take 22.6 -> 19.5
@@ -601,6 +676,9 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
      * block's first row (blk_row) */
     const int rs = tq && stride == hd && (hd == 64 || hd == 128) ? (int)hd : 0;
     const uint16_t *krows[BJ], *vrows[BJ];
+    const uint8_t *k8[BJ], *v8[BJ];            /* an int8 cache's rows */
+    float ks[BJ] __attribute__((aligned(64))); /* and their scales */
+    float vs[BJ] __attribute__((aligned(64)));
     for (int64_t h0 = 0; h0 < n_heads; h0 += HG) {
         int nh = n_heads - h0 < HG ? (int)(n_heads - h0) : HG;
         for (int h = 0; h < nh; h++) {
@@ -632,11 +710,36 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             const bool spread = tq && stride == hd && live == 0xffff;
             const bool packed = spread && rs;
             const char *pfk = NULL, *pfv = NULL;
+            int64_t nl8 = 0; /* int8: lines of K and of V prefetched in the scores' loop */
             if (spread && jb + PF_ATTN_AHEAD + BJ <= j1) {
                 pfk = (const char *)(kb + PF_ATTN_AHEAD * stride);
                 pfv = (const char *)(vb + PF_ATTN_AHEAD * stride);
             }
-            if (tq) { /* f16 rows, read in place: their pointers, and prefetches ahead */
+            if (dt == SLATE_DTYPE_I8) { /* int8 rows, read in place, and prefetches ahead */
+                const uint8_t *k0 = (const uint8_t *)k, *v0 = (const uint8_t *)v;
+                if (stride == 4 + ((hd + 3) & ~(int64_t)3) && jb + PF_ATTN_AHEAD + BJ <= j1) {
+                    /* rows that touch (the head-major cache; rows padded to 4 bytes): their
+                     * lines, one K and one V line per dim pair of the scores' loop (as spread) */
+                    pfk = (const char *)(k0 + (jb + PF_ATTN_AHEAD) * stride);
+                    pfv = (const char *)(v0 + (jb + PF_ATTN_AHEAD) * stride);
+                    nl8 = (BJ * stride + 63) / 64 + 1; /* the run's lines, wherever it starts */
+                } else {
+                    for (int t = 0; t < BJ && jb + PF_ATTN_AHEAD + t < j1; t++) {
+                        const char *pk = (const char *)(k0 + (jb + PF_ATTN_AHEAD + t) * stride);
+                        const char *pv = (const char *)(v0 + (jb + PF_ATTN_AHEAD + t) * stride);
+                        for (int64_t b = 0; b < row_bytes + 63; b += 64) {
+                            PF_ATTN_LINE(pk + b, nh);
+                            PF_ATTN_LINE(pv + b, nh);
+                        }
+                    }
+                }
+                for (int t = 0; t < BJ; t++) {
+                    k8[t] = k0 + (jb + (t < n ? t : 0)) * stride;
+                    v8[t] = v0 + (jb + (t < n ? t : 0)) * stride;
+                    memcpy(&ks[t], k8[t], 4);
+                    memcpy(&vs[t], v8[t], 4);
+                }
+            } else if (tq) { /* f16 rows, read in place: their pointers, and prefetches ahead */
                 if (spread) {
                     /* none here: the FMA loops prefetch pfk and pfv a line per step */
                 } else if (stride == hd && jb + PF_ATTN_AHEAD + BJ <= j1) {
@@ -682,7 +785,12 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             }
             __m512 mk = mask ? _mm512_maskz_loadu_ps(live, mask + jb) : _mm512_setzero_ps();
             __m512 sc[HG];
+            /* int8: the rows' scales times scale, one per lane, as ref scales its dot products */
+            const __m512 scv = dt == SLATE_DTYPE_I8
+                                   ? _mm512_mul_ps(_mm512_load_ps(ks), _mm512_set1_ps(scale))
+                                   : _mm512_set1_ps(scale);
             if (k16) UNROLL for (int h = 0; h < HG; h++) sc[h] = sn[h];
+            else if (dt == SLATE_DTYPE_I8) QK_I8(k8, sc, nl8);
             else if (packed && rs == 64) QK_HEADS(64, pfk);
             else if (packed) QK_HEADS(128, pfk);
             else if (tq) QK_HEADS(0, pfk);
@@ -699,7 +807,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                 }
             }
             for (int h = 0; h < nh; h++) {
-                __m512 s = _mm512_mul_ps(sc[h], _mm512_set1_ps(scale));
+                __m512 s = _mm512_mul_ps(sc[h], scv);
                 if (softcap > 0.0f) /* scale, cap, then mask, as ref (tanh16: 2 ulp of tanhf) */
                     s = _mm512_mul_ps(_mm512_set1_ps(softcap),
                                       tanh16(_mm512_mul_ps(s, _mm512_set1_ps(1.0f / softcap))));
@@ -724,7 +832,16 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                 }
                 __m512 p = _mm512_maskz_mov_ps(valid, exp16(_mm512_sub_ps(s, _mm512_set1_ps(ws->m[h]))));
                 _mm512_store_ps(ws->l[h], _mm512_add_ps(lv, p));
+                /* int8: each weight times its V row's scale (ref's p * vs; 0 where not valid,
+                 * so a skipped row adds nothing even with an infinite scale) */
+                if (dt == SLATE_DTYPE_I8) p = _mm512_maskz_mul_ps(valid, p, _mm512_load_ps(vs));
                 _mm512_store_ps(ws->p[h], p);
+            }
+            if (dt == SLATE_DTYPE_I8) { /* V's int8 rows, converted as they are loaded */
+                pfv = NULL; /* prefetched with K above */
+                if (hm == (__mmask16)0xffff) PV_ALL_ROWS(NULL, 0, v8, (__mmask16)0xffff);
+                else PV_ALL_ROWS(NULL, 0, v8, hm); /* head_dim not a multiple of 16 */
+                continue;
             }
             /* Rows that no head may use (dead lanes, -inf or NaN scores for every head) must not
              * reach the accumulators even as 0 * v: zero their V. */
@@ -803,8 +920,9 @@ static void attention_k16(float *out, const float *q, const uint16_t *k, const u
                                                                     mask);
 }
 
-/* int8 cache (rows of {f32 scale, head_dim int8}): the same kernel, rows dequantized to f32 as
- * they are converted into the block. */
+/* int8 cache (rows of {f32 scale, head_dim int8}): the same kernel, the rows' int8 values
+ * transposed and widened in registers (attn_qk_i8, attn_pv_tile), their scales applied to the
+ * scores and weights as ref applies them. */
 static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
                          int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
                          float scale, float softcap, const float *mask) {
