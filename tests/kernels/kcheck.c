@@ -603,6 +603,55 @@ bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtyp
     return verdict(what, detail, problem, cap);
 }
 
+bool kc_attention_i8(const slate__kernels *k, const slate__kernels *ref, int64_t hd,
+                     int64_t n_heads, int64_t stride, int64_t j0, int64_t j1, float scale,
+                     float softcap, kc_mask mk, uint64_t *rng, char *problem, size_t cap) {
+    int64_t rows = (j1 > 0 ? j1 : 0) + 1, nq = n_heads * hd; /* rows beyond j1 exist, unused */
+    uint8_t *kc = xmalloc((size_t)(rows * stride + 1)), *vc = xmalloc((size_t)(rows * stride + 1));
+    float *x = xmalloc((size_t)hd * sizeof(float)), *q = xmalloc((size_t)nq * sizeof(float));
+    float *mask = xmalloc((size_t)(j1 + 1) * sizeof(float));
+    const float inf = INFINITY;
+    fill_mask(mask, j1, mk, rng);
+    for (int64_t j = 0; j < rows; j++) {
+        for (int64_t d = 0; d < hd; d++) x[d] = 3.0f * kc_randf(rng);
+        slate__kv_quantize_i8(kc + 1 + j * stride, x, hd, (int32_t)hd);
+        fill_rand(x, hd, rng);
+        slate__kv_quantize_i8(vc + 1 + j * stride, x, hd, (int32_t)hd);
+        if (mk != KC_MASK_NONE && j <= j1 && !(mask[j] > -INFINITY)) {
+            memcpy(kc + 1 + j * stride, &inf, 4);
+            memcpy(vc + 1 + j * stride, &inf, 4);
+        }
+    }
+    outputs o = outputs_alloc(nq);
+    fill_rand(q, nq, rng);
+    const float *mp = mk == KC_MASK_NONE ? NULL : mask;
+    k->attention_i8(o.got, q, kc + 1, vc + 1, stride, j0, j1, hd, n_heads, scale, softcap, mp);
+    ref->attention_i8(o.want, q, kc + 1, vc + 1, stride, j0, j1, hd, n_heads, scale, softcap, mp);
+
+    char what[200], detail[300] = "";
+    snprintf(what, sizeof what,
+             "%s attention_i8 hd=%lld heads=%lld j=[%lld,%lld) stride=%lld scale=%g softcap=%g "
+             "mask=%s",
+             k->name, (long long)hd, (long long)n_heads, (long long)j0, (long long)j1,
+             (long long)stride, scale, softcap, mask_name(mk));
+    if (o.got[nq] != SENTINEL) snprintf(detail, sizeof detail, "wrote past the last head");
+    bool empty = j1 <= j0 || mk == KC_MASK_ALL_INF;
+    for (int64_t d = 0; d < nq; d++) {
+        o.mag[d] = 1.0; /* max |v| */
+        if (empty && o.got[d] != 0.0f && !detail[0])
+            snprintf(detail, sizeof detail, "out[%lld] = %g, want 0 (no valid score)",
+                     (long long)d, o.got[d]);
+    }
+    check_heads(detail, sizeof detail, &o, n_heads, hd);
+    free(kc);
+    free(vc);
+    free(x);
+    free(q);
+    free(mask);
+    outputs_free(&o);
+    return verdict(what, detail, problem, cap);
+}
+
 /* K16 (kernels.h): the cache is made for positions [0, j1 rounded up to 16); positions outside
  * [j0, j1) hold 30 in every dim of K (scores far from the others: such a position would take
  * or lose the softmax) and +inf in V (even a weight of 0 would make NaN), in the K16 copy and

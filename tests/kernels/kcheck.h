@@ -112,6 +112,15 @@ bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtyp
                   int64_t n_heads, int64_t stride, int64_t j0, int64_t j1, float scale,
                   float softcap, kc_mask mk, uint64_t *rng, char *problem, size_t cap);
 
+/* The table's attention_i8 over an int8 cache (kernels.h: rows of {f32 scale, head_dim int8},
+ * made by slate__kv_quantize_i8 from random values) against ref's on the same rows, as
+ * kc_attention checks the others; rows lie stride (>= 4 + head_dim rounded up to 4) bytes apart
+ * from an odd address, and the masked rows' scales are infinite (read by neither kernel: 0 x inf
+ * in a sum would be NaN). */
+bool kc_attention_i8(const slate__kernels *k, const slate__kernels *ref, int64_t hd,
+                     int64_t n_heads, int64_t stride, int64_t j0, int64_t j1, float scale,
+                     float softcap, kc_mask mk, uint64_t *rng, char *problem, size_t cap);
+
 /* The table's attention_k16 (kernels.h: K stored dim-major in blocks of 16) over positions
  * [j0, j1) of an f16 cache against ref on the same values as rows: within kc_attention's
  * tolerance, and with the bits of the table's attention on rows when j0 is a multiple of 16.

@@ -1,8 +1,8 @@
 /* test_kernels.c - every SIMD kernel table this CPU supports ("avx2", "avx2_vnni", "avx512", "avx512_vnni",
  * "neon") against the scalar reference ("ref", kernels/ref/ref.c) on random data and random
  * shapes: sizes of 1, odd sizes, tails of every length, sizes past the variants' cache blocks,
- * sub-ranges of outputs that do not start at 0, with and without bias, masks with -inf, F32 and
- * F16 caches; and each table's vector tanh (softcap with cap 1) on a sweep over every kind of
+ * sub-ranges of outputs that do not start at 0, with and without bias, masks with -inf, F32,
+ * F16 and int8 caches; and each table's vector tanh (softcap with cap 1) on a sweep over every kind of
  * float. A table the CPU lacks is skipped. This file picks the shapes; each case and its
  * tolerance are in kcheck.c, shared with neon_check.c. The seed is printed once (tu_seed);
  * SLATE_TEST_SEED=<n> repeats a run. */
@@ -131,6 +131,32 @@ static void attention_matches_ref_for_every_head_dim_and_range(void **st) {
                                          sizeof problem),
                             problem);
                 }
+}
+
+/* attention_i8 (an int8 cache) against ref's: head dims with tails, every group size of a pass
+ * and more than one pass, ranges incl. empty ones, every kind of mask, the score cap on every
+ * other case; rows side by side (the head-major cache: 4 + head_dim rounded up to 4 bytes) or
+ * with another kv head's block and a byte between them. */
+static void attention_i8_matches_ref(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x6938ull;
+    char problem[512];
+    static const int64_t hds[] = {1, 7, 16, 17, 64, 80, 128};
+    static const int64_t lens[] = {0, 1, 15, 16, 17, 40, 100};
+    static const int64_t heads[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13};
+    for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
+        for (size_t b = 0; b < sizeof lens / sizeof *lens; b++)
+            for (int mk = KC_MASK_NONE; mk <= KC_MASK_ALL_INF; mk++) {
+                int64_t hd = hds[a], j0 = (int64_t)(tu_rand(&rng) % 3);
+                int64_t block = 4 + (hd + 3) / 4 * 4;
+                int64_t stride = tu_rand(&rng) % 2 ? block : 2 * block + 1;
+                int64_t nh = heads[(a + b + (size_t)mk) % 10];
+                float scale = (1.0f + 7.0f * (float)(tu_rand(&rng) % 2)) / sqrtf((float)hd);
+                require(kc_attention_i8(k, ref, hd, nh, stride, j0, j0 + lens[b], scale,
+                                        (a + b) % 2 ? 0.5f : 0.0f, (kc_mask)mk, &rng, problem,
+                                        sizeof problem),
+                        problem);
+            }
 }
 
 /* Rows side by side (stride = head_dim: the head-major cache) at the head dims with their own
@@ -412,6 +438,7 @@ int main(void) {
         FOR_TABLES(attention_matches_ref_for_every_head_dim_and_range),
         FOR_TABLES(attention_packed_rows_give_the_bits_of_strided_rows),
         FOR_TABLES(attention_k16_gives_the_bits_of_rows),
+        FOR_TABLES(attention_i8_matches_ref),
         FOR_TABLES(transpose16_matches_ref),
         FOR_TABLES(attention_with_every_score_masked_is_zero),
         cmocka_unit_test(ref_attention_caps_scores_before_the_mask),
