@@ -9,10 +9,10 @@
  * around the groups of 4 and many super-blocks; for those and IQ4_NL the tables' own kernels
  * sharing Q8_0's x, and every code at its extreme against every x at +-max, the largest integer
  * sums; every format also on x that int8 holds exactly, within the f32 tolerance); to_f32 (every
- * f16 / bf16
- * bit pattern at several tail lengths), rms_norm, attention (F32 and F16 caches, head_dim 1 to
- * 128, GQA groups of 1 to 9 heads, empty ranges, strides wider than head_dim, masks with -inf
- * and NaN, every score masked, with and without Gemma 2's score cap), the vector tanh (as
+ * f16 / bf16 bit pattern at several tail lengths), rms_norm, attention (F32, F16 and int8
+ * caches, head_dim 1 to 128, GQA groups of 1 to 9 heads, empty ranges, strides wider than
+ * head_dim, masks with -inf and NaN, every score masked, with and without Gemma 2's score
+ * cap), the vector tanh (as
  * softcap with cap 1, over every kind of float), softcap, swiglu, geglu and rope (the neon
  * table takes ref's last three so far; checked so a NEON version is covered the day it
  * comes). This file picks the shapes; each case and its tolerance are in kcheck.c, shared
@@ -424,6 +424,20 @@ static void check_attentions(const slate__kernels *k, const slate__kernels *ref)
                                         sizeof problem),
                            problem);
                 }
+    /* int8 caches: rows side by side or with a gap, every kind of mask, capped or not */
+    for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
+        for (size_t b = 0; b < sizeof lens / sizeof *lens; b++)
+            for (int mk = KC_MASK_NONE; mk <= KC_MASK_ALL_INF; mk++) {
+                int64_t hd = hds[a], j0 = (int64_t)(kc_rand(&rng) % 5);
+                int64_t block = 4 + (hd + 3) / 4 * 4;
+                int64_t stride = kc_rand(&rng) % 2 ? block : 2 * block + 1;
+                int64_t nh = heads[(a + b + (size_t)mk) % 5];
+                float scale = (1.0f + 7.0f * (float)(kc_rand(&rng) % 2)) / sqrtf((float)hd);
+                report(kc_attention_i8(k, ref, hd, nh, stride, j0, j0 + lens[b], scale,
+                                       (a + b) % 2 ? 0.5f : 0.0f, (kc_mask)mk, &rng, problem,
+                                       sizeof problem),
+                       problem);
+            }
     /* every score masked: out = 0, for every group size */
     for (int kvt = SLATE_DTYPE_F32; kvt <= SLATE_DTYPE_F16; kvt++)
         for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)

@@ -22,16 +22,17 @@
  *   rms_norm: 4-wide sums of squares in two accumulators, then (x * r) * w as ref.
  *   softcap (cap * tanh(x / cap)) with a vectorized tanh (tanh4, below), which the capped
  *     attention uses too.
- *   attention over F32 / F16 caches: scores for blocks of 4 cache positions (4 dot products,
- *     one pairwise-add transpose), then one online-softmax update per block with a vectorized
+ *   attention over F32 / F16 / int8 caches: scores for blocks of 4 cache positions (4 dot
+ *     products, one pairwise-add transpose; an int8 row's scale multiplies its dot product and
+ *     its weight, as ref), then one online-softmax update per block with a vectorized
  *     exp (Cephes polynomial, ~2 ulp); the v rows with nonzero weight are accumulated over
  *     head_dim. The query heads of one kv head run together (up to HG per pass), so each
  *     block's K/V rows are read from memory once for all of them. Scores that are -inf or NaN
  *     are skipped exactly as in ref; all -inf (or an empty range) gives out = 0.
  * The integer Q8_0/Q4/Q8_C matmuls and their activation quantizer are in arm/neon_q.c (and
  * arm/neon_dotprod.c for CPUs with SDOT), added to the table by dispatch.c.
- * What it does not have (the table keeps ref's, copied first by dispatch.c): PAL matmul, the
- * row lookups of the compressed formats, and attention_i8.
+ * What it does not have (the table keeps ref's, copied first by dispatch.c): PAL matmul and the
+ * row lookups of the compressed formats.
  * Checked against ref by tests/kernels/neon_check.c under qemu (scripts/check_neon.sh): that
  * shows correctness only; speed on ARM hardware is not measured yet.
  */
@@ -53,9 +54,20 @@ INLINE float32x4_t bf16x4_to_f32(uint16x4_t h) {
     return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
 }
 
-/* 4 weights (or cache values) at element i of a row, as f32. */
+/* 4 int8 values as f32 (exact). */
+INLINE float32x4_t i8x4_to_f32(const int8_t *p) {
+    int32_t w;
+    memcpy(&w, p, 4);
+    int16x8_t h = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(w)));
+    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(h)));
+}
+
+/* 4 weights (or cache values) at element i of a row, as f32. An int8 cache row (I8) is
+ * {f32 scale, int8 values}: its values unscaled (the caller applies the scale per row, as ref
+ * does). */
 INLINE float32x4_t load_w4(slate_dtype dt, const void *w, int64_t i) {
     if (dt == SLATE_DTYPE_F32) return vld1q_f32((const float *)w + i);
+    if (dt == SLATE_DTYPE_I8) return i8x4_to_f32((const int8_t *)w + 4 + i);
     uint16x4_t h = vld1_u16((const uint16_t *)w + i);
     return dt == SLATE_DTYPE_F16 ? f16x4_to_f32(h) : bf16x4_to_f32(h);
 }
@@ -66,6 +78,11 @@ INLINE float32x4_t load_w4_tail(slate_dtype dt, const void *w, int64_t i, int64_
         float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         memcpy(t, (const float *)w + i, (size_t)n * sizeof(float));
         return vld1q_f32(t);
+    }
+    if (dt == SLATE_DTYPE_I8) {
+        int8_t t[4] = {0, 0, 0, 0};
+        memcpy(t, (const int8_t *)w + 4 + i, (size_t)n);
+        return i8x4_to_f32(t);
     }
     uint16_t t[4] = {0, 0, 0, 0};
     memcpy(t, (const uint16_t *)w + i, (size_t)n * sizeof(uint16_t));
@@ -80,9 +97,18 @@ INLINE float32x4_t load_f4_tail(const float *p, int64_t n) {
     return vld1q_f32(t);
 }
 
+/* Row j: F32/F16/BF16 rows stride elements apart, I8 (int8 cache) rows stride bytes apart. */
 INLINE const void *row_at(slate_dtype dt, const void *base, int64_t j, int64_t stride) {
-    return dt == SLATE_DTYPE_F32 ? (const void *)((const float *)base + j * stride)
-                                 : (const void *)((const uint16_t *)base + j * stride);
+    return dt == SLATE_DTYPE_F32  ? (const void *)((const float *)base + j * stride)
+           : dt == SLATE_DTYPE_I8 ? (const void *)((const uint8_t *)base + j * stride)
+                                  : (const void *)((const uint16_t *)base + j * stride);
+}
+
+/* An int8 cache row's scale. */
+INLINE float row_scale(const void *row) {
+    float sc;
+    memcpy(&sc, row, 4);
+    return sc;
 }
 
 /* ---- matmul ------------------------------------------------------------------------------ */
@@ -291,7 +317,13 @@ INLINE void attn_block(slate_dtype dt, head_acc *h, const float *q, const void *
                        const void *v, int64_t stride, int64_t jb, int n, int64_t hd, float scale,
                        float softcap, const float *mask) {
     float s[4];
-    vst1q_f32(s, vmulq_n_f32(dot4(dt, q, kr, hd), scale));
+    if (dt == SLATE_DTYPE_I8) { /* each dot product times its row's scale, then scale, as ref */
+        float ks[4];
+        for (int t = 0; t < 4; t++) ks[t] = row_scale(kr[t]) * scale;
+        vst1q_f32(s, vmulq_f32(dot4(dt, q, kr, hd), vld1q_f32(ks)));
+    } else {
+        vst1q_f32(s, vmulq_n_f32(dot4(dt, q, kr, hd), scale));
+    }
     if (softcap > 0.0f) /* scale, cap, then mask, as ref (tanh4: 2 ulp of tanhf) */
         vst1q_f32(s, vmulq_n_f32(tanh4(vmulq_n_f32(vld1q_f32(s), 1.0f / softcap)), softcap));
     for (int t = 0; t < 4; t++) {
@@ -324,8 +356,9 @@ INLINE void attn_block(slate_dtype dt, head_acc *h, const float *q, const void *
     int nv = 0;
     for (int t = 0; t < n; t++) {
         if (!(s[t] > -INFINITY)) continue;
-        pb[nv] = pw[t];
-        vr[nv++] = row_at(dt, v, jb + t, stride);
+        vr[nv] = row_at(dt, v, jb + t, stride);
+        pb[nv] = dt == SLATE_DTYPE_I8 ? pw[t] * row_scale(vr[nv]) : pw[t]; /* ref's p * vs */
+        nv++;
     }
     int64_t d = 0;
     for (; d + 4 <= hd; d += 4) {
@@ -385,6 +418,8 @@ ATTN_COPY(attention_f32, SLATE_DTYPE_F32, 0.0f)
 ATTN_COPY(attention_f32_capped, SLATE_DTYPE_F32, softcap)
 ATTN_COPY(attention_f16, SLATE_DTYPE_F16, 0.0f)
 ATTN_COPY(attention_f16_capped, SLATE_DTYPE_F16, softcap)
+ATTN_COPY(attention_int8, SLATE_DTYPE_I8, 0.0f)
+ATTN_COPY(attention_int8_capped, SLATE_DTYPE_I8, softcap)
 
 static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
                       int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
@@ -395,6 +430,15 @@ static void attention(float *out, const float *q, const void *k, const void *v, 
     else
         (softcap > 0.0f ? attention_f32_capped : attention_f32)(out, q, k, v, stride, j0, j1, hd,
                                                                 n_heads, scale, softcap, mask);
+}
+
+/* int8 cache (kernels.h): the same kernel, each row's int8 values converted as they are loaded
+ * and its scale applied to its dot product (k) or weight (v). */
+static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
+                         int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
+                         float scale, float softcap, const float *mask) {
+    (softcap > 0.0f ? attention_int8_capped : attention_int8)(out, q, k, v, stride, j0, j1, hd,
+                                                              n_heads, scale, softcap, mask);
 }
 
 /* ---- softcap ----------------------------------------------------------------------------- */
@@ -448,6 +492,7 @@ void slate__neon_fill(slate__kernels *k) {
     k->to_f32[SLATE_DTYPE_BF16] = to_f32_bf16;
     k->to_f16 = to_f16;
     k->attention = attention;
+    k->attention_i8 = attention_i8;
     k->rms_norm = rms_norm;
     k->softcap = softcap;
 }
