@@ -761,7 +761,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                     }
                 }
                 for (int t = 0; t < BJ && !packed; t++) {
-                    krows[t] = kb + (t < n ? t : 0) * stride;
+                    if (!k16) krows[t] = kb + (t < n ? t : 0) * stride; /* K16 reads blocks */
                     vrows[t] = vb + (t < n ? t : 0) * stride;
                 }
             } else {
