@@ -558,6 +558,21 @@ static void check_heads(char *detail, size_t cap, const outputs *o, int64_t n_he
     }
 }
 
+/* An attention case's outputs (n_heads x hd, V's values within +-1): nothing written past the
+ * last head, all 0 when no score is valid (empty), else each head within ATTN_TOL of ref's. */
+static void check_attention_out(char *detail, size_t cap, outputs *o, int64_t n_heads,
+                                int64_t hd, bool empty) {
+    int64_t nq = n_heads * hd;
+    if (o->got[nq] != SENTINEL) snprintf(detail, cap, "wrote past the last head");
+    for (int64_t d = 0; d < nq; d++) {
+        o->mag[d] = 1.0; /* max |v| */
+        if (empty && o->got[d] != 0.0f && !detail[0])
+            snprintf(detail, cap, "out[%lld] = %g, want 0 (no valid score)", (long long)d,
+                     o->got[d]);
+    }
+    check_heads(detail, cap, o, n_heads, hd);
+}
+
 bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtype kvt, int64_t hd,
                   int64_t n_heads, int64_t stride, int64_t j0, int64_t j1, float scale,
                   float softcap, kc_mask mk, uint64_t *rng, char *problem, size_t cap) {
@@ -584,15 +599,7 @@ bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtyp
              "mask=%s",
              k->name, slate_dtype_name(kvt), (long long)hd, (long long)n_heads, (long long)j0,
              (long long)j1, (long long)stride, scale, softcap, mask_name(mk));
-    if (o.got[nq] != SENTINEL) snprintf(detail, sizeof detail, "wrote past the last head");
-    bool empty = j1 <= j0 || mk == KC_MASK_ALL_INF;
-    for (int64_t d = 0; d < nq; d++) {
-        o.mag[d] = 1.0; /* max |v| */
-        if (empty && o.got[d] != 0.0f && !detail[0])
-            snprintf(detail, sizeof detail, "out[%lld] = %g, want 0 (no valid score)",
-                     (long long)d, o.got[d]);
-    }
-    check_heads(detail, sizeof detail, &o, n_heads, hd);
+    check_attention_out(detail, sizeof detail, &o, n_heads, hd, j1 <= j0 || mk == KC_MASK_ALL_INF);
     free(kf);
     free(vf);
     free(kc);
@@ -634,15 +641,7 @@ bool kc_attention_i8(const slate__kernels *k, const slate__kernels *ref, int64_t
              "mask=%s",
              k->name, (long long)hd, (long long)n_heads, (long long)j0, (long long)j1,
              (long long)stride, scale, softcap, mask_name(mk));
-    if (o.got[nq] != SENTINEL) snprintf(detail, sizeof detail, "wrote past the last head");
-    bool empty = j1 <= j0 || mk == KC_MASK_ALL_INF;
-    for (int64_t d = 0; d < nq; d++) {
-        o.mag[d] = 1.0; /* max |v| */
-        if (empty && o.got[d] != 0.0f && !detail[0])
-            snprintf(detail, sizeof detail, "out[%lld] = %g, want 0 (no valid score)",
-                     (long long)d, o.got[d]);
-    }
-    check_heads(detail, sizeof detail, &o, n_heads, hd);
+    check_attention_out(detail, sizeof detail, &o, n_heads, hd, j1 <= j0 || mk == KC_MASK_ALL_INF);
     free(kc);
     free(vc);
     free(x);
@@ -650,6 +649,16 @@ bool kc_attention_i8(const slate__kernels *k, const slate__kernels *ref, int64_t
     free(mask);
     outputs_free(&o);
     return verdict(what, detail, problem, cap);
+}
+
+bool kc_attention_i8_at(const slate__kernels *k, const slate__kernels *ref, int64_t hd,
+                        int64_t n_heads, int64_t len, kc_mask mk, bool capped, uint64_t *rng,
+                        char *problem, size_t cap) {
+    int64_t j0 = (int64_t)(kc_rand(rng) % 3), block = 4 + (hd + 3) / 4 * 4;
+    int64_t stride = kc_rand(rng) % 2 ? block : 2 * block + 1;
+    float scale = (1.0f + 7.0f * (float)(kc_rand(rng) % 2)) / sqrtf((float)hd);
+    return kc_attention_i8(k, ref, hd, n_heads, stride, j0, j0 + len, scale, capped ? 0.5f : 0.0f,
+                           mk, rng, problem, cap);
 }
 
 /* K16 (kernels.h): the cache is made for positions [0, j1 rounded up to 16); positions outside

@@ -121,6 +121,13 @@ bool kc_attention_i8(const slate__kernels *k, const slate__kernels *ref, int64_t
                      int64_t n_heads, int64_t stride, int64_t j0, int64_t j1, float scale,
                      float softcap, kc_mask mk, uint64_t *rng, char *problem, size_t cap);
 
+/* kc_attention_i8 at positions [j0, j0 + len), j0 in [0, 3), with a random stride (the rows
+ * side by side, or another kv head's block and a byte between them) and scale (1 or 8 over
+ * sqrt(hd)); capped: Gemma 2's score cap of 0.5, which bends most scores. */
+bool kc_attention_i8_at(const slate__kernels *k, const slate__kernels *ref, int64_t hd,
+                        int64_t n_heads, int64_t len, kc_mask mk, bool capped, uint64_t *rng,
+                        char *problem, size_t cap);
+
 /* The table's attention_k16 (kernels.h: K stored dim-major in blocks of 16) over positions
  * [j0, j1) of an f16 cache against ref on the same values as rows: within kc_attention's
  * tolerance, and with the bits of the table's attention on rows when j0 is a multiple of 16.

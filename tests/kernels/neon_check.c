@@ -427,17 +427,11 @@ static void check_attentions(const slate__kernels *k, const slate__kernels *ref)
     /* int8 caches: rows side by side or with a gap, every kind of mask, capped or not */
     for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
         for (size_t b = 0; b < sizeof lens / sizeof *lens; b++)
-            for (int mk = KC_MASK_NONE; mk <= KC_MASK_ALL_INF; mk++) {
-                int64_t hd = hds[a], j0 = (int64_t)(kc_rand(&rng) % 5);
-                int64_t block = 4 + (hd + 3) / 4 * 4;
-                int64_t stride = kc_rand(&rng) % 2 ? block : 2 * block + 1;
-                int64_t nh = heads[(a + b + (size_t)mk) % 5];
-                float scale = (1.0f + 7.0f * (float)(kc_rand(&rng) % 2)) / sqrtf((float)hd);
-                report(kc_attention_i8(k, ref, hd, nh, stride, j0, j0 + lens[b], scale,
-                                       (a + b) % 2 ? 0.5f : 0.0f, (kc_mask)mk, &rng, problem,
-                                       sizeof problem),
+            for (int mk = KC_MASK_NONE; mk <= KC_MASK_ALL_INF; mk++)
+                report(kc_attention_i8_at(k, ref, hds[a], heads[(a + b + (size_t)mk) % 5],
+                                          lens[b], (kc_mask)mk, (a + b) % 2, &rng, problem,
+                                          sizeof problem),
                        problem);
-            }
     /* every score masked: out = 0, for every group size */
     for (int kvt = SLATE_DTYPE_F32; kvt <= SLATE_DTYPE_F16; kvt++)
         for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)

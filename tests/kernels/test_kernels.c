@@ -135,8 +135,7 @@ static void attention_matches_ref_for_every_head_dim_and_range(void **st) {
 
 /* attention_i8 (an int8 cache) against ref's: head dims with tails, every group size of a pass
  * and more than one pass, ranges incl. empty ones, every kind of mask, the score cap on every
- * other case; rows side by side (the head-major cache: 4 + head_dim rounded up to 4 bytes) or
- * with another kv head's block and a byte between them. */
+ * other case; rows side by side (the head-major cache) or not (kc_attention_i8_at). */
 static void attention_i8_matches_ref(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x6938ull;
@@ -146,17 +145,11 @@ static void attention_i8_matches_ref(void **st) {
     static const int64_t heads[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13};
     for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
         for (size_t b = 0; b < sizeof lens / sizeof *lens; b++)
-            for (int mk = KC_MASK_NONE; mk <= KC_MASK_ALL_INF; mk++) {
-                int64_t hd = hds[a], j0 = (int64_t)(tu_rand(&rng) % 3);
-                int64_t block = 4 + (hd + 3) / 4 * 4;
-                int64_t stride = tu_rand(&rng) % 2 ? block : 2 * block + 1;
-                int64_t nh = heads[(a + b + (size_t)mk) % 10];
-                float scale = (1.0f + 7.0f * (float)(tu_rand(&rng) % 2)) / sqrtf((float)hd);
-                require(kc_attention_i8(k, ref, hd, nh, stride, j0, j0 + lens[b], scale,
-                                        (a + b) % 2 ? 0.5f : 0.0f, (kc_mask)mk, &rng, problem,
-                                        sizeof problem),
+            for (int mk = KC_MASK_NONE; mk <= KC_MASK_ALL_INF; mk++)
+                require(kc_attention_i8_at(k, ref, hds[a], heads[(a + b + (size_t)mk) % 10],
+                                           lens[b], (kc_mask)mk, (a + b) % 2, &rng, problem,
+                                           sizeof problem),
                         problem);
-            }
 }
 
 /* Rows side by side (stride = head_dim: the head-major cache) at the head dims with their own
