@@ -302,21 +302,16 @@ INLINE __m512 hsum16(const __m512 a[16]) {
     return _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], 0x44), _mm512_shuffle_ps(d[0], d[1], 0xEE));
 }
 
-/* Row j of a cache: F32/F16 rows are `stride` elements apart; I8 rows (int8 KV) `stride` bytes
- * apart, each an f32 scale followed by the int8 values. */
+/* Row j of an F32 or F16 cache, rows `stride` elements apart (an int8 cache's rows, `stride`
+ * bytes apart, are addressed where attention_any reads them). */
 INLINE const void *kv_row(slate_dtype dt, const void *base, int64_t j, int64_t stride) {
-    return dt == SLATE_DTYPE_F32   ? (const void *)((const float *)base + j * stride)
-           : dt == SLATE_DTYPE_I8 ? (const void *)((const uint8_t *)base + j * stride)
-                                  : (const void *)((const uint16_t *)base + j * stride);
+    return dt == SLATE_DTYPE_F32 ? (const void *)((const float *)base + j * stride)
+                                 : (const void *)((const uint16_t *)base + j * stride);
 }
 
-/* The lanes of m of the 16 cache values at element i of a row, as f32 (I8: scale * q). */
+/* The lanes of m of the 16 cache values at element i of an F32 or F16 row, as f32. */
 INLINE __m512 load_kv16(slate_dtype dt, const void *row, int64_t i, __mmask16 m) {
-    if (dt != SLATE_DTYPE_I8) return load_w16_mask(dt, row, i, m);
-    float sc;
-    memcpy(&sc, row, 4);
-    __m128i q = _mm_maskz_loadu_epi8(m, (const int8_t *)row + 4 + i);
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(sc));
+    return load_w16_mask(dt, row, i, m);
 }
 
 /* 16 int8 values at p (the lanes of m; the others 0); a whole vector's with a plain load, which
@@ -657,11 +652,12 @@ INLINE void attn_qk_i8(int NH, const attn_ws *ws, const uint8_t *const rows[BJ],
  * when the transposed path applies and every row of the block is used, else from f32 copies
  * in L1. An int8 cache (any head_dim) takes the transposed path too (attn_qk_i8), its rows'
  * scales applied as ref applies them: K's to each score, V's to each weight; its V rows are
- * read directly. -inf and NaN scores get weight 0 and their V rows are zeroed, so they are skipped
- * exactly as in ref; all -inf gives out = 0. The next blocks' rows are prefetched (the cache
- * of a layer has left the caches since the last token). One thread, 22 layers x 4 kv heads x
- * 8 heads x head_dim 64, depth 2048: the transposed scores and direct V rows take 22.6 -> 19.5
- * ns per position and kv head (ablation: the hsum16 tree was a quarter of the time). */
+ * read directly. -inf and NaN scores get weight 0 and their V rows are zeroed (int8: their
+ * weights, scale included, are 0 and the values finite), so they are skipped exactly as in
+ * ref; all -inf gives out = 0. The next blocks' rows are prefetched (the cache of a layer has
+ * left the caches since the last token). One thread, 22 layers x 4 kv heads x 8 heads x
+ * head_dim 64, depth 2048: the transposed scores and direct V rows take 22.6 -> 19.5 ns per
+ * position and kv head (ablation: the hsum16 tree was a quarter of the time). */
 INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
                           float scale, float softcap, const float *mask, bool k16) {
