@@ -510,7 +510,8 @@ INLINE void attn_qk_f16(int NH, int RS, const attn_ws *ws, const uint16_t *const
             __m512 v0 = _mm512_cvtph_ps(_mm512_castsi512_si256(w));       /* dim d, rows 0-15 */
             __m512 v1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(w, 1)); /* dim d + 8 */
             UNROLL for (int h = 0; h < NH; h++) {
-                const float *qd = ws->q + h * ws->hdp + c * 16 + d;
+                /* packed rows: the query rows RS (= ws->hdp) apart, a constant offset */
+                const float *qd = ws->q + h * (RS ? RS : ws->hdp) + c * 16 + d;
                 s[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[0]), v0, s[h]);
                 s1[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[8]), v1, s1[h]);
             }
@@ -533,10 +534,10 @@ INLINE void attn_qk_k16(int NH, int HD, const attn_ws *ws, const uint16_t *kt, _
             const uint16_t *r0 = kt + (c * 16 + d) * 16, *r1 = r0 + 8 * 16; /* dims d, d + 8 */
             __m512 v0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r0));
             __m512 v1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r1));
-            const float *qd = ws->q + c * 16 + d;
+            const float *qd = ws->q + c * 16 + d; /* query rows HD apart (= ws->hdp) */
             UNROLL for (int h = 0; h < NH; h++) {
-                s[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[h * ws->hdp]), v0, s[h]);
-                s1[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[h * ws->hdp + 8]), v1, s1[h]);
+                s[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[h * HD]), v0, s[h]);
+                s1[h] = _mm512_fmadd_ps(_mm512_set1_ps(qd[h * HD + 8]), v1, s1[h]);
             }
         }
     }
