@@ -14,7 +14,9 @@
  *            max |diff| is against ref's attention_i8 on the same int8 rows (its stride is
  *            in bytes).
  * Shape: 22 layers x 4 kv heads x 8 query heads x head_dim 64 (TinyLlama-1.1B), or with
- * "hd128" 16 layers x 8 kv heads x 4 query heads x 128 (Llama-3.2-1B), "hd96" 32 x 32 x 1 x 96
+ * "hd128" 16 layers x 8 kv heads x 4 query heads x 128 (Llama-3.1-8B's attention, 16 of its 32
+ * layers; until 2026-12-03 this comment called it Llama-3.2-1B's, but that model's head_dim is
+ * 64: it is "hd64g4", 16 x 8 x 4 x 64), "hd96" 32 x 32 x 1 x 96
  * (Phi-3-mini), "hd256" 26 x 1 x 4 x 256 (Gemma-3-1B, every layer global), "hd64g7" 24 x 2 x
  * 7 x 64 (Qwen2.5-0.5B), "hd64hot" TinyLlama's shape with 1 layer (its cache stays in L2:
  * 512 KiB per thread at depth 1024; the kernel's arithmetic without DRAM. On the Zen 4 VM at
@@ -134,12 +136,12 @@ int main(int argc, char **argv) {
                   {"hd128", {16, 8, 4, 128}},
                   {"hd96", {32, 32, 1, 96}},
                   {"hd256", {26, 1, 4, 256}},
-                  {"hd64g7", {24, 2, 7, 64}}, {"hd64hot", {1, 4, 8, 64}}};
+                  {"hd64g7", {24, 2, 7, 64}}, {"hd64hot", {1, 4, 8, 64}}, {"hd64g4", {16, 8, 4, 64}}};
     enum { N_SHAPES = sizeof shapes / sizeof *shapes };
     int si = 0;
     while (argc > 4 && si < N_SHAPES && strcmp(argv[4], shapes[si].name) != 0) si++;
     if (rounds < 1 || rounds > MAX_ROUNDS || depth < 1 || depth > (1 << 20) || si == N_SHAPES) {
-        fprintf(stderr, "usage: %s [rounds 1..%d [depth [table [hd128|hd96|hd256|hd64g7]]]]\n",
+        fprintf(stderr, "usage: %s [rounds 1..%d [depth [table [hd128|hd96|hd256|hd64g7|hd64hot|hd64g4]]]]\n",
                 argv[0], MAX_ROUNDS);
         return 2;
     }

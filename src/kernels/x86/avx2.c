@@ -436,7 +436,7 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0) {
  * accumulators are next loaded); then P (heads x 8) times V (8 x head_dim) in register tiles.
  * The step for all heads at once replaced one per head (scalar maxima and sums, libm expf for
  * the rescale): bench_attn_ab against the previous file, TinyLlama's shape (8 heads), 1.09-1.19x
- * at depths 512 and 2048, Llama-3.2-1B's (4 heads) 0.95-1.24x, Phi-3-mini's (1 head, so seven
+ * at depths 512 and 2048, the hd128 shape's (4 heads; Llama-3.1-8B's layers) 0.95-1.24x, Phi-3-mini's (1 head, so seven
  * idle lanes) 0.98-1.02x (Zen 4, three runs). Rows that no head uses (past the range, -inf or
  * NaN scores for every head) have their V zeroed so they are skipped exactly as in ref; all
  * -inf gives out = 0. For ranges too long for L2 the next block's rows are prefetched. One

@@ -340,10 +340,11 @@ enum { BJ = 16, HG = 8, PF_ATTN_AHEAD = 32 };
  * DRAM (2 multiply-adds per byte at 4 heads against 4 at 8): their lines are prefetched with
  * SLATE_PF_ATTN_THIN, into L2, which lets more of them be in flight than the L1's miss buffers
  * allow. bench_attn_ab against L1 on the Zen 4 VM (2026-12-03, depth 2048, three runs each):
- * Llama-3.2-1B's 4 heads per kv head (K16, hd 128) 1.07-1.18x, Gemma-3-1B's 4 (rows, hd 256)
- * 1.25-1.46x, Phi-3-mini's 1 (rows, hd 96) 1.18-1.39x; TinyLlama's 8 (K16, hd 64) were 6-9 %
- * and Qwen2.5-0.5B's 7 (K16, hd 64) 1-14 % slower into L2 (as L2 had measured on the Zen 5 VM
- * with the kernel of 2026-11-30), so passes of more heads keep SLATE_PF_ATTN.
+ * the hd128 shape's 4 heads per kv head (K16; Llama-3.1-8B's layers) 1.07-1.18x, Gemma-3-1B's
+ * 4 (rows, hd 256) 1.25-1.46x, Phi-3-mini's 1 (rows, hd 96) 1.18-1.39x; TinyLlama's 8 (K16,
+ * hd 64) were 6-9 % and Qwen2.5-0.5B's 7 (K16, hd 64) 1-14 % slower into L2 (as L2 had
+ * measured on the Zen 5 VM with the kernel of 2026-11-30), so passes of more heads keep
+ * SLATE_PF_ATTN.
  * -DSLATE_AB_FLAGS=-DSLATE_PF_ATTN_THIN=_MM_HINT_T0 times the thin passes into L1. */
 #ifndef SLATE_PF_ATTN_THIN
 #define SLATE_PF_ATTN_THIN _MM_HINT_T1
