@@ -436,13 +436,14 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0) {
  * accumulators are next loaded); then P (heads x 8) times V (8 x head_dim) in register tiles.
  * The step for all heads at once replaced one per head (scalar maxima and sums, libm expf for
  * the rescale): bench_attn_ab against the previous file, TinyLlama's shape (8 heads), 1.09-1.19x
- * at depths 512 and 2048, the hd128 shape's (4 heads; Llama-3.1-8B's layers) 0.95-1.24x, Phi-3-mini's (1 head, so seven
- * idle lanes) 0.98-1.02x (Zen 4, three runs). Rows that no head uses (past the range, -inf or
- * NaN scores for every head) have their V zeroed so they are skipped exactly as in ref; all
- * -inf gives out = 0. For ranges too long for L2 the next block's rows are prefetched. One
- * thread, 8 heads, head_dim 64, f16 cache (head-major), 22 layers at depth 2048 from DRAM: 52.5
- * ns per position and kv head with the design before this one (one head at a time, each
- * converting the block's rows again and accumulating its own V pass), 32.4 with it. */
+ * at depths 512 and 2048, the hd128 shape's (4 heads; Llama-3.1-8B's layers) 0.95-1.24x,
+ * Phi-3-mini's (1 head, so seven idle lanes) 0.98-1.02x (Zen 4, three runs). Rows that no
+ * head uses (past the range, -inf or NaN scores for every head) have their V zeroed so they
+ * are skipped exactly as in ref; all -inf gives out = 0. For ranges too long for L2 the next
+ * block's rows are prefetched. One thread, 8 heads, head_dim 64, f16 cache (head-major), 22
+ * layers at depth 2048 from DRAM: 52.5 ns per position and kv head with the design before this
+ * one (one head at a time, each converting the block's rows again and accumulating its own V
+ * pass), 32.4 with it. */
 INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
                           float scale, float softcap, const float *mask) {
