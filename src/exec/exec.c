@@ -1,7 +1,7 @@
 /*
  * exec.c - the interpreter: runs a compiled program for one call on one state. The program
  * was validated at open, so nothing here re-checks shapes. Work is split across the state's
- * thread pool by output columns (matmul) or by (row, kv head) pairs (attention); the small
+ * thread pool by output columns (matmul) or by (rows, kv head) pairs (attention); the small
  * elementwise ops run on the calling thread. Nothing is allocated: activations live in the
  * state's scratch, the cache in its KV arena.
  */
@@ -165,6 +165,51 @@ static void matmul_op(slate_state *st, const mm_group *g, int32_t *xq_src, uint3
     slate__pool_run(st->pool, run_matmul, &jb);
 }
 
+/* Rows per work item of an attention op run on nth threads: where a kv head has fewer query
+ * heads than a kernel pass serves (Phi-3's 1, Gemma's 2, Llama-3's 4), consecutive rows of a
+ * prefill share one pass (kernels.h: n_rows), so each K/V row is read once for all of them:
+ * Phi-3-mini's prefill attention took 50 GFLOP/s one row at a time against ~125 with
+ * TinyLlama's 8 heads per kv head. Not with a caller's mask (one per row), and only with
+ * enough items to feed every thread. */
+static int64_t attn_rows_per_item(const slate_state *st, const slate__op *op, int nth) {
+    int64_t group = op->n_heads / op->n_kv_heads;
+    if (st->mask || group >= SLATE__ATTN_PASS_HEADS || st->n_q < 2) return 1;
+    int64_t rpi = SLATE__ATTN_PASS_HEADS / group;
+    if (rpi > st->n_q) rpi = st->n_q;
+    return (st->n_q + rpi - 1) / rpi * op->n_kv_heads < 2 * nth ? 1 : rpi;
+}
+
+/* Whether rows [r0, r0 + nr) of an item go to the kernel in one call: more than one, and not
+ * where the model's sliding window starts some row's range at its own position (one pass
+ * starts every row at the same one); else row by row. */
+static bool attn_one_call(const slate_state *st, const slate__op *op, int64_t r0, int64_t nr) {
+    return nr > 1 && !(op->window > 0 && st->length + r0 + nr > op->window);
+}
+
+/* Where an attention op's kv head g reads its cache, and how (run_attention). */
+typedef struct attn_src {
+    const uint8_t *k, *v; /* kv head g's first row */
+    int64_t stride;       /* between rows: elements (f32/f16) or bytes (int8) */
+    slate_dtype dtype;
+    bool k16;
+} attn_src;
+
+/* The table's kernel for src: n_heads query heads of kv head g (n_rows rows of them). */
+static void attend(const slate_state *st, const slate__op *op, const attn_src *src, float *out,
+                   const float *q, int64_t j0, int64_t j1, int64_t n_heads, int64_t n_rows,
+                   const float *mask) {
+    const slate__kernels *k = st->model->k;
+    if (src->k16) /* K dim-major in blocks of 16 (src/state/kvmem.c) */
+        k->attention_k16(out, q, (const uint16_t *)src->k, (const uint16_t *)src->v, src->stride,
+                         j0, j1, op->head_dim, n_heads, n_rows, op->scale, op->softcap, mask);
+    else if (src->dtype == SLATE_DTYPE_I8)
+        k->attention_i8(out, q, src->k, src->v, src->stride, j0, j1, op->head_dim, n_heads, n_rows,
+                        op->scale, op->softcap, mask);
+    else
+        k->attention(out, q, src->k, src->v, src->dtype, src->stride, j0, j1, op->head_dim,
+                     n_heads, n_rows, op->scale, op->softcap, mask);
+}
+
 static void run_attention(void *ctx, int ith, int nth) {
     const job *j = ctx;
     const slate_state *st = j->st;
@@ -182,50 +227,61 @@ static void run_attention(void *ctx, int ith, int nth) {
     int64_t stride = kvt == SLATE_DTYPE_I8 ? (int64_t)row_step
                                            : (int64_t)(row_step / slate__dtype_size(kvt));
     int32_t hd = op->head_dim, group = op->n_heads / op->n_kv_heads;
-    /* Work items are (row, kv head, part of its query heads): the kernels take all the query
+    int64_t qw = (int64_t)op->n_heads * hd, len0 = st->length, n_tot = len0 + st->n_q;
+    int64_t rpi = attn_rows_per_item(st, op, nth);
+    /* Work items are (rows, kv head, part of its query heads): the kernels take all the query
      * heads of a kv head at once and read each K/V row once for them. The heads of a
      * group are split into parts only when rows x kv heads are too few to feed every thread. */
-    int64_t items = (int64_t)st->n_q * op->n_kv_heads;
+    int64_t items = (st->n_q + rpi - 1) / rpi * op->n_kv_heads;
     int64_t parts = items >= 2 * nth ? 1 : (2 * nth + items - 1) / items;
     if (parts > group) parts = group;
     int64_t total = items * parts;
     const float *q = act(st, op->in[0]);
     float *out = act(st, op->out);
-    int64_t qw = (int64_t)op->n_heads * hd, len0 = st->length, n_tot = len0 + st->n_q;
+    /* a batch's query rows side by side, and its outputs (n_rows x group heads) */
+    float qb[SLATE__ATTN_PASS_HEADS * SLATE__MAX_HEAD_DIM];
+    float ob[SLATE__ATTN_PASS_HEADS * SLATE__MAX_HEAD_DIM];
     /* Items are taken from a shared counter: with a causal mask later rows attend to more
      * positions (an equal split of rows gave the second thread 3/4 of a prefill's work), and a
      * worker that wakes late takes fewer items. */
     (void)ith;
     for (int64_t t = nth == 1 ? 0 : atomic_fetch_add(j->next, 1); t < total;
          t = nth == 1 ? t + 1 : atomic_fetch_add(j->next, 1)) {
-        int64_t r = t / (op->n_kv_heads * parts), g = t / parts % op->n_kv_heads, pt = t % parts;
+        int64_t b = t / (op->n_kv_heads * parts), g = t / parts % op->n_kv_heads, pt = t % parts;
         int64_t h_lo = g * group + pt * group / parts, h_hi = g * group + (pt + 1) * group / parts;
-        int64_t pos = len0 + r, j0 = 0, j1 = pos + 1;
-        const float *mask = NULL;
-        /* A caller's mask replaces the causal one (any key up to the last position), but the
-         * model's sliding window is part of the architecture and still applies: no key more
-         * than window - 1 positions before the query's own. */
-        if (st->mask) {
-            j1 = n_tot;
-            mask = st->mask + r * n_tot;
+        int64_t r0 = b * rpi, nr = st->n_q - r0 < rpi ? st->n_q - r0 : rpi;
+        attn_src src = {
+            .k = by_head ? slate__kv_at(st, slot, (int32_t)g, 0)
+                         : slate__kv_at(st, slot, 0, 0) + (size_t)g * head_bytes,
+            .v = by_head ? slate__kv_at(st, vslot, (int32_t)g, 0)
+                         : slate__kv_at(st, vslot, 0, 0) + (size_t)g * head_bytes,
+            .stride = stride,
+            .dtype = kvt,
+            .k16 = st->kv_k16[slot],
+        };
+        if (attn_one_call(st, op, r0, nr)) {
+            int64_t gw = (h_hi - h_lo) * hd; /* one row's heads of kv head g */
+            for (int64_t i = 0; i < nr; i++)
+                memcpy(qb + i * gw, q + (r0 + i) * qw + h_lo * hd, (size_t)gw * sizeof(float));
+            attend(st, op, &src, ob, qb, 0, len0 + r0 + nr, nr * (h_hi - h_lo), nr, NULL);
+            for (int64_t i = 0; i < nr; i++)
+                memcpy(out + (r0 + i) * qw + h_lo * hd, ob + i * gw, (size_t)gw * sizeof(float));
+            continue;
         }
-        if (op->window > 0 && pos + 1 > op->window) j0 = pos + 1 - op->window;
-        const uint8_t *kg = by_head ? slate__kv_at(st, slot, (int32_t)g, 0)
-                                    : slate__kv_at(st, slot, 0, 0) + (size_t)g * head_bytes;
-        const uint8_t *vg = by_head ? slate__kv_at(st, vslot, (int32_t)g, 0)
-                                    : slate__kv_at(st, vslot, 0, 0) + (size_t)g * head_bytes;
-        if (st->kv_k16[slot]) /* K dim-major in blocks of 16 (src/state/kvmem.c) */
-            st->model->k->attention_k16(out + r * qw + h_lo * hd, q + r * qw + h_lo * hd,
-                                        (const uint16_t *)kg, (const uint16_t *)vg, stride, j0,
-                                        j1, hd, h_hi - h_lo, op->scale, op->softcap, mask);
-        else if (kvt == SLATE_DTYPE_I8)
-            st->model->k->attention_i8(out + r * qw + h_lo * hd, q + r * qw + h_lo * hd, kg, vg,
-                                       stride, j0, j1, hd, h_hi - h_lo, op->scale, op->softcap,
-                                       mask);
-        else
-            st->model->k->attention(out + r * qw + h_lo * hd, q + r * qw + h_lo * hd, kg, vg,
-                                    kvt, stride, j0, j1, hd, h_hi - h_lo, op->scale, op->softcap,
-                                    mask);
+        for (int64_t r = r0; r < r0 + nr; r++) {
+            int64_t pos = len0 + r, j0 = 0, j1 = pos + 1;
+            const float *mask = NULL;
+            /* A caller's mask replaces the causal one (any key up to the last position), but
+             * the model's sliding window is part of the architecture and still applies: no key
+             * more than window - 1 positions before the query's own. */
+            if (st->mask) {
+                j1 = n_tot;
+                mask = st->mask + r * n_tot;
+            }
+            if (op->window > 0 && pos + 1 > op->window) j0 = pos + 1 - op->window;
+            attend(st, op, &src, out + r * qw + h_lo * hd, q + r * qw + h_lo * hd, j0, j1,
+                   h_hi - h_lo, 1, mask);
+        }
     }
 }
 
@@ -316,15 +372,23 @@ static void op_cost(const slate_state *st, int32_t oi, uint64_t *bytes_out, uint
         bytes = (uint64_t)st->n_q * st->kv_row_bytes[st->model->state_slot[op->in[1]]];
         break;
     case SLATE__OP_ATTENTION: { /* per query row: K and V rows of the positions it attends to
-                                   (read once per row; heads of a group share them); per head
-                                   and position q.k and p.v, 2 flops per element each */
+                                   (read once per kernel call: the heads of a group and the rows
+                                   of one call share them); per head and position q.k and p.v,
+                                   2 flops per element each */
         uint64_t row_bytes = st->kv_row_bytes[st->model->state_slot[op->in[1]]], positions = 0;
-        for (int32_t r = 0; r < st->n_q; r++) {
-            int64_t j1 = st->mask ? st->length + st->n_q : st->length + r + 1, j0 = 0;
-            if (!st->mask && op->window > 0 && j1 > op->window) j0 = j1 - op->window;
-            positions += (uint64_t)(j1 - j0);
+        uint64_t read = 0; /* positions read, once per call */
+        int64_t rpi = attn_rows_per_item(st, op, slate__pool_size(st->pool));
+        for (int64_t r0 = 0; r0 < st->n_q; r0 += rpi) {
+            int64_t nr = st->n_q - r0 < rpi ? st->n_q - r0 : rpi;
+            bool one = attn_one_call(st, op, r0, nr);
+            for (int64_t r = r0; r < r0 + nr; r++) {
+                int64_t j1 = st->mask ? st->length + st->n_q : st->length + r + 1, j0 = 0;
+                if (!st->mask && op->window > 0 && j1 > op->window) j0 = j1 - op->window;
+                positions += (uint64_t)(j1 - j0);
+                if (!one || r == r0 + nr - 1) read += (uint64_t)(j1 - j0);
+            }
         }
-        bytes = 2 * positions * row_bytes;
+        bytes = 2 * read * row_bytes;
         flops = 4 * positions * (uint64_t)op->n_heads * (uint64_t)op->head_dim;
         break;
     }

@@ -590,8 +590,8 @@ bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtyp
     /* Offset the cache base so rows are not vector-aligned. */
     const void *kb = (const char *)kc + es, *vb = (const char *)vc + es;
     const float *mp = mk == KC_MASK_NONE ? NULL : mask;
-    k->attention(o.got, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, scale, softcap, mp);
-    ref->attention(o.want, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, scale, softcap, mp);
+    k->attention(o.got, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, 1, scale, softcap, mp);
+    ref->attention(o.want, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, 1, scale, softcap, mp);
 
     char what[200], detail[300] = "";
     snprintf(what, sizeof what,
@@ -632,8 +632,9 @@ bool kc_attention_i8(const slate__kernels *k, const slate__kernels *ref, int64_t
     outputs o = outputs_alloc(nq);
     fill_rand(q, nq, rng);
     const float *mp = mk == KC_MASK_NONE ? NULL : mask;
-    k->attention_i8(o.got, q, kc + 1, vc + 1, stride, j0, j1, hd, n_heads, scale, softcap, mp);
-    ref->attention_i8(o.want, q, kc + 1, vc + 1, stride, j0, j1, hd, n_heads, scale, softcap, mp);
+    k->attention_i8(o.got, q, kc + 1, vc + 1, stride, j0, j1, hd, n_heads, 1, scale, softcap, mp);
+    ref->attention_i8(o.want, q, kc + 1, vc + 1, stride, j0, j1, hd, n_heads, 1, scale, softcap,
+                      mp);
 
     char what[200], detail[300] = "";
     snprintf(what, sizeof what,
@@ -659,6 +660,93 @@ bool kc_attention_i8_at(const slate__kernels *k, const slate__kernels *ref, int6
     float scale = (1.0f + 7.0f * (float)(kc_rand(rng) % 2)) / sqrtf((float)hd);
     return kc_attention_i8(k, ref, hd, n_heads, stride, j0, j0 + len, scale, capped ? 0.5f : 0.0f,
                            mk, rng, problem, cap);
+}
+
+/* One cache row of kc_attention_rows, K (is_k) or V, of dtype kvt: random values, or for the
+ * positions from j1 on (past) K 30 and V +inf. */
+static void rows_fill(uint8_t *dst, slate_dtype kvt, int64_t hd, bool is_k, bool past,
+                      uint64_t *rng) {
+    float x[SLATE__MAX_HEAD_DIM];
+    const float inf = INFINITY;
+    for (int64_t d = 0; d < hd; d++)
+        x[d] = past ? (is_k ? 30.0f : inf) : (is_k ? 2.0f : 1.0f) * kc_randf(rng);
+    if (kvt == SLATE_DTYPE_I8) { /* past j1: K 30 (all 127, scale 30 / 127), V's scale inf */
+        if (past && !is_k) memset(x, 0, sizeof x);
+        slate__kv_quantize_i8(dst, x, hd, (int32_t)hd);
+        if (past && !is_k) memcpy(dst, &inf, 4);
+        return;
+    }
+    for (int64_t d = 0; d < hd; d++) {
+        if (kvt == SLATE_DTYPE_F32) memcpy(dst + d * 4, &x[d], 4);
+        else {
+            uint16_t h = slate__f32_to_f16(x[d]);
+            memcpy(dst + d * 2, &h, 2);
+        }
+    }
+}
+
+bool kc_attention_rows(const slate__kernels *k, const slate__kernels *ref, slate_dtype kvt,
+                       bool k16, int64_t hd, int64_t group, int64_t n_rows, int64_t j0,
+                       int64_t j1, float softcap, uint64_t *rng, char *problem, size_t cap) {
+    int64_t nh = group * n_rows, nq = nh * hd;
+    size_t es = kvt == SLATE_DTYPE_I8 ? 1 : kvt == SLATE_DTYPE_F32 ? 4 : 2;
+    int64_t rb = kvt == SLATE_DTYPE_I8 ? 4 + (hd + 3) / 4 * 4 : hd; /* a row, in stride units */
+    int64_t stride = k16 || kc_rand(rng) % 2 ? rb : 2 * rb + 1;
+    int64_t np = (j1 + 15) / 16 * 16 + 16; /* K16 reads whole blocks */
+    uint8_t *kc = xmalloc((size_t)(np * stride) * es), *vc = xmalloc((size_t)(np * stride) * es);
+    uint16_t *kt = xmalloc((size_t)(np * hd) * 2); /* K16: K dim-major in blocks of 16 */
+    for (int64_t j = 0; j < np; j++) {
+        rows_fill(kc + (size_t)(j * stride) * es, kvt, hd, true, j >= j1, rng);
+        rows_fill(vc + (size_t)(j * stride) * es, kvt, hd, false, j >= j1, rng);
+        for (int64_t d = 0; k16 && d < hd; d++)
+            memcpy(&kt[j / 16 * 16 * hd + d * 16 + j % 16], kc + (size_t)(j * stride + d) * 2, 2);
+    }
+    float *q = xmalloc((size_t)nq * sizeof(float));
+    fill_rand(q, nq, rng);
+    float scale = (1.0f + 7.0f * (float)(kc_rand(rng) % 2)) / sqrtf((float)hd);
+    outputs o = outputs_alloc(nq), batch = outputs_alloc(nq);
+    for (int64_t i = 0; i < n_rows; i++) { /* ref, row by row */
+        int64_t end = j1 - (n_rows - 1 - i), off = i * group * hd;
+        if (kvt == SLATE_DTYPE_I8)
+            ref->attention_i8(o.want + off, q + off, kc, vc, stride, j0, end, hd, group, 1, scale,
+                              softcap, NULL);
+        else
+            ref->attention(o.want + off, q + off, kc, vc, kvt, stride, j0, end, hd, group, 1,
+                           scale, softcap, NULL);
+    }
+    if (kvt == SLATE_DTYPE_I8) {
+        ref->attention_i8(batch.got, q, kc, vc, stride, j0, j1, hd, nh, n_rows, scale, softcap,
+                          NULL);
+        k->attention_i8(o.got, q, kc, vc, stride, j0, j1, hd, nh, n_rows, scale, softcap, NULL);
+    } else {
+        ref->attention(batch.got, q, kc, vc, kvt, stride, j0, j1, hd, nh, n_rows, scale, softcap,
+                       NULL);
+        if (k16)
+            k->attention_k16(o.got, q, kt, (const uint16_t *)vc, stride, j0, j1, hd, nh, n_rows,
+                             scale, softcap, NULL);
+        else
+            k->attention(o.got, q, kc, vc, kvt, stride, j0, j1, hd, nh, n_rows, scale, softcap,
+                         NULL);
+    }
+
+    char what[200], detail[300] = "";
+    snprintf(what, sizeof what,
+             "%s attention%s %s hd=%lld group=%lld rows=%lld j=[%lld,%lld) stride=%lld scale=%g "
+             "softcap=%g",
+             k->name, k16 ? "_k16" : "", slate_dtype_name(kvt), (long long)hd, (long long)group,
+             (long long)n_rows, (long long)j0, (long long)j1, (long long)stride, scale, softcap);
+    for (int64_t d = 0; d <= nq && !detail[0]; d++)
+        if (memcmp(&batch.got[d], &o.want[d], sizeof(float)))
+            snprintf(detail, sizeof detail, "ref's out[%lld] = %.9g in one call, %.9g row by row",
+                     (long long)d, batch.got[d], o.want[d]);
+    check_attention_out(detail, sizeof detail, &o, nh, hd, false);
+    free(kc);
+    free(vc);
+    free(kt);
+    free(q);
+    outputs_free(&o);
+    outputs_free(&batch);
+    return verdict(what, detail, problem, cap);
 }
 
 /* K16 (kernels.h): the cache is made for positions [0, j1 rounded up to 16); positions outside
@@ -687,9 +775,11 @@ bool kc_attention_k16(const slate__kernels *k, const slate__kernels *ref, int64_
     fill_rand(q, nq, rng);
     fill_mask(mask, j1, mk, rng);
     const float *mp = mk == KC_MASK_NONE ? NULL : mask;
-    k->attention_k16(o.got, q, kt, vr, hd, j0, j1, hd, n_heads, scale, softcap, mp);
-    k->attention(rows.got, q, kr, vr, SLATE_DTYPE_F16, hd, j0, j1, hd, n_heads, scale, softcap, mp);
-    ref->attention(o.want, q, kr, vr, SLATE_DTYPE_F16, hd, j0, j1, hd, n_heads, scale, softcap, mp);
+    k->attention_k16(o.got, q, kt, vr, hd, j0, j1, hd, n_heads, 1, scale, softcap, mp);
+    k->attention(rows.got, q, kr, vr, SLATE_DTYPE_F16, hd, j0, j1, hd, n_heads, 1, scale, softcap,
+                 mp);
+    ref->attention(o.want, q, kr, vr, SLATE_DTYPE_F16, hd, j0, j1, hd, n_heads, 1, scale, softcap,
+                   mp);
 
     char what[200], detail[300] = "";
     snprintf(what, sizeof what,

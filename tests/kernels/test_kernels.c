@@ -187,8 +187,10 @@ static void attention_packed_rows_give_the_bits_of_strided_rows(void **st) {
                         mask[j] = kc_randf(&rng) < -0.33f ? -INFINITY : kc_randf(&rng);
                 }
                 float scale = 1.0f / sqrtf((float)hd);
-                k->attention(op, q, kp, vp, SLATE_DTYPE_F16, hd, j0, j1, hd, nh, scale, 0.0f, mask);
-                k->attention(os, q, ks, vs, SLATE_DTYPE_F16, wide, j0, j1, hd, nh, scale, 0.0f, mask);
+                k->attention(op, q, kp, vp, SLATE_DTYPE_F16, hd, j0, j1, hd, nh, 1, scale, 0.0f,
+                             mask);
+                k->attention(os, q, ks, vs, SLATE_DTYPE_F16, wide, j0, j1, hd, nh, 1, scale, 0.0f,
+                             mask);
                 for (int64_t i = 0; i < nh * hd; i++)
                     if (memcmp(&op[i], &os[i], sizeof(float)))
                         fail_msg("%s attention hd=%lld heads=%lld j=[%lld,%lld) mask=%s: out[%lld] "
@@ -236,6 +238,40 @@ static void attention_k16_gives_the_bits_of_rows(void **st) {
                                          cap, (kc_mask)mk, &rng, problem, sizeof problem),
                         problem);
             }
+}
+
+/* A prefill's consecutive rows in one call (kernels.h: n_rows; exec batches them where a kv
+ * head has fewer query heads than a pass serves): every cache kind (f32, f16 and int8 rows, and
+ * K16 where the table has it), head dims with and without their own paths, groups of 1-8 heads
+ * per kv head, 2-8 rows (so passes of fewer and more than 8 heads, rows split across passes),
+ * ranges from the shortest allowed (each row one position more than the last) to several
+ * blocks, starting at 0 or not; the score cap on every third case. Against ref row by row
+ * (kc_attention_rows). */
+static void attention_rows_match_ref_row_by_row(void **st) {
+    const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
+    uint64_t rng = tu_seed() ^ 0x726f7773ull;
+    char problem[512];
+    static const int64_t hds[] = {64, 128, 96, 13, 80};
+    static const int64_t groups[] = {1, 2, 3, 4, 8};
+    static const int64_t extra[] = {0, 1, 14, 40, 150};
+    int i = 0;
+    for (int kind = 0; kind < 4; kind++) /* f32, f16, int8 rows; K16 */
+        for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
+            for (size_t g = 0; g < sizeof groups / sizeof *groups; g++)
+                for (size_t e = 0; e < sizeof extra / sizeof *extra; e++, i++) {
+                    bool k16 = kind == 3;
+                    if (k16 && (!k->attention_k16 || (hds[a] != 64 && hds[a] != 128))) continue;
+                    slate_dtype kvt = kind == 0   ? SLATE_DTYPE_F32
+                                      : kind == 2 ? SLATE_DTYPE_I8
+                                                  : SLATE_DTYPE_F16;
+                    int64_t rows = 2 + (int64_t)(tu_rand(&rng) % 7);
+                    int64_t j0 = (int64_t)(tu_rand(&rng) % 2) * 3;
+                    float cap = i % 3 == 2 ? 2.0f : 0.0f;
+                    require(kc_attention_rows(k, ref, kvt, k16, hds[a], groups[g], rows, j0,
+                                              j0 + rows + extra[e], cap, &rng, problem,
+                                              sizeof problem),
+                            problem);
+                }
 }
 
 /* transpose16 (K16 blocks to and from rows) moves every 16-bit value to its place and nothing
@@ -303,8 +339,8 @@ static void ref_attention_caps_scores_before_the_mask(void **st) {
     for (int j = 0; j < 3; j++)
         for (int d = 0; d < 2; d++) want[d] += w[j] / sum * v[2 * j + d];
     float out[2], plain[2];
-    ref->attention(out, q, k, v, SLATE_DTYPE_F32, 2, 0, 3, 2, 1, scale, cap, mask);
-    ref->attention(plain, q, k, v, SLATE_DTYPE_F32, 2, 0, 3, 2, 1, scale, 0.0f, mask);
+    ref->attention(out, q, k, v, SLATE_DTYPE_F32, 2, 0, 3, 2, 1, 1, scale, cap, mask);
+    ref->attention(plain, q, k, v, SLATE_DTYPE_F32, 2, 0, 3, 2, 1, 1, scale, 0.0f, mask);
     for (int d = 0; d < 2; d++) assert_float_equal(out[d], want[d], 1e-6);
     /* the cap matters in this case: uncapped, out[1] moves from -0.068 to 0.006 */
     assert_true(fabsf(plain[1] - out[1]) > 5e-2f);
@@ -432,6 +468,7 @@ int main(void) {
         FOR_TABLES(attention_packed_rows_give_the_bits_of_strided_rows),
         FOR_TABLES(attention_k16_gives_the_bits_of_rows),
         FOR_TABLES(attention_i8_matches_ref),
+        FOR_TABLES(attention_rows_match_ref_row_by_row),
         FOR_TABLES(transpose16_matches_ref),
         FOR_TABLES(attention_with_every_score_masked_is_zero),
         cmocka_unit_test(ref_attention_caps_scores_before_the_mask),

@@ -333,6 +333,7 @@ INLINE __m128i load_i8x16(const uint8_t *p, __mmask16 m) {
  * heads, the target machine's earlier measurement (bench_attn_ab with -DSLATE_AB_KERNEL=avx512
  * -DSLATE_AB_FLAGS=-DSLATE_PF_ATTN=_MM_HINT_T1 compares them); thinner passes: below. */
 enum { BJ = 16, HG = 8, PF_ATTN_AHEAD = 32 };
+_Static_assert((int)HG == (int)SLATE__ATTN_PASS_HEADS, "exec batches rows into passes of HG heads");
 #ifndef SLATE_PF_ATTN
 #define SLATE_PF_ATTN _MM_HINT_T0
 #endif
@@ -659,10 +660,12 @@ INLINE void attn_qk_i8(int NH, const attn_ws *ws, const uint8_t *const rows[BJ],
  * ref; all -inf gives out = 0. The next blocks' rows are prefetched (the cache of a layer has
  * left the caches since the last token). One thread, 22 layers x 4 kv heads x 8 heads x
  * head_dim 64, depth 2048: the transposed scores and direct V rows take 22.6 -> 19.5 ns per
- * position and kv head (ablation: the hsum16 tree was a quarter of the time). */
+ * position and kv head (ablation: the hsum16 tree was a quarter of the time). With n_rows > 1
+ * (a prefill's rows in one call, kernels.h) a head's lanes past its row's end are dead like
+ * those past j1: the blocks where the rows' ends differ take the path of unused rows. */
 INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                          float scale, float softcap, const float *mask, bool k16) {
+                          int64_t n_rows, float scale, float softcap, const float *mask, bool k16) {
     attn_ws wsb __attribute__((aligned(64)));
     attn_ws *ws = &wsb;
     const int64_t nc = (hd + 15) / 16; /* vectors per row */
@@ -679,6 +682,9 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
     float vs[BJ] __attribute__((aligned(64)));
     for (int64_t h0 = 0; h0 < n_heads; h0 += HG) {
         int nh = n_heads - h0 < HG ? (int)(n_heads - h0) : HG;
+        /* Each head's end (kernels.h: n_rows); the pass's first head has the earliest. */
+        int64_t end[HG];
+        for (int h = 0; h < nh; h++) end[h] = slate__attn_head_end(j1, h0 + h, n_heads, n_rows);
         for (int h = 0; h < nh; h++) {
             for (int64_t c = 0; c < nc; c++) {
                 __mmask16 m = c == nc - 1 ? hm : (__mmask16)0xffff;
@@ -810,8 +816,14 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                     s = _mm512_mul_ps(_mm512_set1_ps(softcap),
                                       tanh16(_mm512_mul_ps(s, _mm512_set1_ps(1.0f / softcap))));
                 s = _mm512_add_ps(s, mk);
+                __mmask16 lh = live; /* lanes past this head's end are dead too */
+                if (jb + BJ > end[0]) {
+                    int64_t e = end[h] - jb;
+                    lh &= e <= 0 ? (__mmask16)0 : e < BJ ? tail16(e) : (__mmask16)0xffff;
+                }
                 /* Ordered compare: false for -inf and NaN (the scores ref skips) and dead lanes. */
-                __mmask16 valid = _mm512_mask_cmp_ps_mask(live, s, _mm512_set1_ps(-INFINITY), _CMP_GT_OQ);
+                __mmask16 valid =
+                    _mm512_mask_cmp_ps_mask(lh, s, _mm512_set1_ps(-INFINITY), _CMP_GT_OQ);
                 any_skipped |= (__mmask16)(live & ~valid);
                 ws->corr[h] = 1.0f;
                 if (!valid) {
@@ -885,8 +897,10 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
     static __attribute__((noinline)) void NAME(float *out, const float *q, const void *k,         \
                                                const void *v, int64_t stride, int64_t j0,         \
                                                int64_t j1, int64_t hd, int64_t n_heads,           \
-                                               float scale, float softcap, const float *mask) {   \
-        attention_any(DT, out, q, k, v, stride, j0, j1, hd, n_heads, scale, CAP, mask, K16);      \
+                                               int64_t n_rows, float scale, float softcap,        \
+                                               const float *mask) {                               \
+        attention_any(DT, out, q, k, v, stride, j0, j1, hd, n_heads, n_rows, scale, CAP, mask,    \
+                      K16);                                                                        \
     }
 ATTN_COPY(attention_f32, SLATE_DTYPE_F32, 0.0f, false)
 ATTN_COPY(attention_f32_capped, SLATE_DTYPE_F32, softcap, false)
@@ -899,23 +913,25 @@ ATTN_COPY(attention_int8_capped, SLATE_DTYPE_I8, softcap, false)
 
 static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
                       int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                      float scale, float softcap, const float *mask) {
+                      int64_t n_rows, float scale, float softcap, const float *mask) {
     if (kvt == SLATE_DTYPE_F16)
         (softcap > 0.0f ? attention_f16_capped : attention_f16)(out, q, k, v, stride, j0, j1, hd,
-                                                                n_heads, scale, softcap, mask);
+                                                                n_heads, n_rows, scale, softcap,
+                                                                mask);
     else
         (softcap > 0.0f ? attention_f32_capped : attention_f32)(out, q, k, v, stride, j0, j1, hd,
-                                                                n_heads, scale, softcap, mask);
+                                                                n_heads, n_rows, scale, softcap,
+                                                                mask);
 }
 
 /* K16 (kernels.h): the same kernel with each block's K dims loaded as vectors instead of
  * transposed in registers. */
 static void attention_k16(float *out, const float *q, const uint16_t *k, const uint16_t *v,
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                          float scale, float softcap, const float *mask) {
+                          int64_t n_rows, float scale, float softcap, const float *mask) {
     (softcap > 0.0f ? attention_f16_k16_capped : attention_f16_k16)(out, q, k, v, stride, j0, j1,
-                                                                    hd, n_heads, scale, softcap,
-                                                                    mask);
+                                                                    hd, n_heads, n_rows, scale,
+                                                                    softcap, mask);
 }
 
 /* int8 cache (rows of {f32 scale, head_dim int8}): the same kernel, the rows' int8 values
@@ -923,9 +939,10 @@ static void attention_k16(float *out, const float *q, const uint16_t *k, const u
  * scores and weights as ref applies them. */
 static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
                          int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                         float scale, float softcap, const float *mask) {
+                         int64_t n_rows, float scale, float softcap, const float *mask) {
     (softcap > 0.0f ? attention_int8_capped : attention_int8)(out, q, k, v, stride, j0, j1, hd,
-                                                              n_heads, scale, softcap, mask);
+                                                              n_heads, n_rows, scale, softcap,
+                                                              mask);
 }
 
 /* ---- rms_norm ---------------------------------------------------------------------------- */
