@@ -85,13 +85,13 @@ static void run_layer(void *ctx, int ith, int nth) {
         int64_t off = (int64_t)g * sh->group * sh->hd, i = (int64_t)j->layer * sh->kv_heads + g;
         if (j->i8)
             j->k->attention_i8(j->out + off, j->q + off, j->k8[i], j->v8[i], j->stride, 0,
-                               j->depth, sh->hd, sh->group, 1, scale, 0.0f, NULL);
+                               j->depth, sh->hd, sh->group, 1, 0, scale, 0.0f, NULL);
         else if (j->k16)
             j->k->attention_k16(j->out + off, j->q + off, j->kc[i], j->vc[i], j->stride, 0,
-                                j->depth, sh->hd, sh->group, 1, scale, 0.0f, NULL);
+                                j->depth, sh->hd, sh->group, 1, 0, scale, 0.0f, NULL);
         else
             j->k->attention(j->out + off, j->q + off, j->kc[i], j->vc[i], SLATE_DTYPE_F16,
-                            j->stride, 0, j->depth, sh->hd, sh->group, 1, scale, 0.0f, NULL);
+                            j->stride, 0, j->depth, sh->hd, sh->group, 1, 0, scale, 0.0f, NULL);
     }
 }
 

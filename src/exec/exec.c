@@ -169,21 +169,15 @@ static void matmul_op(slate_state *st, const mm_group *g, int32_t *xq_src, uint3
  * heads than a kernel pass serves (Phi-3's 1, Gemma's 2, Llama-3's 4), consecutive rows of a
  * prefill share one pass (kernels.h: n_rows), so each K/V row is read once for all of them:
  * Phi-3-mini's prefill attention took 50 GFLOP/s one row at a time against ~125 with
- * TinyLlama's 8 heads per kv head. Not with a caller's mask (one per row), and only with
- * enough items to feed every thread. */
+ * TinyLlama's 8 heads per kv head. Sliding windows too (the kernels start each row at its
+ * own position - window). Not with a caller's mask (one per row), and only with enough items
+ * to feed every thread. */
 static int64_t attn_rows_per_item(const slate_state *st, const slate__op *op, int nth) {
     int64_t group = op->n_heads / op->n_kv_heads;
     if (st->mask || group >= SLATE__ATTN_PASS_HEADS || st->n_q < 2) return 1;
     int64_t rpi = SLATE__ATTN_PASS_HEADS / group;
     if (rpi > st->n_q) rpi = st->n_q;
     return (st->n_q + rpi - 1) / rpi * op->n_kv_heads < 2 * nth ? 1 : rpi;
-}
-
-/* Whether rows [r0, r0 + nr) of an item go to the kernel in one call: more than one, and not
- * where the model's sliding window starts some row's range at its own position (one pass
- * starts every row at the same one); else row by row. */
-static bool attn_one_call(const slate_state *st, const slate__op *op, int64_t r0, int64_t nr) {
-    return nr > 1 && !(op->window > 0 && st->length + r0 + nr > op->window);
 }
 
 /* Where an attention op's kv head g reads its cache, and how (run_attention). */
@@ -197,17 +191,18 @@ typedef struct attn_src {
 /* The table's kernel for src: n_heads query heads of kv head g (n_rows rows of them). */
 static void attend(const slate_state *st, const slate__op *op, const attn_src *src, float *out,
                    const float *q, int64_t j0, int64_t j1, int64_t n_heads, int64_t n_rows,
-                   const float *mask) {
+                   int64_t window, const float *mask) {
     const slate__kernels *k = st->model->k;
     if (src->k16) /* K dim-major in blocks of 16 (src/state/kvmem.c) */
         k->attention_k16(out, q, (const uint16_t *)src->k, (const uint16_t *)src->v, src->stride,
-                         j0, j1, op->head_dim, n_heads, n_rows, op->scale, op->softcap, mask);
+                         j0, j1, op->head_dim, n_heads, n_rows, window, op->scale, op->softcap,
+                         mask);
     else if (src->dtype == SLATE_DTYPE_I8)
         k->attention_i8(out, q, src->k, src->v, src->stride, j0, j1, op->head_dim, n_heads, n_rows,
-                        op->scale, op->softcap, mask);
+                        window, op->scale, op->softcap, mask);
     else
         k->attention(out, q, src->k, src->v, src->dtype, src->stride, j0, j1, op->head_dim,
-                     n_heads, n_rows, op->scale, op->softcap, mask);
+                     n_heads, n_rows, window, op->scale, op->softcap, mask);
 }
 
 static void run_attention(void *ctx, int ith, int nth) {
@@ -259,11 +254,12 @@ static void run_attention(void *ctx, int ith, int nth) {
             .dtype = kvt,
             .k16 = st->kv_k16[slot],
         };
-        if (attn_one_call(st, op, r0, nr)) {
+        if (nr > 1) { /* the rows' causal ends and sliding windows: the kernel's */
             int64_t gw = (h_hi - h_lo) * hd; /* one row's heads of kv head g */
             for (int64_t i = 0; i < nr; i++)
                 memcpy(qb + i * gw, q + (r0 + i) * qw + h_lo * hd, (size_t)gw * sizeof(float));
-            attend(st, op, &src, ob, qb, 0, len0 + r0 + nr, nr * (h_hi - h_lo), nr, NULL);
+            attend(st, op, &src, ob, qb, 0, len0 + r0 + nr, nr * (h_hi - h_lo), nr, op->window,
+                   NULL);
             for (int64_t i = 0; i < nr; i++)
                 memcpy(out + (r0 + i) * qw + h_lo * hd, ob + i * gw, (size_t)gw * sizeof(float));
             continue;
@@ -280,7 +276,7 @@ static void run_attention(void *ctx, int ith, int nth) {
             }
             if (op->window > 0 && pos + 1 > op->window) j0 = pos + 1 - op->window;
             attend(st, op, &src, out + r * qw + h_lo * hd, q + r * qw + h_lo * hd, j0, j1,
-                   h_hi - h_lo, 1, mask);
+                   h_hi - h_lo, 1, 0, mask);
         }
     }
 }
@@ -379,13 +375,15 @@ static void op_cost(const slate_state *st, int32_t oi, uint64_t *bytes_out, uint
         uint64_t read = 0; /* positions read, once per call */
         int64_t rpi = attn_rows_per_item(st, op, slate__pool_size(st->pool));
         for (int64_t r0 = 0; r0 < st->n_q; r0 += rpi) {
-            int64_t nr = st->n_q - r0 < rpi ? st->n_q - r0 : rpi;
-            bool one = attn_one_call(st, op, r0, nr);
+            int64_t nr = st->n_q - r0 < rpi ? st->n_q - r0 : rpi, first = 0;
             for (int64_t r = r0; r < r0 + nr; r++) {
                 int64_t j1 = st->mask ? st->length + st->n_q : st->length + r + 1, j0 = 0;
                 if (!st->mask && op->window > 0 && j1 > op->window) j0 = j1 - op->window;
                 positions += (uint64_t)(j1 - j0);
-                if (!one || r == r0 + nr - 1) read += (uint64_t)(j1 - j0);
+                if (r == r0) first = j0;
+                /* rows of one call: from the first row's start to the last row's end */
+                if (nr == 1) read += (uint64_t)(j1 - j0);
+                else if (r == r0 + nr - 1) read += (uint64_t)(j1 - first);
             }
         }
         bytes = 2 * read * row_bytes;

@@ -58,19 +58,26 @@ typedef void (*slate__to_f32_fn)(float *dst, const void *src, int64_t n);
  * at k + j * stride elements, of dtype kv_dtype (F32 or F16). If every score is -inf, out_h is
  * 0. Variants read each K/V row once for several heads instead of once per head.
  * n_rows > 1 (a prefill's consecutive query rows in one call; exec's run_attention): the
- * n_heads heads are n_rows rows of n_heads / n_rows heads each, and row i (from 0) sees
- * positions j0 .. j1 - n_rows + i only (slate__attn_head_end: the causal end of each row, the
- * last row's being j1), so one pass over K and V serves every row. Then n_rows divides n_heads,
- * j1 - n_rows >= j0 and mask is NULL. n_rows 1: one row over [j0, j1). */
+ * n_heads heads are n_rows rows of n_heads / n_rows heads each, and row i (from 0) ends at
+ * e_i = j1 - n_rows + 1 + i (slate__attn_head_end: the causal end of each row, the last row's
+ * being j1), so one pass over K and V serves every row. Then n_rows divides n_heads,
+ * j1 - n_rows >= j0 and mask is NULL. window > 0 (the model's sliding window) also starts each
+ * row at e_i - window where that is past j0 (slate__attn_head_start), with n_rows 1 too. So
+ * row i sees [max(j0, e_i - window), e_i); n_rows 1, window 0: one row over [j0, j1). */
 typedef void (*slate__attn_fn)(float *out, const float *q, const void *k, const void *v,
                                slate_dtype kv_dtype, int64_t stride, int64_t j0, int64_t j1,
-                               int64_t head_dim, int64_t n_heads, int64_t n_rows, float scale,
-                               float softcap, const float *mask);
+                               int64_t head_dim, int64_t n_heads, int64_t n_rows, int64_t window,
+                               float scale, float softcap, const float *mask);
 
 /* The end (one past the last position) head h sees in a call of n_rows rows (slate__attn_fn). */
 static inline int64_t slate__attn_head_end(int64_t j1, int64_t h, int64_t n_heads,
                                            int64_t n_rows) {
     return j1 - (n_rows - 1 - h / (n_heads / n_rows));
+}
+
+/* The first position a head ending at end sees in a call from j0 with window (slate__attn_fn). */
+static inline int64_t slate__attn_head_start(int64_t j0, int64_t end, int64_t window) {
+    return window > 0 && end - window > j0 ? end - window : j0;
 }
 
 /* Query heads one pass of the SIMD attention kernels serves (their HG): K and V rows are read
@@ -87,16 +94,16 @@ enum { SLATE__ATTN_PASS_HEADS = 8 };
  * own attention on rows when j0 is a multiple of 16. */
 typedef void (*slate__attn_k16_fn)(float *out, const float *q, const uint16_t *k, const uint16_t *v,
                                    int64_t stride, int64_t j0, int64_t j1, int64_t head_dim,
-                                   int64_t n_heads, int64_t n_rows, float scale, float softcap,
-                                   const float *mask);
+                                   int64_t n_heads, int64_t n_rows, int64_t window, float scale,
+                                   float softcap, const float *mask);
 
 /* The same over an int8 cache (slate state kv_dtype I8), for the n_heads query heads of one kv
  * head: row j of this kv head is the block at k + j * stride bytes: an f32 scale, then
  * head_dim int8 values (value = scale * q). */
 typedef void (*slate__attn_i8_fn)(float *out, const float *q, const uint8_t *k, const uint8_t *v,
                                   int64_t stride, int64_t j0, int64_t j1, int64_t head_dim,
-                                  int64_t n_heads, int64_t n_rows, float scale, float softcap,
-                                  const float *mask);
+                                  int64_t n_heads, int64_t n_rows, int64_t window, float scale,
+                                  float softcap, const float *mask);
 
 /* Quantizes x[0..width) into one int8 cache row: per group of `group` elements a block of {f32
  * scale = max|x| / 127, group int8 values round(x / scale), padded to 4 bytes}. */

@@ -590,8 +590,8 @@ bool kc_attention(const slate__kernels *k, const slate__kernels *ref, slate_dtyp
     /* Offset the cache base so rows are not vector-aligned. */
     const void *kb = (const char *)kc + es, *vb = (const char *)vc + es;
     const float *mp = mk == KC_MASK_NONE ? NULL : mask;
-    k->attention(o.got, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, 1, scale, softcap, mp);
-    ref->attention(o.want, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, 1, scale, softcap, mp);
+    k->attention(o.got, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, 1, 0, scale, softcap, mp);
+    ref->attention(o.want, q, kb, vb, kvt, stride, j0, j1, hd, n_heads, 1, 0, scale, softcap, mp);
 
     char what[200], detail[300] = "";
     snprintf(what, sizeof what,
@@ -632,8 +632,9 @@ bool kc_attention_i8(const slate__kernels *k, const slate__kernels *ref, int64_t
     outputs o = outputs_alloc(nq);
     fill_rand(q, nq, rng);
     const float *mp = mk == KC_MASK_NONE ? NULL : mask;
-    k->attention_i8(o.got, q, kc + 1, vc + 1, stride, j0, j1, hd, n_heads, 1, scale, softcap, mp);
-    ref->attention_i8(o.want, q, kc + 1, vc + 1, stride, j0, j1, hd, n_heads, 1, scale, softcap,
+    k->attention_i8(o.got, q, kc + 1, vc + 1, stride, j0, j1, hd, n_heads, 1, 0, scale, softcap,
+                    mp);
+    ref->attention_i8(o.want, q, kc + 1, vc + 1, stride, j0, j1, hd, n_heads, 1, 0, scale, softcap,
                       mp);
 
     char what[200], detail[300] = "";
@@ -663,17 +664,17 @@ bool kc_attention_i8_at(const slate__kernels *k, const slate__kernels *ref, int6
 }
 
 /* One cache row of kc_attention_rows, K (is_k) or V, of dtype kvt: random values, or for the
- * positions from j1 on (past) K 30 and V +inf. */
-static void rows_fill(uint8_t *dst, slate_dtype kvt, int64_t hd, bool is_k, bool past,
+ * positions outside the call's range (out) K 30 and V +inf. */
+static void rows_fill(uint8_t *dst, slate_dtype kvt, int64_t hd, bool is_k, bool out,
                       uint64_t *rng) {
     float x[SLATE__MAX_HEAD_DIM];
     const float inf = INFINITY;
     for (int64_t d = 0; d < hd; d++)
-        x[d] = past ? (is_k ? 30.0f : inf) : (is_k ? 2.0f : 1.0f) * kc_randf(rng);
-    if (kvt == SLATE_DTYPE_I8) { /* past j1: K 30 (all 127, scale 30 / 127), V's scale inf */
-        if (past && !is_k) memset(x, 0, sizeof x);
+        x[d] = out ? (is_k ? 30.0f : inf) : (is_k ? 2.0f : 1.0f) * kc_randf(rng);
+    if (kvt == SLATE_DTYPE_I8) { /* out: K 30 (all 127, scale 30 / 127), V's scale inf */
+        if (out && !is_k) memset(x, 0, sizeof x);
         slate__kv_quantize_i8(dst, x, hd, (int32_t)hd);
-        if (past && !is_k) memcpy(dst, &inf, 4);
+        if (out && !is_k) memcpy(dst, &inf, 4);
         return;
     }
     for (int64_t d = 0; d < hd; d++) {
@@ -686,8 +687,9 @@ static void rows_fill(uint8_t *dst, slate_dtype kvt, int64_t hd, bool is_k, bool
 }
 
 bool kc_attention_rows(const slate__kernels *k, const slate__kernels *ref, slate_dtype kvt,
-                       bool k16, int64_t hd, int64_t group, int64_t n_rows, int64_t j0,
-                       int64_t j1, float softcap, uint64_t *rng, char *problem, size_t cap) {
+                       bool k16, int64_t hd, int64_t group, int64_t n_rows, int64_t window,
+                       int64_t j0, int64_t j1, float softcap, uint64_t *rng, char *problem,
+                       size_t cap) {
     int64_t nh = group * n_rows, nq = nh * hd;
     size_t es = kvt == SLATE_DTYPE_I8 ? 1 : kvt == SLATE_DTYPE_F32 ? 4 : 2;
     int64_t rb = kvt == SLATE_DTYPE_I8 ? 4 + (hd + 3) / 4 * 4 : hd; /* a row, in stride units */
@@ -696,8 +698,8 @@ bool kc_attention_rows(const slate__kernels *k, const slate__kernels *ref, slate
     uint8_t *kc = xmalloc((size_t)(np * stride) * es), *vc = xmalloc((size_t)(np * stride) * es);
     uint16_t *kt = xmalloc((size_t)(np * hd) * 2); /* K16: K dim-major in blocks of 16 */
     for (int64_t j = 0; j < np; j++) {
-        rows_fill(kc + (size_t)(j * stride) * es, kvt, hd, true, j >= j1, rng);
-        rows_fill(vc + (size_t)(j * stride) * es, kvt, hd, false, j >= j1, rng);
+        rows_fill(kc + (size_t)(j * stride) * es, kvt, hd, true, j < j0 || j >= j1, rng);
+        rows_fill(vc + (size_t)(j * stride) * es, kvt, hd, false, j < j0 || j >= j1, rng);
         for (int64_t d = 0; k16 && d < hd; d++)
             memcpy(&kt[j / 16 * 16 * hd + d * 16 + j % 16], kc + (size_t)(j * stride + d) * 2, 2);
     }
@@ -705,36 +707,39 @@ bool kc_attention_rows(const slate__kernels *k, const slate__kernels *ref, slate
     fill_rand(q, nq, rng);
     float scale = (1.0f + 7.0f * (float)(kc_rand(rng) % 2)) / sqrtf((float)hd);
     outputs o = outputs_alloc(nq), batch = outputs_alloc(nq);
-    for (int64_t i = 0; i < n_rows; i++) { /* ref, row by row */
+    for (int64_t i = 0; i < n_rows; i++) { /* ref, row by row: [its start, its end) */
         int64_t end = j1 - (n_rows - 1 - i), off = i * group * hd;
+        int64_t start = window > 0 && end - window > j0 ? end - window : j0;
         if (kvt == SLATE_DTYPE_I8)
-            ref->attention_i8(o.want + off, q + off, kc, vc, stride, j0, end, hd, group, 1, scale,
-                              softcap, NULL);
+            ref->attention_i8(o.want + off, q + off, kc, vc, stride, start, end, hd, group, 1, 0,
+                              scale, softcap, NULL);
         else
-            ref->attention(o.want + off, q + off, kc, vc, kvt, stride, j0, end, hd, group, 1,
-                           scale, softcap, NULL);
+            ref->attention(o.want + off, q + off, kc, vc, kvt, stride, start, end, hd, group, 1,
+                           0, scale, softcap, NULL);
     }
     if (kvt == SLATE_DTYPE_I8) {
-        ref->attention_i8(batch.got, q, kc, vc, stride, j0, j1, hd, nh, n_rows, scale, softcap,
-                          NULL);
-        k->attention_i8(o.got, q, kc, vc, stride, j0, j1, hd, nh, n_rows, scale, softcap, NULL);
+        ref->attention_i8(batch.got, q, kc, vc, stride, j0, j1, hd, nh, n_rows, window, scale,
+                          softcap, NULL);
+        k->attention_i8(o.got, q, kc, vc, stride, j0, j1, hd, nh, n_rows, window, scale, softcap,
+                        NULL);
     } else {
-        ref->attention(batch.got, q, kc, vc, kvt, stride, j0, j1, hd, nh, n_rows, scale, softcap,
-                       NULL);
+        ref->attention(batch.got, q, kc, vc, kvt, stride, j0, j1, hd, nh, n_rows, window, scale,
+                       softcap, NULL);
         if (k16)
             k->attention_k16(o.got, q, kt, (const uint16_t *)vc, stride, j0, j1, hd, nh, n_rows,
-                             scale, softcap, NULL);
+                             window, scale, softcap, NULL);
         else
-            k->attention(o.got, q, kc, vc, kvt, stride, j0, j1, hd, nh, n_rows, scale, softcap,
-                         NULL);
+            k->attention(o.got, q, kc, vc, kvt, stride, j0, j1, hd, nh, n_rows, window, scale,
+                         softcap, NULL);
     }
 
     char what[200], detail[300] = "";
     snprintf(what, sizeof what,
-             "%s attention%s %s hd=%lld group=%lld rows=%lld j=[%lld,%lld) stride=%lld scale=%g "
-             "softcap=%g",
+             "%s attention%s %s hd=%lld group=%lld rows=%lld window=%lld j=[%lld,%lld) "
+             "stride=%lld scale=%g softcap=%g",
              k->name, k16 ? "_k16" : "", slate_dtype_name(kvt), (long long)hd, (long long)group,
-             (long long)n_rows, (long long)j0, (long long)j1, (long long)stride, scale, softcap);
+             (long long)n_rows, (long long)window, (long long)j0, (long long)j1,
+             (long long)stride, scale, softcap);
     for (int64_t d = 0; d <= nq && !detail[0]; d++)
         if (memcmp(&batch.got[d], &o.want[d], sizeof(float)))
             snprintf(detail, sizeof detail, "ref's out[%lld] = %.9g in one call, %.9g row by row",
@@ -775,11 +780,11 @@ bool kc_attention_k16(const slate__kernels *k, const slate__kernels *ref, int64_
     fill_rand(q, nq, rng);
     fill_mask(mask, j1, mk, rng);
     const float *mp = mk == KC_MASK_NONE ? NULL : mask;
-    k->attention_k16(o.got, q, kt, vr, hd, j0, j1, hd, n_heads, 1, scale, softcap, mp);
-    k->attention(rows.got, q, kr, vr, SLATE_DTYPE_F16, hd, j0, j1, hd, n_heads, 1, scale, softcap,
-                 mp);
-    ref->attention(o.want, q, kr, vr, SLATE_DTYPE_F16, hd, j0, j1, hd, n_heads, 1, scale, softcap,
-                   mp);
+    k->attention_k16(o.got, q, kt, vr, hd, j0, j1, hd, n_heads, 1, 0, scale, softcap, mp);
+    k->attention(rows.got, q, kr, vr, SLATE_DTYPE_F16, hd, j0, j1, hd, n_heads, 1, 0, scale,
+                 softcap, mp);
+    ref->attention(o.want, q, kr, vr, SLATE_DTYPE_F16, hd, j0, j1, hd, n_heads, 1, 0, scale,
+                   softcap, mp);
 
     char what[200], detail[300] = "";
     snprintf(what, sizeof what,

@@ -136,16 +136,17 @@ bool kc_attention_k16(const slate__kernels *k, const slate__kernels *ref, int64_
                       int64_t n_heads, int64_t j0, int64_t j1, float scale, float softcap,
                       kc_mask mk, uint64_t *rng, char *problem, size_t cap);
 
-/* A prefill's n_rows consecutive query rows in one call (kernels.h: n_rows), group heads each,
- * over positions [j0, j1) (j1 - n_rows >= j0): the table's kernel for an f32 or f16 cache
- * (kvt; with k16 the attention_k16 of an f16 cache), or attention_i8 (kvt I8), against ref
- * called row by row, each row over [j0, its own end). ref's own n_rows call must give the
- * bits of its row-by-row calls; the table's must be within kc_attention's tolerance. Rows
- * side by side or apart (not with k16); the positions from j1 on hold K 30 and V +inf (int8:
- * an infinite scale), so a kernel that read one would show it. */
+/* A prefill's n_rows consecutive query rows in one call (kernels.h: n_rows, window), group
+ * heads each, over positions [j0, j1) (j1 - n_rows >= j0), window 0 or a sliding window: the
+ * table's kernel for an f32 or f16 cache (kvt; with k16 the attention_k16 of an f16 cache), or
+ * attention_i8 (kvt I8), against ref called row by row, each row over its own range. ref's own
+ * call must give the bits of its row-by-row calls; the table's must be within kc_attention's
+ * tolerance. Rows side by side or apart (not with k16); the positions outside [j0, j1) hold
+ * K 30 and V +inf (int8: an infinite scale), so a kernel that read one would show it. */
 bool kc_attention_rows(const slate__kernels *k, const slate__kernels *ref, slate_dtype kvt,
-                       bool k16, int64_t hd, int64_t group, int64_t n_rows, int64_t j0,
-                       int64_t j1, float softcap, uint64_t *rng, char *problem, size_t cap);
+                       bool k16, int64_t hd, int64_t group, int64_t n_rows, int64_t window,
+                       int64_t j0, int64_t j1, float softcap, uint64_t *rng, char *problem,
+                       size_t cap);
 
 /* rms_norm of n elements with eps; nothing written past n. */
 bool kc_rms_norm(const slate__kernels *k, const slate__kernels *ref, int64_t n, float eps,

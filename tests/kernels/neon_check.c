@@ -432,19 +432,21 @@ static void check_attentions(const slate__kernels *k, const slate__kernels *ref)
                                           lens[b], (kc_mask)mk, (a + b) % 2, &rng, problem,
                                           sizeof problem),
                        problem);
-    /* a prefill's consecutive rows in one call (kernels.h: n_rows), every cache kind, groups of
-     * 1-8 heads, 2-8 rows, the shortest ranges and longer ones; capped on every third */
+    /* a prefill's consecutive rows in one call (kernels.h: n_rows, window), every cache kind,
+     * groups of 1-8 heads, 1-8 rows, the shortest ranges and longer ones, a sliding window of
+     * 1-40 positions on every other case; capped on every third */
     static const int64_t groups[] = {1, 2, 3, 8};
     static const slate_dtype caches[] = {SLATE_DTYPE_F32, SLATE_DTYPE_F16, SLATE_DTYPE_I8};
     int i = 0;
     for (size_t c = 0; c < sizeof caches / sizeof *caches; c++)
         for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
             for (size_t g = 0; g < sizeof groups / sizeof *groups; g++, i++) {
-                int64_t rows = 2 + (int64_t)(kc_rand(&rng) % 7), j0 = i % 2 * 3;
+                int64_t rows = 1 + (int64_t)(kc_rand(&rng) % 8), j0 = i % 2 * 3;
                 int64_t extra = i % 3 == 0 ? 0 : (int64_t)(kc_rand(&rng) % 60);
+                int64_t window = i / 2 % 2 ? 1 + (int64_t)(kc_rand(&rng) % 40) : 0;
                 report(kc_attention_rows(k, ref, caches[c], false, hds[a], groups[g], rows,
-                                         j0, j0 + rows + extra, i % 3 == 2 ? 2.0f : 0.0f, &rng,
-                                         problem, sizeof problem),
+                                         window, j0, j0 + rows + extra, i % 3 == 2 ? 2.0f : 0.0f,
+                                         &rng, problem, sizeof problem),
                        problem);
             }
     /* every score masked: out = 0, for every group size */

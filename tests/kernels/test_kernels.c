@@ -187,10 +187,10 @@ static void attention_packed_rows_give_the_bits_of_strided_rows(void **st) {
                         mask[j] = kc_randf(&rng) < -0.33f ? -INFINITY : kc_randf(&rng);
                 }
                 float scale = 1.0f / sqrtf((float)hd);
-                k->attention(op, q, kp, vp, SLATE_DTYPE_F16, hd, j0, j1, hd, nh, 1, scale, 0.0f,
+                k->attention(op, q, kp, vp, SLATE_DTYPE_F16, hd, j0, j1, hd, nh, 1, 0, scale, 0.0f,
                              mask);
-                k->attention(os, q, ks, vs, SLATE_DTYPE_F16, wide, j0, j1, hd, nh, 1, scale, 0.0f,
-                             mask);
+                k->attention(os, q, ks, vs, SLATE_DTYPE_F16, wide, j0, j1, hd, nh, 1, 0, scale,
+                             0.0f, mask);
                 for (int64_t i = 0; i < nh * hd; i++)
                     if (memcmp(&op[i], &os[i], sizeof(float)))
                         fail_msg("%s attention hd=%lld heads=%lld j=[%lld,%lld) mask=%s: out[%lld] "
@@ -240,13 +240,14 @@ static void attention_k16_gives_the_bits_of_rows(void **st) {
             }
 }
 
-/* A prefill's consecutive rows in one call (kernels.h: n_rows; exec batches them where a kv
- * head has fewer query heads than a pass serves): every cache kind (f32, f16 and int8 rows, and
- * K16 where the table has it), head dims with and without their own paths, groups of 1-8 heads
- * per kv head, 2-8 rows (so passes of fewer and more than 8 heads, rows split across passes),
- * ranges from the shortest allowed (each row one position more than the last) to several
- * blocks, starting at 0 or not; the score cap on every third case. Against ref row by row
- * (kc_attention_rows). */
+/* A prefill's consecutive rows in one call (kernels.h: n_rows, window; exec batches them where
+ * a kv head has fewer query heads than a pass serves): every cache kind (f32, f16 and int8
+ * rows, and K16 where the table has it), head dims with and without their own paths, groups of
+ * 1-8 heads per kv head, 1-8 rows (so passes of fewer and more than 8 heads, rows split across
+ * passes), ranges from the shortest allowed (each row one position more than the last) to
+ * several blocks, starting at 0 or not; no window, or one of 1 to 40 positions (each row's own
+ * start, some inside the first block, some past it) on every other case; the score cap on
+ * every third. Against ref row by row (kc_attention_rows). */
 static void attention_rows_match_ref_row_by_row(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x726f7773ull;
@@ -264,11 +265,12 @@ static void attention_rows_match_ref_row_by_row(void **st) {
                     slate_dtype kvt = kind == 0   ? SLATE_DTYPE_F32
                                       : kind == 2 ? SLATE_DTYPE_I8
                                                   : SLATE_DTYPE_F16;
-                    int64_t rows = 2 + (int64_t)(tu_rand(&rng) % 7);
+                    int64_t rows = 1 + (int64_t)(tu_rand(&rng) % 8);
                     int64_t j0 = (int64_t)(tu_rand(&rng) % 2) * 3;
+                    int64_t window = i % 2 ? 1 + (int64_t)(tu_rand(&rng) % 40) : 0;
                     float cap = i % 3 == 2 ? 2.0f : 0.0f;
-                    require(kc_attention_rows(k, ref, kvt, k16, hds[a], groups[g], rows, j0,
-                                              j0 + rows + extra[e], cap, &rng, problem,
+                    require(kc_attention_rows(k, ref, kvt, k16, hds[a], groups[g], rows, window,
+                                              j0, j0 + rows + extra[e], cap, &rng, problem,
                                               sizeof problem),
                             problem);
                 }
@@ -339,8 +341,8 @@ static void ref_attention_caps_scores_before_the_mask(void **st) {
     for (int j = 0; j < 3; j++)
         for (int d = 0; d < 2; d++) want[d] += w[j] / sum * v[2 * j + d];
     float out[2], plain[2];
-    ref->attention(out, q, k, v, SLATE_DTYPE_F32, 2, 0, 3, 2, 1, 1, scale, cap, mask);
-    ref->attention(plain, q, k, v, SLATE_DTYPE_F32, 2, 0, 3, 2, 1, 1, scale, 0.0f, mask);
+    ref->attention(out, q, k, v, SLATE_DTYPE_F32, 2, 0, 3, 2, 1, 1, 0, scale, cap, mask);
+    ref->attention(plain, q, k, v, SLATE_DTYPE_F32, 2, 0, 3, 2, 1, 1, 0, scale, 0.0f, mask);
     for (int d = 0; d < 2; d++) assert_float_equal(out[d], want[d], 1e-6);
     /* the cap matters in this case: uncapped, out[1] moves from -0.068 to 0.006 */
     assert_true(fabsf(plain[1] - out[1]) > 5e-2f);

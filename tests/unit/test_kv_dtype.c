@@ -85,10 +85,10 @@ static void int8_attention_equals_f32_attention_on_dequantized_cache(void **stp)
         for (int64_t h = 0; h < n_heads; h++)
             for (int use_mask = 0; use_mask < 2; use_mask++) {
                 ref->attention_i8(out8, q, k8 + (size_t)h * block, v8 + (size_t)h * block,
-                                  (int64_t)row_bytes, 2, n, hd, 1, 1, 0.125f, 0.0f,
+                                  (int64_t)row_bytes, 2, n, hd, 1, 1, 0, 0.125f, 0.0f,
                                   use_mask ? mask : NULL);
                 ref->attention(out32, q, kf + h * hd, vf + h * hd, SLATE_DTYPE_F32, width, 2, n,
-                               hd, 1, 1, 0.125f, 0.0f, use_mask ? mask : NULL);
+                               hd, 1, 1, 0, 0.125f, 0.0f, use_mask ? mask : NULL);
                 for (int64_t d = 0; d < hd; d++)
                     if (!(fabsf(out8[d] - out32[d]) <= 1e-5f * (1.0f + fabsf(out32[d]))))
                         fail_msg("hd %lld head %lld d %lld: %g vs %g (seed %llu)", (long long)hd,

@@ -28,7 +28,7 @@
  *     exp (Cephes polynomial, ~2 ulp); the v rows with nonzero weight are accumulated over
  *     head_dim. The query heads of one kv head run together (up to HG per pass), so each
  *     block's K/V rows are read from memory once for all of them (with n_rows > 1, kernels.h,
- *     also for the rows of a prefill, each head stopping at its row's end). Scores that are
+ *     also for the rows of a prefill, each head within its row's range). Scores that are
  *     -inf or NaN are skipped exactly as in ref; all -inf (or an empty range) gives out = 0.
  * The integer Q8_0/Q4/Q8_C matmuls and their activation quantizer are in arm/neon_q.c (and
  * arm/neon_dotprod.c for CPUs with SDOT), added to the table by dispatch.c.
@@ -313,10 +313,10 @@ typedef struct head_acc {
  * accumulators at head_dim 512. */
 enum { HG = SLATE__ATTN_PASS_HEADS };
 
-/* One block of up to 4 cache positions [jb, jb + n) for one head. */
+/* One block of cache positions [jb + lo, jb + n) (lo < n <= 4) for one head. */
 INLINE void attn_block(slate_dtype dt, head_acc *h, const float *q, const void *const kr[4],
-                       const void *v, int64_t stride, int64_t jb, int n, int64_t hd, float scale,
-                       float softcap, const float *mask) {
+                       const void *v, int64_t stride, int64_t jb, int lo, int n, int64_t hd,
+                       float scale, float softcap, const float *mask) {
     float s[4];
     if (dt == SLATE_DTYPE_I8) { /* each dot product times its row's scale, then scale, as ref */
         float ks[4];
@@ -328,7 +328,7 @@ INLINE void attn_block(slate_dtype dt, head_acc *h, const float *q, const void *
     if (softcap > 0.0f) /* scale, cap, then mask, as ref (tanh4: 2 ulp of tanhf) */
         vst1q_f32(s, vmulq_n_f32(tanh4(vmulq_n_f32(vld1q_f32(s), 1.0f / softcap)), softcap));
     for (int t = 0; t < 4; t++) {
-        if (t >= n)
+        if (t >= n || t < lo)
             s[t] = -INFINITY;
         else if (mask)
             s[t] += mask[jb + t];
@@ -376,9 +376,12 @@ INLINE void attn_block(slate_dtype dt, head_acc *h, const float *q, const void *
 
 INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                          int64_t n_rows, float scale, float softcap, const float *mask) {
+                          int64_t n_rows, int64_t window, float scale, float softcap,
+                          const float *mask) {
     head_acc hs[HG];
-    int64_t end[HG]; /* each head's end (kernels.h: n_rows) */
+    int64_t start[HG], end[HG]; /* each head's range (kernels.h: n_rows, window) */
+    /* the first head's start is the earliest */
+    j0 = slate__attn_head_start(j0, slate__attn_head_end(j1, 0, n_heads, n_rows), window);
     for (int64_t h0 = 0; h0 < n_heads; h0 += HG) {
         int nh = n_heads - h0 < HG ? (int)(n_heads - h0) : HG;
         for (int h = 0; h < nh; h++) {
@@ -387,6 +390,7 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             /* Whole vectors are loaded and stored: zero up to the next multiple of 4. */
             for (int64_t d = 0; d < hd; d += 4) vst1q_f32(hs[h].acc + d, vdupq_n_f32(0.0f));
             end[h] = slate__attn_head_end(j1, h0 + h, n_heads, n_rows);
+            start[h] = slate__attn_head_start(j0, end[h], window);
         }
         for (int64_t jb = j0; jb < j1; jb += 4) {
             int n = j1 - jb < 4 ? (int)(j1 - jb) : 4;
@@ -394,10 +398,12 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
             /* Lanes past the range reuse row jb (valid memory); their scores become -inf. */
             for (int t = 0; t < 4; t++) kr[t] = row_at(dt, k, jb + (t < n ? t : 0), stride);
             for (int h = 0; h < nh; h++) {
-                int seen = end[h] - jb < n ? (int)(end[h] - jb) : n; /* this head's positions */
-                if (seen > 0)
-                    attn_block(dt, &hs[h], q + (h0 + h) * hd, kr, v, stride, jb, seen, hd, scale,
-                               softcap, mask);
+                /* this head's positions of the block: [jb + lo, jb + hi) */
+                int hi = end[h] - jb < n ? (int)(end[h] - jb) : n;
+                int lo = start[h] > jb ? (int)(start[h] - jb < 4 ? start[h] - jb : 4) : 0;
+                if (lo < hi)
+                    attn_block(dt, &hs[h], q + (h0 + h) * hd, kr, v, stride, jb, lo, hi, hd,
+                               scale, softcap, mask);
             }
         }
         for (int h = 0; h < nh; h++) {
@@ -417,9 +423,10 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
     static __attribute__((noinline)) void NAME(float *out, const float *q, const void *k,         \
                                                const void *v, int64_t stride, int64_t j0,         \
                                                int64_t j1, int64_t hd, int64_t n_heads,           \
-                                               int64_t n_rows, float scale, float softcap,        \
-                                               const float *mask) {                               \
-        attention_any(DT, out, q, k, v, stride, j0, j1, hd, n_heads, n_rows, scale, CAP, mask);   \
+                                               int64_t n_rows, int64_t window, float scale,       \
+                                               float softcap, const float *mask) {                \
+        attention_any(DT, out, q, k, v, stride, j0, j1, hd, n_heads, n_rows, window, scale, CAP,  \
+                      mask);                                                                       \
     }
 ATTN_COPY(attention_f32, SLATE_DTYPE_F32, 0.0f)
 ATTN_COPY(attention_f32_capped, SLATE_DTYPE_F32, softcap)
@@ -430,25 +437,27 @@ ATTN_COPY(attention_int8_capped, SLATE_DTYPE_I8, softcap)
 
 static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
                       int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                      int64_t n_rows, float scale, float softcap, const float *mask) {
+                      int64_t n_rows, int64_t window, float scale, float softcap,
+                      const float *mask) {
     if (kvt == SLATE_DTYPE_F16)
         (softcap > 0.0f ? attention_f16_capped : attention_f16)(out, q, k, v, stride, j0, j1, hd,
-                                                                n_heads, n_rows, scale, softcap,
-                                                                mask);
+                                                                n_heads, n_rows, window, scale,
+                                                                softcap, mask);
     else
         (softcap > 0.0f ? attention_f32_capped : attention_f32)(out, q, k, v, stride, j0, j1, hd,
-                                                                n_heads, n_rows, scale, softcap,
-                                                                mask);
+                                                                n_heads, n_rows, window, scale,
+                                                                softcap, mask);
 }
 
 /* int8 cache (kernels.h): the same kernel, each row's int8 values converted as they are loaded
  * and its scale applied to its dot product (k) or weight (v). */
 static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
                          int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                         int64_t n_rows, float scale, float softcap, const float *mask) {
+                         int64_t n_rows, int64_t window, float scale, float softcap,
+                         const float *mask) {
     (softcap > 0.0f ? attention_int8_capped : attention_int8)(out, q, k, v, stride, j0, j1, hd,
-                                                              n_heads, n_rows, scale, softcap,
-                                                              mask);
+                                                              n_heads, n_rows, window, scale,
+                                                              softcap, mask);
 }
 
 /* ---- softcap ----------------------------------------------------------------------------- */

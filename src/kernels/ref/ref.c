@@ -89,13 +89,17 @@ static void attention_head(float *out, const float *q, const void *k, const void
     for (int64_t d = 0; d < hd; d++) out[d] = acc[d] * inv;
 }
 
-/* The heads of one kv head, each on its own, over its row's range (kernels.h: n_rows). */
+/* The heads of one kv head, each on its own, over its row's range (kernels.h: n_rows,
+ * window). */
 static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
                       int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                      int64_t n_rows, float scale, float softcap, const float *mask) {
-    for (int64_t h = 0; h < n_heads; h++)
-        attention_head(out + h * hd, q + h * hd, k, v, kvt, stride, j0,
-                       slate__attn_head_end(j1, h, n_heads, n_rows), hd, scale, softcap, mask);
+                      int64_t n_rows, int64_t window, float scale, float softcap,
+                      const float *mask) {
+    for (int64_t h = 0; h < n_heads; h++) {
+        int64_t end = slate__attn_head_end(j1, h, n_heads, n_rows);
+        attention_head(out + h * hd, q + h * hd, k, v, kvt, stride,
+                       slate__attn_head_start(j0, end, window), end, hd, scale, softcap, mask);
+    }
 }
 
 /* int8 cache: the same online softmax; each row's scale multiplies its dot product (k) or its
@@ -135,10 +139,13 @@ static void attention_i8_head(float *out, const float *q, const uint8_t *k, cons
 
 static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
                          int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                         int64_t n_rows, float scale, float softcap, const float *mask) {
-    for (int64_t h = 0; h < n_heads; h++)
-        attention_i8_head(out + h * hd, q + h * hd, k, v, stride, j0,
-                          slate__attn_head_end(j1, h, n_heads, n_rows), hd, scale, softcap, mask);
+                         int64_t n_rows, int64_t window, float scale, float softcap,
+                         const float *mask) {
+    for (int64_t h = 0; h < n_heads; h++) {
+        int64_t end = slate__attn_head_end(j1, h, n_heads, n_rows);
+        attention_i8_head(out + h * hd, q + h * hd, k, v, stride,
+                          slate__attn_head_start(j0, end, window), end, hd, scale, softcap, mask);
+    }
 }
 
 /* Symmetric per-group quantization: scale = max|x| / 127 keeps the largest element exact (up to

@@ -444,21 +444,28 @@ INLINE void attn_pv_tile(attn_ws *ws, int NH, int NC, int h0, int64_t c0) {
  * block's rows are prefetched. One thread, 8 heads, head_dim 64, f16 cache (head-major), 22
  * layers at depth 2048 from DRAM: 52.5 ns per position and kv head with the design before this
  * one (one head at a time, each converting the block's rows again and accumulating its own V
- * pass), 32.4 with it. With n_rows > 1 (a prefill's rows in one call, kernels.h) a head's
- * lanes past its row's end score -inf like those past j1. */
+ * pass), 32.4 with it. With n_rows > 1 (a prefill's rows in one call, kernels.h) or a window
+ * a head's lanes outside its row's range score -inf like those past j1. */
 INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                          int64_t n_rows, float scale, float softcap, const float *mask) {
+                          int64_t n_rows, int64_t window, float scale, float softcap,
+                          const float *mask) {
     attn_ws wsb __attribute__((aligned(32)));
     attn_ws *ws = &wsb;
     const int64_t nc = (hd + 7) / 8; /* vectors per row */
     ws->hdp = nc * 8;
+    /* the first head's start is the earliest */
+    j0 = slate__attn_head_start(j0, slate__attn_head_end(j1, 0, n_heads, n_rows), window);
     bool pf = (j1 - j0) * kv_row_bytes(dt, hd) * 2 > PF_ATTN_BYTES;
     for (int64_t h0 = 0; h0 < n_heads; h0 += HG) {
         int nh = n_heads - h0 < HG ? (int)(n_heads - h0) : HG;
-        /* Each head's end (kernels.h: n_rows); the pass's first head has the earliest. */
-        int64_t end[HG];
-        for (int h = 0; h < nh; h++) end[h] = slate__attn_head_end(j1, h0 + h, n_heads, n_rows);
+        /* Each head's range (kernels.h: n_rows, window); the pass's first head has the
+         * earliest end, its last the latest start. */
+        int64_t start[HG], end[HG];
+        for (int h = 0; h < nh; h++) {
+            end[h] = slate__attn_head_end(j1, h0 + h, n_heads, n_rows);
+            start[h] = slate__attn_head_start(j0, end[h], window);
+        }
         for (int h = 0; h < nh; h++)
             for (int64_t c = 0; c < nc; c++) _mm256_store_ps(&ws->acc[h * ws->hdp + c * 8], _mm256_setzero_ps());
         _mm256_store_ps(ws->m, _mm256_set1_ps(-INFINITY));
@@ -497,11 +504,13 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                 if (softcap > 0.0f) /* scale, cap, then mask, as ref (tanh8: 2 ulp of tanhf) */
                     sc = _mm256_mul_ps(_mm256_set1_ps(softcap),
                                        tanh8(_mm256_mul_ps(sc, _mm256_set1_ps(1.0f / softcap))));
-                __m256 lh = live; /* lanes past this head's end: -inf too */
-                if (jb + BJ > end[0]) {
-                    int64_t e = end[h] - jb;
+                __m256 lh = live; /* lanes outside this head's range: -inf too */
+                if (jb + BJ > end[0] || jb < start[nh - 1]) {
+                    int64_t e = end[h] - jb, b = start[h] - jb;
                     __m256i te = tail_mask(e < 0 ? 0 : e < BJ ? e : BJ);
-                    lh = _mm256_and_ps(lh, _mm256_castsi256_ps(te));
+                    __m256i tb = tail_mask(b < 0 ? 0 : b < BJ ? b : BJ);
+                    lh = _mm256_and_ps(lh, _mm256_andnot_ps(_mm256_castsi256_ps(tb),
+                                                            _mm256_castsi256_ps(te)));
                 }
                 sv[h] = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_add_ps(sc, mk), lh);
             }
@@ -559,9 +568,10 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
     static __attribute__((noinline)) void NAME(float *out, const float *q, const void *k,         \
                                                const void *v, int64_t stride, int64_t j0,         \
                                                int64_t j1, int64_t hd, int64_t n_heads,           \
-                                               int64_t n_rows, float scale, float softcap,        \
-                                               const float *mask) {                               \
-        attention_any(DT, out, q, k, v, stride, j0, j1, hd, n_heads, n_rows, scale, CAP, mask);   \
+                                               int64_t n_rows, int64_t window, float scale,       \
+                                               float softcap, const float *mask) {                \
+        attention_any(DT, out, q, k, v, stride, j0, j1, hd, n_heads, n_rows, window, scale, CAP,  \
+                      mask);                                                                       \
     }
 ATTN_COPY(attention_f32, SLATE_DTYPE_F32, 0.0f)
 ATTN_COPY(attention_f32_capped, SLATE_DTYPE_F32, softcap)
@@ -572,25 +582,27 @@ ATTN_COPY(attention_int8_capped, SLATE_DTYPE_I8, softcap)
 
 static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
                       int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                      int64_t n_rows, float scale, float softcap, const float *mask) {
+                      int64_t n_rows, int64_t window, float scale, float softcap,
+                      const float *mask) {
     if (kvt == SLATE_DTYPE_F16)
         (softcap > 0.0f ? attention_f16_capped : attention_f16)(out, q, k, v, stride, j0, j1, hd,
-                                                                n_heads, n_rows, scale, softcap,
-                                                                mask);
+                                                                n_heads, n_rows, window, scale,
+                                                                softcap, mask);
     else
         (softcap > 0.0f ? attention_f32_capped : attention_f32)(out, q, k, v, stride, j0, j1, hd,
-                                                                n_heads, n_rows, scale, softcap,
-                                                                mask);
+                                                                n_heads, n_rows, window, scale,
+                                                                softcap, mask);
 }
 
 /* int8 cache (rows of {f32 scale, head_dim int8}): the same kernel, each row dequantized as it
  * is loaded. */
 static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
                          int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                         int64_t n_rows, float scale, float softcap, const float *mask) {
+                         int64_t n_rows, int64_t window, float scale, float softcap,
+                         const float *mask) {
     (softcap > 0.0f ? attention_int8_capped : attention_int8)(out, q, k, v, stride, j0, j1, hd,
-                                                              n_heads, n_rows, scale, softcap,
-                                                              mask);
+                                                              n_heads, n_rows, window, scale,
+                                                              softcap, mask);
 }
 
 /* ---- rms_norm ---------------------------------------------------------------------------- */

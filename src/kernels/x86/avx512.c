@@ -661,11 +661,13 @@ INLINE void attn_qk_i8(int NH, const attn_ws *ws, const uint8_t *const rows[BJ],
  * left the caches since the last token). One thread, 22 layers x 4 kv heads x 8 heads x
  * head_dim 64, depth 2048: the transposed scores and direct V rows take 22.6 -> 19.5 ns per
  * position and kv head (ablation: the hsum16 tree was a quarter of the time). With n_rows > 1
- * (a prefill's rows in one call, kernels.h) a head's lanes past its row's end are dead like
- * those past j1: the blocks where the rows' ends differ take the path of unused rows. */
+ * (a prefill's rows in one call, kernels.h) or a window a head's lanes outside its row's range
+ * are dead like those past j1: the blocks where the rows' ranges differ take the path of unused
+ * rows. */
 INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void *k, const void *v,
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                          int64_t n_rows, float scale, float softcap, const float *mask, bool k16) {
+                          int64_t n_rows, int64_t window, float scale, float softcap,
+                          const float *mask, bool k16) {
     attn_ws wsb __attribute__((aligned(64)));
     attn_ws *ws = &wsb;
     const int64_t nc = (hd + 15) / 16; /* vectors per row */
@@ -680,11 +682,17 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
     const uint8_t *k8[BJ], *v8[BJ];            /* an int8 cache's rows */
     float ks[BJ] __attribute__((aligned(64))); /* and their scales */
     float vs[BJ] __attribute__((aligned(64)));
+    /* the first head's start is the earliest */
+    j0 = slate__attn_head_start(j0, slate__attn_head_end(j1, 0, n_heads, n_rows), window);
     for (int64_t h0 = 0; h0 < n_heads; h0 += HG) {
         int nh = n_heads - h0 < HG ? (int)(n_heads - h0) : HG;
-        /* Each head's end (kernels.h: n_rows); the pass's first head has the earliest. */
-        int64_t end[HG];
-        for (int h = 0; h < nh; h++) end[h] = slate__attn_head_end(j1, h0 + h, n_heads, n_rows);
+        /* Each head's range (kernels.h: n_rows, window); the pass's first head has the
+         * earliest end, its last the latest start. */
+        int64_t start[HG], end[HG];
+        for (int h = 0; h < nh; h++) {
+            end[h] = slate__attn_head_end(j1, h0 + h, n_heads, n_rows);
+            start[h] = slate__attn_head_start(j0, end[h], window);
+        }
         for (int h = 0; h < nh; h++) {
             for (int64_t c = 0; c < nc; c++) {
                 __mmask16 m = c == nc - 1 ? hm : (__mmask16)0xffff;
@@ -816,10 +824,13 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
                     s = _mm512_mul_ps(_mm512_set1_ps(softcap),
                                       tanh16(_mm512_mul_ps(s, _mm512_set1_ps(1.0f / softcap))));
                 s = _mm512_add_ps(s, mk);
-                __mmask16 lh = live; /* lanes past this head's end are dead too */
-                if (jb + BJ > end[0]) {
-                    int64_t e = end[h] - jb;
+                __mmask16 lh = live; /* lanes outside this head's range are dead too */
+                if (jb + BJ > end[0] || jb < start[nh - 1]) {
+                    int64_t e = end[h] - jb, b = start[h] - jb;
                     lh &= e <= 0 ? (__mmask16)0 : e < BJ ? tail16(e) : (__mmask16)0xffff;
+                    lh &= b <= 0 ? (__mmask16)0xffff
+                          : b < BJ ? (__mmask16)~tail16(b)
+                                   : (__mmask16)0;
                 }
                 /* Ordered compare: false for -inf and NaN (the scores ref skips) and dead lanes. */
                 __mmask16 valid =
@@ -897,10 +908,10 @@ INLINE void attention_any(slate_dtype dt, float *out, const float *q, const void
     static __attribute__((noinline)) void NAME(float *out, const float *q, const void *k,         \
                                                const void *v, int64_t stride, int64_t j0,         \
                                                int64_t j1, int64_t hd, int64_t n_heads,           \
-                                               int64_t n_rows, float scale, float softcap,        \
-                                               const float *mask) {                               \
-        attention_any(DT, out, q, k, v, stride, j0, j1, hd, n_heads, n_rows, scale, CAP, mask,    \
-                      K16);                                                                        \
+                                               int64_t n_rows, int64_t window, float scale,       \
+                                               float softcap, const float *mask) {                \
+        attention_any(DT, out, q, k, v, stride, j0, j1, hd, n_heads, n_rows, window, scale, CAP,  \
+                      mask, K16);                                                                  \
     }
 ATTN_COPY(attention_f32, SLATE_DTYPE_F32, 0.0f, false)
 ATTN_COPY(attention_f32_capped, SLATE_DTYPE_F32, softcap, false)
@@ -913,25 +924,27 @@ ATTN_COPY(attention_int8_capped, SLATE_DTYPE_I8, softcap, false)
 
 static void attention(float *out, const float *q, const void *k, const void *v, slate_dtype kvt,
                       int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                      int64_t n_rows, float scale, float softcap, const float *mask) {
+                      int64_t n_rows, int64_t window, float scale, float softcap,
+                      const float *mask) {
     if (kvt == SLATE_DTYPE_F16)
         (softcap > 0.0f ? attention_f16_capped : attention_f16)(out, q, k, v, stride, j0, j1, hd,
-                                                                n_heads, n_rows, scale, softcap,
-                                                                mask);
+                                                                n_heads, n_rows, window, scale,
+                                                                softcap, mask);
     else
         (softcap > 0.0f ? attention_f32_capped : attention_f32)(out, q, k, v, stride, j0, j1, hd,
-                                                                n_heads, n_rows, scale, softcap,
-                                                                mask);
+                                                                n_heads, n_rows, window, scale,
+                                                                softcap, mask);
 }
 
 /* K16 (kernels.h): the same kernel with each block's K dims loaded as vectors instead of
  * transposed in registers. */
 static void attention_k16(float *out, const float *q, const uint16_t *k, const uint16_t *v,
                           int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                          int64_t n_rows, float scale, float softcap, const float *mask) {
+                          int64_t n_rows, int64_t window, float scale, float softcap,
+                          const float *mask) {
     (softcap > 0.0f ? attention_f16_k16_capped : attention_f16_k16)(out, q, k, v, stride, j0, j1,
-                                                                    hd, n_heads, n_rows, scale,
-                                                                    softcap, mask);
+                                                                    hd, n_heads, n_rows, window,
+                                                                    scale, softcap, mask);
 }
 
 /* int8 cache (rows of {f32 scale, head_dim int8}): the same kernel, the rows' int8 values
@@ -939,10 +952,11 @@ static void attention_k16(float *out, const float *q, const uint16_t *k, const u
  * scores and weights as ref applies them. */
 static void attention_i8(float *out, const float *q, const uint8_t *k, const uint8_t *v,
                          int64_t stride, int64_t j0, int64_t j1, int64_t hd, int64_t n_heads,
-                         int64_t n_rows, float scale, float softcap, const float *mask) {
+                         int64_t n_rows, int64_t window, float scale, float softcap,
+                         const float *mask) {
     (softcap > 0.0f ? attention_int8_capped : attention_int8)(out, q, k, v, stride, j0, j1, hd,
-                                                              n_heads, n_rows, scale, softcap,
-                                                              mask);
+                                                              n_heads, n_rows, window, scale,
+                                                              softcap, mask);
 }
 
 /* ---- rms_norm ---------------------------------------------------------------------------- */
