@@ -41,6 +41,7 @@
 #include "kernels/kernels.h"
 #include "kernels/x86/prefetch.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -81,8 +82,28 @@ INLINE __m512 load_w16_mask(slate_dtype dt, const void *w, int64_t i, __mmask16 
  * one row at a time; the prefetch is not used in prefill, where the weight block is in L1.
  * The prefetch fills L2, not L1 (SLATE_PF_STREAM, kernels/x86/prefetch.h): on a Zen 4 VM the
  * L1 prefetch halved this stream, and TinyLlama fp16 decode there (`slate bench --mode state`,
- * 2 threads, four pairs of the two builds alternating) went 8.7-9.8 -> 11.4-12.8 tok/s. */
+ * 2 threads, four pairs of the two builds alternating) went 8.7-9.8 -> 11.4-12.8 tok/s.
+ * Except on AMD family 26 (Zen 5), where it fills L1 (g_stream_t0): on the target VM,
+ * bench_kq_ab with B = -DSLATE_PF_STREAM=_MM_HINT_T0 (2026-12-03, 7 rounds, two runs), B / A
+ * median decode GB/s on TinyLlama's four shapes 1.078 / 1.068 / 0.909 / 1.086, then 1.039 /
+ * 1.053 / 1.033 / 1.119: T0 ahead in 7 of 8. */
 enum { PF_BYTES = 1024 };
+
+/* The f16/bf16/f32 decode stream prefetches into L1 (true) or SLATE_PF_STREAM's level (false);
+ * set once by slate__avx512_fill, before the table is published (dispatch.c's pthread_once).
+ * Where it is true, an A/B build's -DSLATE_PF_STREAM changes nothing in this loop. */
+static bool g_stream_t0;
+
+/* AMD family 26 (Zen 5): cpuid's vendor string and its base + extended family. */
+static bool cpu_is_amd_family26(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)
+        return false; /* not "AuthenticAMD" */
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    unsigned fam = (a >> 8) & 0xfu;
+    if (fam == 0xfu) fam += (a >> 20) & 0xffu;
+    return fam == 26;
+}
 
 /* acc[r][c] += W[c][i..i+16) * x[r][i..i+16) */
 INLINE void step(slate_dtype dt, int R, int O, __m512 acc[4][4], const float *const xr[4],
@@ -146,8 +167,8 @@ enum { MC = 128, KB = 512, OB = 16 };
 
 /* Decode: y[o] = W[o] . x (+ bias[o]) for o in [o0, o1), each row read once from start to end
  * (see PF_BYTES). Four accumulators of 16 inputs each hide the FMA latency. */
-INLINE void decode_rows(slate_dtype dt, float *y, const float *x, const void *w, const float *bias,
-                        int64_t n_in, int64_t o0, int64_t o1) {
+INLINE void decode_rows(slate_dtype dt, bool t0, float *y, const float *x, const void *w,
+                        const float *bias, int64_t n_in, int64_t o0, int64_t o1) {
     const int64_t es = dt == SLATE_DTYPE_F32 ? 4 : 2;
     for (int64_t o = o0; o < o1; o++) {
         const void *wr = (const char *)w + o * n_in * es;
@@ -159,7 +180,8 @@ INLINE void decode_rows(slate_dtype dt, float *y, const float *x, const void *w,
             /* 64 inputs are 128 bytes (f16, bf16) or 256 (f32): one prefetch per line. Past the
              * end of W the prefetches are harmless (they never fault). */
             UNROLL for (int64_t b = 0; b < 64 * es; b += 64)
-                _mm_prefetch(pf + i * es + b, SLATE_PF_STREAM);
+                if (t0) _mm_prefetch(pf + i * es + b, _MM_HINT_T0);
+                else _mm_prefetch(pf + i * es + b, SLATE_PF_STREAM);
             UNROLL for (int u = 0; u < 4; u++)
                 acc[u] = _mm512_fmadd_ps(load_w16(dt, wr, i + 16 * u), _mm512_loadu_ps(x + i + 16 * u),
                                          acc[u]);
@@ -177,7 +199,8 @@ INLINE void decode_rows(slate_dtype dt, float *y, const float *x, const void *w,
 INLINE void matmul_any(slate_dtype dt, float *y, const float *x, const void *w, const float *bias,
                        int64_t n_rows, int64_t n_in, int64_t n_out, int64_t o0, int64_t o1) {
     if (n_rows == 1) {
-        decode_rows(dt, y, x, w, bias, n_in, o0, o1);
+        if (g_stream_t0) decode_rows(dt, true, y, x, w, bias, n_in, o0, o1);
+        else decode_rows(dt, false, y, x, w, bias, n_in, o0, o1);
         return;
     }
     for (int64_t rb = 0; rb < n_rows; rb += MC) {
@@ -1064,6 +1087,7 @@ static void rope(float *y, const float *x, const float *c, const float *s, int64
 
 void slate__avx512_fill(slate__kernels *k) {
     k->name = "avx512";
+    g_stream_t0 = cpu_is_amd_family26();
     k->matmul[SLATE_DTYPE_F32] = matmul_f32;
     k->matmul[SLATE_DTYPE_F16] = matmul_f16;
     k->matmul[SLATE_DTYPE_BF16] = matmul_bf16;

@@ -20,8 +20,11 @@
  * End to end there (`slate bench --mode state --prompt 16 -n 64 -t 2`, the TinyLlama shape,
  * pairs of the two builds alternating): int8 16.7-20.5 -> 21.5-27.2 tok/s in 4 of 4 pairs,
  * fp16 8.7-9.8 -> 11.4-12.8 in 4 of 4; int4-b32 (Q4 rows, Q8_0 head) unchanged within noise.
- * The Zen 5 target VM measured these loops with T0 only; there no prefetch was no slower
- * than T0 for f16 (avx512.c), so T1 is expected to be neutral there; not yet measured.
+ * On the Zen 5 target VM (AMD family 26, 2026-12-03) bench_kq_ab measured avx512.c's f16
+ * stream with T0 ahead of T1 in 7 of 8 shape x run cells (0.91-1.12x), while end to end
+ * (`slate bench --mode state`, fp16, five pairs) the two were alike within noise; avx512.c
+ * therefore picks T0 at load on that family and SLATE_PF_STREAM elsewhere (g_stream_t0). The
+ * other files' loops were not re-measured there.
  * -DSLATE_PF_STREAM=_MM_HINT_T0 builds the old hint; to compare the two in one process:
  *   cmake -S . -B build-ab -DCMAKE_BUILD_TYPE=Release -DSLATE_AB_KERNEL=avx512_vnni \
  *         -DSLATE_AB_FLAGS=-DSLATE_PF_STREAM=_MM_HINT_T0 && cmake --build build-ab -t bench_kq_ab
