@@ -92,6 +92,10 @@ struct slate_state {
                                     tensor without a window, or when nothing was released).
                                     Written by whoever holds busy; atomic because
                                     slate_state_tensor_info reads it without taking the state */
+    uint8_t *kv_huge;            /* per whole 2 MiB chunk of kv: 1 once backed by a huge page
+                                    (slate__kv_huge_update); NULL when none can be */
+    size_t *kv_huge_fill;        /* [kv_huge_n]: scratch of slate__kv_huge_update */
+    size_t kv_huge_n;            /* whole 2 MiB chunks inside kv */
     bool kv_release;             /* windowed caches release rows behind the window */
     int32_t kv_rollback;         /* positions a truncate must be able to go back (R) */
     size_t scratch_bytes;        /* mapped scratch (page-rounded) */
@@ -201,6 +205,12 @@ void slate__kv_free(slate_state *st);
 /* Releases the cache pages past each tensor's first n_keep positions, and the scratch pages
  * outside the live logits. Returns the bytes released (resident before, per mincore). */
 size_t slate__kv_trim(slate_state *st, int32_t n_keep);
+/* Huge pages for a deep cache (src/state/kvmem.c): backs each whole 2 MiB chunk of the cache
+ * mapping with one huge page once at least half of its bytes hold rows below the state's
+ * length (rows of caches without a sliding window), and undoes the advice when the cache is
+ * emptied. Call after the length grew. Nothing changes any value; SLATE_NO_HUGEPAGES turns it
+ * off, as for the weights. */
+void slate__kv_huge_update(slate_state *st);
 /* Resident bytes of the cache and scratch (mincore). */
 void slate__kv_resident(const slate_state *st, size_t *kv, size_t *scratch);
 

@@ -47,6 +47,7 @@
 #include "plan/model.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -60,6 +61,106 @@ static void *map_lazy(size_t bytes) {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
+}
+
+/* Huge pages for a deep cache. Decode attention at depth reads every row of a layer's cache
+ * once per token, after the layer's weights have streamed through the caches and evicted the
+ * page-table entries of the cache's 4 KiB pages: each new page then costs a page walk from
+ * DRAM, and the hardware prefetchers stop at page boundaries. On the target VM (TinyLlama
+ * shape, pal4, depth 2048, one thread pinned, each layer's attention timed in the model) that
+ * took 23-26 ns per position and kv head where the same call repeated on the now cached rows
+ * took 13-16; with the cache in 2 MiB pages the first call took 15-16 (bench/RESULTS.md,
+ * "Huge pages for the cache"). Huge pages from the first touch would commit 2 MiB at a time
+ * and undo the lazy cache (a head region is often smaller than 2 MiB, so the first token
+ * would touch every chunk). So a whole 2 MiB chunk of the mapping is backed by a huge page
+ * (MADV_HUGEPAGE, then MADV_COLLAPSE, which copies its pages into one huge page now) only
+ * once at least half of its bytes hold rows below the length: the cache then commits at most
+ * twice the bytes its rows fill. Rows of sliding-window caches count as empty (they are
+ * released behind the window). Emptying the cache (slate__kv_trim to 0) advises the chunks
+ * back to small pages, so a reused state is lazy again; a trim past the length splits the
+ * huge pages it cuts into (Linux does), which only costs speed. Without MADV_COLLAPSE (Linux
+ * before 6.1) the advice alone still gives later faults huge pages. */
+enum { KV_HUGE = 2u << 20 };
+
+static void huge_create(slate_state *st) {
+    st->kv_huge = NULL;
+    st->kv_huge_fill = NULL;
+    st->kv_huge_n = 0;
+#ifdef MADV_HUGEPAGE
+    if (!st->kv || getenv("SLATE_NO_HUGEPAGES")) return;
+    uintptr_t a = ((uintptr_t)st->kv + KV_HUGE - 1) & ~(uintptr_t)(KV_HUGE - 1);
+    uintptr_t e = (uintptr_t)st->kv + st->kv_bytes;
+    size_t n = e > a ? (size_t)(e - a) / KV_HUGE : 0;
+    if (n == 0) return;
+    /* Without this block the cache only keeps its small pages: not an error. */
+    uint8_t *blk = slate__malloc(n * (sizeof(size_t) + 1));
+    if (!blk) return;
+    st->kv_huge_fill = (size_t *)blk;
+    st->kv_huge = blk + n * sizeof(size_t);
+    memset(st->kv_huge, 0, n);
+    st->kv_huge_n = n;
+#endif
+}
+
+/* Adds [a, b) (byte offsets in kv) to the fill of the chunks it overlaps; chunk c covers
+ * [off0 + c * KV_HUGE, off0 + (c + 1) * KV_HUGE). */
+static void huge_fill(slate_state *st, size_t off0, size_t a, size_t b) {
+    if (b <= off0) return;
+    if (a < off0) a = off0;
+    for (size_t c = (a - off0) / KV_HUGE; a < b && c < st->kv_huge_n; c++) {
+        size_t end = off0 + (c + 1) * KV_HUGE, e = b < end ? b : end;
+        st->kv_huge_fill[c] += e - a;
+        a = e;
+    }
+}
+
+void slate__kv_huge_update(slate_state *st) {
+#if defined(MADV_HUGEPAGE)
+    if (!st->kv_huge) return;
+    size_t n = st->kv_huge_n, todo = 0;
+    for (size_t c = 0; c < n; c++) todo += !st->kv_huge[c];
+    if (!todo) return;
+    const slate_model *m = st->model;
+    uint8_t *base = (uint8_t *)(((uintptr_t)st->kv + KV_HUGE - 1) & ~(uintptr_t)(KV_HUGE - 1));
+    size_t off0 = (size_t)(base - st->kv), len = (size_t)st->length;
+    memset(st->kv_huge_fill, 0, n * sizeof *st->kv_huge_fill);
+    for (int32_t i = 0; i < m->prog.n_states; i++) {
+        if (m->state_window[i] > 0) continue;
+        size_t hb = slate__kv_head_bytes(st, i);
+        size_t rows = st->kv_k16[i] ? (len + 15) / 16 * 16 : len; /* K16: whole blocks */
+        for (int32_t g = 0; g < st->kv_heads[i]; g++) {
+            size_t r = st->kv_off[i] + (size_t)g * st->kv_head_span[i];
+            huge_fill(st, off0, r, r + rows * hb);
+        }
+    }
+    for (size_t c = 0; c < n; c++) {
+        if (st->kv_huge[c] || st->kv_huge_fill[c] * 2 < KV_HUGE) continue;
+        uint8_t *p = base + c * KV_HUGE;
+        st->kv_huge[c] = 1; /* tried once: a refusal (no huge page free) is not retried */
+        if (madvise(p, KV_HUGE, MADV_HUGEPAGE) != 0) continue;
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1; older kernels answer EINVAL, and the advice stays */
+#endif
+        (void)madvise(p, KV_HUGE, MADV_COLLAPSE);
+    }
+#else
+    (void)st;
+#endif
+}
+
+/* Every chunk back to small pages (the cache was emptied). */
+static void huge_undo(slate_state *st) {
+#ifdef MADV_NOHUGEPAGE
+    if (!st->kv_huge) return;
+    uint8_t *base = (uint8_t *)(((uintptr_t)st->kv + KV_HUGE - 1) & ~(uintptr_t)(KV_HUGE - 1));
+    bool any = false;
+    for (size_t c = 0; c < st->kv_huge_n; c++) any |= st->kv_huge[c] != 0;
+    if (!any) return;
+    (void)madvise(base, st->kv_huge_n * KV_HUGE, MADV_NOHUGEPAGE);
+    memset(st->kv_huge, 0, st->kv_huge_n);
+#else
+    (void)st;
+#endif
 }
 
 /* K16 (src/kernels/kernels.h): K caches that only attention_k16 reads are stored dim-major in
@@ -150,10 +251,15 @@ slate_status slate__kv_create(slate_state *st, const slate_state_params *params,
                            "the state (cache %zu + scratch %zu): %s",
                            total + st->scratch_bytes, total, st->scratch_bytes, strerror(e));
     }
+    huge_create(st);
     return SLATE_OK;
 }
 
 void slate__kv_free(slate_state *st) {
+    slate__free(st->kv_huge_fill); /* the block that also holds kv_huge */
+    st->kv_huge = NULL;
+    st->kv_huge_fill = NULL;
+    st->kv_huge_n = 0;
     if (st->kv) munmap(st->kv, st->kv_bytes);
     if (st->scratch) munmap(st->scratch, st->scratch_bytes);
     slate__free(st->kv_row_bytes); /* the block that also holds the other per-tensor arrays */
@@ -282,6 +388,7 @@ size_t slate__kv_trim(slate_state *st, int32_t n_keep) {
             freed += release(st->kv, a, b);
         }
     }
+    if (n_keep <= 0) huge_undo(st); /* emptied: lazy again */
     /* Scratch: only the last logits are live between calls (a caller may hold a pointer to
      * them), so keep the pages they touch and release the others. */
     size_t lo = (size_t)p->tensors[p->logits].offset;

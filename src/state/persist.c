@@ -363,6 +363,7 @@ slate_status slate__state_load_locked(slate_state *st, const uint8_t *d, size_t 
     /* A file from a state with a longer reach holds more rows than this one keeps: the next
      * release step drops them, as it would have here. */
     slate__kv_release_window(st, false);
+    slate__kv_huge_update(st);
     return SLATE_OK;
 #undef FIRST
 }
