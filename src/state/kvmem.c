@@ -77,8 +77,11 @@ static void *map_lazy(size_t bytes) {
  * once at least half of its bytes hold rows below the length: the cache then commits at most
  * twice the bytes its rows fill. Rows of sliding-window caches count as empty (they are
  * released behind the window). Emptying the cache (slate__kv_trim to 0) advises the chunks
- * back to small pages, so a reused state is lazy again; a trim past the length splits the
- * huge pages it cuts into (Linux does), which only costs speed. Without MADV_COLLAPSE (Linux
+ * back to small pages, so a reused state is lazy again. A trim past the length (memory
+ * pressure) splits the huge pages it cuts into (Linux does) and also advises every chunk back,
+ * and no chunk is advised again until the cache is emptied: khugepaged collapses advised
+ * ranges that hold any page, and the next call would advise the still half-full chunks again,
+ * either of which would commit again what the trim handed back. Without MADV_COLLAPSE (Linux
  * before 6.1) the advice alone still gives later faults huge pages. */
 enum { KV_HUGE = 2u << 20 };
 
@@ -116,7 +119,7 @@ static void huge_fill(slate_state *st, size_t off0, size_t a, size_t b) {
 
 void slate__kv_huge_update(slate_state *st) {
 #if defined(MADV_HUGEPAGE)
-    if (!st->kv_huge) return;
+    if (!st->kv_huge || st->kv_huge_hold) return;
     size_t n = st->kv_huge_n, todo = 0;
     for (size_t c = 0; c < n; c++) todo += !st->kv_huge[c];
     if (!todo) return;
@@ -388,7 +391,11 @@ size_t slate__kv_trim(slate_state *st, int32_t n_keep) {
             freed += release(st->kv, a, b);
         }
     }
-    if (n_keep <= 0) huge_undo(st); /* emptied: lazy again */
+    /* Emptied: lazy again. Trimmed past the length: small pages until then, or khugepaged
+     * (which collapses advised ranges with any page present) or the next call's advice would
+     * commit again what the trim handed back. */
+    huge_undo(st);
+    st->kv_huge_hold = n_keep > 0;
     /* Scratch: only the last logits are live between calls (a caller may hold a pointer to
      * them), so keep the pages they touch and release the others. */
     size_t lo = (size_t)p->tensors[p->logits].offset;

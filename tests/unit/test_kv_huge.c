@@ -1,7 +1,8 @@
 /* test_kv_huge.c - huge pages for a deep cache (src/state/kvmem.c, slate__kv_huge_update): a
  * whole 2 MiB chunk of the cache mapping is advised to a huge page only once at least half of
  * it holds rows below the length, the advice is undone when the cache is emptied, and none of
- * it changes a value: a state with the policy gives the bits of one created with
+ * it changes a value, and a trim past the length (memory pressure) undoes the advice and holds
+ * it off until the cache is emptied: a state with the policy gives the bits of one created with
  * SLATE_NO_HUGEPAGES (the logits of every call, and every cache tensor read back). Whether
  * Linux then finds a huge page is its business (the test does not ask). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -105,14 +106,22 @@ static void advised_past_half_only_and_values_unchanged(void **unused) {
     assert_int_equal(n_advised(h), h->kv_huge_n);
     same_cache(h, s);
 
-    /* A truncate keeps the advice; emptying the cache (as memory pressure does) undoes it, and
-     * the state is lazy again until half a chunk is filled once more. */
+    /* A truncate keeps the advice. */
     slate_error e;
     assert_int_equal(slate_state_truncate(h, CTX / 2, &e), SLATE_OK);
     assert_int_equal(slate_state_truncate(s, CTX / 2, &e), SLATE_OK);
     assert_int_equal(n_advised(h), h->kv_huge_n);
     feed_both(h, s, ids, CTX / 2, CTX / 2 + 40);
     same_cache(h, s);
+    /* A trim past the length (memory pressure) undoes it, and no chunk is advised again while
+     * the cache grows, however full: the trim's pages must stay handed back. */
+    slate__kv_trim(h, slate_state_length(h));
+    assert_int_equal(n_advised(h), 0);
+    feed_both(h, s, ids, CTX / 2 + 40, CTX - 1);
+    assert_int_equal(n_advised(h), 0);
+    same_cache(h, s);
+    /* Emptying the cache (a pressure reset or spill) ends the hold; the state is lazy until half
+     * a chunk is filled once more. */
     slate__kv_trim(h, 0);
     assert_int_equal(n_advised(h), 0);
     assert_int_equal(slate_state_reset(h), SLATE_OK);
