@@ -208,7 +208,8 @@ void slate__kv_free(slate_state *st);
 size_t slate__kv_trim(slate_state *st, int32_t n_keep);
 /* Huge pages for a deep cache (src/state/kvmem.c): backs each whole 2 MiB chunk of the cache
  * mapping with one huge page once at least half of its bytes hold rows below the state's
- * length (rows of caches without a sliding window), and undoes the advice when the cache is
+ * length (rows of caches without a sliding window; at most a couple of chunks per call, as
+ * each is copied), and undoes the advice when the cache is
  * emptied or trimmed (slate__kv_trim; after a trim past the length none is given until the
  * cache is emptied). Call after the length grew. Nothing changes any value; SLATE_NO_HUGEPAGES turns it
  * off, as for the weights. */

@@ -84,6 +84,11 @@ static void *map_lazy(size_t bytes) {
  * either of which would commit again what the trim handed back. Without MADV_COLLAPSE (Linux
  * before 6.1) the advice alone still gives later faults huge pages. */
 enum { KV_HUGE = 2u << 20 };
+/* Chunks advised per call. Every head region fills at the same rate, so all chunks cross half
+ * in the same call, and MADV_COLLAPSE copies each one: on the target VM the decode step that
+ * crossed took 33-40 ms against 12 (TinyLlama shape, 22 chunks), so the work is spread over
+ * the next calls instead, a couple of milliseconds each. */
+enum { KV_HUGE_PER_CALL = 2 };
 
 static void huge_create(slate_state *st) {
     st->kv_huge = NULL;
@@ -136,8 +141,9 @@ void slate__kv_huge_update(slate_state *st) {
             huge_fill(st, off0, r, r + rows * hb);
         }
     }
-    for (size_t c = 0; c < n; c++) {
+    for (size_t c = 0, done = 0; c < n && done < KV_HUGE_PER_CALL; c++) {
         if (st->kv_huge[c] || st->kv_huge_fill[c] * 2 < KV_HUGE) continue;
+        done++;
         uint8_t *p = base + c * KV_HUGE;
         st->kv_huge[c] = 1; /* tried once: a refusal (no huge page free) is not retried */
         if (madvise(p, KV_HUGE, MADV_HUGEPAGE) != 0) continue;

@@ -15,13 +15,14 @@
 #include "plan/model.h"
 #include "tinymodel.h"
 
-/* One layer, 8 kv heads of head_dim 64, f16 cache: 1 KiB per position of each of K and V, so a
- * context of 2048 makes two 2 MiB blocks (K, V) of eight 256 KiB head regions each. */
+/* Two layers, 8 kv heads of head_dim 64, f16 cache: 1 KiB per position of each of K and V, so
+ * a context of 2048 makes four 2 MiB blocks (K, V) of eight 256 KiB head regions each: three
+ * or four whole chunks, more than one call advises. */
 enum { CTX = 2048, QMAX = 256 };
 
 static slate_model *open_model(void) {
     tm_opts o = tm_default();
-    o.n_layers = 1;
+    o.n_layers = 2;
     o.dim = 512;
     o.n_heads = 8;
     o.n_kv_heads = 8;
@@ -83,8 +84,8 @@ static void advised_past_half_only_and_values_unchanged(void **unused) {
     setenv("SLATE_NO_HUGEPAGES", "1", 1);
     slate_state *s = tu_new_state(m, -1, CTX, false);
     unsetenv("SLATE_NO_HUGEPAGES");
-    /* 4 MiB of cache hold at least one whole aligned chunk; the switched-off state has none. */
-    assert_true(h->kv_bytes >= (size_t)4 << 20);
+    /* 8 MiB of cache hold at least three whole aligned chunks; the switched-off state none. */
+    assert_true(h->kv_bytes >= (size_t)8 << 20);
     assert_true(h->kv_huge_n >= 1);
     assert_int_equal(s->kv_huge_n, 0);
     assert_null(s->kv_huge);
@@ -101,8 +102,12 @@ static void advised_past_half_only_and_values_unchanged(void **unused) {
     /* Just below half: still nothing (a chunk is exactly as full as its regions, or less). */
     feed_both(h, s, ids, CTX / 4, CTX / 2 - 16);
     assert_int_equal(n_advised(h), 0);
-    /* The whole context: every chunk is full of rows, so every one is advised. */
-    feed_both(h, s, ids, CTX / 2 - 16, CTX - 1);
+    /* Past half: every chunk qualifies, but one call advises only two (each is copied). */
+    assert_true(h->kv_huge_n >= 3);
+    feed_both(h, s, ids, CTX / 2 - 16, CTX / 2 + 16);
+    assert_int_equal(n_advised(h), 2);
+    /* The whole context, in more calls: every chunk is advised. */
+    feed_both(h, s, ids, CTX / 2 + 16, CTX - 1);
     assert_int_equal(n_advised(h), h->kv_huge_n);
     same_cache(h, s);
 
