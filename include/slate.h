@@ -571,9 +571,9 @@ slate_state_params slate_state_default_params(void);
  * committed as it fills (anonymous MAP_NORESERVE mapping, one page-aligned block per state
  * tensor); a 2 MiB chunk of it at least half full of rows moves to one huge page, so at most
  * twice the rows' bytes are committed (docs/design.md; SLATE_NO_HUGEPAGES=1 turns this off).
- * The budget counts the whole reservation either way. With a budget (slate_model_params.mem_budget_bytes), weights + every live state +
- * this one must fit, else E_BUDGET with the numbers and the largest context that would fit.
- * params may be NULL. Returns OK, E_INVALID_ARG, E_UNSUPPORTED (kv_dtype), E_NOMEM, E_BUDGET. */
+ * The budget counts the whole reservation either way. With a budget
+ * (slate_model_params.mem_budget_bytes), weights + every live state + this one must fit,
+ * else E_BUDGET with the numbers and the largest context that would fit. params may be NULL. Returns OK, E_INVALID_ARG, E_UNSUPPORTED (kv_dtype), E_NOMEM, E_BUDGET. */
 slate_status slate_state_create(slate_model *model, const slate_state_params *params,
                                 slate_state **out, slate_error *err);
 void slate_state_free(slate_state *state);

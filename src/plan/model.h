@@ -96,6 +96,7 @@ struct slate_state {
                                     (slate__kv_huge_update); NULL when none can be */
     size_t *kv_huge_fill;        /* [kv_huge_n]: scratch of slate__kv_huge_update */
     size_t kv_huge_n;            /* whole 2 MiB chunks inside kv */
+    size_t kv_huge_done;         /* chunks with kv_huge[c] = 1 */
     bool kv_huge_hold;           /* a trim past the length: no advice until the cache is emptied */
     bool kv_release;             /* windowed caches release rows behind the window */
     int32_t kv_rollback;         /* positions a truncate must be able to go back (R) */
@@ -209,10 +210,9 @@ size_t slate__kv_trim(slate_state *st, int32_t n_keep);
 /* Huge pages for a deep cache (src/state/kvmem.c): backs each whole 2 MiB chunk of the cache
  * mapping with one huge page once at least half of its bytes hold rows below the state's
  * length (rows of caches without a sliding window; at most a couple of chunks per call, as
- * each is copied), and undoes the advice when the cache is
- * emptied or trimmed (slate__kv_trim; after a trim past the length none is given until the
- * cache is emptied). Call after the length grew. Nothing changes any value; SLATE_NO_HUGEPAGES turns it
- * off, as for the weights. */
+ * each is copied). slate__kv_trim undoes the advice; after a trim past the length none is
+ * given until the cache is emptied. Call after the length grew. Nothing changes any value;
+ * SLATE_NO_HUGEPAGES turns it off, as for the weights. */
 void slate__kv_huge_update(slate_state *st);
 /* Resident bytes of the cache and scratch (mincore). */
 void slate__kv_resident(const slate_state *st, size_t *kv, size_t *scratch);

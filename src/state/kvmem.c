@@ -47,8 +47,8 @@
 #include "plan/model.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -89,25 +89,14 @@ enum { KV_HUGE = 2u << 20 };
  * crossed took 33-40 ms against 12 (TinyLlama shape, 22 chunks), so the work is spread over
  * the next calls instead, a couple of milliseconds each. */
 enum { KV_HUGE_PER_CALL = 2 };
-
-static void huge_create(slate_state *st) {
-    st->kv_huge = NULL;
-    st->kv_huge_fill = NULL;
-    st->kv_huge_n = 0;
 #ifdef MADV_HUGEPAGE
-    if (!st->kv || getenv("SLATE_NO_HUGEPAGES")) return;
-    uintptr_t a = ((uintptr_t)st->kv + KV_HUGE - 1) & ~(uintptr_t)(KV_HUGE - 1);
-    uintptr_t e = (uintptr_t)st->kv + st->kv_bytes;
-    size_t n = e > a ? (size_t)(e - a) / KV_HUGE : 0;
-    if (n == 0) return;
-    /* Without this block the cache only keeps its small pages: not an error. */
-    uint8_t *blk = slate__malloc(n * (sizeof(size_t) + 1));
-    if (!blk) return;
-    st->kv_huge_fill = (size_t *)blk;
-    st->kv_huge = blk + n * sizeof(size_t);
-    memset(st->kv_huge, 0, n);
-    st->kv_huge_n = n;
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1; older kernels answer EINVAL, and the advice stays */
 #endif
+
+/* The first whole chunk of the cache mapping. */
+static uint8_t *huge_base(const slate_state *st) {
+    return (uint8_t *)(((uintptr_t)st->kv + KV_HUGE - 1) & ~(uintptr_t)(KV_HUGE - 1));
 }
 
 /* Adds [a, b) (byte offsets in kv) to the fill of the chunks it overlaps; chunk c covers
@@ -121,15 +110,33 @@ static void huge_fill(slate_state *st, size_t off0, size_t a, size_t b) {
         a = e;
     }
 }
+#endif
+
+static void huge_create(slate_state *st) {
+    st->kv_huge = NULL;
+    st->kv_huge_fill = NULL;
+    st->kv_huge_n = st->kv_huge_done = 0;
+#ifdef MADV_HUGEPAGE
+    if (!st->kv || getenv("SLATE_NO_HUGEPAGES")) return;
+    uintptr_t a = (uintptr_t)huge_base(st), e = (uintptr_t)st->kv + st->kv_bytes;
+    size_t n = e > a ? (size_t)(e - a) / KV_HUGE : 0;
+    if (n == 0) return;
+    /* Without this block the cache only keeps its small pages: not an error. */
+    uint8_t *blk = slate__malloc(n * (sizeof(size_t) + 1));
+    if (!blk) return;
+    st->kv_huge_fill = (size_t *)blk;
+    st->kv_huge = blk + n * sizeof(size_t);
+    memset(st->kv_huge, 0, n);
+    st->kv_huge_n = n;
+#endif
+}
 
 void slate__kv_huge_update(slate_state *st) {
 #if defined(MADV_HUGEPAGE)
-    if (!st->kv_huge || st->kv_huge_hold) return;
-    size_t n = st->kv_huge_n, todo = 0;
-    for (size_t c = 0; c < n; c++) todo += !st->kv_huge[c];
-    if (!todo) return;
+    if (!st->kv_huge || st->kv_huge_hold || st->kv_huge_done == st->kv_huge_n) return;
+    size_t n = st->kv_huge_n;
     const slate_model *m = st->model;
-    uint8_t *base = (uint8_t *)(((uintptr_t)st->kv + KV_HUGE - 1) & ~(uintptr_t)(KV_HUGE - 1));
+    uint8_t *base = huge_base(st);
     size_t off0 = (size_t)(base - st->kv), len = (size_t)st->length;
     memset(st->kv_huge_fill, 0, n * sizeof *st->kv_huge_fill);
     for (int32_t i = 0; i < m->prog.n_states; i++) {
@@ -146,10 +153,8 @@ void slate__kv_huge_update(slate_state *st) {
         done++;
         uint8_t *p = base + c * KV_HUGE;
         st->kv_huge[c] = 1; /* tried once: a refusal (no huge page free) is not retried */
+        st->kv_huge_done++;
         if (madvise(p, KV_HUGE, MADV_HUGEPAGE) != 0) continue;
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25 /* Linux 6.1; older kernels answer EINVAL, and the advice stays */
-#endif
         (void)madvise(p, KV_HUGE, MADV_COLLAPSE);
     }
 #else
@@ -159,14 +164,11 @@ void slate__kv_huge_update(slate_state *st) {
 
 /* Every chunk back to small pages (the cache was emptied). */
 static void huge_undo(slate_state *st) {
-#ifdef MADV_NOHUGEPAGE
-    if (!st->kv_huge) return;
-    uint8_t *base = (uint8_t *)(((uintptr_t)st->kv + KV_HUGE - 1) & ~(uintptr_t)(KV_HUGE - 1));
-    bool any = false;
-    for (size_t c = 0; c < st->kv_huge_n; c++) any |= st->kv_huge[c] != 0;
-    if (!any) return;
-    (void)madvise(base, st->kv_huge_n * KV_HUGE, MADV_NOHUGEPAGE);
+#ifdef MADV_HUGEPAGE
+    if (!st->kv_huge || st->kv_huge_done == 0) return;
+    (void)madvise(huge_base(st), st->kv_huge_n * KV_HUGE, MADV_NOHUGEPAGE);
     memset(st->kv_huge, 0, st->kv_huge_n);
+    st->kv_huge_done = 0;
 #else
     (void)st;
 #endif
@@ -268,7 +270,7 @@ void slate__kv_free(slate_state *st) {
     slate__free(st->kv_huge_fill); /* the block that also holds kv_huge */
     st->kv_huge = NULL;
     st->kv_huge_fill = NULL;
-    st->kv_huge_n = 0;
+    st->kv_huge_n = st->kv_huge_done = 0;
     if (st->kv) munmap(st->kv, st->kv_bytes);
     if (st->scratch) munmap(st->scratch, st->scratch_bytes);
     slate__free(st->kv_row_bytes); /* the block that also holds the other per-tensor arrays */
