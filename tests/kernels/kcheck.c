@@ -288,7 +288,8 @@ void kc_fill_qweights(uint8_t *w, const slate__wmat *wm, uint64_t *rng) {
     }
 }
 
-/* Per element, with mag = sum_i |w_i x_i| + |bias|:
+/* Per element, with mag = sum_i |w_i x_i| + |bias| (w_i: kc_wmag_row's magnitudes, which count
+ * a format's scaled code and its offset apart, as the kernels sum them):
  *   |got - want| <= 1e-5 * mag + xq
  * 1e-5 as MATMUL_TOL: the kernels and ref sum in different orders (lanes, units, FMA). xq only
  * where the table quantizes x: x is then rounded to int8 with one scale per unit of at most 128
@@ -315,13 +316,45 @@ double kc_matmul_q_bound(const float *w, const float *x, int64_t n, double bias_
     return MATMUL_TOL * *mag + (xq ? 1.001 * *xqb : 0.0);
 }
 
+void kc_wmag_row(const slate__wmat *wm, int64_t o, float *dst) {
+    int64_t n_in = wm->n_in;
+    slate__ref_dequant(wm, o, 0, n_in, dst);
+    size_t off, bb; /* the offset's f16 in each block, and the block's bytes */
+    int32_t blk_in;
+    switch ((int)wm->dtype) {
+    case SLATE_DTYPE_Q4:
+        if (!wm->asym) goto plain;
+        off = 2, bb = slate__q4_block_bytes(wm->block, true), blk_in = wm->block;
+        break;
+    case SLATE_DTYPE_Q4_K: off = 2, bb = sizeof(slate__block_q4_k), blk_in = 256; break;
+    case SLATE_DTYPE_Q5_K: off = 2, bb = sizeof(slate__block_q5_k), blk_in = 256; break;
+    case SLATE_DTYPE_Q2_K: off = 82, bb = sizeof(slate__block_q2_k), blk_in = 256; break;
+    default: goto plain;
+    }
+    /* the row with every offset 0 dequantizes to the scaled codes alone */
+    uint8_t *row = xmalloc(wm->row_bytes);
+    memcpy(row, (const uint8_t *)wm->data + (size_t)o * wm->row_bytes, wm->row_bytes);
+    for (int64_t b = 0; b < n_in / blk_in; b++) memset(row + (size_t)b * bb + off, 0, 2);
+    slate__wmat one;
+    slate__wmat_init(&one, row, wm->dtype, wm->block, wm->asym, 1, n_in);
+    float *codes = xmalloc((size_t)n_in * sizeof(float));
+    slate__ref_dequant(&one, 0, 0, n_in, codes);
+    for (int64_t i = 0; i < n_in; i++)
+        dst[i] = (float)(fabs((double)codes[i]) + fabs((double)dst[i] - codes[i]));
+    free(codes);
+    free(row);
+    return;
+plain:
+    for (int64_t i = 0; i < n_in; i++) dst[i] = fabsf(dst[i]);
+}
+
 int64_t kc_check_q_outputs(const slate__wmat *wm, const float *x, const float *bias,
                            const float *got, const float *want, float sentinel, int64_t n_rows,
                            int64_t o0, int64_t o1, bool xq, char *detail, size_t cap) {
     int64_t n_in = wm->n_in, n_out = wm->n_out, n_bad = 0; /* the first one is described */
     float *wrow = xmalloc((size_t)n_in * sizeof(float));
     for (int64_t o = 0; o < n_out; o++) {
-        if (o >= o0 && o < o1) slate__ref_dequant(wm, o, 0, n_in, wrow);
+        if (o >= o0 && o < o1) kc_wmag_row(wm, o, wrow);
         for (int64_t r = 0; r < n_rows; r++) {
             float gv = got[r * n_out + o], wv = want[r * n_out + o];
             if (o < o0 || o >= o1) {

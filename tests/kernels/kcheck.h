@@ -50,8 +50,14 @@ extern const kc_qfmt kc_qfmts[KC_N_QFMTS];
  * magnitudes (details in kcheck.c). */
 void kc_fill_qweights(uint8_t *w, const slate__wmat *wm, uint64_t *rng);
 
+/* Row o of wm as the magnitudes a kernel's sums see: |w_i| as ref dequantizes it, except that
+ * formats with an offset (Q4 asym, Q4_K, Q5_K, Q2_K: w = d sc q - dmin m, or d q + m) give
+ * |d sc q| + |offset|. Kernels sum the two parts apart and subtract them at the end, so their
+ * rounding scales with the parts even where w itself is 0 (dmin m = d sc q happens in f16). */
+void kc_wmag_row(const slate__wmat *wm, int64_t o, float *dst);
+
 /* The tolerance of one output y = w . x (+ bias) of a compressed format's matmul against ref
- * (the reason is in kcheck.c): n inputs, w as ref dequantizes it, bias_abs = |bias| (0 without),
+ * (the reason is in kcheck.c): n inputs, w as kc_wmag_row gives it, bias_abs = |bias| (0 without),
  * xq whether the table rounds x to int8. Returns the bound on |got - want| and sets *mag = sum
  * |w_i x_i| + |bias| and *xqb, the part x's rounding may cause (before the factor 1.001, and
  * computed even when !xq), for messages. */
