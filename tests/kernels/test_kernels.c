@@ -60,7 +60,8 @@ static void matmul_matches_ref_for_every_dtype_and_shape(void **st) {
 }
 
 /* Shapes past the variants' cache blocks (128 rows, 512 inputs, 16 outputs), so several row,
- * K and output blocks and their partial sums are exercised. */
+ * K and output blocks and their partial sums are exercised, and a decode row longer than 4096
+ * inputs. */
 static void matmul_matches_ref_across_cache_blocks(void **st) {
     const slate__kernels *k = table_or_skip(st), *ref = slate__kernels_by_name("ref");
     uint64_t rng = tu_seed() ^ 0x626c6f636b73ull;
@@ -72,6 +73,9 @@ static void matmul_matches_ref_across_cache_blocks(void **st) {
         require(kc_matmul(k, ref, t, 6, 1536, 50, 0, 50, false, &rng, problem, sizeof problem),
                 problem);
         require(kc_matmul(k, ref, t, 1, 2053, 70, 5, 69, true, &rng, problem, sizeof problem),
+                problem);
+        /* decode of rows past avx512.c's PF_LONG_N_IN (4096), which prefetch further ahead */
+        require(kc_matmul(k, ref, t, 1, 5635, 13, 2, 13, false, &rng, problem, sizeof problem),
                 problem);
     }
 }

@@ -89,6 +89,17 @@ INLINE __m512 load_w16_mask(slate_dtype dt, const void *w, int64_t i, __mmask16 
  * 1.053 / 1.033 / 1.119: T0 ahead in 7 of 8. */
 enum { PF_BYTES = 1024 };
 
+/* Rows longer than PF_LONG_N_IN inputs prefetch PF_BYTES_LONG ahead. Their x (f32, 16 KiB and
+ * more: ffn_down's 5632 inputs are 22 KiB) no longer sits in L1 next to the weight stream, and
+ * its refills from L2 slow the stream: on the Zen 5 VM, one thread, 22 layers of TinyLlama's
+ * f16 FFN from DRAM (a driver of this loop), ffn_down ran at 0.78-0.80 of gate/up's GB/s with
+ * x as f32, 0.89-0.95 with the same x as f16 (11 KiB), 0.97-1.01 with no x at all; two rows
+ * per x load (half the x loads) changed nothing (0.76-0.77), nor did prefetching x. Prefetching
+ * further ahead did: 2 threads, exec's chunks, three rounds, ffn_down 33.3-36.2 GB/s at 1 KiB,
+ * 37.9-40.6 at 4 KiB, 40.2-40.8 at 8 KiB (gate/up in the same rounds 42-46). The short rows
+ * keep 1 KiB (4 KiB+ was slower for them, above). */
+enum { PF_LONG_N_IN = 4096, PF_BYTES_LONG = 4096 };
+
 /* The f16/bf16/f32 decode stream prefetches into L1 (true) or SLATE_PF_STREAM's level (false);
  * set once by slate__avx512_fill, before the table is published (dispatch.c's pthread_once).
  * Where it is true, an A/B build's -DSLATE_PF_STREAM changes nothing in this loop. */
@@ -166,13 +177,14 @@ enum { MC = 128, KB = 512, OB = 16 };
     } while (0)
 
 /* Decode: y[o] = W[o] . x (+ bias[o]) for o in [o0, o1), each row read once from start to end
- * (see PF_BYTES). Four accumulators of 16 inputs each hide the FMA latency. */
+ * (see PF_BYTES, PF_BYTES_LONG). Four accumulators of 16 inputs each hide the FMA latency. */
 INLINE void decode_rows(slate_dtype dt, bool t0, float *y, const float *x, const void *w,
                         const float *bias, int64_t n_in, int64_t o0, int64_t o1) {
     const int64_t es = dt == SLATE_DTYPE_F32 ? 4 : 2;
+    const int64_t ahead = n_in > PF_LONG_N_IN ? PF_BYTES_LONG : PF_BYTES;
     for (int64_t o = o0; o < o1; o++) {
         const void *wr = (const char *)w + o * n_in * es;
-        const char *pf = (const char *)wr + PF_BYTES;
+        const char *pf = (const char *)wr + ahead;
         __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                          _mm512_setzero_ps()};
         int64_t i = 0;
