@@ -209,11 +209,12 @@ void slate__kv_free(slate_state *st);
 size_t slate__kv_trim(slate_state *st, int32_t n_keep);
 /* Huge pages for a deep cache (src/state/kvmem.c): backs each whole 2 MiB chunk of the cache
  * mapping with one huge page once at least half of its bytes hold rows below the state's
- * length (rows of caches without a sliding window; at most a couple of chunks per call, as
- * each is copied). slate__kv_trim undoes the advice; after a trim past the length none is
- * given until the cache is emptied. Call after the length grew. Nothing changes any value;
+ * length (rows of caches without a sliding window). Each chunk is copied, so a call advises
+ * two chunks plus one per 16 of the n_new rows it added (a decode step two, a long prefill
+ * all). slate__kv_trim undoes the advice; after a trim past the length none is given until
+ * the cache is emptied. Call after the length grew. Nothing changes any value;
  * SLATE_NO_HUGEPAGES turns it off, as for the weights. */
-void slate__kv_huge_update(slate_state *st);
+void slate__kv_huge_update(slate_state *st, int64_t n_new);
 /* Resident bytes of the cache and scratch (mincore). */
 void slate__kv_resident(const slate_state *st, size_t *kv, size_t *scratch);
 

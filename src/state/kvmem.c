@@ -84,11 +84,16 @@ static void *map_lazy(size_t bytes) {
  * either of which would commit again what the trim handed back. Without MADV_COLLAPSE (Linux
  * before 6.1) the advice alone still gives later faults huge pages. */
 enum { KV_HUGE = 2u << 20 };
-/* Chunks advised per call. Every head region fills at the same rate, so all chunks cross half
- * in the same call, and MADV_COLLAPSE copies each one: on the target VM the decode step that
- * crossed took 33-40 ms against 12 (TinyLlama shape, 22 chunks), so the work is spread over
- * the next calls instead, a couple of milliseconds each. */
-enum { KV_HUGE_PER_CALL = 2 };
+/* Chunks advised per call: KV_HUGE_PER_CALL, and one more per KV_HUGE_ROWS rows the call
+ * added. Every head region fills at the same rate, so all chunks cross half in the same call,
+ * and MADV_COLLAPSE copies each one (about 1 ms: on the target VM the decode step that crossed
+ * took 33-40 ms against 12, TinyLlama shape, 22 chunks). A decode step therefore advises two
+ * and leaves the rest to the next steps. A prefill advises as many as its rows allow: 16 rows
+ * of TinyLlama take ~40 ms to prefill, so a collapse adds at most a few percent to it, and the
+ * decode steps after a long prompt no longer pay the copies (with two per call, `slate bench`'s
+ * 32 steps after a 2048-token prefill spent about the first dozen collapsing chunks, and its
+ * depth-2048 share fell from 87-88 % to 79-84 % for int4-b32 and pal4). */
+enum { KV_HUGE_PER_CALL = 2, KV_HUGE_ROWS = 16 };
 #ifdef MADV_HUGEPAGE
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25 /* Linux 6.1; older kernels answer EINVAL, and the advice stays */
@@ -131,7 +136,7 @@ static void huge_create(slate_state *st) {
 #endif
 }
 
-void slate__kv_huge_update(slate_state *st) {
+void slate__kv_huge_update(slate_state *st, int64_t n_new) {
 #if defined(MADV_HUGEPAGE)
     if (!st->kv_huge || st->kv_huge_hold || st->kv_huge_done == st->kv_huge_n) return;
     size_t n = st->kv_huge_n;
@@ -148,7 +153,8 @@ void slate__kv_huge_update(slate_state *st) {
             huge_fill(st, off0, r, r + rows * hb);
         }
     }
-    for (size_t c = 0, done = 0; c < n && done < KV_HUGE_PER_CALL; c++) {
+    size_t allow = KV_HUGE_PER_CALL + (n_new > 0 ? (size_t)n_new / KV_HUGE_ROWS : 0);
+    for (size_t c = 0, done = 0; c < n && done < allow; c++) {
         if (st->kv_huge[c] || st->kv_huge_fill[c] * 2 < KV_HUGE) continue;
         done++;
         uint8_t *p = base + c * KV_HUGE;
@@ -159,6 +165,7 @@ void slate__kv_huge_update(slate_state *st) {
     }
 #else
     (void)st;
+    (void)n_new;
 #endif
 }
 

@@ -363,7 +363,7 @@ slate_status slate__state_load_locked(slate_state *st, const uint8_t *d, size_t 
     /* A file from a state with a longer reach holds more rows than this one keeps: the next
      * release step drops them, as it would have here. */
     slate__kv_release_window(st, false);
-    slate__kv_huge_update(st);
+    slate__kv_huge_update(st, length); /* every row was just written, as by a prefill */
     return SLATE_OK;
 #undef FIRST
 }

@@ -126,7 +126,7 @@ slate_status slate__state_predict_held(slate_state *st, const int32_t *tokens, i
     st->length += n_tokens;
     st->n_logit_rows = st->n_out;
     slate__kv_release_window(st, false); /* rows now behind every window (and the reach) */
-    slate__kv_huge_update(st);
+    slate__kv_huge_update(st, n_tokens);
     return slate__state_leave(st, s, err);
 }
 
@@ -214,7 +214,7 @@ slate_status slate_state_set_length(slate_state *st, int32_t length, slate_error
         st->length = length;
         st->n_logit_rows = 0;
         slate__kv_first_clear(st); /* the caller declares every row up to length written */
-        slate__kv_huge_update(st);
+        slate__kv_huge_update(st, length);
     }
     release(st);
     return s;

@@ -15,9 +15,11 @@
 #include "plan/model.h"
 #include "tinymodel.h"
 
-/* Two layers, 8 kv heads of head_dim 64, f16 cache: 1 KiB per position of each of K and V, so
- * a context of 2048 makes four 2 MiB blocks (K, V) of eight 256 KiB head regions each: three
- * or four whole chunks, more than one call advises. */
+/* Two layers, 8 kv heads of head_dim 64, f32 cache (f16 would store K in blocks of 16
+ * positions, K16, which fill a step ahead of V): 2 KiB per position of each of K and V, so a
+ * context of 2048 makes four 4 MiB blocks (K, V) of eight 512 KiB head regions each: seven or
+ * eight whole chunks, more than a decode step advises (2) and at most what a 128-row call does
+ * (2 + 128 / 16). */
 enum { CTX = 2048, QMAX = 256 };
 
 static slate_model *open_model(void) {
@@ -80,12 +82,12 @@ static void advised_past_half_only_and_values_unchanged(void **unused) {
     (void)unused;
     slate_model *m = open_model();
     unsetenv("SLATE_NO_HUGEPAGES");
-    slate_state *h = tu_new_state(m, -1, CTX, false);
+    slate_state *h = tu_new_state(m, SLATE_DTYPE_F32, CTX, false);
     setenv("SLATE_NO_HUGEPAGES", "1", 1);
-    slate_state *s = tu_new_state(m, -1, CTX, false);
+    slate_state *s = tu_new_state(m, SLATE_DTYPE_F32, CTX, false);
     unsetenv("SLATE_NO_HUGEPAGES");
-    /* 8 MiB of cache hold at least three whole aligned chunks; the switched-off state none. */
-    assert_true(h->kv_bytes >= (size_t)8 << 20);
+    /* 16 MiB of cache hold at least seven whole aligned chunks; the switched-off state none. */
+    assert_true(h->kv_bytes >= (size_t)16 << 20);
     assert_true(h->kv_huge_n >= 1);
     assert_int_equal(s->kv_huge_n, 0);
     assert_null(s->kv_huge);
@@ -94,18 +96,23 @@ static void advised_past_half_only_and_values_unchanged(void **unused) {
     uint64_t seed = 7;
     for (int i = 0; i < CTX; i++) ids[i] = (int32_t)(tu_rand(&seed) % TM_VOCAB);
 
-    /* A quarter of the context: each head region is a quarter full, so any 2 MiB chunk (eight
-     * 256 KiB regions, or parts of two blocks when the mapping is not aligned) holds at most
-     * a quarter of rows. Nothing is advised. */
+    /* A quarter of the context: each head region is a quarter full, so any 2 MiB chunk (four
+     * 512 KiB regions, or parts of five when the mapping is not aligned) holds at most a
+     * quarter of rows. Nothing is advised. */
     feed_both(h, s, ids, 0, CTX / 4);
     assert_int_equal(n_advised(h), 0);
     /* Just below half: still nothing (a chunk is exactly as full as its regions, or less). */
     feed_both(h, s, ids, CTX / 4, CTX / 2 - 16);
     assert_int_equal(n_advised(h), 0);
-    /* Past half: every chunk qualifies, but one call advises only two (each is copied). */
-    assert_true(h->kv_huge_n >= 3);
-    feed_both(h, s, ids, CTX / 2 - 16, CTX / 2 + 16);
+    /* Past half, by one token: every chunk qualifies, but a decode step advises only two (each
+     * is copied), and the next step two more. */
+    assert_true(h->kv_huge_n >= 7);
+    feed_both(h, s, ids, CTX / 2 - 16, CTX / 2 - 1);
+    assert_int_equal(n_advised(h), 0);
+    feed_both(h, s, ids, CTX / 2 - 1, CTX / 2);
     assert_int_equal(n_advised(h), 2);
+    feed_both(h, s, ids, CTX / 2, CTX / 2 + 1);
+    assert_int_equal(n_advised(h), 4);
     /* The whole context, in more calls: every chunk is advised. */
     feed_both(h, s, ids, CTX / 2 + 16, CTX - 1);
     assert_int_equal(n_advised(h), h->kv_huge_n);
@@ -133,7 +140,13 @@ static void advised_past_half_only_and_values_unchanged(void **unused) {
     assert_int_equal(slate_state_reset(s), SLATE_OK);
     feed_both(h, s, ids, 0, CTX / 4);
     assert_int_equal(n_advised(h), 0);
-    feed_both(h, s, ids, CTX / 4, CTX - 1);
+    feed_both(h, s, ids, CTX / 4, CTX / 2 - 16);
+    assert_int_equal(n_advised(h), 0);
+    /* A prefill of 128 rows across half may advise 2 + 128 / 16 = 10 chunks: all of them, so
+     * the decode steps after a long prompt copy none. */
+    feed_both(h, s, ids, CTX / 2 - 16, CTX / 2 + 112);
+    assert_int_equal(n_advised(h), h->kv_huge_n);
+    feed_both(h, s, ids, CTX / 2 + 112, CTX - 1);
     assert_int_equal(n_advised(h), h->kv_huge_n);
     same_cache(h, s);
 
